@@ -1,0 +1,22 @@
+"""User-facing errors.
+
+Every problem a user can fix (bad file, bad column, bad parameter) raises a subclass of
+:class:`PrivsynError`, whose message is one line that names the problem and says what to
+change.  The CLI turns these into exit status 2, the app into an error box.
+"""
+
+
+class PrivsynError(ValueError):
+    """A problem with the user's input, explained in one line."""
+
+
+class DataError(PrivsynError):
+    """The table cannot be used as given (empty, NaN, text in a numeric column, ...)."""
+
+
+class SchemaError(PrivsynError):
+    """The public domain is malformed (lo >= hi, unknown column, empty category list, ...)."""
+
+
+class ParameterError(PrivsynError):
+    """A mechanism parameter, epsilon or the neighbouring relation is out of range."""

@@ -1,0 +1,176 @@
+"""Noise primitives and seeding.
+
+Every sampler takes a :class:`numpy.random.Generator`.  Integer counts get *exact*
+integer noise (:func:`discrete_laplace`, a difference of two geometric variables),
+never continuous noise rounded afterwards: rounding ``c + trunc(Lap(sigma))`` leaks an
+extra ``ln 2`` per count (spec ``pmm-psmm-kdtree.md`` B.2, B.7 item 2).
+
+References
+----------
+.. [HVZ23] Y. He, R. Vershynin, Y. Zhu, "Algorithmically Effective Differentially
+   Private Synthetic Data", COLT 2023 (seed 004), Appendix B.
+.. [KD23] Kreačić et al., "Differentially Private Synthetic Data Using KD-Trees",
+   UAI 2023 (seed 002), Algorithm 5, Lemma 9, Remark 1.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Union
+
+import numpy as np
+
+RandomLike = Union[None, int, np.integer, np.random.Generator, str]
+
+_INT64_SAFE = 2**62
+
+
+def resolve_rng(rng: RandomLike = None) -> tuple[np.random.Generator, int | None]:
+    """Turn ``rng`` into a Generator and report the seed that was used.
+
+    Parameters
+    ----------
+    rng : None, int, numpy.random.Generator or "secure"
+        ``None`` draws a fresh 63-bit seed from the operating system and records it, so
+        the run can be reproduced; an int is used as the seed; a Generator is used as
+        is (its seed is unknown, reported as ``None``).  ``"secure"`` returns a
+        cryptographically secure generator (see :func:`secure_generator`).
+
+    Returns
+    -------
+    generator : numpy.random.Generator
+    seed : int or None
+        The seed to pass again for the same output (``None`` when not reproducible).
+    """
+    if isinstance(rng, np.random.Generator):
+        return rng, None
+    if isinstance(rng, str):
+        if rng != "secure":
+            raise ValueError(f"rng must be None, an int, a numpy Generator or 'secure', got {rng!r}")
+        return secure_generator(), None
+    if rng is None:
+        seed = secrets.randbits(63)
+    elif isinstance(rng, (bool, np.bool_)):
+        raise TypeError("rng must be None, an int seed or a numpy Generator, not a bool")
+    elif isinstance(rng, (int, np.integer)):
+        seed = int(rng)
+        if seed < 0:
+            raise ValueError(f"a seed must be a non-negative integer, got {seed}")
+    else:
+        raise TypeError(f"rng must be None, an int seed or a numpy Generator, got {type(rng).__name__}")
+    return np.random.default_rng(seed), seed
+
+
+def secure_generator() -> np.random.Generator:
+    """A Generator on a cryptographically secure bit generator.
+
+    Uses ``randomgen``'s ChaCha (20 rounds) keyed with 256 bits from the operating
+    system.  It cannot be seeded on purpose: seeds are for teaching and tests.
+    """
+    try:
+        from randomgen import ChaCha
+    except ImportError as exc:  # pragma: no cover - randomgen is a runtime requirement
+        raise ImportError("rng='secure' needs the 'randomgen' package (pip install randomgen)") from exc
+    key = int.from_bytes(secrets.token_bytes(32), "little")
+    return np.random.Generator(ChaCha(key=key, rounds=20))
+
+
+def child_generators(rng: np.random.Generator, k: int) -> list[np.random.Generator]:
+    """``k`` independent child generators, so one stage's draws never shift another's."""
+    return list(rng.spawn(k))
+
+
+def discrete_laplace(sigma: float | np.ndarray, size=None, rng: np.random.Generator | None = None) -> np.ndarray:
+    r"""Exact discrete Laplace noise :math:`\mathrm{Lap}_\mathbb{Z}(\sigma)`.
+
+    .. math:: P(Z = z) = \frac{1-p}{1+p}\, p^{|z|}, \qquad p = e^{-1/\sigma},
+
+    sampled as :math:`G_1 - G_2` with i.i.d. geometric :math:`G_i` ([HVZ23] App. B).
+    ``Var Z = 2p/(1-p)^2 < 2\sigma^2``.  ``sigma = inf`` is not allowed; ``sigma = 0``
+    gives zeros.
+
+    Parameters
+    ----------
+    sigma : float or array of float
+        Scale(s), broadcast against ``size``.
+    size : int or tuple, optional
+    rng : numpy.random.Generator
+    """
+    rng = _require_generator(rng)
+    sigma = np.asarray(sigma, dtype=float)
+    if np.any(~np.isfinite(sigma)) or np.any(sigma < 0):
+        raise ValueError("discrete Laplace scale must be finite and >= 0")
+    success = -np.expm1(-1.0 / np.where(sigma > 0, sigma, 1.0))  # 1 - p, accurate for large sigma
+    success = np.where(sigma > 0, success, 1.0)  # sigma = 0 -> geometric always 1 -> Z = 0
+    g1 = rng.geometric(success, size)
+    g2 = rng.geometric(success, size)
+    return (g1 - g2).astype(np.int64)
+
+
+def discrete_laplace_pmf(z: np.ndarray, sigma: float) -> np.ndarray:
+    """Probability mass function of :func:`discrete_laplace`."""
+    p = np.exp(-1.0 / sigma)
+    return (1 - p) / (1 + p) * p ** np.abs(np.asarray(z))
+
+
+def discrete_laplace_variance(sigma: float) -> float:
+    """Exact variance ``2p/(1-p)^2`` with ``p = exp(-1/sigma)`` ([HVZ23] eq. B.1)."""
+    p = np.exp(-1.0 / sigma)
+    return float(2 * p / (1 - p) ** 2)
+
+
+def laplace(scale: float | np.ndarray, size=None, rng: np.random.Generator | None = None) -> np.ndarray:
+    """Continuous Laplace noise ``Lap(b)`` with density ``exp(-|x|/b) / (2b)``."""
+    rng = _require_generator(rng)
+    scale = np.asarray(scale, dtype=float)
+    if np.any(~np.isfinite(scale)) or np.any(scale < 0):
+        raise ValueError("Laplace scale must be finite and >= 0")
+    return rng.laplace(0.0, scale, size)
+
+
+def laplace_tail(t: float | np.ndarray, scale: float) -> np.ndarray:
+    r"""``P[Lap(b) >= t]``: ``exp(-t/b)/2`` for ``t >= 0``, ``1 - exp(t/b)/2`` otherwise ([KD23] Remark 1)."""
+    t = np.asarray(t, dtype=float)
+    return np.where(t >= 0, 0.5 * np.exp(-np.abs(t) / scale), 1.0 - 0.5 * np.exp(-np.abs(t) / scale))
+
+
+def conditional_laplace(scale: float, t: float, size=None, rng: np.random.Generator | None = None) -> np.ndarray:
+    r"""Laplace noise conditioned on being at least ``t`` ([KD23] Algorithm 5).
+
+    For ``t >= 0`` this is ``t + Exponential(b)`` (memorylessness).  For ``t < 0`` the
+    inverse CDF is used: ``U ~ Unif(F(t), 1)`` and ``X = F^{-1}(U)`` with
+    ``F(x) = e^{x/b}/2`` for ``x < 0`` and ``1 - e^{-x/b}/2`` otherwise.
+    """
+    rng = _require_generator(rng)
+    if not scale > 0:
+        raise ValueError("conditional Laplace needs a positive scale")
+    if t >= 0:
+        return t + rng.exponential(scale, size)
+    lower = 0.5 * np.exp(t / scale)
+    u = rng.uniform(lower, 1.0, size)
+    return np.where(u < 0.5, scale * np.log(2 * u), -scale * np.log(2 * (1 - u)))
+
+
+def binomial_big(count: int, p: float, rng: np.random.Generator | None = None) -> int:
+    """Exact ``Binomial(count, p)`` for counts beyond numpy's int64 limit.
+
+    ``count`` is split into chunks below ``2**62`` whose binomials are summed
+    ([KD23] Lemma 9 with ``k^d`` empty bins, which may exceed ``2**63``).
+    """
+    rng = _require_generator(rng)
+    count = int(count)
+    if count < 0 or not 0 <= p <= 1:
+        raise ValueError("binomial_big needs count >= 0 and 0 <= p <= 1")
+    full, rest = divmod(count, _INT64_SAFE)
+    total = int(rng.binomial(rest, p))
+    if full:
+        total += int(rng.binomial(_INT64_SAFE, p, size=full).sum(dtype=object))
+    return total
+
+
+def _require_generator(rng) -> np.random.Generator:
+    if rng is None:
+        raise ValueError("pass a numpy.random.Generator as rng (see resolve_rng)")
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    return rng

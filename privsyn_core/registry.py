@@ -1,0 +1,188 @@
+"""The mechanism registry: one :class:`MechanismSpec` per module in ``privsyn_core.mechanisms``.
+
+A mechanism module declares its spec and its run function with :func:`register`.  The
+modules are discovered automatically, so a new mechanism is one module and nothing else.
+
+A run function has the signature::
+
+    run(unit, epsilon, *, neighbouring, n_synthetic, rng, **params) -> MechanismOutput
+
+where ``unit`` is the encoded data (``[0,1]^d`` or ``{0,1}^p``), ``rng`` a
+:class:`numpy.random.Generator` and ``params`` the resolved parameters.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+import numpy as np
+
+from .errors import ParameterError
+
+NEIGHBOURING = ("replace", "add_remove")
+#: Display order of the contract's registry keys; later additions follow alphabetically.
+CONTRACT_ORDER = ("pmm", "psmm", "srw", "srw_tsp", "kd_grid", "kd_adaptive", "microagg_anon", "microagg_dp",
+                  "laplace_points", "dp_histogram", "bootstrap")
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One mechanism parameter.
+
+    Attributes
+    ----------
+    default : Any
+        Default value; ``None`` means "chosen by the mechanism" (shown as ``auto``).
+    type : type
+        ``int``, ``float``, ``str`` or ``bool``.
+    bounds : (low, high), optional
+        Inclusive numeric bounds.
+    choices : tuple, optional
+        Allowed values; for ``int``/``float`` parameters also named alternatives to a
+        number (e.g. ``depth`` is ``"paper"``, ``"bound_opt"`` or an int).
+    help : str
+    """
+
+    default: Any
+    type: type
+    bounds: tuple[float, float] | None = None
+    choices: tuple | None = None
+    help: str = ""
+
+    def coerce(self, name: str, value: Any) -> Any:
+        """Validate ``value`` (possibly a string from the CLI) and convert it."""
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "auto")):
+            if self.default is None:
+                return None
+            raise ParameterError(f"parameter {name!r} needs a value ({self._describe()})")
+        if self.choices and value in self.choices:
+            return value
+        if self.type is str:
+            raise ParameterError(f"parameter {name!r} must be one of {list(self.choices)}, got {value!r}")
+        converted = self._convert(name, value)
+        if self.bounds is not None and not (self.bounds[0] <= converted <= self.bounds[1]):
+            raise ParameterError(f"parameter {name!r} must be in [{self.bounds[0]:g}, {self.bounds[1]:g}], got {converted!r}")
+        return converted
+
+    def _convert(self, name: str, value: Any) -> Any:
+        try:
+            if self.type is bool:
+                if isinstance(value, str):
+                    if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                        raise ValueError
+                    return value.lower() in ("true", "1", "yes")
+                return bool(value)
+            if self.type is int:
+                f = float(value)
+                if not f.is_integer():
+                    raise ValueError
+                return int(f)
+            f = float(value)
+            if not np.isfinite(f):
+                raise ValueError
+            return f
+        except (TypeError, ValueError):
+            raise ParameterError(f"parameter {name!r} expects {self._describe()}, got {value!r}") from None
+
+    def _describe(self) -> str:
+        kind = {int: "an integer", float: "a number", bool: "true/false", str: "a string"}[self.type]
+        if self.choices:
+            kind += f" or one of {list(self.choices)}"
+        return kind
+
+
+@dataclass(frozen=True)
+class MechanismSpec:
+    """What a mechanism is, what it guarantees, and how to call it.
+
+    Attributes
+    ----------
+    name : str
+        Registry key (see the contract).
+    title : str
+    paper : str
+        Seed and algorithm, e.g. ``"004, Alg 3-4"``.
+    data_kind : {"continuous", "boolean"}
+    neighbouring : tuple of str
+        Supported neighbouring relations, subset of ``("replace", "add_remove")``.
+    is_private : bool
+        ``False`` only for reference baselines and non-DP anonymisation.
+    params : dict of str to ParamSpec
+    guarantee : str
+        One sentence: what the output satisfies (for the app).
+    description : str
+        A short plain-language description (for the app).
+    run : callable
+        The run function (see the module docstring).
+    codec : callable, optional
+        ``codec(schema) -> codec`` with ``encode(df) -> (array, clipped)`` and
+        ``decode(array) -> DataFrame``; ``None`` means the unit-cube schema encoding.
+    """
+
+    name: str
+    title: str
+    paper: str
+    data_kind: Literal["continuous", "boolean"]
+    neighbouring: tuple[str, ...]
+    is_private: bool
+    params: dict[str, ParamSpec]
+    guarantee: str
+    description: str
+    run: Callable = field(repr=False, compare=False)
+    codec: Callable | None = field(default=None, repr=False, compare=False)
+
+    def resolve_params(self, given: dict[str, Any]) -> dict[str, Any]:
+        """Defaults filled in, every value validated; unknown names are an error."""
+        unknown = sorted(set(given) - set(self.params))
+        if unknown:
+            raise ParameterError(f"mechanism {self.name!r} has no parameter(s) {unknown}; "
+                                 f"it takes {sorted(self.params) or 'none'}")
+        return {k: p.coerce(k, given.get(k, p.default)) for k, p in self.params.items()}
+
+
+_REGISTRY: dict[str, MechanismSpec] = {}
+_DISCOVERED = False
+
+
+def register(name: str, **spec_fields: Any) -> Callable[[Callable], Callable]:
+    """Decorator: register a run function under ``name`` with the given spec fields."""
+    def wrap(run: Callable) -> Callable:
+        if name in _REGISTRY:
+            raise RuntimeError(f"mechanism {name!r} registered twice")
+        spec = MechanismSpec(name=name, run=run, **spec_fields)
+        bad = set(spec.neighbouring) - set(NEIGHBOURING)
+        if bad:
+            raise RuntimeError(f"mechanism {name!r}: unknown neighbouring relation(s) {bad}")
+        _REGISTRY[name] = spec
+        run.spec = spec
+        return run
+    return wrap
+
+
+def _discover() -> None:
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    from . import mechanisms
+    for info in sorted(pkgutil.iter_modules(mechanisms.__path__), key=lambda m: m.name):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{mechanisms.__name__}.{info.name}")
+    _DISCOVERED = True
+
+
+def list_mechanisms() -> list[MechanismSpec]:
+    """Every registered mechanism, in the contract's order."""
+    _discover()
+    rank = {k: i for i, k in enumerate(CONTRACT_ORDER)}
+    return sorted(_REGISTRY.values(), key=lambda s: (rank.get(s.name, len(rank)), s.name))
+
+
+def get_mechanism(name: str) -> MechanismSpec:
+    """The spec registered under ``name``; a clear error for an unknown name."""
+    _discover()
+    if name not in _REGISTRY:
+        raise ParameterError(f"unknown mechanism {name!r}; choose one of {[s.name for s in list_mechanisms()]}")
+    return _REGISTRY[name]

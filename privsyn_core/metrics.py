@@ -60,3 +60,17 @@ def _merge(X: np.ndarray, w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]
     atoms, inverse = np.unique(X, axis=0, return_inverse=True)
     merged = np.bincount(inverse.ravel(), weights=w, minlength=len(atoms))
     return merged / merged.sum(), atoms
+
+
+def evaluate(real_df, synth_df, schema=None) -> dict:
+    """Every metric between a real and a synthetic table, with how each was computed.
+
+    Both tables are encoded with the same schema (inferred from the real data when not
+    given) and compared in unit coordinates.
+    """
+    from .domain import Schema
+
+    schema = Schema.infer(real_df) if schema is None else schema
+    real, _ = schema.encode(real_df)
+    synth, _ = schema.encode(synth_df)
+    return {"w1": {"value": w1(real, synth), "metric": "chebyshev", "space": "unit cube", "method": "exact"}}

@@ -1,0 +1,175 @@
+"""Command line: ``python -m privsyn_core mechanisms | synth | evaluate``.
+
+Bad input ends with a one-line error naming the problem and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from .api import synthesize
+from .domain import Schema
+from .errors import PrivsynError
+from .io import read_csv, to_csv_bytes
+from .registry import list_mechanisms
+
+EXIT_USAGE = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except (PrivsynError, OSError, json.JSONDecodeError) as exc:
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    except MemoryError:
+        print("error: out of memory; use fewer rows, fewer cells or a smaller n_synthetic", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m privsyn_core",
+                                     description="Differentially private synthetic data with provable W1 accuracy.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    mech = sub.add_parser("mechanisms", help="list the registered mechanisms and their parameters")
+    mech.add_argument("--json", action="store_true", help="print JSON")
+    mech.set_defaults(handler=_cmd_mechanisms)
+
+    synth = sub.add_parser("synth", help="write a synthetic version of a CSV file")
+    synth.add_argument("input", type=Path)
+    synth.add_argument("output", type=Path)
+    synth.add_argument("--mechanism", required=True)
+    synth.add_argument("--epsilon", required=True, type=_number("epsilon"))
+    synth.add_argument("--schema", type=Path, help="JSON schema with public bounds/categories (else inferred: not DP)")
+    synth.add_argument("--neighbouring", default="replace", choices=("replace", "add_remove"))
+    synth.add_argument("--n-synthetic", type=int)
+    synth.add_argument("--seed", help="integer seed for a reproducible run, or 'secure'")
+    synth.add_argument("--param", action="append", default=[], metavar="K=V", help="mechanism parameter (repeatable)")
+    synth.add_argument("--report", type=Path, help="also write a JSON report (ledger, parameters, seed, schema)")
+    synth.set_defaults(handler=_cmd_synth)
+
+    ev = sub.add_parser("evaluate", help="compare a synthetic CSV with the real one")
+    ev.add_argument("real", type=Path)
+    ev.add_argument("synthetic", type=Path)
+    ev.add_argument("--schema", type=Path)
+    ev.add_argument("--json", action="store_true", help="print JSON")
+    ev.set_defaults(handler=_cmd_evaluate)
+    return parser
+
+
+def _number(name: str):
+    def parse(text: str) -> float:
+        try:
+            return float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+    return parse
+
+
+def _cmd_mechanisms(args: argparse.Namespace) -> int:
+    specs = list_mechanisms()
+    if args.json:
+        print(json.dumps([_spec_dict(s) for s in specs], indent=2))
+        return 0
+    for s in specs:
+        private = "" if s.is_private else "  [NOT PRIVATE]"
+        print(f"{s.name:15s} {s.title}  (paper {s.paper}; {s.data_kind}; {', '.join(s.neighbouring)}){private}")
+        for name, p in s.params.items():
+            default = "auto" if p.default is None else p.default
+            print(f"    {name}={default}  {p.help}")
+    return 0
+
+
+def _spec_dict(spec) -> dict[str, Any]:
+    return {"name": spec.name, "title": spec.title, "paper": spec.paper, "data_kind": spec.data_kind,
+            "neighbouring": list(spec.neighbouring), "is_private": spec.is_private, "guarantee": spec.guarantee,
+            "params": {k: {"default": p.default, "type": p.type.__name__, "bounds": p.bounds,
+                           "choices": list(p.choices) if p.choices else None, "help": p.help}
+                       for k, p in spec.params.items()}}
+
+
+def _cmd_synth(args: argparse.Namespace) -> int:
+    data = read_csv(args.input)
+    schema = _load_schema(args.schema)
+    params = dict(_split_param(p) for p in args.param)
+    result = synthesize(data, args.mechanism, args.epsilon, schema=schema, neighbouring=args.neighbouring,
+                        n_synthetic=args.n_synthetic, rng=_seed(args.seed), **params)
+    args.output.write_bytes(to_csv_bytes(result.data))
+    if args.report:
+        args.report.write_text(json.dumps(result.report(), indent=2, default=str))
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"wrote {len(result.data)} synthetic rows to {args.output} "
+          f"({result.mechanism}, epsilon={result.epsilon:g}, {result.neighbouring}, "
+          f"dp_valid={result.dp_valid}, seed={result.params.get('seed')})")
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from .metrics import evaluate
+
+    real, synthetic = read_csv(args.real), read_csv(args.synthetic)
+    missing = [c for c in real.columns if c not in synthetic.columns]
+    if missing:
+        raise PrivsynError(f"the synthetic file lacks column(s) {missing} of the real file")
+    report = evaluate(real, synthetic[list(real.columns)], schema=_load_schema(args.schema))
+    if args.json:
+        print(json.dumps(report, indent=2, default=_json_default))
+    else:
+        for name, entry in report.items():
+            print(f"{name:24s} {_format_entry(entry)}")
+    return 0
+
+
+def _format_entry(entry: Any) -> str:
+    if isinstance(entry, dict) and "value" in entry:
+        extras = ", ".join(f"{k}={v}" for k, v in entry.items() if k != "value" and not isinstance(v, (dict, list)))
+        return f"{entry['value']:.6g}  ({extras})"
+    return json.dumps(entry, default=_json_default)
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    return str(value)
+
+
+def _load_schema(path: Path | None) -> Schema | None:
+    if path is None:
+        return None
+    try:
+        return Schema.from_dict(json.loads(path.read_text()))
+    except json.JSONDecodeError as exc:
+        raise PrivsynError(f"schema file {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+
+
+def _split_param(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise PrivsynError(f"--param expects K=V, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def _seed(text: str | None):
+    if text is None or text == "secure":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise PrivsynError(f"--seed must be an integer or 'secure', got {text!r}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, FileNotFoundError) and exc.filename:
+        return f"no such file: {exc.filename}"
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

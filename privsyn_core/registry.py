@@ -120,6 +120,8 @@ class MechanismSpec:
     codec : callable, optional
         ``codec(schema) -> codec`` with ``encode(df) -> (array, clipped)`` and
         ``decode(array) -> DataFrame``; ``None`` means the unit-cube schema encoding.
+    max_dim : int, optional
+        Largest number of encoded columns the mechanism accepts (``None``: any).
     """
 
     name: str
@@ -133,6 +135,7 @@ class MechanismSpec:
     description: str
     run: Callable = field(repr=False, compare=False)
     codec: Callable | None = field(default=None, repr=False, compare=False)
+    max_dim: int | None = None
 
     def resolve_params(self, given: dict[str, Any]) -> dict[str, Any]:
         """Defaults filled in, every value validated; unknown names are an error."""

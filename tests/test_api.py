@@ -1,0 +1,110 @@
+"""The public API contract, checked for every registered mechanism."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import privsyn_core as ps
+from privsyn_core import Column, ParameterError, Schema
+from privsyn_core.accounting import ledger_total, split_epsilon
+
+CONTRACT_KEYS = {"pmm", "psmm", "srw", "srw_tsp", "kd_grid", "kd_adaptive", "microagg_anon", "microagg_dp",
+                 "laplace_points", "dp_histogram", "bootstrap"}
+MECHANISMS = [s.name for s in ps.list_mechanisms()]
+
+
+def _table(spec: ps.MechanismSpec, n: int = 300) -> tuple[pd.DataFrame, Schema]:
+    rng = np.random.default_rng(2024)
+    df = pd.DataFrame({"x": rng.beta(2, 5, n), "c": rng.choice(["a", "b", "c"], n), "k": rng.integers(0, 5, n)})
+    schema = Schema((Column("x", "numeric", lo=0, hi=1), Column("c", "categorical", categories=("a", "b", "c")),
+                     Column("k", "numeric", lo=0, hi=4, integer=True)))
+    if spec.max_dim is not None and spec.max_dim < 3:
+        return df[["x"]], schema.select(["x"])
+    return df, schema
+
+
+def test_registry_lists_only_contract_keys_with_complete_specs():
+    assert {"laplace_points", "dp_histogram", "bootstrap"} <= set(MECHANISMS)
+    assert set(MECHANISMS) <= CONTRACT_KEYS
+    for spec in ps.list_mechanisms():
+        assert spec.title and spec.paper and spec.guarantee and spec.description
+        assert spec.data_kind in ("continuous", "boolean")
+        assert set(spec.neighbouring) <= {"replace", "add_remove"} and spec.neighbouring
+        for name, param in spec.params.items():
+            assert param.help, f"{spec.name}.{name} has no help text"
+            assert param.coerce(name, param.default) == param.default
+
+
+@pytest.mark.parametrize("name", MECHANISMS)
+def test_every_mechanism_honours_the_contract(name):
+    spec = ps.get_mechanism(name)
+    df, schema = _table(spec)
+    for relation in spec.neighbouring:
+        result = ps.synthesize(df, name, 0.7, schema=schema, neighbouring=relation, rng=5)
+        assert isinstance(result, ps.SynthResult)
+        assert list(result.data.columns) == list(df.columns)
+        assert dict(result.data.dtypes) == dict(df.dtypes), "synthetic dtypes must match the input's"
+        if spec.is_private:
+            assert math.fsum(e for _, e in result.ledger) == 0.7 == result.epsilon
+            assert result.dp_valid is True
+        else:
+            assert result.dp_valid is False and result.epsilon == math.inf
+        assert result.neighbouring == relation and result.params["seed"] == 5
+        assert set(result.params) >= set(spec.params)
+        assert {"encode", "mechanism", "decode"} <= set(result.timings)
+        assert result.unit.ndim == 2
+        if result.weights is not None:
+            assert result.weights.shape == (len(result.unit),) and np.all(result.weights >= 0)
+        assert len(result.unit_rows) == len(result.data)
+
+
+@pytest.mark.parametrize("name", MECHANISMS)
+def test_same_seed_same_output_and_n_synthetic(name):
+    spec = ps.get_mechanism(name)
+    df, schema = _table(spec)
+    a = ps.synthesize(df, name, 1.0, schema=schema, rng=11, n_synthetic=37)
+    b = ps.synthesize(df, name, 1.0, schema=schema, rng=11, n_synthetic=37)
+    pd.testing.assert_frame_equal(a.data, b.data)
+    assert len(a.data) == 37
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(mechanism="nope", epsilon=1), "unknown mechanism"),
+    (dict(mechanism="dp_histogram", epsilon=0), "epsilon"),
+    (dict(mechanism="dp_histogram", epsilon=float("nan")), "epsilon"),
+    (dict(mechanism="dp_histogram", epsilon="abc"), "epsilon"),
+    (dict(mechanism="dp_histogram", epsilon=1, bins=0), "bins"),
+    (dict(mechanism="dp_histogram", epsilon=1, bins=2.5), "bins"),
+    (dict(mechanism="dp_histogram", epsilon=1, sample="everywhere"), "sample"),
+    (dict(mechanism="dp_histogram", epsilon=1, depth=3), "no parameter"),
+    (dict(mechanism="laplace_points", epsilon=1, neighbouring="add_remove"), "neighbouring"),
+    (dict(mechanism="dp_histogram", epsilon=1, n_synthetic=0), "n_synthetic"),
+])
+def test_bad_arguments_raise_parameter_errors(kwargs, message):
+    with pytest.raises(ParameterError, match=message):
+        ps.synthesize(np.random.default_rng(0).random((20, 2)), schema=ps.unit_schema(2), **kwargs)
+
+
+def test_parameters_from_strings_are_coerced():
+    result = ps.synthesize(np.random.default_rng(0).random((50, 2)), "dp_histogram", "0.5",
+                           schema=ps.unit_schema(2), bins="4", sample="center", rng=0)
+    assert result.params["bins"] == 4 and result.epsilon == 0.5
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 0.1, 1 / 3, 7.77, 1e-3])
+@pytest.mark.parametrize("parts", [[1, 1, 1], [1, 2], [0.3, 0.3, 0.4], [1, 1, 1, 1, 1, 1, 1]])
+def test_split_epsilon_sums_exactly(epsilon, parts):
+    ledger = split_epsilon(epsilon, [(f"s{i}", f) for i, f in enumerate(parts)])
+    assert ledger_total(ledger) == epsilon
+
+
+def test_report_is_json_serialisable():
+    import json
+
+    result = ps.synthesize(np.random.default_rng(0).random((50, 2)), "dp_histogram", 1.0,
+                           schema=ps.unit_schema(2), rng=3)
+    report = json.loads(json.dumps(result.report()))
+    assert report["mechanism"] == "dp_histogram" and report["params"]["seed"] == 3
+    assert math.fsum(e for _, e in report["ledger"]) == 1.0

@@ -1,0 +1,114 @@
+"""Noise primitives: exact laws (chi-square / KS at alpha = 1e-6), variances, seeding."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from privsyn_core import noise
+
+ALPHA = 1e-6  # false-failure rate of each statistical test (OpenDP's convention)
+
+
+def _chi_square_pvalue(samples: np.ndarray, pmf, support: np.ndarray) -> float:
+    """Chi-square test of integer samples against a pmf on ``support`` (tails pooled)."""
+    observed = np.array([np.count_nonzero(samples == z) for z in support], dtype=float)
+    expected = pmf(support) * len(samples)
+    observed = np.append(observed, len(samples) - observed.sum())
+    expected = np.append(expected, len(samples) - expected.sum())
+    keep = expected >= 5
+    pooled_obs = np.append(observed[keep], observed[~keep].sum())
+    pooled_exp = np.append(expected[keep], expected[~keep].sum())
+    if pooled_exp[-1] == 0:
+        pooled_obs, pooled_exp = pooled_obs[:-1], pooled_exp[:-1]
+    return stats.chisquare(pooled_obs, pooled_exp).pvalue
+
+
+@pytest.mark.parametrize("sigma", [0.3, 1.0, 5.0])
+def test_discrete_laplace_matches_its_pmf(sigma):
+    rng = np.random.default_rng(12345)
+    z = noise.discrete_laplace(sigma, 40_000, rng)
+    assert z.dtype == np.int64
+    support = np.arange(-int(12 * sigma) - 3, int(12 * sigma) + 4)
+    p = _chi_square_pvalue(z, lambda s: noise.discrete_laplace_pmf(s, sigma), support)
+    assert p > ALPHA, f"chi-square p={p:.2e} < {ALPHA}: the sampler does not follow Lap_Z({sigma})"
+
+
+@pytest.mark.parametrize("sigma", [0.3, 1.0, 5.0, 40.0])
+def test_discrete_laplace_variance(sigma):
+    """Sample variance within 5.3 standard errors (two-sided ~1e-7) of 2p/(1-p)^2."""
+    n = 200_000
+    z = noise.discrete_laplace(sigma, n, np.random.default_rng(7)).astype(float)
+    var = noise.discrete_laplace_variance(sigma)
+    support = np.arange(-int(60 * sigma) - 10, int(60 * sigma) + 11)
+    fourth = float(np.sum(noise.discrete_laplace_pmf(support, sigma) * support.astype(float) ** 4))
+    standard_error = math.sqrt((fourth - var**2) / n)
+    assert abs(z.var() - var) < 5.3 * standard_error
+    assert var < 2 * sigma**2  # eq. (B.1) of seed 004
+
+
+def test_discrete_laplace_pmf_sums_to_one_and_edge_cases():
+    support = np.arange(-2000, 2001)
+    assert math.isclose(noise.discrete_laplace_pmf(support, 3.0).sum(), 1.0, rel_tol=1e-12)
+    rng = np.random.default_rng(0)
+    assert np.all(noise.discrete_laplace(0.0, 100, rng) == 0)
+    big = noise.discrete_laplace(1e9, 10, rng)
+    assert big.dtype == np.int64
+    with pytest.raises(ValueError):
+        noise.discrete_laplace(-1.0, 3, rng)
+    with pytest.raises(ValueError):
+        noise.discrete_laplace(np.inf, 3, rng)
+    with pytest.raises(ValueError):
+        noise.discrete_laplace(1.0, 3, None)
+
+
+def test_laplace_law_and_tail():
+    x = noise.laplace(2.0, 20_000, np.random.default_rng(3))
+    assert stats.kstest(x, "laplace", args=(0, 2.0)).pvalue > ALPHA
+    assert noise.laplace_tail(0.0, 2.0) == 0.5
+    assert math.isclose(noise.laplace_tail(2.0, 2.0), 0.5 * math.exp(-1))
+    assert math.isclose(noise.laplace_tail(-2.0, 2.0), 1 - 0.5 * math.exp(-1))
+
+
+@pytest.mark.parametrize("t", [0.0, 3.0])
+def test_conditional_laplace_nonnegative_threshold_is_shifted_exponential(t):
+    x = noise.conditional_laplace(2.0, t, 20_000, np.random.default_rng(5))
+    assert x.min() >= t
+    assert stats.kstest(x - t, "expon", args=(0, 2.0)).pvalue > ALPHA
+
+
+def test_conditional_laplace_negative_threshold_matches_conditional_cdf():
+    b, t = 1.5, -2.0
+    x = noise.conditional_laplace(b, t, 20_000, np.random.default_rng(6))
+    assert x.min() >= t
+    lower = stats.laplace.cdf(t, scale=b)
+    cdf = lambda v: (stats.laplace.cdf(v, scale=b) - lower) / (1 - lower)
+    assert stats.kstest(x, cdf).pvalue > ALPHA
+
+
+def test_binomial_big_beyond_int64():
+    rng = np.random.default_rng(11)
+    count, p = 2**70, 2.0**-60  # mean 1024, variance ~ 1024
+    draws = np.array([noise.binomial_big(count, p, rng) for _ in range(200)], dtype=float)
+    assert abs(draws.mean() - 1024) < 5.3 * math.sqrt(1024 / 200)
+    assert noise.binomial_big(0, 0.5, rng) == 0
+    assert noise.binomial_big(10, 1.0, rng) == 10
+    with pytest.raises(ValueError):
+        noise.binomial_big(-1, 0.5, rng)
+
+
+def test_resolve_rng_seeding():
+    g1, s1 = noise.resolve_rng(42)
+    g2, s2 = noise.resolve_rng(42)
+    assert s1 == s2 == 42 and g1.random() == g2.random()
+    g3, s3 = noise.resolve_rng(None)
+    assert isinstance(s3, int)
+    assert noise.resolve_rng(s3)[0].random() == g3.random()  # the reported seed reproduces the run
+    gen = np.random.default_rng(0)
+    assert noise.resolve_rng(gen) == (gen, None)
+    secure, seed = noise.resolve_rng("secure")
+    assert seed is None and isinstance(secure, np.random.Generator)
+    for bad in (-1, True, 1.5, "seed"):
+        with pytest.raises((TypeError, ValueError)):
+            noise.resolve_rng(bad)

@@ -1,0 +1,247 @@
+r"""Superregular random walk on the interval (seed 000, Sections 3-5, Theorem 5.4).
+
+Boedihardjo, Strohmer, Vershynin, "Private measures, random walks, and synthetic data",
+Probab. Theory Relat. Fields (2024); implementation spec ``random-walk-tsp.md``.
+
+Pipeline (shared with ``srw_tsp``, which only changes the grid and the folding path):
+
+1. quantise the records to ``K`` public cells (Thm 5.4: ``K = floor(alpha)`` on
+   ``[0,1]``), listed in a public path order with positions ``x_k`` on a line;
+2. add the superregular walk (Thm 3.1) to the cell counts:
+   ``noisy = counts + (Delta/epsilon) Z``, ``Delta`` the :math:`\ell_1` change of the
+   count vector between neighbours; the signed measure is ``nu = noisy / n`` (Prop. 5.1);
+3. project ``nu`` onto probability measures in W1 along the line (Prop. 5.2);
+4. round the weights to ``m`` synthetic rows (Cor. 7.3) and shuffle them.
+
+Privacy.  ``Z`` has density ``exp(-V)/beta`` with ``V = ||lambda(z)||_1 / b``, and
+``||lambda(x)||_1 <= (1 + L/2) ||x||_1 <= b ||x||_1`` (Lemma 3.2; spec 3.3), so ``V`` is
+1-Lipschitz in :math:`\ell_1` and ``s Z`` has log-density ratio at most
+``||x - y||_1 / s`` (5.1).
+
+* ``replace`` (the paper's relation: one record changed, ``n`` public).  The paper
+  works with alpha-metric privacy in TV and sets ``alpha = epsilon n`` (Lemma 4.1:
+  neighbouring empirical measures are ``1/n`` apart in TV).  Its noise ``(2/alpha) Z``
+  on the measure is ``(2/epsilon) Z`` on the counts, whose :math:`\ell_1` change is 2:
+  the loss is at most ``epsilon`` (exactly ``epsilon L / (2b)`` at worst, because the
+  level-0 coefficient of a zero-sum change vanishes).
+* ``add_remove`` (extension, not in the paper: ``n`` is then private).  A tenth of the
+  budget releases ``n~ = n + Lap_Z(1/epsilon_0)`` (exact discrete Laplace), which sets
+  the resolution, the normaliser and the default output size; the walk gets
+  ``epsilon_1`` and noise ``(1/epsilon_1) Z`` on the counts (a count vector changes by
+  one unit vector; ``||lambda(e_k)||_1 = 1 + L/2 <= b``).
+
+The cells, ``K`` and the path are public (they depend on ``n`` only under ``replace``,
+where ``n`` is public), and empty cells stay on the walk.  Everything after the noise is
+post-processing.  The walk noise is continuous float64 Laplace: see
+:func:`privsyn_core.walks.superregular_walk` for the floating-point exposure.
+
+Accuracy (Thm 5.4 with ``alpha = epsilon n``): ``E W1 <= 1/(2K) + 2 beta`` with
+``beta = (2/alpha) b sqrt(2(L+1))`` (spec 6, explicit), i.e. ``O(log^{3/2}(alpha)/alpha)``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..accounting import Ledger, split_epsilon
+from ..errors import ParameterError
+from ..grid import cell_coords
+from ..noise import discrete_laplace
+from ..registry import ParamSpec, register
+from ..result import MechanismOutput
+from ..sampling import largest_remainder
+from .. import walks
+
+#: Auto resolution cap on the interval (spec 15, ``K_max``): accuracy is then limited by ``1/(2 K_max)``.
+MAX_AUTO_BINS_1D = 2**18
+#: Budget share of the noisy record count under add/remove.
+COUNT_SHARE = 0.1
+
+SCALE_PARAM = ParamSpec("paper", str, choices=("paper", "tight"),
+                        help="Laplace scale of the walk: paper b = 2L+1 (Thm 3.1), tight b = 1 + L/2 (exact l1 norm, "
+                             "spec 3.4; same guarantee, about 4x less noise)")
+ROUNDING_PARAM = ParamSpec("paper", str, choices=("paper", "largest_remainder"),
+                           help="weights to rows: paper = floor, remainder on the first atom (Cor 7.3); "
+                                "largest_remainder = Hamilton rounding (post-processing, not in the paper)")
+SAMPLE_PARAM = ParamSpec("center", str, choices=("center", "uniform"),
+                         help="rows at the net points (paper) or uniform inside their cell (adds at most delta)")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Privacy calibration decided before the cell counts are read.
+
+    Attributes
+    ----------
+    normaliser : float
+        ``n`` (public under replace-one) or the noisy count ``n~`` (add/remove).
+    walk_epsilon : float
+        Budget of the walk stage.
+    count_sensitivity : int
+        :math:`\\ell_1` change of the count vector between neighbours (2 or 1).
+    ledger : list of (stage, epsilon)
+        Every stage, summing exactly to the total epsilon.
+    """
+
+    normaliser: float
+    walk_epsilon: float
+    count_sensitivity: int
+    ledger: Ledger
+
+    @property
+    def alpha(self) -> float:
+        """Metric-privacy parameter of the measure mechanism, ``alpha = epsilon n`` (Lemma 4.1)."""
+        return self.walk_epsilon * self.normaliser
+
+    @property
+    def count_noise_scale(self) -> float:
+        """Multiplier ``s`` of the walk on the counts: ``noisy = counts + s Z``."""
+        return self.count_sensitivity / self.walk_epsilon
+
+
+def calibrate(n: int, epsilon: float, neighbouring: str, rng: np.random.Generator) -> Calibration:
+    """The noise calibration for ``neighbouring`` (see the module docstring)."""
+    if neighbouring == "replace":
+        ledger = [("superregular walk on the path (alpha = epsilon n, noise (2/alpha) Z; Prop 5.1, Lemma 4.1)",
+                   epsilon)]
+        return Calibration(float(n), epsilon, 2, ledger)
+    ledger = split_epsilon(epsilon, [("record count n, discrete Laplace (add/remove extension)", COUNT_SHARE),
+                                     ("superregular walk on the cell counts, noise Z/epsilon_1", 1 - COUNT_SHARE)])
+    noisy_n = max(1, n + int(discrete_laplace(1.0 / ledger[0][1], rng=rng)))
+    return Calibration(float(noisy_n), ledger[1][1], 1, ledger)
+
+
+def privacy_loss_bound(cal: Calibration, depth: int, scale: float) -> float:
+    r"""Worst-case privacy loss of the calibration, ``<= epsilon`` (spec 3.4, derived).
+
+    The walk's loss is ``epsilon_w max ||lambda(Delta counts)||_1 / (Delta b)``: ``L`` for
+    a replace-one change ``e_a - e_c`` (no level-0 part), ``1 + L/2`` for ``e_k``.
+    """
+    worst = depth if cal.count_sensitivity == 2 else 1.0 + depth / 2.0
+    return math.fsum(e for _, e in cal.ledger[:-1]) + cal.walk_epsilon * worst / (cal.count_sensitivity * scale)
+
+
+def auto_bins(alpha: float, dim: int) -> int:
+    """Cells per axis (spec 11): ``floor(alpha)`` in 1-D; ``round((alpha / log^{3/2} alpha)^{1/d})`` else."""
+    if dim == 1:
+        return int(min(max(1, math.floor(alpha)), MAX_AUTO_BINS_1D))
+    if alpha < 3:
+        return 1
+    return max(1, round((alpha / math.log(alpha) ** 1.5) ** (1.0 / dim)))
+
+
+@dataclass(frozen=True)
+class Folding:
+    """A public path through the grid cells.
+
+    Attributes
+    ----------
+    coords : int array (K, d)
+        Cell coordinates in path order.
+    bins : int
+        Cells per axis ``M``.
+    metric : str
+    extra : dict
+        Path facts for ``params`` (e.g. the MST weight).
+    """
+
+    coords: np.ndarray
+    bins: int
+    metric: str
+    extra: dict
+
+
+def release_on_grid(unit: np.ndarray, cal: Calibration, folding: Folding, *, n_synthetic: int | None,
+                    rng: np.random.Generator, scale: str, rounding: str, sample: str,
+                    timings: dict[str, float]) -> MechanismOutput:
+    """Steps 1-4 of the module docstring on the cells of ``folding`` (shared by srw and srw_tsp)."""
+    start = time.perf_counter()
+    bins, dim, metric = folding.bins, unit.shape[1], folding.metric
+    rank = np.empty(len(folding.coords), dtype=np.int64)
+    rank[np.ravel_multi_index(tuple(folding.coords.T), (bins,) * dim)] = np.arange(len(folding.coords))
+    record_rank = rank[np.ravel_multi_index(tuple(cell_coords(unit, bins).T), (bins,) * dim)]
+    counts = np.bincount(record_rank, minlength=len(rank))
+    points = walks.grid_centres(folding.coords, bins)
+    positions = walks.path_positions(points, metric)
+    timings["quantise"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    walk_rng, rows_rng = rng.spawn(2)
+    steps, coefficients, b = walks.superregular_walk(len(counts), walk_rng, scale)
+    noisy_counts = counts + cal.count_noise_scale * steps
+    signed = noisy_counts / cal.normaliser
+    timings["walk"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    projected = walks.project_to_probability(signed, positions)
+    timings["project"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    m = n_synthetic if n_synthetic is not None else int(round(cal.normaliser))
+    row_counts = walks.round_weights(projected, m) if rounding == "paper" else largest_remainder(projected, m)
+    rows = _rows(points, row_counts, bins, sample, rows_rng)
+    timings["rows"] = time.perf_counter() - start
+
+    depth = walks.walk_depth(len(counts))
+    support = projected > 0
+    diam = walks.cube_diameter(dim, metric)
+    diagnostics = {
+        "path": points, "positions": positions,
+        "walk": cal.count_noise_scale * steps / cal.normaliser, "walk_units": "mass",
+        "signed": signed, "projected": projected,
+        "cells": {"lo": folding.coords / bins, "hi": (folding.coords + 1) / bins, "true_count": counts,
+                  "noisy_count": noisy_counts, "count": row_counts},
+        "noise": {"coefficients": coefficients, "laplace_scale": b, "count_noise_scale": cal.count_noise_scale},
+    }
+    params = {
+        "bins": bins, "cells": len(counts), "depth": depth, "walk_length": len(coefficients), "laplace_scale": b,
+        "alpha": cal.alpha, "delta": walks.covering_radius(bins, dim, metric), "path_length": float(positions[-1]),
+        "rounding_w1_bound": int(support.sum()) * diam / m, "privacy_loss_bound": privacy_loss_bound(cal, depth, b),
+        "m": m, **folding.extra,
+    }
+    return MechanismOutput(unit=points[support], weights=projected[support], rows=rows, ledger=list(cal.ledger),
+                           diagnostics=diagnostics, params=params, timings=timings)
+
+
+def _rows(points: np.ndarray, counts: np.ndarray, bins: int, sample: str, rng: np.random.Generator) -> np.ndarray:
+    """Each net point repeated ``counts`` times (optionally jittered in its cell), shuffled."""
+    rows = np.repeat(points, counts, axis=0)
+    if sample == "uniform":
+        rows = rows + (rng.random(rows.shape) - 0.5) / bins
+    return rows[rng.permutation(len(rows))]
+
+
+@register(
+    "srw",
+    title="Superregular random walk on the interval",
+    paper="000, Sec 3-5 (Thm 3.1, Prop 5.1-5.2, Thm 5.4)",
+    data_kind="continuous",
+    neighbouring=("replace", "add_remove"),
+    is_private=True,
+    params={
+        "bins": ParamSpec(None, int, (1, 2**22), help="cells K on [0,1]; auto: floor(epsilon n) (Thm 5.4), "
+                                                     f"at most {MAX_AUTO_BINS_1D}"),
+        "scale": SCALE_PARAM,
+        "rounding": ROUNDING_PARAM,
+        "sample": SAMPLE_PARAM,
+    },
+    guarantee="epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, Prop 5.1); "
+              "add/remove with a noisy record count (extension)",
+    description="One column: cell counts plus a hierarchical (superregular) random walk, then the closest "
+                "probability measure in W1. Error about log^1.5(epsilon n)/(epsilon n).",
+)
+def srw(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None, rng: np.random.Generator,
+        bins: int | None, scale: str, rounding: str, sample: str) -> MechanismOutput:
+    n, dim = unit.shape
+    if dim != 1:
+        raise ParameterError(f"srw works on one column, this data has {dim}; use mechanism 'srw_tsp' for d >= 2")
+    count_rng, release_rng = rng.spawn(2)
+    cal = calibrate(n, epsilon, neighbouring, count_rng)
+    k = bins if bins is not None else auto_bins(cal.alpha, 1)
+    folding = Folding(np.arange(k)[:, None], k, "chebyshev", {})
+    return release_on_grid(unit, cal, folding, n_synthetic=n_synthetic, rng=release_rng, scale=scale,
+                           rounding=rounding, sample=sample, timings={})

@@ -1,0 +1,115 @@
+r"""Superregular random walk on [0,1]^d folded along a path (seed 000, Sections 6-7, 9).
+
+Theorem 7.2 and Corollaries 7.3-7.4 of Boedihardjo, Strohmer, Vershynin (2024): quantise
+the data to a public delta-net of the metric space, fold the net onto a line along a
+Hamiltonian path (Prop. 6.5), run the interval mechanism of ``srw`` on the folded line
+and map the result back; round the weights to synthetic rows.
+
+* Net: the centres of the ``M^d`` grid cells, covering radius ``delta = 1/(2M)`` in
+  l_inf (``sqrt(d)/(2M)`` in l2, ``d/(2M)`` in l1).  The nearest centre of a point is the
+  centre of its cell in every l_p metric.  ``M`` follows spec 11:
+  ``round((alpha/log^{3/2} alpha)^{1/d})`` with ``alpha = epsilon n`` (``floor(alpha)``
+  cells in 1-D), which balances ``delta`` against the walk error of Cor. 9.1.
+* Path (``path``): ``"snake"``, the boustrophedon through the cells (length ``(K-1)/M``,
+  the space-filling curve of Remark 7.5); or ``"mst"``, the depth-first preorder of a
+  minimum spanning tree of the net in the chosen metric (at most ``2 MST <= 2 TSP``,
+  Lemma 6.1), optionally shortened by 2-opt.  Both are public: they never read the data.
+* Folding positions ``x_k`` are the cumulative step lengths in ``metric``, so the
+  folding map is 1-Lipschitz and the line's W1 bounds the W1 in the cube.
+
+Privacy and calibration are those of ``srw`` (module :mod:`privsyn_core.mechanisms.srw`):
+replace-one with ``alpha = epsilon n`` (the paper), add/remove with a noisy record count
+(extension).  Accuracy (Cor. 9.2): ``E W1 <= C (log^{3/2}(epsilon n) / (epsilon n))^{1/d}``
+plus the rounding term ``r diam / m`` (``params["rounding_w1_bound"]``).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..errors import ParameterError
+from ..registry import ParamSpec, register
+from ..result import MechanismOutput
+from .. import walks
+from .srw import (ROUNDING_PARAM, SAMPLE_PARAM, SCALE_PARAM, Folding, auto_bins, calibrate,
+                  release_on_grid)
+
+#: Snake paths are O(K); the MST path needs a dense K x K distance matrix.
+MAX_CELLS = {"snake": 2**21, "mst": 4096}
+
+
+@register(
+    "srw_tsp",
+    title="Superregular random walk along a folding path (TSP/MST)",
+    paper="000, Sec 6-7, 9 (Prop 6.5, Thm 7.2, Cor 7.3-7.4, Cor 9.2)",
+    data_kind="continuous",
+    neighbouring=("replace", "add_remove"),
+    is_private=True,
+    params={
+        "bins": ParamSpec(None, int, (1, 2**22), help="cells per axis M; auto: round((epsilon n / log^1.5(epsilon n))"
+                                                     "^(1/d)), floor(epsilon n) in 1-D"),
+        "path": ParamSpec("snake", str, choices=("snake", "mst"),
+                          help="folding path: boustrophedon through the cells, or MST depth-first preorder"),
+        "metric": ParamSpec("chebyshev", str, choices=walks.METRICS,
+                            help="metric of the cube: chebyshev = l-infinity (the paper's), euclidean, cityblock"),
+        "two_opt": ParamSpec(False, bool, help="shorten the MST path by 2-opt (path='mst' only)"),
+        "scale": SCALE_PARAM,
+        "rounding": ROUNDING_PARAM,
+        "sample": SAMPLE_PARAM,
+    },
+    guarantee="epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, Thm 7.2); "
+              "add/remove with a noisy record count (extension)",
+    description="Any dimension: fold the grid cells onto a line along a path, add a superregular random walk, "
+                "project in W1, map back. Error about (log^1.5(epsilon n)/(epsilon n))^(1/d).",
+)
+def srw_tsp(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
+            rng: np.random.Generator, bins: int | None, path: str, metric: str, two_opt: bool, scale: str,
+            rounding: str, sample: str) -> MechanismOutput:
+    n, dim = unit.shape
+    if two_opt and path != "mst":
+        raise ParameterError("two_opt improves the MST path only: set path='mst' or two_opt=False")
+    count_rng, release_rng = rng.spawn(2)
+    cal = calibrate(n, epsilon, neighbouring, count_rng)
+    warnings: list[str] = []
+    m_bins = _resolve_bins(bins, cal.alpha, dim, path, warnings)
+    start = time.perf_counter()
+    folding = _fold(m_bins, dim, path, metric, two_opt)
+    timings = {"fold": time.perf_counter() - start}
+    out = release_on_grid(unit, cal, folding, n_synthetic=n_synthetic, rng=release_rng, scale=scale,
+                          rounding=rounding, sample=sample, timings=timings)
+    out.diagnostics["net"] = out.diagnostics["path"]
+    out.warnings.extend(warnings)
+    return out
+
+
+def _resolve_bins(bins: int | None, alpha: float, dim: int, path: str, warnings: list[str]) -> int:
+    """Cells per axis: the user's value (checked against the path's cell limit) or the auto rule, capped."""
+    kind = path if dim > 1 else "snake"  # 1-D always folds in sorted order (spec 7, item 6)
+    limit = MAX_CELLS[kind]
+    if bins is not None:
+        if float(bins) ** dim > limit:
+            raise ParameterError(f"srw_tsp with {bins} bins per axis in d={dim} has {float(bins) ** dim:.3g} cells; "
+                                 f"path={path!r} allows at most {limit}: use fewer bins")
+        return bins
+    auto = auto_bins(alpha, dim)
+    capped = max(1, int(np.floor(limit ** (1.0 / dim) + 1e-9)))
+    if auto > capped:
+        warnings.append(f"resolution capped at {capped} bins per axis ({capped ** dim} cells) for path={path!r}; "
+                        f"the rule asked for {auto}")
+        return capped
+    return auto
+
+
+def _fold(bins: int, dim: int, path: str, metric: str, improve: bool) -> Folding:
+    """The public folding path through the ``bins^dim`` cells (never reads the data)."""
+    if path == "snake" or dim == 1:
+        return Folding(walks.snake_order(bins, dim), bins, metric, {"path_kind": "snake"})
+    coords = np.stack(np.unravel_index(np.arange(bins ** dim), (bins,) * dim), axis=1)
+    distances = walks.distance_matrix(walks.grid_centres(coords, bins), metric)
+    order, mst_weight = walks.mst_order(distances)
+    if improve:
+        order = walks.two_opt(order, distances)
+    return Folding(coords[order], bins, metric, {"path_kind": "mst_2opt" if improve else "mst",
+                                                 "mst_weight": mst_weight})

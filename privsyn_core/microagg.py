@@ -181,8 +181,10 @@ def equipartition(labels: np.ndarray, k: int, order_key: np.ndarray | None = Non
     -------
     blocks : int array (n,)
         Block id of every record, ``0..n_blocks-1``.
-    residual_size : int
-        ``|R|`` (before any merge), for the loss bound ``loss_I <= loss_F + |R|/n``.
+    merged_size : int
+        Records in the merged set the loss bound pays for (Lemmas 3.8-3.9):
+        ``loss_I <= loss_F + merged_size/n``.  It is ``|R|``, or ``|R| + q`` when a
+        non-empty ``R`` smaller than ``q`` joins a full chunk.
     """
     n = len(labels)
     q = n // k
@@ -200,11 +202,12 @@ def equipartition(labels: np.ndarray, k: int, order_key: np.ndarray | None = Non
     n_full = int((sizes // q).sum())
     residual = order[~in_chunk]
     residual = residual[np.argsort(key[residual], kind="stable")]
-    blocks[residual] = n_full + _residual_chunks(len(residual), q, n_full)
-    return blocks, len(residual)
+    blocks[residual] = n_full + _residual_chunks(len(residual), q)
+    merged = len(residual) + (q if 0 < len(residual) < q else 0)
+    return blocks, merged
 
 
-def _residual_chunks(size: int, q: int, n_full: int) -> np.ndarray:
+def _residual_chunks(size: int, q: int) -> np.ndarray:
     """Chunk ids (relative to ``n_full``) of the merged residual, leftovers appended."""
     n_chunks = size // q
     if n_chunks == 0:

@@ -94,18 +94,18 @@ def microagg_anon(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synt
     G = lattice_covering(t_used, alpha)
     cells = nearest_point_labels(scaled @ V, G)
     key = _order_key(within_cell_order, scaled, U, t_used, order_rng)
-    blocks, residual = equipartition(cells, k, key)
+    blocks, merged = equipartition(cells, k, key)
     sizes, weights, centres = microaggregate(X, blocks, int(blocks.max()) + 1)
 
     m = n if n_synthetic is None else n_synthetic
     rows = randomized_rounding(centres[bootstrap_indices(weights, m, boot_rng)], round_rng)
-    checks = _checks(S, lam, V, scaled, cells, len(G), weights, centres / math.sqrt(p), residual, alpha, t_used)
+    checks = _checks(S, lam, V, scaled, cells, len(G), weights, centres / math.sqrt(p), merged, alpha, t_used)
     return MechanismOutput(
         unit=centres, weights=weights, rows=rows,
         ledger=[("k-anonymous microaggregation (not differentially private)", math.inf)],
         diagnostics={"groups": {"sizes": sizes, "centres": centres, "noisy_weights": weights, "subspace": V,
                                 "covering": G, "cell_sizes": np.bincount(cells, minlength=len(G)),
-                                "residual_size": residual, "checks": checks}},
+                                "merged_size": merged, "checks": checks}},
         params={"k": k, "k_prime": k_prime, "alpha": alpha, "t": t_used, "s": len(G), "blocks": len(sizes),
                 "anonymity": int(sizes.min()), "m": m},
         warnings=warnings + ["microagg_anon is k-anonymous, not differentially private"])
@@ -134,14 +134,14 @@ def _order_key(order: str, scaled: np.ndarray, U: np.ndarray, t: int, rng: np.ra
     return scaled @ U[:, t] if t < U.shape[1] else None
 
 
-def _checks(S, lam, V, scaled, cells, s, weights, centres_scaled, residual, alpha, t) -> dict:
+def _checks(S, lam, V, scaled, cells, s, weights, centres_scaled, merged, alpha, t) -> dict:
     """Per-run constant-free quantities of spec 7.2 / 7.3 (Lemmas 3.2, 3.3, 3.6, 3.9)."""
     n = len(scaled)
     _, w_f, y_f = microaggregate(scaled, cells, s)
     projected_gap = (scaled - y_f[cells]) @ V
     tail = S - V @ (V.T @ S) - (S @ V) @ V.T + V @ (V.T @ S @ V) @ V.T
     return {"loss_F": covariance_loss(S, w_f, y_f), "loss_I": covariance_loss(S, weights, centres_scaled),
-            "residual_fraction": residual / n, "pca_tail": float(np.linalg.norm(tail)),
+            "merged_fraction": merged / n, "pca_tail": float(np.linalg.norm(tail)),
             "pca_tail_bound": (1.0 / math.sqrt(t)) if t else math.inf,
             "eigen_tail": float(math.sqrt(np.sum(lam[t:] ** 2))),
             "mean_projected_sq": float(np.mean(np.sum(projected_gap**2, axis=1))),

@@ -15,7 +15,7 @@ from .api import synthesize
 from .domain import Schema
 from .errors import PrivsynError
 from .io import read_csv, to_csv_bytes
-from .registry import list_mechanisms
+from .registry import get_mechanism, list_mechanisms
 
 EXIT_USAGE = 2
 
@@ -61,6 +61,20 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--schema", type=Path)
     ev.add_argument("--json", action="store_true", help="print JSON")
     ev.set_defaults(handler=_cmd_evaluate)
+
+    aud = sub.add_parser("audit", help="empirical lower bound on the epsilon a mechanism really spends "
+                                       "(exit 1 when it overspends)")
+    aud.add_argument("mechanism", help="registry key of a private mechanism, or 'all'")
+    aud.add_argument("--epsilon", type=_number("epsilon"), default=1.0)
+    aud.add_argument("--neighbouring", choices=("replace", "add_remove"), help="default: every supported relation")
+    aud.add_argument("--trials", type=int, help="runs per dataset counting the chosen event (default 20000)")
+    aud.add_argument("--selection-trials", type=int, help="runs per dataset choosing the event (default 5000)")
+    aud.add_argument("--confidence", type=_number("confidence"), default=0.95)
+    aud.add_argument("--noise-factor", type=_number("noise factor"), default=1.0,
+                     help="multiply every noise scale (< 1 gives a deliberately mis-calibrated variant)")
+    aud.add_argument("--seed", type=int, default=0)
+    aud.add_argument("--json", action="store_true", help="print JSON")
+    aud.set_defaults(handler=_cmd_audit)
     return parser
 
 
@@ -126,6 +140,19 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         for name, entry in report.items():
             print(f"{name:24s} {_format_entry(entry)}")
     return 0
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from . import audit
+
+    counts = {k: v for k, v in (("trials", args.trials), ("selection_trials", args.selection_trials)) if v is not None}
+    names = [s.name for s in list_mechanisms() if s.is_private] if args.mechanism == "all" else [args.mechanism]
+    relations = {name: [args.neighbouring] if args.neighbouring else get_mechanism(name).neighbouring for name in names}
+    results = [audit.audit(name, args.epsilon, neighbouring=relation, confidence=args.confidence, rng=args.seed,
+                           noise_factor=args.noise_factor, **counts)
+               for name in names for relation in relations[name]]
+    print(json.dumps([r.row() for r in results], indent=2) if args.json else audit.format_table(results))
+    return 1 if any(r.detected for r in results) else 0
 
 
 def _format_entry(entry: Any) -> str:

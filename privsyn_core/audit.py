@@ -1,0 +1,385 @@
+r"""Empirical privacy audit: a statistical lower bound on the epsilon a mechanism really spends.
+
+An epsilon-DP mechanism ``M`` satisfies ``P[M(D') in E] <= e^epsilon P[M(D) in E]`` for every
+pair of neighbouring datasets ``D, D'`` and every output event ``E``.  The audit
+
+1. builds a worst-case neighbouring pair for the mechanism's relation (:func:`neighbour_pair`):
+   ``D`` has all ``n`` records at the origin corner; under replace-one ``D'`` moves record 0
+   to the far corner, under add/remove ``D'`` adds a record there (``{0,1}^p`` likewise with
+   all-zero and all-one records);
+2. runs the mechanism many times on both (``spec.run`` on unit arrays, no encoding);
+3. maps every output to a few real *features* that only read the differentially private
+   output (noisy counts before post-processing, or the released points; never true counts),
+   and considers the events ``{feature >= t}`` and ``{feature < t}``;
+4. **chooses** one event (feature, threshold, direction) on a first, separate set of runs,
+   then counts it on fresh runs and reports the standard auditing bound
+   ([JUO20], [NST21])
+
+   .. math:: \varepsilon_{lower} = \log \frac{\underline{p}_1}{\overline{p}_0},
+
+   where ``p_1`` is the event's probability on the dataset where it is likelier and the
+   one-sided Clopper-Pearson bounds each hold with probability ``1 - alpha/2``.  Because
+   the event is fixed before the evaluation runs, no multiple-testing correction is
+   needed: ``eps_lower <= true epsilon`` with probability at least ``1 - alpha``.
+
+A correctly calibrated mechanism gives ``eps_lower <= epsilon`` (up to the stated false
+failure rate alpha); a mechanism that spends more than it claims is *detected* when
+``eps_lower > epsilon``.  :func:`scaled_noise` builds deliberately mis-calibrated variants
+(noise scales multiplied by a factor) to show that the audit can fail.
+
+The features per mechanism live in :data:`FEATURES`; a mechanism without an entry is
+audited through its released rows (:func:`release_features`), which is valid but weaker.
+An audit gives a *lower* bound: passing it does not prove privacy, failing it proves a bug.
+
+References
+----------
+.. [JUO20] M. Jagielski, J. Ullman, A. Oprea, "Auditing Differentially Private Machine
+   Learning: How Private is Private SGD?", NeurIPS 2020.
+.. [NST21] M. Nasr, S. Song, A. Thakurta, N. Papernot, N. Carlini, "Adversary
+   Instantiation: Lower Bounds for Differentially Private Machine Learning", IEEE S&P 2021.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+from scipy.stats import beta
+
+from . import noise
+from .api import check_epsilon
+from .errors import ParameterError
+from .registry import MechanismSpec, get_mechanism, list_mechanisms
+from .result import MechanismOutput
+
+DEFAULT_TRIALS = 20_000
+DEFAULT_SELECTION_TRIALS = 5_000
+DEFAULT_CONFIDENCE = 0.95
+N_THRESHOLDS = 64
+
+
+@dataclass(frozen=True)
+class NeighbourPair:
+    """Two neighbouring unit datasets: ``base`` (D) and ``neighbour`` (D').
+
+    The changed record is row 0 of ``neighbour``; ``n`` is the size of ``base``.
+    """
+
+    relation: str
+    base: np.ndarray
+    neighbour: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.base)
+
+
+FeatureFn = Callable[[MechanismOutput, NeighbourPair], np.ndarray]
+
+
+@dataclass(frozen=True)
+class AuditCase:
+    """How one mechanism is audited: data size, parameters, features."""
+
+    n: int = 20
+    d: int = 1
+    params: dict[str, Any] = field(default_factory=dict)
+    features: FeatureFn | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Event:
+    """``{feature[index] >= threshold}`` (``upper``) or its complement; ``likelier`` is 0 (D) or 1 (D')."""
+
+    index: int
+    threshold: float
+    upper: bool
+    likelier: int
+
+    def occurs(self, features: np.ndarray) -> np.ndarray:
+        above = features[:, self.index] >= self.threshold
+        return above if self.upper else ~above
+
+    def describe(self) -> str:
+        op = ">=" if self.upper else "<"
+        dataset = "D" if self.likelier == 0 else "D'"
+        return f"feature[{self.index}] {op} {self.threshold:g}, likelier under {dataset}"
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """One audit: the claimed epsilon, the empirical lower bound and how it was obtained."""
+
+    mechanism: str
+    neighbouring: str
+    epsilon: float
+    eps_lower: float
+    confidence: float
+    trials: int
+    selection_trials: int
+    event: str
+    counts: tuple[int, int]
+    noise_factor: float
+    seconds: float
+
+    @property
+    def detected(self) -> bool:
+        """True when the audit proves (at its confidence) that more than ``epsilon`` is spent."""
+        return self.eps_lower > self.epsilon
+
+    def row(self) -> dict[str, Any]:
+        return {"mechanism": self.mechanism, "neighbouring": self.neighbouring, "epsilon": self.epsilon,
+                "eps_lower": self.eps_lower, "confidence": self.confidence, "trials": self.trials,
+                "selection_trials": self.selection_trials, "event": self.event,
+                "counts": list(self.counts), "noise_factor": self.noise_factor,
+                "detected": self.detected, "seconds": self.seconds}
+
+
+# -- neighbouring datasets ---------------------------------------------------------------
+def neighbour_pair(data_kind: str, relation: str, n: int, d: int) -> NeighbourPair:
+    """``D`` = ``n`` records at the origin; ``D'`` moves (replace) or adds (add/remove) one at the far corner."""
+    dtype = np.uint8 if data_kind == "boolean" else float
+    base = np.zeros((n, d), dtype=dtype)
+    far = np.ones((1, d), dtype=dtype)
+    if relation == "replace":
+        neighbour = np.concatenate([far, base[1:]])
+    elif relation == "add_remove":
+        neighbour = np.concatenate([far, base])
+    else:
+        raise ParameterError(f"unknown neighbouring relation {relation!r}; use 'replace' or 'add_remove'")
+    return NeighbourPair(relation, base, neighbour)
+
+
+# -- features: functions of the private output only ----------------------------------------
+def release_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
+    """Fallback: mass of the released rows (or weighted atoms) in the far half-cube ``[1/2, 1]^d``."""
+    rows = out.rows if out.rows is not None else out.unit
+    rows = np.asarray(rows, dtype=float).reshape(-1, pair.base.shape[1])
+    far_rows = np.mean(np.all(rows >= 0.5, axis=1)) if len(rows) else 0.0
+    atoms = np.asarray(out.unit, dtype=float).reshape(-1, pair.base.shape[1])
+    if out.weights is None or len(atoms) == 0:
+        return np.array([far_rows, float(np.mean(rows)) if len(rows) else 0.0])
+    w = np.asarray(out.weights, dtype=float)
+    far_atoms = float(w[np.all(atoms >= 0.5, axis=1)].sum() / w.sum()) if w.sum() > 0 else 0.0
+    return np.array([far_rows, far_atoms])
+
+
+def cell_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
+    """Noisy counts of the cells holding the two corners, on every level (or the flat cells).
+
+    Per level: ``noisy(far cell)`` and ``n - noisy(origin cell)`` when the corners are in
+    different cells, ``noisy(cell) - n`` when one cell holds both.  The last feature is the
+    minimum of those that grow from ``D`` to ``D'`` under the pair's relation, whose upper
+    tail has likelihood ratio ``exp(sum of the per-level budgets)``: the tight event for
+    count mechanisms with independent noise per cell.
+    """
+    levels = out.diagnostics.get("levels") or [out.diagnostics["cells"]]
+    values, growing = [], []
+    for level in levels:
+        lo, hi = np.asarray(level["lo"]), np.asarray(level["hi"])
+        noisy = np.asarray(level["noisy_count"], dtype=float)
+        origin = int(np.flatnonzero(np.all(lo <= 0.0, axis=1))[0])
+        far = int(np.flatnonzero(np.all(hi >= 1.0, axis=1))[-1])
+        if origin == far:
+            values.append(noisy[far] - pair.n)
+            growing.append(pair.relation == "add_remove")
+        else:
+            values += [noisy[far], pair.n - noisy[origin]]
+            growing += [True, pair.relation == "replace"]
+    values = np.array(values)
+    shifted = values[np.array(growing)]
+    return np.append(values, shifted.min() if len(shifted) else 0.0)
+
+
+def record_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
+    """The released coordinates of the changed record (row 0) and their minimum (per-record mechanisms)."""
+    first = np.asarray(out.unit, dtype=float)[0]
+    return np.append(first, first.min())
+
+
+def group_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
+    """Microaggregation: the largest released group centre coordinate sum and noisy group weight."""
+    groups = out.diagnostics["groups"]
+    centres = np.asarray(groups["centres"], dtype=float).reshape(-1, pair.base.shape[1])
+    weights = np.asarray(groups["noisy_weights"], dtype=float)
+    return np.array([centres.sum(axis=1).max(), centres.max(), weights.max(), weights.min()])
+
+
+#: Per-mechanism audit settings; mechanisms not listed use :class:`AuditCase` defaults
+#: with :func:`release_features`.
+FEATURES: dict[str, AuditCase] = {
+    "dp_histogram": AuditCase(n=20, d=1, params={"bins": 2, "sample": "center"}, features=cell_features),
+    "laplace_points": AuditCase(n=4, d=1, params={"resolution": 64}, features=record_features),
+}
+
+
+# -- the audit -------------------------------------------------------------------------
+def audit(mechanism: str, epsilon: float = 1.0, *, neighbouring: str | None = None,
+          trials: int = DEFAULT_TRIALS, selection_trials: int = DEFAULT_SELECTION_TRIALS,
+          confidence: float = DEFAULT_CONFIDENCE, rng: int | np.random.Generator | None = 0,
+          noise_factor: float = 1.0, case: AuditCase | None = None) -> AuditResult:
+    """Audit one private mechanism under one neighbouring relation.
+
+    Parameters
+    ----------
+    mechanism : str
+        Registry key of a private mechanism.
+    epsilon : float
+        The budget the mechanism is asked to spend (and claims).
+    neighbouring : str, optional
+        Relation to audit; the mechanism's first supported one by default.
+    trials, selection_trials : int
+        Runs per dataset used to count the chosen event, and (separately) to choose it.
+    confidence : float
+        ``1 - alpha``: ``eps_lower`` is below the true epsilon with at least this probability.
+    rng : int, Generator or None
+        Seed of the runs (the audit is reproducible for a fixed seed).
+    noise_factor : float
+        Multiply every noise scale by this factor (:func:`scaled_noise`); ``< 1`` makes a
+        deliberately mis-calibrated variant that spends more than it claims.
+    case : AuditCase, optional
+        Overrides the entry of :data:`FEATURES`.
+    """
+    spec = get_mechanism(mechanism)
+    epsilon = check_epsilon(epsilon)
+    relation = _relation(spec, neighbouring)
+    _check_counts(trials, selection_trials, confidence)
+    case = case or FEATURES.get(spec.name, AuditCase())
+    d = case.d if spec.data_kind == "continuous" else max(case.d, 2)
+    pair = neighbour_pair(spec.data_kind, relation, case.n, d)
+    params = spec.resolve_params(case.params)
+    features = case.features or release_features
+    generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    alpha = 1.0 - confidence
+
+    start = time.perf_counter()
+    with scaled_noise(noise_factor):
+        sample = functools.partial(_features_of_runs, spec, epsilon=epsilon, relation=relation, params=params,
+                                   features=features, pair=pair, rng=generator)
+        event = choose_event(sample(pair.base, selection_trials), sample(pair.neighbour, selection_trials), alpha)
+        hits = (int(event.occurs(sample(pair.base, trials)).sum()), int(event.occurs(sample(pair.neighbour, trials)).sum()))
+    likely, rare = hits[event.likelier], hits[1 - event.likelier]
+    eps_lower = float(epsilon_lower_bound(np.array([likely]), np.array([rare]), trials, alpha)[0])
+    return AuditResult(spec.name, relation, epsilon, eps_lower, confidence, trials, selection_trials,
+                       event.describe(), hits, noise_factor, time.perf_counter() - start)
+
+
+def audit_all(epsilon: float = 1.0, **kwargs: Any) -> list[AuditResult]:
+    """:func:`audit` of every registered private mechanism under every relation it supports."""
+    return [audit(spec.name, epsilon, neighbouring=relation, **kwargs)
+            for spec in list_mechanisms() if spec.is_private for relation in spec.neighbouring]
+
+
+def epsilon_lower_bound(likely: np.ndarray, rare: np.ndarray, trials: int, alpha: float) -> np.ndarray:
+    """``max(0, log(CP_lower(likely) / CP_upper(rare)))``, each one-sided bound at level ``alpha/2``."""
+    likely, rare = np.asarray(likely), np.asarray(rare)
+    lower = np.where(likely > 0, beta.ppf(alpha / 2, np.maximum(likely, 1), trials - likely + 1), 0.0)
+    upper = np.where(rare < trials, beta.ppf(1 - alpha / 2, rare + 1, np.maximum(trials - rare, 1)), 1.0)
+    with np.errstate(divide="ignore"):
+        return np.maximum(np.log(lower) - np.log(upper), 0.0)
+
+
+def choose_event(base: np.ndarray, neighbour: np.ndarray, alpha: float) -> Event:
+    """The event with the largest :func:`epsilon_lower_bound` on the selection runs.
+
+    Candidates: every feature, thresholds at the distinct values (or quantiles) of the
+    pooled runs, events ``{f >= t}`` and ``{f < t}``, either dataset as the likelier one.
+    """
+    trials = len(base)
+    best, best_score = Event(0, -math.inf, True, 1), -1.0
+    for index in range(base.shape[1]):
+        thresholds = _thresholds(np.concatenate([base[:, index], neighbour[:, index]]))
+        above = [np.count_nonzero(x[:, index][:, None] >= thresholds, axis=0) for x in (base, neighbour)]
+        for upper, counts in ((True, above), (False, [trials - c for c in above])):
+            for likelier in (0, 1):
+                scores = epsilon_lower_bound(counts[likelier], counts[1 - likelier], trials, alpha)
+                k = int(np.argmax(scores))
+                if scores[k] > best_score:
+                    best, best_score = Event(index, float(thresholds[k]), upper, likelier), float(scores[k])
+    return best
+
+
+@contextlib.contextmanager
+def scaled_noise(factor: float) -> Iterator[None]:
+    """Multiply the scale of every noise draw in privsyn_core's mechanisms by ``factor``.
+
+    Rebinds ``discrete_laplace`` and ``laplace`` in every loaded ``privsyn_core`` module that
+    imported them, and restores them on exit.  For audits and tests only (not thread-safe).
+    """
+    if factor == 1.0:
+        yield
+        return
+    if not (math.isfinite(factor) and factor > 0):
+        raise ParameterError(f"noise_factor must be finite and > 0, got {factor!r}")
+    originals = {"discrete_laplace": noise.discrete_laplace, "laplace": noise.laplace}
+    scaled = {name: _scaled(fn, factor) for name, fn in originals.items()}
+    patched = [(module, name) for module in list(sys.modules.values())
+               if getattr(module, "__name__", "").startswith("privsyn_core.") and module is not noise
+               for name, fn in originals.items() if getattr(module, name, None) is fn]
+    try:
+        for module, name in patched:
+            setattr(module, name, scaled[name])
+        yield
+    finally:
+        for module, name in patched:
+            setattr(module, name, originals[name])
+
+
+def format_table(results: list[AuditResult]) -> str:
+    """The audit table: mechanism, relation, claimed epsilon, eps_lower, confidence, trials."""
+    lines = [f"{'mechanism':15s} {'neighbouring':12s} {'epsilon':>8s} {'eps_lower':>9s} {'conf':>5s} "
+             f"{'trials':>7s}  verdict"]
+    for r in results:
+        verdict = "OVERSPENDS" if r.detected else "ok"
+        factor = f" (noise x{r.noise_factor:g})" if r.noise_factor != 1.0 else ""
+        lines.append(f"{r.mechanism:15s} {r.neighbouring:12s} {r.epsilon:8.4g} {r.eps_lower:9.4f} "
+                     f"{r.confidence:5.3g} {r.trials:7d}  {verdict}{factor}")
+    return "\n".join(lines)
+
+
+def _features_of_runs(spec: MechanismSpec, data: np.ndarray, trials: int, *, epsilon: float, relation: str,
+                      params: dict, features: FeatureFn, pair: NeighbourPair, rng: np.random.Generator) -> np.ndarray:
+    return np.array([features(spec.run(data, epsilon, neighbouring=relation, n_synthetic=None, rng=rng, **params), pair)
+                     for _ in range(trials)], dtype=float)
+
+
+def _thresholds(values: np.ndarray) -> np.ndarray:
+    distinct = np.unique(values)
+    if len(distinct) <= N_THRESHOLDS:
+        return distinct
+    return np.unique(np.quantile(values, np.linspace(0.0, 1.0, N_THRESHOLDS)))
+
+
+def _scaled(fn: Callable, factor: float) -> Callable:
+    def draw(scale, *args, **kwargs):
+        return fn(np.asarray(scale, dtype=float) * factor, *args, **kwargs)
+    return draw
+
+
+def _relation(spec: MechanismSpec, neighbouring: str | None) -> str:
+    if not spec.is_private:
+        raise ParameterError(f"mechanism {spec.name!r} is not differentially private: there is no epsilon to audit")
+    if neighbouring is None:
+        return spec.neighbouring[0]
+    if neighbouring not in spec.neighbouring:
+        raise ParameterError(f"mechanism {spec.name!r} supports {list(spec.neighbouring)}, not {neighbouring!r}")
+    return neighbouring
+
+
+def _check_counts(trials: int, selection_trials: int, confidence: float) -> None:
+    if not (isinstance(trials, int) and isinstance(selection_trials, int) and trials >= 10 and selection_trials >= 10):
+        raise ParameterError(f"trials and selection_trials must be integers >= 10, got {trials!r}, {selection_trials!r}")
+    if not 0 < confidence < 1:
+        raise ParameterError(f"confidence must be in (0, 1), got {confidence!r}")
+
+
+__all__ = ["AuditCase", "AuditResult", "Event", "NeighbourPair", "FEATURES", "audit", "audit_all", "choose_event",
+           "epsilon_lower_bound", "format_table", "neighbour_pair", "release_features", "cell_features",
+           "record_features", "group_features", "scaled_noise"]

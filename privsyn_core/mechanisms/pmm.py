@@ -1,0 +1,196 @@
+r"""PMM, the Private Measure Mechanism ([HVZ23] Algorithms 3-4, Theorems 4.1-4.3, Cor. 4.4).
+
+1. Partition ``[0,1]^d`` by a binary hierarchy of depth ``r``: level ``j`` cuts axis
+   ``j mod d`` through the middle (:mod:`privsyn_core.pmm_tree`).
+2. Count the records in every cell of every level (all levels from the leaf counts, so
+   the true counts are exactly consistent).
+3. Add exact discrete Laplace noise ``Lap_Z(sigma_j)`` to every count of level ``j`` and
+   clamp at 0: ``n'_theta = (n_theta + lambda_theta)_+``.
+4. Make the counts consistent from the top down (Algorithm 3, rule ``consistency``).
+5. Put ``m_theta`` points in every leaf, uniformly (``sample="uniform"``) or at its
+   centre (``"center"``).
+
+Privacy.  Under add/remove (the paper's relation, Thm 4.1) the counts of each level
+change in one cell by 1, so the mechanism is ``sum_j 1/sigma_j``-DP; the scales (A.4)
+make this exactly epsilon.  Under replace-one ``n`` is public: the root is released
+without noise and levels ``1..r`` have sensitivity 2 (spec B.4.5).  The output size is
+``(n + lambda_root)_+`` under add/remove and exactly ``n`` under replace-one.
+Clamping, consistency, sampling and the ``n_synthetic`` rescaling are post-processing.
+
+The depth rules ``"paper"`` and ``"bound_opt"`` read ``n``: under add/remove that treats
+``n`` as public (a tiny leak otherwise); pass an explicit integer depth to avoid it.
+
+Accuracy.  ``E W1 <= 2 sqrt(2) S^2/(epsilon n) + 2^{-floor(r/d)}`` in the
+:math:`\ell_\infty` metric (Thm 4.3 with the corrected constant, spec B.4.6), which is
+``~ log^2(epsilon n)/(epsilon n)`` for ``d = 1`` and ``~ (epsilon n)^{-1/d}`` for
+``d >= 2`` with the paper's depth.
+
+References
+----------
+.. [HVZ23] Y. He, R. Vershynin, Y. Zhu, "Algorithmically Effective Differentially
+   Private Synthetic Data", COLT 2023 (seed 004).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from ..errors import DataError
+from ..noise import discrete_laplace
+from ..pmm_tree import (MAX_DEPTH, NoisePlan, accuracy_bound, bound_opt_depth, consistency as make_consistent,
+                        axis_corners, cuts_per_axis, leaf_counts, level_boxes, level_diameter, noise_plan,
+                        paper_depth, tree_counts)
+from ..registry import ParamSpec, register
+from ..result import MechanismOutput
+from ..sampling import largest_remainder
+
+#: Levels with more cells than this are left out of ``diagnostics`` (a figure cannot show them anyway).
+DIAGNOSTIC_MAX_CELLS = 2 ** 18
+
+
+@register(
+    "pmm",
+    title="Private Measure Mechanism (PMM)",
+    paper="004, Alg 3-4",
+    data_kind="continuous",
+    neighbouring=("add_remove", "replace"),
+    is_private=True,
+    params={
+        "depth": ParamSpec("paper", int, (0, MAX_DEPTH), choices=("paper", "bound_opt"),
+                           help="tree depth r: 'paper' = floor(log2(eps n)) (minus 1 if d = 1), 'bound_opt' = "
+                                "minimiser of the W1 bound, or an integer (does not read n)"),
+        "consistency": ParamSpec("proportional", str, choices=("proportional", "uniform"),
+                                 help="how a parent's count is split between noisy children (Algorithm 3)"),
+        "sample": ParamSpec("uniform", str, choices=("uniform", "center"),
+                            help="where the points of a leaf go: uniformly inside it, or at its centre"),
+    },
+    guarantee="epsilon-DP: discrete Laplace counts on every level of a binary partition, sum_j 1/sigma_j = epsilon "
+              "(add/remove; replace-one: no root noise, sensitivity 2); depth rules 'paper'/'bound_opt' treat n as public",
+    description="Noisy counts on a binary tree of boxes, made consistent top-down, then points drawn in the leaves. "
+                "W1 error about (eps n)^(-1/d), in time linear in n.",
+)
+def pmm(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
+        rng: np.random.Generator, depth: int | str, consistency: str, sample: str) -> MechanismOutput:
+    """Run PMM on ``unit`` (``(n, d)`` points of ``[0,1]^d``; outside values are clipped).
+
+    ``n_synthetic``, when given, rescales the consistent leaf counts to that total by
+    largest-remainder rounding (post-processing); the W1 bound then gains the rounding
+    error.  Returns the synthetic points in ``unit`` (no weights).
+    """
+    unit = _checked_unit(unit)
+    n, d = unit.shape
+    r, warnings = resolve_depth(depth, n, epsilon, d, neighbouring)
+    plan = noise_plan(r, d, epsilon, neighbouring)
+    noise_rng, consistency_rng, sample_rng = rng.spawn(3)
+    timings: dict[str, float] = {}
+
+    start = time.perf_counter()
+    true = tree_counts(leaf_counts(unit, r), r)
+    timings["count"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    lambdas = level_noise(plan, noise_rng)
+    noisy = [np.maximum(t + lam, 0) for t, lam in zip(true, lambdas)]
+    timings["noise"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    consistent = make_consistent(noisy, consistency, consistency_rng)
+    released = consistent[r]
+    if n_synthetic is not None and released.sum() > 0:
+        released = largest_remainder(released, n_synthetic)
+    timings["consistency"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    rows = sample_leaves(released, r, d, sample, sample_rng)
+    timings["sample"] = time.perf_counter() - start
+    if len(rows) == 0:
+        warnings.append("the noisy total count was 0: PMM released no synthetic rows (W1 is undefined)")
+
+    start = time.perf_counter()
+    diagnostics = _diagnostics(true, noisy, consistent, released, lambdas, plan, d)
+    timings["diagnostics"] = time.perf_counter() - start
+    params = {"depth": r, "depth_rule": depth if isinstance(depth, str) else "explicit", "leaves": 2 ** r,
+              "resolution": level_diameter(r, d), "accuracy_bound": accuracy_bound(n, epsilon, d, r, neighbouring),
+              "synthetic_size": int(len(rows))}
+    return MechanismOutput(unit=rows, ledger=plan.ledger, diagnostics=diagnostics, params=params,
+                           timings=timings, warnings=warnings)
+
+
+def resolve_depth(depth: int | str, n: int, epsilon: float, d: int, neighbouring: str) -> tuple[int, list[str]]:
+    """The tree depth ``r`` for a depth rule, capped at :data:`MAX_DEPTH` (with a warning)."""
+    if depth == "paper":
+        r = paper_depth(n, epsilon, d)
+    elif depth == "bound_opt":
+        r = bound_opt_depth(n, epsilon, d, neighbouring)
+    else:
+        r = int(depth)
+    if r > MAX_DEPTH:
+        return MAX_DEPTH, [f"PMM depth {r} capped at {MAX_DEPTH} (2^(r+1) counts must fit in memory)"]
+    return r, []
+
+
+def level_noise(plan: NoisePlan, rng: np.random.Generator) -> list[np.ndarray]:
+    """Integer noise ``lambda`` of every level, drawn in level order (zero where ``sigma = inf``)."""
+    return [discrete_laplace(sigma, 2 ** j, rng) if np.isfinite(sigma) else np.zeros(2 ** j, dtype=np.int64)
+            for j, sigma in enumerate(plan.sigmas)]
+
+
+def sample_leaves(counts: np.ndarray, r: int, d: int, how: str, rng: np.random.Generator) -> np.ndarray:
+    """``counts[t]`` points in leaf ``t``: uniform inside it, or at its centre.
+
+    The rows come in uniformly random order (a shuffle of the leaf labels), so the row
+    order says nothing about position.  Returns an ``(sum(counts), d)`` array.
+    """
+    side = 2.0 ** -cuts_per_axis(r, d).astype(float)
+    leaf = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
+    rng.shuffle(leaf)
+    rows = np.empty((len(leaf), d))
+    column = np.empty(len(leaf))
+    for axis, corner in enumerate(axis_corners(r, d)):
+        if how == "uniform":
+            rng.random(out=column)
+        else:
+            column.fill(0.5)
+        column += corner[leaf]
+        column *= side[axis]
+        rows[:, axis] = column
+    return rows
+
+
+def _checked_unit(unit: Any) -> np.ndarray:
+    """The data as an ``(n, d)`` float array clipped into ``[0,1]^d``; NaN or no rows is a DataError."""
+    unit = np.asarray(unit, dtype=float)
+    if unit.ndim != 2 or unit.shape[1] == 0:
+        raise DataError(f"PMM needs an (n, d) array of points with d >= 1, got shape {unit.shape}")
+    if len(unit) == 0:
+        raise DataError("PMM needs at least one record; the table is empty")
+    low, high = unit.min(), unit.max()
+    if np.isnan(low):
+        raise DataError("the data contain NaN; drop or impute those rows first")
+    return np.clip(unit, 0.0, 1.0) if low < 0 or high > 1 else unit
+
+
+def _diagnostics(true: list[np.ndarray], noisy: list[np.ndarray], consistent: list[np.ndarray],
+                 released: np.ndarray, lambdas: list[np.ndarray], plan: NoisePlan, d: int) -> dict[str, Any]:
+    """``levels`` (0..r), ``cells`` (the leaves) and ``noise``, per ``docs/diagnostics.md``.
+
+    Levels with more than :data:`DIAGNOSTIC_MAX_CELLS` cells are left out
+    (``levels_truncated`` is then True and ``cells`` is absent).
+    """
+    r = len(true) - 1
+    shown = min(r, int(np.log2(DIAGNOSTIC_MAX_CELLS)))
+    levels = []
+    for j in range(shown + 1):
+        lo, hi = level_boxes(j, d)
+        levels.append({"lo": lo, "hi": hi, "true_count": true[j], "noisy_count": noisy[j], "count": consistent[j]})
+    out: dict[str, Any] = {
+        "levels": levels,
+        "levels_truncated": shown < r,
+        "noise": {"sigma": plan.sigmas, "lambda": lambdas[:shown + 1], "sensitivity": plan.sensitivity},
+    }
+    if shown == r:
+        out["cells"] = {**levels[r], "count": released}
+    return out

@@ -1,0 +1,79 @@
+"""Baselines: exact noise calibration per neighbouring relation, output shapes."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import privsyn_core as ps
+from privsyn_core.noise import discrete_laplace_pmf
+
+ALPHA = 1e-6
+
+
+def _chi_square(samples: np.ndarray, sigma: float) -> float:
+    support = np.arange(-int(10 * sigma) - 2, int(10 * sigma) + 3)
+    observed = np.array([np.count_nonzero(samples == z) for z in support], dtype=float)
+    expected = discrete_laplace_pmf(support, sigma) * len(samples)
+    keep = expected >= 5
+    obs = np.append(observed[keep], len(samples) - observed[keep].sum())
+    exp = np.append(expected[keep], len(samples) - expected[keep].sum())
+    return stats.chisquare(obs, exp).pvalue
+
+
+@pytest.mark.parametrize("relation, sensitivity", [("replace", 2), ("add_remove", 1)])
+def test_dp_histogram_noise_is_discrete_laplace_at_the_calibrated_scale(relation, sensitivity):
+    X = np.random.default_rng(0).random((400, 2))
+    eps = 0.8
+    result = ps.synthesize(X, "dp_histogram", eps, schema=ps.unit_schema(2), neighbouring=relation,
+                           bins=60, rng=1)
+    cells = result.diagnostics["cells"]
+    noise = cells["noisy_count"] - cells["true_count"]
+    assert noise.dtype.kind == "i"
+    assert _chi_square(noise, sensitivity / eps) > ALPHA
+    assert math.fsum(e for _, e in result.ledger) == eps
+
+
+def test_dp_histogram_output_shapes_and_weights():
+    X = np.random.default_rng(3).random((1000, 3))
+    result = ps.synthesize(X, "dp_histogram", 2.0, schema=ps.unit_schema(3), rng=2)
+    k = result.params["bins"]
+    assert k == math.floor((2.0 * 1000) ** (1 / 3))
+    assert len(result.data) == 1000 and result.diagnostics["cells"]["lo"].shape == (k**3, 3)
+    assert math.isclose(result.weights.sum(), 1.0)
+    assert result.diagnostics["cells"]["count"].sum() == 1000
+    assert ps.metrics.w1(X, result.unit_rows) < 0.25
+
+
+def test_dp_histogram_refuses_too_many_cells():
+    with pytest.raises(ps.ParameterError, match="cells"):
+        ps.synthesize(np.random.default_rng(0).random((10, 3)), "dp_histogram", 1.0,
+                      schema=ps.unit_schema(3), bins=200)
+
+
+def test_laplace_points_noise_scale_is_d_over_epsilon():
+    d, eps, res = 2, 200.0, 1024
+    X = np.full((20_000, d), 0.5)
+    result = ps.synthesize(X, "laplace_points", eps, schema=ps.unit_schema(d), resolution=res, rng=4)
+    grid_noise = np.rint(result.unit * res).astype(np.int64) - res // 2
+    assert _chi_square(grid_noise.ravel(), d * res / eps) > ALPHA
+    assert result.params["noise_scale_unit"] == d / eps
+
+
+def test_bootstrap_is_flagged_not_private():
+    X = np.random.default_rng(5).random((100, 2))
+    result = ps.synthesize(X, "bootstrap", 1.0, schema=ps.unit_schema(2), rng=0)
+    assert not result.dp_valid and result.epsilon == math.inf
+    assert not ps.get_mechanism("bootstrap").is_private
+    assert {tuple(r) for r in result.unit} <= {tuple(r) for r in X}
+
+
+def test_utility_ordering_histogram_beats_naive_laplace():
+    from privsyn_core.datasets import two_blobs
+
+    X = two_blobs(4000, 2, 0)
+    hist = ps.synthesize(X, "dp_histogram", 1.0, schema=ps.unit_schema(2), rng=0)
+    naive = ps.synthesize(X, "laplace_points", 1.0, schema=ps.unit_schema(2), rng=0)
+    sub = np.random.default_rng(0).choice(4000, 1500, replace=False)
+    assert ps.metrics.w1(X[sub], hist.unit_rows[sub]) < ps.metrics.w1(X[sub], naive.unit_rows[sub])

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..accounting import Ledger, split_epsilon
+from ..accounting import Ledger
 from ..errors import ParameterError
 from ..grid import cell_coords
 from ..noise import discrete_laplace
@@ -109,10 +109,12 @@ def calibrate(n: int, epsilon: float, neighbouring: str, rng: np.random.Generato
         ledger = [("superregular walk on the path (alpha = epsilon n, noise (2/alpha) Z; Prop 5.1, Lemma 4.1)",
                    epsilon)]
         return Calibration(float(n), epsilon, 2, ledger)
-    ledger = split_epsilon(epsilon, [("record count n, discrete Laplace (add/remove extension)", COUNT_SHARE),
-                                     ("superregular walk on the cell counts, noise Z/epsilon_1", 1 - COUNT_SHARE)])
-    noisy_n = max(1, n + int(discrete_laplace(1.0 / ledger[0][1], rng=rng)))
-    return Calibration(float(noisy_n), ledger[1][1], 1, ledger)
+    walk_epsilon = epsilon - COUNT_SHARE * epsilon
+    count_epsilon = epsilon - walk_epsilon  # exact (Sterbenz): the two stages sum to epsilon exactly
+    ledger = [("record count n, discrete Laplace (add/remove extension)", count_epsilon),
+              ("superregular walk on the cell counts, noise Z/epsilon_1", walk_epsilon)]
+    noisy_n = max(1, n + int(discrete_laplace(1.0 / count_epsilon, size=1, rng=rng)[0]))
+    return Calibration(float(noisy_n), walk_epsilon, 1, ledger)
 
 
 def privacy_loss_bound(cal: Calibration, depth: int, scale: float) -> float:
@@ -231,6 +233,7 @@ def _rows(points: np.ndarray, counts: np.ndarray, bins: int, sample: str, rng: n
     },
     guarantee="epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, Prop 5.1); "
               "add/remove with a noisy record count (extension)",
+    max_dim=1,
     description="One column: cell counts plus a hierarchical (superregular) random walk, then the closest "
                 "probability measure in W1. Error about log^1.5(epsilon n)/(epsilon n).",
 )

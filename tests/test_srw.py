@@ -1,0 +1,363 @@
+"""Superregular random walk, private signed measure, W1 projection and the ``srw`` mechanism.
+
+Seed 000 (Boedihardjo, Strohmer, Vershynin 2024), spec ``random-walk-tsp.md`` Sect. 16.
+Statistical tests use fixed seeds and a stated false-failure rate (z/KS tests at
+``ALPHA = 1e-6`` overall, Bonferroni-split over the checks of one test).
+"""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.optimize import linprog
+
+import privsyn_core as ps
+from privsyn_core import walks
+from privsyn_core.mechanisms.srw import calibrate, privacy_loss_bound
+
+ALPHA = 1e-6
+
+
+def _z_crit(n_checks: int) -> float:
+    """Two-sided normal critical value for a family of ``n_checks`` at overall level ALPHA."""
+    return float(stats.norm.isf(ALPHA / (2 * n_checks)))
+
+
+def _schauder_matrix(n: int) -> np.ndarray:
+    """``phi_j(k/N)`` from the definition of Sect. 3.1 (independent of the library's level loop)."""
+    t = np.arange(1, n + 1) / n
+    rows = [t]
+    for j in range(2, n + 1):
+        level = math.ceil(math.log2(j))
+        i = j - 2 ** (level - 1)
+        centre = (2 * i - 1) / 2 ** level
+        rows.append(np.maximum(0.0, 1 - 2 ** level * np.abs(t - centre)))
+    return np.array(rows)
+
+
+def _haar_matrix(n: int) -> np.ndarray:
+    phi = _schauder_matrix(n)
+    return np.diff(phi, axis=1, prepend=0.0)
+
+
+# ------------------------------------------------------------------ the walk, deterministic
+
+
+@pytest.mark.parametrize("n", [1, 2, 8, 64, 256])
+def test_partial_sums_match_the_dense_schauder_expansion(n):
+    rng = np.random.default_rng(n)
+    lam = rng.laplace(0, 3.0, size=(5, n))
+    np.testing.assert_allclose(walks.hat_partial_sums(lam), lam @ _schauder_matrix(n), atol=1e-12)
+    # S_N = Z_1 + ... + Z_N = Lambda_1: every hat vanishes at t = 1 (spec 3.3)
+    np.testing.assert_allclose(walks.walk_steps(lam, n).sum(axis=1), lam[:, 0], atol=1e-12)
+
+
+def test_haar_system_is_orthogonal_with_the_stated_norms_and_values():
+    n = 32
+    psi = _haar_matrix(n)
+    gram = psi @ psi.T
+    np.testing.assert_allclose(gram - np.diag(np.diag(gram)), 0, atol=1e-12)
+    levels = np.array([0] + [math.ceil(math.log2(j)) for j in range(2, n + 1)])
+    expected = np.where(levels == 0, 1 / n, 2.0 ** (levels + 1) / n)
+    np.testing.assert_allclose(np.diag(gram), expected, rtol=1e-12)
+    for row, level in zip(psi, levels):
+        allowed = {0.0, 1 / n} if level == 0 else {0.0, 2 ** level / n, -(2 ** level) / n}
+        assert set(np.round(row, 12)) <= {round(v, 12) for v in allowed}
+
+
+def test_steps_follow_the_direct_formula_and_haar_analysis_inverts_them():
+    n = 16
+    lam = np.random.default_rng(3).laplace(0, 1.0, n)
+    k = np.arange(1, n + 1)
+    direct = np.full(n, lam[0] / n)
+    for level in range(1, 5):
+        block = n // 2 ** (level - 1)
+        sign = np.where((k - 1) % block < block // 2, 1.0, -1.0)
+        direct += sign * 2 ** level / n * lam[2 ** (level - 1) + (k - 1) // block]
+    np.testing.assert_allclose(walks.walk_steps(lam, n), direct, atol=1e-12)
+    np.testing.assert_allclose(walks.haar_coefficients(direct), lam, atol=1e-12)
+
+
+def test_truncated_walk_is_the_prefix_of_the_full_walk():
+    steps, coeffs, scale = walks.superregular_walk(5, np.random.default_rng(9))
+    full, coeffs_full, _ = walks.superregular_walk(8, np.random.default_rng(9))
+    assert len(coeffs) == 8 and scale == 2 * 3 + 1
+    np.testing.assert_array_equal(coeffs, coeffs_full)
+    np.testing.assert_array_equal(steps, full[:5])
+
+
+@pytest.mark.parametrize("k, depth", [(1, 0), (2, 1), (3, 2), (4, 2), (5, 3), (1000, 10), (1024, 10), (1025, 11)])
+def test_walk_depth_is_ceil_log2(k, depth):
+    assert walks.walk_depth(k) == depth
+
+
+@pytest.mark.parametrize("depth", range(0, 9))
+def test_sensitivity_of_the_haar_coefficients(depth):
+    """Lemma 3.2, sharpened (spec 3.3): max_k ||lambda(e_k)||_1 = 1 + L/2 <= b; zero-sum: L/2 per unit l1."""
+    n = 2 ** depth
+    columns = np.abs(walks.haar_coefficients(np.eye(n))).sum(axis=1)
+    assert columns.max() == pytest.approx(1 + depth / 2, abs=1e-12)
+    for mode in ("paper", "tight"):
+        assert columns.max() <= walks.laplace_scale(depth, mode) + 1e-12
+    if n > 1:
+        pairs = np.eye(n)[:, None, :] - np.eye(n)[None, :, :]
+        worst = np.abs(walks.haar_coefficients(pairs)).sum(axis=-1).max()
+        assert worst == pytest.approx(depth, abs=1e-12)  # ||e_a - e_c||_1 = 2 -> ratio L/2
+        zero_sum = np.random.default_rng(depth).normal(size=(200, n))
+        zero_sum -= zero_sum.mean(axis=1, keepdims=True)
+        ratio = np.abs(walks.haar_coefficients(zero_sum)).sum(axis=1) / np.abs(zero_sum).sum(axis=1)
+        assert ratio.max() <= depth / 2 + 1e-12
+
+
+def test_scale_modes():
+    assert walks.laplace_scale(10, "paper") == 21.0 and walks.laplace_scale(10, "tight") == 6.0
+    with pytest.raises(ValueError):
+        walks.laplace_scale(3, "loose")
+
+
+# ------------------------------------------------------------------ exact privacy accounting
+
+
+def _log_density(eta, h, noise_scale, b):
+    """log density of h + noise_scale * Z at eta, up to a constant (K = N): -V((eta - h)/s)."""
+    return -walks.walk_potential((eta - h) / noise_scale, b)
+
+
+@pytest.mark.parametrize("mode", ["paper", "tight"])
+def test_exact_privacy_loss_replace_one_is_at_most_epsilon(mode):
+    """Metric privacy alpha = eps n (Lemma 4.1): noise (2/alpha) Z on the measure; loss <= eps, attained bound."""
+    rng = np.random.default_rng(7)
+    n, eps, depth = 50, 0.8, 4
+    k = 2 ** depth
+    cal = calibrate(n, eps, "replace", rng)
+    assert cal.alpha == eps * n and cal.count_noise_scale / n == pytest.approx(2 / (eps * n), rel=1e-15)
+    b = walks.laplace_scale(depth, mode)
+    s = cal.count_noise_scale / cal.normaliser
+    worst = 0.0
+    for _ in range(400):
+        counts = rng.multinomial(n, rng.dirichlet(np.ones(k)))
+        a, c = rng.choice(np.flatnonzero(counts)), rng.integers(k)
+        other = counts.copy()
+        other[a] -= 1
+        other[c] += 1
+        h, h2 = counts / n, other / n
+        assert 0.5 * np.abs(h - h2).sum() <= 1 / n + 1e-15  # neighbouring empirical measures: TV <= 1/n
+        eta = h + s * walks.walk_steps(rng.laplace(0, b, k), k)
+        for point in (eta, h):  # eta = h attains the sup of the ratio
+            loss = _log_density(point, h, s, b) - _log_density(point, h2, s, b)
+            assert loss <= eps + 1e-9
+            worst = max(worst, loss)
+    assert worst <= privacy_loss_bound(cal, depth, b) + 1e-9
+    pair = np.zeros(k)
+    pair[0], pair[-1] = 1 / n, -1 / n  # the worst pair: one record moves across the middle
+    exact = walks.walk_potential(pair / s, b)
+    assert exact == pytest.approx(privacy_loss_bound(cal, depth, b), rel=1e-12)
+    assert exact == pytest.approx(eps * depth / (2 * b), rel=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["paper", "tight"])
+def test_exact_privacy_loss_add_remove(mode):
+    for eps in (0.3, 0.7, 1e-3, 1 / 3, 12.1):
+        assert math.fsum(e for _, e in calibrate(10, eps, "add_remove", np.random.default_rng(0)).ledger) == eps
+    cal = calibrate(100, 1.0, "add_remove", np.random.default_rng(0))
+    assert cal.count_sensitivity == 1
+    depth = 5
+    b = walks.laplace_scale(depth, mode)
+    k = 2 ** depth
+    losses = [walks.walk_potential(np.eye(k)[j] / cal.count_noise_scale, b) for j in range(k)]
+    assert max(losses) == pytest.approx(cal.walk_epsilon * (1 + depth / 2) / b, rel=1e-12)
+    assert max(losses) <= cal.walk_epsilon + 1e-12
+    assert privacy_loss_bound(cal, depth, b) <= 1.0 + 1e-12
+    if mode == "tight":
+        assert privacy_loss_bound(cal, depth, b) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_mechanism_uses_noise_two_over_alpha_on_the_measure():
+    """End to end at K = N = 256: signed - mu_N == (2/alpha) Z, Z from the reported coefficients of scale 2L+1."""
+    rng = np.random.default_rng(1)
+    x = rng.beta(2, 5, size=(512, 1))
+    res = ps.synthesize(x, "srw", 0.5, schema=ps.unit_schema(1), rng=3)
+    diag, alpha = res.diagnostics, 0.5 * 512
+    assert res.params["cells"] == 256 == res.params["walk_length"] and res.params["alpha"] == alpha
+    assert diag["noise"]["laplace_scale"] == 2 * 8 + 1
+    z = walks.walk_steps(diag["noise"]["coefficients"], 256)
+    np.testing.assert_allclose(diag["signed"] - diag["cells"]["true_count"] / 512, 2 / alpha * z, atol=1e-12)
+    np.testing.assert_allclose(diag["walk"], 2 / alpha * z, atol=1e-15)
+    assert diag["signed"].sum() == pytest.approx(1 + 2 / alpha * diag["noise"]["coefficients"][0], abs=1e-12)
+    assert res.ledger == [(res.ledger[0][0], 0.5)] and res.params["privacy_loss_bound"] < 0.5 / 4
+
+
+# ------------------------------------------------------------------ the walk, statistical
+
+
+def test_walk_mean_zero_and_exact_variance():
+    """E S_k = 0 and E S_k^2 = 2 b^2 sum_j phi_j(k/N)^2 <= 2 b^2 (L+1) (3.2); z-tests with exact 4th cumulants."""
+    n, reps, b = 64, 20000, walks.laplace_scale(6)
+    steps, _, scale = walks.superregular_walk(n, np.random.default_rng(2024), size=reps)
+    assert scale == b
+    sums = steps.cumsum(axis=1)
+    phi = _schauder_matrix(n)
+    hs = walks.hat_square_sums(n)
+    np.testing.assert_allclose(hs, (phi ** 2).sum(axis=0), rtol=1e-12)
+    assert hs.max() <= 6 + 1 and 2 * b ** 2 * hs.max() <= 2 * b ** 2 * (6 + 1)
+    ks = [0, 7, 21, 31, 40, 63]
+    z = _z_crit(2 * len(ks))
+    for k in ks:
+        kappa2 = 2 * b ** 2 * (phi[:, k] ** 2).sum()
+        kappa4 = 12 * b ** 4 * (phi[:, k] ** 4).sum()  # Lap(b): fourth cumulant 12 b^4
+        assert abs(sums[:, k].mean()) <= z * math.sqrt(kappa2 / reps)
+        assert abs((sums[:, k] ** 2).mean() - kappa2) <= z * math.sqrt((kappa4 + 2 * kappa2 ** 2) / reps)
+    assert kappa2 == pytest.approx(2 * b ** 2 * hs[63])
+
+
+def test_increments_joint_law_small_walk():
+    """N = 8: Z = Psi^T Lambda with i.i.d. Lap(b) Lambda.
+
+    (a) the Haar analysis of the increments is i.i.d. Lap(b): KS test per coordinate;
+    (b) second moments of random linear functionals <u, Z> match 2 b^2 ||Psi u||^2 (z-test).
+    Overall false-failure rate ALPHA.
+    """
+    n, reps = 8, 20000
+    rng = np.random.default_rng(11)
+    steps, coeffs, b = walks.superregular_walk(n, rng, size=reps)
+    analysed = walks.haar_coefficients(steps)
+    np.testing.assert_allclose(analysed, coeffs, atol=1e-9)
+    directions = rng.normal(size=(6, n))
+    n_checks = n + len(directions)
+    for j in range(n):
+        assert stats.kstest(analysed[:, j], stats.laplace(scale=b).cdf).pvalue > ALPHA / n_checks
+    psi = _haar_matrix(n)
+    z = _z_crit(n_checks)
+    for u in directions:
+        c = psi @ u
+        kappa2, kappa4 = 2 * b ** 2 * (c ** 2).sum(), 12 * b ** 4 * (c ** 4).sum()
+        assert abs(((steps @ u) ** 2).mean() - kappa2) <= z * math.sqrt((kappa4 + 2 * kappa2 ** 2) / reps)
+
+
+# ------------------------------------------------------------------ projection (Prop 5.2)
+
+
+def _lp_projection_objective(cdf: np.ndarray, gaps: np.ndarray) -> float:
+    """min sum g_k |G_k - F_k| s.t. 0 <= G_1 <= ... <= G_{K-1} <= 1, by HiGHS (spec 5, LP reference)."""
+    m = len(cdf)
+    eye = np.eye(m)
+    mono = (eye - np.eye(m, k=1))[:-1]
+    a_ub = np.block([[eye, -eye], [-eye, -eye], [mono, np.zeros((m - 1, m))]])
+    b_ub = np.concatenate([cdf, -cdf, np.zeros(m - 1)])
+    res = linprog(np.concatenate([np.zeros(m), gaps]), A_ub=a_ub, b_ub=b_ub,
+                  bounds=[(0, 1)] * m + [(0, None)] * m, method="highs")
+    assert res.status == 0
+    return float(res.fun)
+
+
+def _random_signed_case(rng, k):
+    mu = rng.dirichlet(np.full(k, 0.5))
+    nu = mu + rng.laplace(0, rng.choice([0.01, 0.1, 0.5]), k)
+    gaps = rng.random(k - 1) * (rng.random(k - 1) > 0.2)  # some zero gaps
+    return mu, nu, np.concatenate(([0.0], np.cumsum(gaps)))
+
+
+def test_projection_equals_the_highs_lp_optimum():
+    rng = np.random.default_rng(5)
+    for _ in range(60):
+        k = int(rng.integers(2, 60))
+        _, nu, positions = _random_signed_case(rng, k)
+        nu_hat = walks.project_to_probability(nu, positions)
+        assert np.all(nu_hat >= 0) and nu_hat.sum() == pytest.approx(1, abs=1e-15)
+        gaps, cdf = np.diff(positions), np.cumsum(nu)[:-1]
+        ours = float(np.dot(gaps, np.abs(np.cumsum(nu_hat)[:-1] - cdf)))
+        assert ours == pytest.approx(_lp_projection_objective(cdf, gaps), rel=1e-9, abs=1e-12)
+
+
+def test_projection_is_within_factor_two_of_the_signed_measure():
+    """B5, every draw: W1(nu_hat, nu) <= W1(mu, nu) and W1(nu_hat, mu) <= 2 W1(nu, mu)."""
+    rng = np.random.default_rng(6)
+    strictly_better_than_clipping = 0
+    for _ in range(500):
+        k = int(rng.integers(1, 40))
+        mu, nu, positions = _random_signed_case(rng, k)
+        nu_hat = walks.project_to_probability(nu, positions)
+        d_signed = walks.signed_w1_line(nu, mu, positions, right_end=positions[-1] + 1)
+        assert walks.signed_w1_line(nu_hat, nu, positions) <= walks.signed_w1_line(mu, nu, positions) + 1e-12
+        assert walks.signed_w1_line(nu_hat, mu, positions, right_end=positions[-1] + 1) <= 2 * d_signed + 1e-12
+        clipped = np.clip(nu, 0, None)
+        if clipped.sum() > 0:
+            clipped /= clipped.sum()
+            own, other = walks.signed_w1_line(nu_hat, nu, positions), walks.signed_w1_line(clipped, nu, positions)
+            assert own <= other + 1e-12
+            strictly_better_than_clipping += own < other - 1e-9
+    assert strictly_better_than_clipping > 100  # clip-and-renormalise is a different (worse) map
+
+
+def test_isotonic_l1_edge_cases():
+    assert walks.isotonic_l1(np.array([]), np.array([])).shape == (0,)
+    np.testing.assert_array_equal(walks.isotonic_l1(np.array([3.0, 1.0, 2.0]), np.array([1.0, 2.0, 1.0])),
+                                  [1.0, 1.0, 2.0])
+    np.testing.assert_array_equal(walks.isotonic_l1(np.array([0.0, 5.0]), np.array([1.0, 0.0])), [0.0, 0.0])
+    np.testing.assert_array_equal(walks.project_to_probability(np.array([-0.4]), np.array([0.3])), [1.0])
+    np.testing.assert_array_equal(walks.project_to_probability(np.array([0.2, -3.0]), np.zeros(2)), [1.0, 0.0])
+
+
+# ------------------------------------------------------------------ the srw mechanism
+
+
+def test_srw_refuses_more_than_one_column():
+    with pytest.raises(ps.ParameterError, match="srw_tsp"):
+        ps.synthesize(np.random.default_rng(0).random((20, 2)), "srw", 1.0, schema=ps.unit_schema(2), rng=0)
+
+
+@pytest.mark.parametrize("relation", ["replace", "add_remove"])
+def test_srw_ledger_and_output_size(relation):
+    x = np.random.default_rng(0).random((300, 1))
+    res = ps.synthesize(x, "srw", 0.3, schema=ps.unit_schema(1), neighbouring=relation, rng=4)
+    assert math.fsum(e for _, e in res.ledger) == 0.3 == res.epsilon
+    assert len(res.ledger) == (1 if relation == "replace" else 2)
+    assert res.params["privacy_loss_bound"] <= 0.3 + 1e-15
+    if relation == "replace":
+        assert len(res.data) == 300 and res.params["cells"] == 90
+    assert res.weights.sum() == pytest.approx(1) and np.all(res.weights > 0)
+
+
+def test_srw_pathwise_accuracy_chain():
+    """W1(mu_X, mu_Y) <= 1/(2K) + 2 W1_line(nu, mu_N) + kappa diam, with the realised noise (Thm 5.4, Cor 7.3)."""
+    rng = np.random.default_rng(8)
+    for seed, n in [(0, 200), (1, 1000), (2, 3000)]:
+        x = rng.beta(0.5, 2, size=(n, 1))
+        x[0] = 1.0
+        res = ps.synthesize(x, "srw", 1.0, schema=ps.unit_schema(1), rng=seed)
+        d = res.diagnostics
+        k = res.params["cells"]
+        mu_n = d["cells"]["true_count"] / n
+        line = walks.signed_w1_line(d["signed"], mu_n, d["positions"], right_end=1.0)
+        projected_err = walks.signed_w1_line(d["projected"], mu_n, d["positions"])
+        assert projected_err <= 2 * line + 1e-12
+        kappa = (res.params["m"] - np.floor(res.params["m"] * d["projected"]).sum()) / res.params["m"]
+        assert kappa <= res.params["rounding_w1_bound"] + 1e-12
+        w1 = ps.metrics.w1(x, res.unit_rows)
+        assert w1 <= 1 / (2 * k) + projected_err + kappa * 1.0 + 1e-9
+        assert ps.metrics.w1(x, d["path"], weights_y=mu_n) <= 1 / (2 * k) + 1e-12  # quantisation B11
+
+
+@pytest.mark.parametrize("n, eps", [(1, 1.0), (3, 0.1), (2, 1.0), (3, 1.0), (5, 1.0)])
+def test_srw_tiny_inputs(n, eps):
+    x = np.full((n, 1), 1.0)
+    res = ps.synthesize(x, "srw", eps, schema=ps.unit_schema(1), rng=0)
+    assert res.params["cells"] == max(1, math.floor(eps * n)) and len(res.data) == n
+    assert math.fsum(e for _, e in res.ledger) == eps
+    if res.params["cells"] == 1:
+        np.testing.assert_array_equal(res.unit, [[0.5]])
+
+
+def test_srw_same_seed_same_rows_and_tight_mode_less_noise():
+    x = np.random.default_rng(1).random((2000, 1))
+    a = ps.synthesize(x, "srw", 1.0, schema=ps.unit_schema(1), rng=9)
+    b = ps.synthesize(x, "srw", 1.0, schema=ps.unit_schema(1), rng=9)
+    c = ps.synthesize(x, "srw", 1.0, schema=ps.unit_schema(1), rng=10)
+    np.testing.assert_array_equal(a.unit_rows, b.unit_rows)
+    assert not np.array_equal(a.unit_rows, c.unit_rows)
+    t = ps.synthesize(x, "srw", 1.0, schema=ps.unit_schema(1), rng=9, scale="tight")
+    assert t.params["laplace_scale"] == 1 + 11 / 2 and a.params["laplace_scale"] == 23
+    # same draws, scaled: the tight walk is the paper walk times 6.5 / 23
+    scaled = a.diagnostics["walk"] * 6.5 / 23
+    np.testing.assert_allclose(t.diagnostics["walk"], scaled, rtol=1e-9, atol=1e-12 * np.abs(scaled).max())

@@ -30,11 +30,28 @@ def split_epsilon(epsilon: float, stages: Sequence[tuple[str, float]]) -> Ledger
     total = math.fsum(f for _, f in stages)
     if not stages or total <= 0 or any(f < 0 for _, f in stages):
         raise ValueError("stages need non-negative fractions with a positive sum")
-    ledger = [(name, epsilon * f / total) for name, f in stages[:-1]]
-    ledger.append((stages[-1][0], epsilon - math.fsum(e for _, e in ledger)))
-    if math.fsum(e for _, e in ledger) != epsilon:  # pragma: no cover - guards the arithmetic above
-        raise ArithmeticError("ledger does not sum to epsilon")
-    return ledger
+    shares = _exact_split(epsilon, [epsilon * f / total for _, f in stages])
+    return [(name, share) for (name, _), share in zip(stages, shares)]
+
+
+def _exact_split(epsilon: float, shares: list[float]) -> list[float]:
+    """``shares`` adjusted by a few units in the last place so that their ``fsum`` is ``epsilon``.
+
+    The last share becomes the remainder ``epsilon - fsum(others)``, nudged with
+    :func:`math.nextafter` when rounding misses (e.g. seven shares of 0.3/7).  When the
+    exact sum sits on a rounding tie no remainder works, so the first share moves by one
+    unit and the remainder is recomputed.
+    """
+    parts = list(shares[:-1])
+    for _ in range(8):
+        last = epsilon - math.fsum(parts)
+        for _ in range(4):
+            total = math.fsum([*parts, last])
+            if total == epsilon:
+                return [*parts, last]
+            last = math.nextafter(last, math.inf if total < epsilon else -math.inf)
+        parts[0] = math.nextafter(parts[0], 0.0)
+    raise ArithmeticError("ledger does not sum to epsilon")  # pragma: no cover - guards the arithmetic above
 
 
 def ledger_total(ledger: Ledger) -> float:

@@ -1,0 +1,30 @@
+"""privsyn Streamlit app: ``streamlit run app.py``.
+
+The entry point sets up the shared session state and the sidebar (mode switch and privacy
+ledger) and runs the chosen page from ``pages/`` through ``st.navigation``.  Mechanisms and
+metrics come from the ``privsyn_core`` registry, so new mechanisms appear without page changes.
+"""
+
+import streamlit as st
+
+from pages import _ui as ui
+
+st.set_page_config(page_title="privsyn: private synthetic data", page_icon=":material/shield_lock:",
+                   layout="wide")
+
+PAGES = [
+    st.Page("pages/data.py", title="Data", icon=":material/table:", default=True),
+    st.Page("pages/synthesize.py", title="Synthesize", icon=":material/auto_awesome:"),
+    st.Page("pages/partitions.py", title="Partitions", icon=":material/grid_view:"),
+    st.Page("pages/tsp.py", title="TSP folding", icon=":material/route:"),
+    st.Page("pages/compare.py", title="Compare", icon=":material/compare:"),
+    st.Page("pages/tradeoff.py", title="Trade-off", icon=":material/trending_down:"),
+    st.Page("pages/learn.py", title="Learn", icon=":material/school:"),
+]
+
+page = st.navigation(PAGES)
+with ui.user_errors():
+    ui.init_state()
+ui.sidebar_controls()
+page.run()
+ui.sidebar_ledger()

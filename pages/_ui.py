@@ -1,0 +1,390 @@
+"""Shared Streamlit state, caches and widgets of the app (the only app module with logic).
+
+Session state keeps small descriptors: the data bytes and name, the chosen columns, the
+schema entries, the privacy ledger and the last result.  Heavy work lives in bounded
+``st.cache_data`` functions keyed by the SHA-256 of the file bytes (never by a DataFrame,
+which Streamlit hashes from a sample above 50k rows).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+import privsyn_core as ps
+from privsyn_core import report
+from privsyn_core.dp_bounds import dp_bounds
+from privsyn_core.figures import NOT_PRIVATE
+from privsyn_core.io import read_csv, to_csv_bytes
+
+ROOT = Path(__file__).resolve().parent.parent
+ASSETS = ROOT / "assets"
+DEFAULT_SAMPLE = "blobs"
+MAX_UPLOAD_MB = 50
+EPSILONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+LIVE_MAX_ROWS = 10_000
+SCHEMA_FIELDS = ("name", "kind", "lo", "hi", "categories", "integer", "source")
+
+
+# -- state -------------------------------------------------------------------------------------
+def init_state() -> None:
+    """Defaults for a new session: the default sample with its public schema."""
+    if "data" not in st.session_state:
+        load_sample(DEFAULT_SAMPLE)
+    st.session_state.setdefault("ledger", [])
+    st.session_state.setdefault("result", None)
+    st.session_state.setdefault("run", None)
+    st.session_state.setdefault("compare", None)
+    st.session_state.setdefault("sweep", None)
+    st.session_state.setdefault("saved", {})
+
+
+def keep(widget, label: str, key: str, default: Any, **kwargs: Any) -> Any:
+    """Call ``widget(label, key=key, **kwargs)`` keeping its value across pages.
+
+    Streamlit drops a widget's state when another page runs; the value is saved in
+    ``session_state.saved`` and restored when the widget is drawn again.  Pass choices as
+    ``options=`` so a saved value that is no longer an option falls back to ``default``.
+    """
+    saved = st.session_state.setdefault("saved", {})
+    options = list(kwargs["options"]) if "options" in kwargs else None
+    if key not in st.session_state or not _valid(st.session_state[key], options):
+        value = saved.get(key, default)
+        st.session_state[key] = value if _valid(value, options) else default
+    saved[key] = widget(label, key=key, **kwargs)
+    return saved[key]
+
+
+def saved_value(key: str, default: Any = None) -> Any:
+    return st.session_state.get("saved", {}).get(key, default)
+
+
+def _valid(value: Any, options: list | None) -> bool:
+    if options is None:
+        return True
+    if isinstance(value, list):
+        return all(v in options for v in value)
+    return value in options
+
+
+def release_mode() -> bool:
+    return bool(saved_value("w_release", False))
+
+
+def not_private(what: str = "This view") -> None:
+    """The label every teaching view on raw data carries."""
+    st.caption(f":orange[**{what} {NOT_PRIVATE}.**]")
+
+
+def load_sample(name: str) -> None:
+    schema = json.loads((ASSETS / f"{name}.schema.json").read_text())
+    set_data((ASSETS / f"{name}.csv").read_bytes(), f"{name}.csv", sample=name)
+    set_schema_entries({c["name"]: {**c, "source": "sample: published public bounds"} for c in schema["columns"]})
+
+
+def set_data(raw: bytes, name: str, sample: str | None = None) -> None:
+    """Make ``raw`` the current table (validated by :func:`load_table`)."""
+    frame = load_table(raw)
+    st.session_state.data = {"bytes": raw, "name": name, "sha256": report.sha256(raw), "sample": sample}
+    st.session_state.setdefault("saved", {})["w_columns"] = [str(c) for c in frame.columns]
+    st.session_state.pop("w_columns", None)
+    st.session_state.schema_entries = {}
+    st.session_state.result = None
+    st.session_state.run = None
+    st.session_state.compare = None
+    st.session_state.sweep = None
+
+
+def set_schema_entries(entries: dict[str, dict]) -> None:
+    st.session_state.schema_entries = entries
+    st.session_state.schema_version = st.session_state.get("schema_version", 0) + 1
+
+
+@st.cache_data(max_entries=8, show_spinner="Reading the CSV...")
+def load_table(raw: bytes) -> pd.DataFrame:
+    """The parsed table (cached by the full bytes)."""
+    return read_csv(raw, max_bytes=MAX_UPLOAD_MB * 2**20)
+
+
+def table() -> pd.DataFrame:
+    return load_table(st.session_state.data["bytes"])
+
+
+def columns() -> list[str]:
+    return list(saved_value("w_columns") or [])
+
+
+def frame() -> pd.DataFrame:
+    """The chosen columns of the current table."""
+    chosen = columns()
+    if not chosen:
+        raise ps.DataError("choose at least one column on the Data page")
+    return table()[chosen]
+
+
+def schema() -> ps.Schema:
+    """The schema of the chosen columns from the editor's entries; a clear error when incomplete."""
+    entries = st.session_state.get("schema_entries", {})
+    missing = [c for c in columns() if c not in entries or not _complete(entries[c])]
+    if missing:
+        raise ps.SchemaError(f"column(s) {missing} have no public domain yet: type bounds/categories on the Data "
+                             "page, estimate them with DP, or propose them from the data (not private)")
+    return ps.Schema.from_dict({"columns": [_column_dict(entries[c]) for c in columns()]})
+
+
+def _complete(entry: dict) -> bool:
+    if entry.get("kind") == "categorical":
+        return bool(entry.get("categories"))
+    return all(entry.get(k) is not None and not pd.isna(entry.get(k)) for k in ("lo", "hi"))
+
+
+def _column_dict(entry: dict) -> dict:
+    out = {k: entry[k] for k in ("name", "kind", "public") if k in entry}
+    if entry.get("kind") == "categorical":
+        out["categories"] = list(entry["categories"])
+    else:
+        out.update(lo=float(entry["lo"]), hi=float(entry["hi"]), integer=bool(entry.get("integer", False)))
+    return out
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Show a :class:`PrivsynError` as an error box instead of a traceback."""
+    try:
+        yield
+    except ps.PrivsynError as exc:
+        st.error(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+    except MemoryError:
+        st.error("out of memory: use fewer rows, fewer cells or a smaller synthetic size")
+
+
+# -- schema sources ----------------------------------------------------------------------------
+def propose_from_data() -> None:
+    proposal = ps.Schema.infer(frame())
+    set_schema_entries({**st.session_state.schema_entries,
+                        **{c.name: {**c.to_dict(), "source": "proposed from the data: NOT private"}
+                           for c in proposal.columns}})
+
+
+def estimate_dp_bounds(epsilon: float, neighbouring: str) -> None:
+    numeric = [c for c in columns() if pd.api.types.is_numeric_dtype(table()[c])]
+    if not numeric:
+        raise ps.DataError("no numeric column is chosen: DP bounds are for numeric columns")
+    rng = "secure" if release_mode() else int(saved_value("w_seed", 0))
+    found = dp_bounds(frame(), numeric, epsilon, neighbouring=neighbouring, rng=rng)
+    entries = dict(st.session_state.schema_entries)
+    for col in found.schema.columns:
+        entries[col.name] = {**col.to_dict(), "source": f"DP bounds (epsilon {epsilon:g})"}
+    set_schema_entries(entries)
+    add_ledger(f"DP bounds of {len(numeric)} column(s)", "dp_bounds", report.ledger_epsilon(found.ledger),
+               neighbouring, True)
+    for warning in found.warnings:
+        st.warning(warning)
+
+
+# -- runs --------------------------------------------------------------------------------------
+def run_key(mechanism: str, epsilon: float, params: dict, neighbouring: str, seed: int | None,
+            n_synthetic: int | None) -> dict[str, Any]:
+    """Everything that determines a run's output."""
+    return {"sha256": st.session_state.data["sha256"], "columns": columns(), "schema": schema().to_dict(),
+            "mechanism": mechanism, "params": params, "epsilon": float(epsilon), "neighbouring": neighbouring,
+            "seed": seed, "n_synthetic": n_synthetic}
+
+
+@st.cache_data(max_entries=24, show_spinner=False)
+def _cached_run(key_json: str, _frame: pd.DataFrame) -> ps.SynthResult:
+    key = json.loads(key_json)
+    return ps.synthesize(_frame, key["mechanism"], key["epsilon"], schema=key["schema"],
+                         neighbouring=key["neighbouring"], n_synthetic=key["n_synthetic"], rng=key["seed"],
+                         **key["params"])
+
+
+def execute(key: dict[str, Any]) -> ps.SynthResult:
+    """Run (cached in teaching mode; a fresh secure release in release mode) and record it in the ledger."""
+    if release_mode():
+        result = ps.synthesize(frame(), key["mechanism"], key["epsilon"], schema=key["schema"],
+                               neighbouring=key["neighbouring"], n_synthetic=key["n_synthetic"], rng="secure",
+                               **key["params"])
+    else:
+        result = _cached_run(json.dumps(key, sort_keys=True), frame())
+    label = f"{key['mechanism']} on {st.session_state.data['name']}"
+    add_ledger(label, key["mechanism"], result.epsilon, key["neighbouring"], result.dp_valid,
+               key=None if release_mode() else json.dumps(key, sort_keys=True))
+    return result
+
+
+def add_ledger(label: str, mechanism: str, epsilon: float, neighbouring: str, dp_valid: bool,
+               key: str | None = None) -> None:
+    """Append a release; a repeated teaching run with the same seed returns the same output and is not added."""
+    ledger = st.session_state.ledger
+    if key is not None and any(e.get("_key") == key for e in ledger):
+        return
+    ledger.append({"release": label, "mechanism": mechanism, "epsilon": epsilon, "neighbouring": neighbouring,
+                   "dp_valid": dp_valid, "data": st.session_state.data["sha256"][:12], "_key": key})
+
+
+@st.cache_data(max_entries=24, show_spinner="Computing the metrics on the real data (not private)...")
+def evaluation(key_json: str, _real: pd.DataFrame, _synthetic: pd.DataFrame, schema_json: str) -> dict:
+    return report.evaluate_subsampled(_real, _synthetic, ps.Schema.from_dict(json.loads(schema_json)))
+
+
+def evaluate_result(result: ps.SynthResult, key: dict) -> dict:
+    return evaluation(json.dumps(key, sort_keys=True), frame(), result.data, json.dumps(result.schema))
+
+
+# -- sidebar -----------------------------------------------------------------------------------
+def sidebar_controls() -> None:
+    with st.sidebar:
+        keep(st.toggle, "Release mode", "w_release", False,
+                  help="Release mode never shows raw data, true counts or metrics on raw data, and draws noise "
+                       "from a cryptographically secure generator (runs cannot be reproduced by a seed).")
+        if release_mode():
+            st.success("Release mode: only private outputs are shown.")
+        else:
+            st.info(f"Teaching mode: views marked '{NOT_PRIVATE}' read the raw data.")
+        data = st.session_state.data
+        st.caption(f"Data: **{data['name']}**, {len(table()):,} rows, {len(columns())} column(s) chosen")
+
+
+def sidebar_ledger() -> None:
+    """The session's privacy ledger (drawn after the page ran, so it includes this run's releases)."""
+    with st.sidebar:
+        st.subheader("Privacy ledger")
+        ledger = st.session_state.ledger
+        if not ledger:
+            st.caption("No release yet in this session.")
+            return
+        shown = pd.DataFrame([{k: v for k, v in e.items() if not k.startswith("_")} for e in ledger])
+        shown["epsilon"] = shown["epsilon"].map(lambda e: "inf (not private)" if not math.isfinite(e) else f"{e:g}")
+        st.dataframe(shown[["release", "epsilon", "neighbouring", "dp_valid"]], hide_index=True)
+        total = report.session_total(ledger)
+        st.metric("Total epsilon spent on this data", "inf" if not math.isfinite(total) else f"{total:g}")
+        st.warning("Releases on the same data compose: their epsilons add up. Re-running with a new seed spends "
+                   "epsilon again.")
+        if not all(e["dp_valid"] for e in ledger):
+            st.error("dp_valid = False for at least one release: its domain was read off the data or its "
+                     "mechanism is not private.")
+
+
+# -- mechanism widgets -------------------------------------------------------------------------
+def param_widgets(spec: ps.MechanismSpec) -> dict[str, Any]:
+    """One widget per parameter; returns the values (None = auto)."""
+    values = {}
+    for name, p in spec.params.items():
+        key = f"w_param_{spec.name}_{name}"
+        label = f"{name}"
+        if p.type is bool:
+            values[name] = keep(st.checkbox, label, key, bool(p.default), help=p.help)
+        elif p.type is str:
+            choices = list(p.choices or [p.default])
+            values[name] = keep(st.selectbox, label, key, p.default if p.default in choices else choices[0],
+                                options=choices, help=p.help)
+        else:
+            values[name] = _number_param(name, p, key)
+    return values
+
+
+def _number_param(name: str, p: ps.ParamSpec, key: str) -> Any:
+    options = (["auto"] if p.default is None else []) + [str(c) for c in (p.choices or ())] + ["number"]
+    default = "auto" if p.default is None else (str(p.default) if p.choices and p.default in p.choices else "number")
+    mode = default
+    if len(options) > 1:
+        mode = keep(st.selectbox, f"{name}", f"{key}_mode", default, options=options, help=p.help)
+    if mode == "auto":
+        return None
+    if mode != "number":
+        return next(c for c in p.choices if str(c) == mode)
+    lo, hi = p.bounds if p.bounds else (None, None)
+    number_default = p.default if isinstance(p.default, (int, float)) and not isinstance(p.default, bool) else lo
+    if p.type is int:
+        return int(keep(st.number_input, f"{name} value", key,
+                        int(number_default if number_default is not None else 1),
+                        min_value=None if lo is None else int(lo), max_value=None if hi is None else int(hi),
+                        step=1, help=p.help))
+    return float(keep(st.number_input, f"{name} value", key,
+                      float(number_default if number_default is not None else 1.0),
+                      min_value=None if lo is None else float(lo), max_value=None if hi is None else float(hi),
+                      help=p.help))
+
+
+def epsilon_guidance(epsilon: float) -> str:
+    ratio = math.exp(epsilon)
+    level = ("very strong privacy" if epsilon <= 0.1 else "strong privacy" if epsilon <= 1
+             else "moderate privacy" if epsilon <= 5 else "weak privacy: mostly for teaching")
+    return (f"**epsilon = {epsilon:g}: {level}.** Whatever an observer believes about any one person, seeing the "
+            f"release changes the odds by at most a factor e^epsilon = {ratio:.3g}. Smaller epsilon means more "
+            "noise and less accuracy.")
+
+
+# -- downloads ---------------------------------------------------------------------------------
+def downloads(result: ps.SynthResult, key: dict, figures: list | None = None) -> None:
+    """Synthetic CSV, JSON run report and the HTML stakeholder report."""
+    metrics = None if release_mode() else evaluate_result(result, key)
+    run = report.run_report(result, params=key["params"], data_name=st.session_state.data["name"],
+                            data_sha256=st.session_state.data["sha256"], metrics=metrics,
+                            extra_ledger=[{k: v for k, v in e.items() if not k.startswith("_")}
+                                          for e in st.session_state.ledger])
+    cols = st.columns(3)
+    cols[0].download_button("Download synthetic CSV", data=to_csv_bytes(result.data), file_name="synthetic.csv",
+                            mime="text/csv", on_click="ignore", key="dl_csv")
+    cols[1].download_button("Download JSON report", data=json.dumps(run, indent=1, default=str),
+                            file_name="run_report.json", mime="application/json", on_click="ignore", key="dl_json")
+    html_args = report_inputs(result, run, metrics, figures)
+    cols[2].download_button("Export stakeholder report (HTML)", data=lambda: report.html_report(**html_args),
+                            file_name="privsyn_report.html", mime="text/html", on_click="ignore", key="dl_html")
+    st.caption("The JSON report reproduces the run: save its 'schema' as schema.json and run")
+    st.code(run["cli"], language="bash")
+
+
+def report_inputs(result: ps.SynthResult, run: dict, metrics: dict | None, figures: list | None) -> dict:
+    """Arguments of :func:`report.html_report`, gathered now (the HTML is built later, on click, in another thread)."""
+    from privsyn_core import figures as F
+
+    shown = list(figures or [])
+    if not shown:
+        names = [c["name"] for c in result.schema["columns"]]
+        real = None if release_mode() else report.schema_encode(frame(), result.schema)
+        axes = (0, 1) if len(names) > 1 else (0, 0)
+        shown = [("Real vs synthetic" if real is not None else "Synthetic data",
+                  F.scatter_compare(real, result.unit_rows, axes=axes, labels=[names[axes[0]], names[axes[1]]]))]
+    notes = [] if result.dp_valid else ["dp_valid = False: the domain came from the data or the mechanism is not "
+                                        "private; this is not a differentially private release."]
+    sweep = st.session_state.get("sweep")
+    return dict(title=f"Synthetic data report: {result.mechanism} at epsilon {result.epsilon:g}", run=run,
+                ledger=[{k: v for k, v in e.items() if not k.startswith("_")} for e in st.session_state.ledger],
+                figures=shown, metrics=None if metrics is None else report.metrics_table(metrics),
+                tradeoff=None if (sweep is None or release_mode()) else sweep["figure"], notes=notes)
+
+
+def need_result() -> tuple[ps.SynthResult, dict] | None:
+    """The last run, or an explanation when there is none."""
+    result, key = st.session_state.get("result"), st.session_state.get("run")
+    if result is None or key is None:
+        st.info("No synthetic data yet: run a mechanism on the **Synthesize** page first.")
+        return None
+    return result, key
+
+
+def axis_pair(names: list[str], prefix: str) -> tuple[int, int]:
+    """Two axes to draw (a chooser when d > 2)."""
+    if len(names) == 1:
+        return 0, 0
+    if len(names) == 2:
+        return 0, 1
+    cols = st.columns(2)
+    with cols[0]:
+        a = keep(st.selectbox, "x axis", f"w_{prefix}_x", names[0], options=names)
+    with cols[1]:
+        b = keep(st.selectbox, "y axis", f"w_{prefix}_y", names[1], options=names)
+    return names.index(a), names.index(b)
+
+
+def unit_real() -> np.ndarray:
+    return schema().encode(frame())[0]

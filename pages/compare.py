@@ -1,0 +1,94 @@
+"""Compare page: real vs synthetic scatter and marginals, and the metric table beside the real-vs-real floor."""
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+import privsyn_core as ps
+from pages import _ui as ui
+from privsyn_core import figures as F
+from privsyn_core import report
+
+st.title("Compare")
+
+found = ui.need_result()
+if found:
+    result, key = found
+    names = [c["name"] for c in result.schema["columns"]]
+    schema = ps.Schema.from_dict(result.schema)
+    teaching = not ui.release_mode()
+    st.write(f"Last run: **{result.mechanism}** at epsilon {result.epsilon:g} ({result.neighbouring}), "
+             f"{len(result.data):,} synthetic rows.")
+
+    @st.fragment
+    def views() -> None:
+        axes = ui.axis_pair(names, "cmp")
+        if teaching:
+            ui.not_private("The real points")
+        real = ui.unit_real() if teaching else None
+        st.plotly_chart(F.scatter_compare(real, result.unit_rows, axes=axes, labels=[names[axes[0]], names[axes[1]]],
+                                          title="real vs synthetic (unit coordinates of the public domain)"),
+                        key="compare_scatter")
+        column = ui.keep(st.selectbox, "Marginal of", "w_cmp_marginal", names[0], options=names)
+        col = schema[column]
+        edges = None if col.kind == "categorical" else np.linspace(col.lo, col.hi, 31)
+        real_col = ui.frame()[column] if teaching else None
+        st.plotly_chart(F.marginal_figure(real_col, result.data[column], edges=edges, name=column),
+                        key="compare_marginal")
+        st.caption("Histograms share 30 equal bins of the public domain.")
+
+    views()
+
+    st.subheader("Metrics")
+    if not teaching:
+        st.info("Release mode: metrics read the raw data, so they are not shown.")
+    else:
+        ui.not_private("Every metric")
+        with ui.user_errors():
+            evaluation = ui.evaluate_result(result, key)
+            table = report.metrics_table(evaluation)
+            st.dataframe(table, hide_index=True, key="metrics_table")
+            note = evaluation.get("_subsample", {}).get("note")
+            if note:
+                st.caption(f"Computed on {note}.")
+
+        st.subheader("Several mechanisms at the same epsilon")
+        specs = [s for s in ps.list_mechanisms() if s.data_kind == "continuous"]
+        chosen = ui.keep(st.multiselect, "Mechanisms", "w_cmp_many", [result.mechanism],
+                         options=[s.name for s in specs])
+        if st.button("Run and compare", help="Each mechanism runs at this epsilon and seed with default parameters; "
+                                             "each run is a release recorded in the ledger."):
+            rows, errors = {}, []
+            progress = st.progress(0.0)
+            for i, name in enumerate(chosen):
+                progress.progress(i / max(len(chosen), 1), text=f"running {name}")
+                try:
+                    other_key = {**key, "mechanism": name, "params": {},
+                                 "neighbouring": key["neighbouring"] if key["neighbouring"]
+                                 in ps.get_mechanism(name).neighbouring else ps.get_mechanism(name).neighbouring[0]}
+                    other = ui.execute(other_key)
+                    rows[name] = report.metrics_table(ui.evaluate_result(other, other_key))
+                except ps.PrivsynError as exc:
+                    errors.append(f"{name}: {exc}")
+            progress.progress(1.0, text="done")
+            st.session_state.compare = {"rows": rows, "errors": errors, "epsilon": key["epsilon"]}
+        compare = st.session_state.compare
+        if compare:
+            for message in compare["errors"]:
+                st.error(message)
+            if compare["rows"]:
+                wide = pd.concat({n: t.set_index("metric")["value"] for n, t in compare["rows"].items()}, axis=1)
+                floors = pd.concat([t.set_index("metric")["real-vs-real floor"] for t in compare["rows"].values()],
+                                   axis=1).bfill(axis=1).iloc[:, 0]
+                wide["real-vs-real floor"] = floors
+                st.dataframe(wide.reset_index(), hide_index=True, key="compare_many_table")
+                first = wide.index[0]
+                values = wide.drop(columns="real-vs-real floor").loc[first]
+                fig = go.Figure(go.Bar(x=values.index, y=values.to_numpy(dtype=float), name=first))
+                fig.update_layout(title=f"{first} at epsilon {compare['epsilon']:g} (lower is better)",
+                                  margin=dict(l=40, r=10, t=50, b=40))
+                st.plotly_chart(fig, key="compare_many_chart")
+
+    with ui.user_errors():
+        ui.downloads(result, key)

@@ -1,0 +1,114 @@
+"""Data page: choose a bundled sample or upload a CSV, pick columns, set the public domain."""
+
+import pandas as pd
+import streamlit as st
+
+from pages import _ui as ui
+from privsyn_core.datasets import SAMPLES
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and pd.isna(a) and pd.isna(b):
+        return True
+    return a == b
+
+
+st.title("Data")
+st.write("Pick a bundled sample or upload a CSV, choose the columns to synthesize, and give every column a "
+         "**public** domain (bounds or categories). Mechanisms are private only if this domain does not come "
+         "from the data.")
+
+source = ui.keep(st.radio, "Source", "w_source", "Bundled sample", options=["Bundled sample", "Upload a CSV"],
+                 horizontal=True)
+if source == "Bundled sample":
+    names = list(SAMPLES)
+    current = st.session_state.data.get("sample") or ui.DEFAULT_SAMPLE
+    choice = st.selectbox("Sample", names, index=names.index(current) if current in names else 0,
+                          format_func=lambda n: f"{n}: {SAMPLES[n]}")
+    if choice != st.session_state.data.get("sample"):
+        with ui.user_errors():
+            ui.load_sample(choice)
+else:
+    upload = st.file_uploader(f"CSV file (UTF-8, comma/semicolon/tab separated, at most {ui.MAX_UPLOAD_MB} MB)",
+                              type=["csv", "txt"], key="uploader")
+    if upload is not None:
+        raw = upload.getvalue()
+        if ui.report.sha256(raw) != st.session_state.data["sha256"]:
+            with ui.user_errors():
+                ui.set_data(raw, upload.name)
+                st.success(f"Loaded {upload.name}: now set the public domain of every column below.")
+
+with ui.user_errors():
+    full = ui.table()
+    st.write(f"**{st.session_state.data['name']}**: {len(full):,} rows, {full.shape[1]} columns.")
+    ui.keep(st.multiselect, "Columns to synthesize", "w_columns", [str(c) for c in full.columns],
+            options=[str(c) for c in full.columns])
+    if len(full) < 2:
+        st.warning("The table has a single row: every mechanism needs more data to say anything useful.")
+
+    if ui.release_mode():
+        st.info("Release mode: the data preview is hidden.")
+    else:
+        with st.expander("Preview of the data", expanded=False):
+            ui.not_private("This preview")
+            st.dataframe(ui.frame().head(50), hide_index=True)
+
+st.subheader("Public domain (schema)")
+st.write("Three sources: **type** bounds/categories you know from public documentation, **estimate** them with "
+         "differential privacy (spends epsilon, recorded in the ledger), or **propose** them from the data "
+         "(not private: results get dp_valid = False).")
+
+with ui.user_errors():
+    chosen = ui.columns()
+    entries = st.session_state.schema_entries
+    rows = []
+    for name in chosen:
+        e = entries.get(name, {})
+        kind = e.get("kind") or ("numeric" if pd.api.types.is_numeric_dtype(ui.table()[name]) else "categorical")
+        rows.append({"name": name, "kind": kind, "lo": e.get("lo"), "hi": e.get("hi"),
+                     "categories": ", ".join(map(str, e.get("categories") or [])),
+                     "integer": bool(e.get("integer", False)), "source": e.get("source", "not set")})
+    shown = pd.DataFrame(rows, columns=list(ui.SCHEMA_FIELDS)).astype({"lo": float, "hi": float})
+    edited = st.data_editor(
+        shown, hide_index=True, disabled=["name", "source"], key=f"schema_editor_{st.session_state.schema_version}",
+        column_config={"kind": st.column_config.SelectboxColumn("kind", options=["numeric", "categorical"]),
+                       "lo": st.column_config.NumberColumn("lo", format="%.6g"),
+                       "hi": st.column_config.NumberColumn("hi", format="%.6g"),
+                       "categories": st.column_config.TextColumn("categories (comma separated)"),
+                       "integer": st.column_config.CheckboxColumn("integer")})
+    changed = False
+    for before, after in zip(shown.to_dict("records"), edited.to_dict("records")):
+        if any(not _same(before[k], after[k]) for k in ("kind", "lo", "hi", "categories", "integer")):
+            cats = [c.strip() for c in str(after["categories"] or "").split(",") if c.strip()]
+            entries[after["name"]] = {"name": after["name"], "kind": after["kind"], "lo": after["lo"],
+                                      "hi": after["hi"], "categories": cats, "integer": bool(after["integer"]),
+                                      "public": True, "source": "typed by the user"}
+            changed = True
+    if changed:
+        st.session_state.schema_entries = entries
+
+cols = st.columns(2)
+with cols[0]:
+    st.markdown("**Estimate bounds with DP** (numeric columns)")
+    eps_bounds = ui.keep(st.select_slider, "epsilon for the bounds", "w_bounds_eps", 0.5, options=ui.EPSILONS)
+    relation = ui.keep(st.radio, "neighbouring", "w_bounds_rel", "replace", options=["replace", "add_remove"],
+                       horizontal=True)
+    if st.button("Estimate DP bounds", help="Noisy log-scale histogram per column, DP quantiles at 1% and 99%"):
+        with ui.user_errors():
+            ui.estimate_dp_bounds(eps_bounds, relation)
+            st.rerun()
+with cols[1]:
+    st.markdown("**Propose from the data** (not private)")
+    st.caption("Reads min/max and categories off the data: results get dp_valid = False.")
+    if st.button("Propose from the data"):
+        with ui.user_errors():
+            ui.propose_from_data()
+            st.rerun()
+
+with ui.user_errors():
+    current = ui.schema()
+    if current.dp_valid:
+        st.success(f"Schema complete for {len(current.columns)} column(s); every domain is public.")
+    else:
+        st.error("dp_valid = False: some domains were read off the data. Type or DP-estimate them for a private "
+                 "release.")

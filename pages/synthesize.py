@@ -1,0 +1,84 @@
+"""Synthesize page: choose a mechanism, epsilon, neighbouring relation, seed and size; run; download."""
+
+import time
+
+import pandas as pd
+import streamlit as st
+
+import privsyn_core as ps
+from pages import _ui as ui
+
+st.title("Synthesize")
+specs = {s.name: s for s in ps.list_mechanisms()}
+default = "pmm" if "pmm" in specs else "dp_histogram"
+name = ui.keep(st.selectbox, "Mechanism", "w_mechanism", default, options=list(specs),
+               format_func=lambda n: f"{specs[n].title} [{n}]")
+spec = specs[name]
+st.markdown(f"**Paper:** {spec.paper} &nbsp; **Data:** {spec.data_kind} &nbsp; "
+            f"**Neighbouring relations:** {', '.join(spec.neighbouring)}")
+st.markdown(f"**Guarantee:** {spec.guarantee}")
+st.caption(spec.description)
+if not spec.is_private:
+    st.error(f"{spec.title} is NOT differentially private: never release its output (dp_valid = False).")
+
+left, right = st.columns(2)
+with left:
+    epsilon = ui.keep(st.select_slider, "epsilon (privacy budget, log scale)", "w_epsilon", 1.0, options=ui.EPSILONS)
+    st.markdown(ui.epsilon_guidance(epsilon))
+    neighbouring = ui.keep(st.radio, "Neighbouring datasets differ by", f"w_neighbouring_{name}",
+                           spec.neighbouring[0], options=spec.neighbouring, horizontal=True,
+                           format_func=lambda r: {"replace": "replacing one record (n public)",
+                                                  "add_remove": "adding or removing one record"}[r])
+with right:
+    if ui.release_mode():
+        seed = None
+        st.caption("Release mode: noise from a cryptographically secure generator (no seed).")
+    else:
+        seed = int(ui.keep(st.number_input, "Seed (same seed, same output)", "w_seed", 0, min_value=0, step=1))
+        st.caption("Re-running with a new seed spends epsilon again.")
+    n_syn = int(ui.keep(st.number_input, "Synthetic rows (0 = the mechanism's default)", "w_n_synthetic", 0,
+                        min_value=0, step=100))
+    with st.expander("Mechanism parameters", expanded=bool(spec.params)):
+        params = ui.param_widgets(spec)
+        if not spec.params:
+            st.caption("This mechanism has no parameters.")
+
+key = None
+with ui.user_errors():
+    key = ui.run_key(name, epsilon, params, neighbouring, seed, n_syn or None)
+small = len(ui.table()) <= ui.LIVE_MAX_ROWS
+live = (not ui.release_mode()) and ui.keep(
+    st.toggle, "Re-run automatically when a setting changes", "w_live", small,
+    help="Teaching mode, n <= 10^4: after the first run, every change is a new (cached) run and a new ledger entry.")
+clicked = st.button("Run", type="primary", disabled=key is None)
+auto = live and key is not None and st.session_state.run is not None and key != st.session_state.run
+
+if key is not None and (clicked or auto):
+    with ui.user_errors():
+        with st.status(f"Running {spec.title} at epsilon {epsilon:g}...", expanded=False) as status:
+            start = time.perf_counter()
+            result = ui.execute(key)
+            status.update(label=f"Done in {time.perf_counter() - start:.2f} s", state="complete")
+        st.session_state.result, st.session_state.run = result, key
+
+found = ui.need_result()
+if found:
+    result, run = found
+    if run != key:
+        st.caption("Showing the last run; the settings above have changed since.")
+    cols = st.columns(4)
+    cols[0].metric("epsilon spent", f"{result.epsilon:g}")
+    cols[1].metric("neighbouring", result.neighbouring)
+    cols[2].metric("synthetic rows", f"{len(result.data):,}")
+    cols[3].metric("dp_valid", str(result.dp_valid))
+    if not result.dp_valid:
+        st.error("dp_valid = False: the domain came from the data or the mechanism is not private.")
+    for warning in result.warnings:
+        st.warning(warning)
+    st.dataframe(pd.DataFrame(result.ledger, columns=["stage", "epsilon"]), hide_index=True)
+    st.subheader("Synthetic data (the private release)")
+    st.dataframe(result.data.head(200), hide_index=True)
+    with st.expander("Parameters as resolved and timings"):
+        st.json({"params": {k: str(v) for k, v in result.params.items()}, "timings": result.timings})
+    with ui.user_errors():
+        ui.downloads(result, run)

@@ -1,0 +1,301 @@
+"""Plotly figure builders for the app and the HTML report (pure: no Streamlit).
+
+Conventions (``docs/diagnostics.md``, spec ``ecosystem-notes.md`` section 3):
+
+* all partition rectangles go into *one* trace per colour bin, separated by NaN, never
+  into ``layout.shapes`` (which is quadratic to build and slow to pan);
+* point clouds above :data:`WEBGL_THRESHOLD` points use ``Scattergl`` and are downsampled
+  to at most ``max_points`` with the shown count stated in the legend;
+* arrays are passed as float32 numpy arrays (Plotly >= 6 sends them as base64 typed arrays).
+
+Every builder takes unit-cube coordinates (or decoded columns, for the comparisons) and
+returns a :class:`plotly.graph_objects.Figure`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+WEBGL_THRESHOLD = 1000
+MAX_POINTS = 5000
+REAL_COLOUR = "#1f77b4"
+SYNTH_COLOUR = "#d62728"
+BIN_COLOURS = ("#f7fbff", "#c6dbef", "#9ecae1", "#6baed6", "#3182bd", "#08519c")
+NOT_PRIVATE = "uses the real data: not private"
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def downsample(points: np.ndarray, max_points: int = MAX_POINTS, seed: int = 0) -> np.ndarray:
+    """At most ``max_points`` rows, drawn without replacement with a fixed seed (display only)."""
+    points = np.asarray(points)
+    if len(points) <= max_points:
+        return points
+    keep = np.random.default_rng(seed).choice(len(points), max_points, replace=False)
+    return points[np.sort(keep)]
+
+
+def point_trace(points: np.ndarray, name: str, colour: str, *, max_points: int = MAX_POINTS,
+                size: float = 4, opacity: float = 0.6, axes: tuple[int, int] = (0, 1)):
+    """One marker trace of a point cloud; ``Scattergl`` above :data:`WEBGL_THRESHOLD` points."""
+    points = np.asarray(points, dtype=float)
+    shown = downsample(points, max_points)
+    label = name if len(shown) == len(points) else f"{name} ({len(shown):,} of {len(points):,} shown)"
+    cls = go.Scattergl if len(shown) > WEBGL_THRESHOLD else go.Scatter
+    return cls(x=shown[:, axes[0]].astype(np.float32), y=shown[:, axes[1]].astype(np.float32), mode="markers",
+               name=label, marker=dict(size=size, color=colour, opacity=opacity), hoverinfo="skip")
+
+
+def rectangle_path(lo: np.ndarray, hi: np.ndarray, axes: tuple[int, int] = (0, 1)) -> tuple[np.ndarray, np.ndarray]:
+    """x and y of closed rectangle outlines, one after another, separated by NaN.
+
+    Each rectangle contributes 6 values: its 4 corners, the first corner again, NaN.
+    """
+    lo, hi = np.atleast_2d(lo), np.atleast_2d(hi)
+    x0, x1 = lo[:, axes[0]], hi[:, axes[0]]
+    y0, y1 = lo[:, axes[1]], hi[:, axes[1]]
+    nan = np.full(len(lo), np.nan)
+    x = np.column_stack([x0, x1, x1, x0, x0, nan]).ravel()
+    y = np.column_stack([y0, y0, y1, y1, y0, nan]).ravel()
+    return x, y
+
+
+def project_cells(cells: dict, axes: tuple[int, int], value_key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cells projected onto two axes; identical projected boxes are merged and their values summed.
+
+    Boxes are returned largest first, so smaller boxes are drawn on top.
+    """
+    lo, hi = np.asarray(cells["lo"], dtype=float), np.asarray(cells["hi"], dtype=float)
+    values = np.asarray(cells[value_key], dtype=float)
+    box = np.column_stack([lo[:, axes[0]], lo[:, axes[1]], hi[:, axes[0]], hi[:, axes[1]]])
+    unique, inverse = np.unique(box, axis=0, return_inverse=True)
+    merged = np.bincount(inverse.ravel(), weights=values, minlength=len(unique))
+    order = np.argsort(-(unique[:, 2] - unique[:, 0]) * (unique[:, 3] - unique[:, 1]), kind="stable")
+    unique, merged = unique[order], merged[order]
+    d = max(axes) + 1
+    plo, phi = np.zeros((len(unique), d)), np.zeros((len(unique), d))
+    plo[:, axes[0]], plo[:, axes[1]] = unique[:, 0], unique[:, 1]
+    phi[:, axes[0]], phi[:, axes[1]] = unique[:, 2], unique[:, 3]
+    return plo, phi, merged
+
+
+def colour_bins(values: np.ndarray, n_bins: int = len(BIN_COLOURS)) -> tuple[np.ndarray, np.ndarray]:
+    """Bin index of every value and the bin edges (equal-width between min and max)."""
+    values = np.asarray(values, dtype=float)
+    lo, hi = (float(values.min()), float(values.max())) if len(values) else (0.0, 1.0)
+    edges = np.linspace(lo, hi if hi > lo else lo + 1.0, n_bins + 1)
+    return np.clip(np.searchsorted(edges, values, side="right") - 1, 0, n_bins - 1), edges
+
+
+def _unit_axes(fig: go.Figure, labels: Sequence[str], ranges=((0.0, 1.0), (0.0, 1.0))) -> go.Figure:
+    pad = [0.02 * (r[1] - r[0]) for r in ranges]
+    fig.update_layout(xaxis=dict(title=labels[0], range=[ranges[0][0] - pad[0], ranges[0][1] + pad[0]]),
+                      yaxis=dict(title=labels[1], range=[ranges[1][0] - pad[1], ranges[1][1] + pad[1]],
+                                 scaleanchor="x", scaleratio=1),
+                      uirevision="keep", margin=dict(l=40, r=10, t=50, b=40), legend=dict(orientation="h", y=-0.15))
+    return fig
+
+
+# -- partitions --------------------------------------------------------------------------------
+def partition_figure(cells: dict, *, value_key: str = "count", axes: tuple[int, int] = (0, 1),
+                     points: np.ndarray | None = None, labels: Sequence[str] = ("x0", "x1"),
+                     title: str = "", max_points: int = MAX_POINTS) -> go.Figure:
+    """The cells of a partition, filled by ``cells[value_key]`` in a few colour bins.
+
+    One ``Scatter(fill="toself")`` trace per colour bin holds every rectangle of that bin
+    (NaN-separated), plus one outline trace; ``points`` (teaching only) are drawn on top.
+    """
+    lo, hi, values = project_cells(cells, axes, value_key)
+    bins, edges = colour_bins(values)
+    fig = go.Figure()
+    for b, colour in enumerate(BIN_COLOURS):
+        members = bins == b
+        if not members.any():
+            continue
+        x, y = rectangle_path(lo[members], hi[members], axes)
+        fig.add_trace(go.Scatter(x=x.astype(np.float32), y=y.astype(np.float32), mode="lines", fill="toself",
+                                 fillcolor=colour, line=dict(width=0.5, color="#555"), hoverinfo="skip",
+                                 name=f"{value_key} {edges[b]:.4g} to {edges[b + 1]:.4g}"))
+    if points is not None and len(points):
+        fig.add_trace(point_trace(points, f"data ({NOT_PRIVATE})", "#ff7f0e", max_points=max_points, size=3,
+                                  axes=axes))
+    fig.update_layout(title=title or f"{len(lo):,} cells coloured by {value_key.replace('_', ' ')}")
+    return _unit_axes(fig, labels)
+
+
+def count_bars(cells: dict, keys: Sequence[str] = ("true_count", "noisy_count", "count"),
+               max_cells: int = 400) -> go.Figure:
+    """True, noisy and released count per cell (first ``max_cells`` cells), as grouped bars."""
+    k = len(np.asarray(cells[keys[0]]))
+    shown = min(k, max_cells)
+    fig = go.Figure([go.Bar(x=np.arange(shown), y=np.asarray(cells[key], dtype=float)[:shown], name=key.replace("_", " "))
+                     for key in keys if key in cells])
+    fig.update_layout(barmode="group", title=f"counts of the first {shown:,} of {k:,} cells",
+                      xaxis_title="cell", yaxis_title="count", margin=dict(l=40, r=10, t=50, b=40))
+    return fig
+
+
+def level_noise_figure(levels: Sequence[dict]) -> go.Figure:
+    """Mean absolute noise (noisy minus true count) per cell at each tree level."""
+    depth = np.arange(len(levels))
+    noise = [float(np.mean(np.abs(np.asarray(lv["noisy_count"], float) - np.asarray(lv["true_count"], float))))
+             for lv in levels]
+    sizes = [len(np.asarray(lv["lo"])) for lv in levels]
+    fig = go.Figure(go.Scatter(x=depth, y=noise, mode="lines+markers", name="mean |noise| per cell",
+                               text=[f"{s:,} cells" for s in sizes]))
+    fig.update_layout(title=f"noise per cell down the tree ({NOT_PRIVATE})", xaxis_title="level",
+                      yaxis_title="mean |noisy - true| count", margin=dict(l=40, r=10, t=50, b=40))
+    return fig
+
+
+# -- TSP folding -------------------------------------------------------------------------------
+def path_figure(path: np.ndarray, *, net: np.ndarray | None = None, points: np.ndarray | None = None,
+                weights: np.ndarray | None = None, axes: tuple[int, int] = (0, 1),
+                labels: Sequence[str] = ("x0", "x1"), max_points: int = MAX_POINTS) -> go.Figure:
+    """The folding path through the space, the net points (sized by weight) and the data."""
+    path = np.atleast_2d(np.asarray(path, dtype=float))
+    fig = go.Figure()
+    if points is not None and len(points):
+        fig.add_trace(point_trace(points, f"data ({NOT_PRIVATE})", "#bbbbbb", max_points=max_points, size=3,
+                                  axes=axes))
+    line_cls = go.Scattergl if len(path) > WEBGL_THRESHOLD else go.Scatter
+    fig.add_trace(line_cls(x=path[:, axes[0]].astype(np.float32), y=path[:, axes[1]].astype(np.float32),
+                           mode="lines", name=f"folding path ({len(path):,} points)", line=dict(width=1, color="#333"),
+                           hoverinfo="skip"))
+    if net is not None:
+        net = np.atleast_2d(np.asarray(net, dtype=float))
+        size = 4 if weights is None else 3 + 12 * np.sqrt(np.asarray(weights, float) / max(np.max(weights), 1e-300))
+        fig.add_trace(go.Scatter(x=net[:, axes[0]].astype(np.float32), y=net[:, axes[1]].astype(np.float32),
+                                 mode="markers", name="net points (size: released weight)",
+                                 marker=dict(size=size, color=SYNTH_COLOUR, opacity=0.7)))
+    fig.update_layout(title="the path that folds the space onto a line")
+    return _unit_axes(fig, labels)
+
+
+def walk_figure(walk: np.ndarray | None, *, signed: np.ndarray | None = None, projected: np.ndarray | None = None,
+                units: str = "") -> go.Figure:
+    """The random-walk noise along the path (teaching only, may be None), and the signed vs
+    projected weights per path point."""
+    lengths = [len(a) for a in (walk, signed, projected) if a is not None]
+    position = np.arange(max(lengths, default=0))
+    fig = go.Figure()
+    if walk is not None:
+        fig.add_trace(go.Scatter(x=position, y=np.asarray(walk, dtype=float), mode="lines",
+                                 name=f"random-walk noise {units} ({NOT_PRIVATE})".replace("  ", " ")))
+    if signed is not None:
+        fig.add_trace(go.Scatter(x=position, y=np.asarray(signed, float), mode="lines", name="signed weights",
+                                 yaxis="y2"))
+    if projected is not None:
+        fig.add_trace(go.Scatter(x=position, y=np.asarray(projected, float), mode="lines", name="projected weights",
+                                 yaxis="y2"))
+    fig.update_layout(title="noise and weights along the path", xaxis_title="position along the path",
+                      yaxis_title="walk", yaxis2=dict(title="weight", overlaying="y", side="right"),
+                      margin=dict(l=40, r=40, t=50, b=40), legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+# -- comparisons -------------------------------------------------------------------------------
+def scatter_compare(real: np.ndarray | None, synthetic: np.ndarray, *, axes: tuple[int, int] = (0, 1),
+                    labels: Sequence[str] = ("x0", "x1"), ranges=((0.0, 1.0), (0.0, 1.0)),
+                    max_points: int = MAX_POINTS, title: str = "") -> go.Figure:
+    """Real (teaching only, may be None) and synthetic points on the same axes."""
+    fig = go.Figure()
+    if real is not None:
+        fig.add_trace(point_trace(real, f"real ({NOT_PRIVATE})", REAL_COLOUR, max_points=max_points, axes=axes))
+    fig.add_trace(point_trace(synthetic, "synthetic", SYNTH_COLOUR, max_points=max_points, axes=axes))
+    fig.update_layout(title=title or "real vs synthetic")
+    return _unit_axes(fig, labels, ranges)
+
+
+def marginal_figure(real: pd.Series | None, synthetic: pd.Series, *, edges: np.ndarray | None = None,
+                    name: str = "") -> go.Figure:
+    """Histograms (as shares) of one column on shared bins: the public bin edges or the categories."""
+    fig = go.Figure()
+    series = {"synthetic": synthetic} if real is None else {f"real ({NOT_PRIVATE})": real, "synthetic": synthetic}
+    colours = {"synthetic": SYNTH_COLOUR}
+    if edges is None:
+        categories = sorted({str(v) for s in series.values() for v in pd.unique(s)})
+        for label, s in series.items():
+            share = s.astype(str).value_counts(normalize=True).reindex(categories, fill_value=0.0)
+            fig.add_trace(go.Bar(x=categories, y=share.to_numpy(), name=label,
+                                 marker_color=colours.get(label, REAL_COLOUR), opacity=0.6))
+    else:
+        centres = (edges[:-1] + edges[1:]) / 2
+        for label, s in series.items():
+            counts, _ = np.histogram(np.clip(s.to_numpy(dtype=float), edges[0], edges[-1]), bins=edges)
+            fig.add_trace(go.Bar(x=centres, y=counts / max(counts.sum(), 1), width=np.diff(edges), name=label,
+                                 marker_color=colours.get(label, REAL_COLOUR), opacity=0.6))
+    fig.update_layout(barmode="overlay", title=f"marginal of {name}", yaxis_title="share",
+                      margin=dict(l=40, r=10, t=50, b=40), legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+# -- trade-off ---------------------------------------------------------------------------------
+def tradeoff_figure(summary: pd.DataFrame, *, x: str = "epsilon", rates: pd.DataFrame | None = None,
+                    floor: float | None = None) -> go.Figure:
+    """Mean W1 with its spread over seeds against ``x`` on log-log axes, one line per mechanism.
+
+    ``summary`` has columns ``mechanism, <x>, mean, std``; ``rates`` (optional) has
+    ``mechanism, <x>, rate`` (the theoretical rate, constant fitted) drawn dashed.
+    """
+    fig = go.Figure()
+    palette = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+    for i, (name, group) in enumerate(summary.groupby("mechanism", sort=False)):
+        colour = palette[i % len(palette)]
+        group = group.sort_values(x)
+        fig.add_trace(go.Scatter(x=group[x], y=group["mean"], mode="lines+markers", name=f"{name} (mean W1)",
+                                 line=dict(color=colour), error_y=dict(type="data", array=group["std"].to_numpy(),
+                                                                       visible=True)))
+        if rates is not None:
+            rate = rates[rates["mechanism"] == name].sort_values(x)
+            if len(rate):
+                fig.add_trace(go.Scatter(x=rate[x], y=rate["rate"], mode="lines", name=f"{name} theoretical rate",
+                                         line=dict(color=colour, dash="dash")))
+    if floor is not None:
+        fig.add_hline(y=floor, line=dict(color="#777", dash="dot"),
+                      annotation_text="real vs real floor", annotation_position="bottom left")
+    fig.update_layout(title=f"W1 against {x} (log-log; {NOT_PRIVATE})", xaxis=dict(type="log", title=x),
+                      yaxis=dict(type="log", title="W1 (unit cube, chebyshev)"), margin=dict(l=40, r=10, t=50, b=40),
+                      legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+# -- teaching ----------------------------------------------------------------------------------
+def laplace_count_figure(count: int, epsilon: float, sensitivity: float = 1.0, width: int | None = None) -> go.Figure:
+    """The distribution of a count released with discrete Laplace noise of scale ``sensitivity/epsilon``,
+    for a dataset and its neighbour (count + 1): their ratio never exceeds ``e^epsilon``."""
+    sigma = sensitivity / epsilon
+    width = width or int(max(5, np.ceil(6 * sigma)))
+    z = np.arange(count - width, count + width + 2)
+    p = np.exp(-1.0 / sigma)
+    pmf = lambda centre: (1 - p) / (1 + p) * p ** np.abs(z - centre)  # noqa: E731
+    fig = go.Figure([go.Bar(x=z, y=pmf(count), name=f"dataset D (count {count})", opacity=0.6),
+                     go.Bar(x=z, y=pmf(count + sensitivity), name=f"neighbour D' (count {count + sensitivity:g})",
+                            opacity=0.6)])
+    fig.update_layout(barmode="overlay", title=f"released count = count + discrete Laplace(scale {sigma:.3g})",
+                      xaxis_title="released count", yaxis_title="probability", margin=dict(l=40, r=10, t=50, b=40),
+                      legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def noise_schedule_figure(sigmas: Sequence[float], labels: Sequence[str] | None = None) -> go.Figure:
+    """Noise scale per level of a hierarchical mechanism (level 0 is the root)."""
+    level = np.arange(len(sigmas))
+    fig = go.Figure(go.Bar(x=list(labels) if labels else level, y=np.asarray(sigmas, dtype=float), name="noise scale"))
+    fig.update_layout(title="noise scale per tree level", xaxis_title="level", yaxis_title="discrete Laplace scale",
+                      margin=dict(l=40, r=10, t=50, b=40))
+    return fig
+
+
+def hierarchical_noise_schedule(epsilon: float, depth: int, d: int) -> list[float]:
+    r"""Illustrative per-level scales ``sigma_j`` proportional to ``2^{(1-1/d)(depth-j)/2}`` (constant for
+    d = 1), normalised so that ``sum_j 1/sigma_j = epsilon`` exactly as in PMM [004, Thm 4.3, spec A.4].
+
+    The shape is the paper's asymptotic one; the mechanism itself uses its exact level sizes.
+    """
+    level = np.arange(depth + 1)
+    shape = 2.0 ** (0.5 * (1 - 1 / d) * (depth - level))
+    return list(shape * np.sum(1 / shape) / epsilon)

@@ -12,8 +12,7 @@ def cell_coords(unit: np.ndarray, k: int) -> np.ndarray:
 
 def cell_ids(unit: np.ndarray, k: int) -> np.ndarray:
     """Row-major linear cell id of every point on the ``k^d`` grid (needs ``k^d < 2^63``)."""
-    coords = cell_coords(unit, k)
-    return np.ravel_multi_index(tuple(coords.T), (k,) * unit.shape[1])
+    return cell_coords(unit, k) @ _strides(k, unit.shape[1])
 
 
 def cell_counts(unit: np.ndarray, k: int) -> np.ndarray:
@@ -23,7 +22,7 @@ def cell_counts(unit: np.ndarray, k: int) -> np.ndarray:
 
 def cell_boxes(ids: np.ndarray, k: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper corners ``(len(ids), d)`` of the given cells."""
-    coords = np.stack(np.unravel_index(np.asarray(ids, dtype=np.int64), (k,) * d), axis=1)
+    coords = (np.asarray(ids, dtype=np.int64)[:, None] // _strides(k, d)) % k
     return coords / k, (coords + 1) / k
 
 
@@ -31,3 +30,10 @@ def cell_centres(ids: np.ndarray, k: int, d: int) -> np.ndarray:
     """Centres ``(len(ids), d)`` of the given cells."""
     lo, hi = cell_boxes(ids, k, d)
     return (lo + hi) / 2
+
+
+def _strides(k: int, d: int) -> np.ndarray:
+    """Row-major strides ``k^(d-1), ..., k, 1`` (numpy's ravel/unravel_index stop at 64 axes)."""
+    if int(k) ** int(d) >= 2 ** 63:
+        raise ValueError(f"a grid of {k}^{d} cells does not fit 64-bit cell ids")
+    return k ** np.arange(d - 1, -1, -1, dtype=np.int64)

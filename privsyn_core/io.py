@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import csv
 import io
+import warnings
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +17,9 @@ import pandas as pd
 from .errors import DataError
 
 MAX_BYTES = 200 * 1024 * 1024
+MAX_COLUMNS = 1000
 _DELIMITERS = ",;\t|"
+_SNIFF_CHARS = 64 * 1024
 _FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -23,7 +27,9 @@ def read_csv(source: str | Path | bytes, *, max_bytes: int = MAX_BYTES) -> pd.Da
     """Read a CSV file (path or raw bytes) into a DataFrame.
 
     Accepts UTF-8 with or without a byte-order mark, sniffs the delimiter among
-    ``, ; TAB |``, and rejects empty files, header-only files and duplicate column names.
+    ``, ; TAB |``, and rejects empty files, header-only files, duplicate column names,
+    NUL bytes, more than :data:`MAX_COLUMNS` columns and rows with more fields than the header
+    (a wrong delimiter would otherwise silently turn the first column into an index).
     """
     raw = _read_bytes(source, max_bytes)
     text = _decode(raw)
@@ -32,13 +38,20 @@ def read_csv(source: str | Path | bytes, *, max_bytes: int = MAX_BYTES) -> pd.Da
     delimiter = _sniff_delimiter(text)
     header = next(csv.reader(io.StringIO(text), delimiter=delimiter), [])
     names = [h.strip() for h in header]
-    dupes = sorted({h for h in names if names.count(h) > 1})
+    dupes = sorted(h for h, count in Counter(names).items() if count > 1)
     if dupes:
         raise DataError(f"duplicate column names {dupes}; rename them so every column is unique")
     if any(h == "" for h in names):
         raise DataError("a column has an empty name in the header row; name every column")
+    if len(names) > MAX_COLUMNS:
+        raise DataError(f"the file has {len(names)} columns; the limit is {MAX_COLUMNS}: keep only the columns to synthesize")
     try:
-        df = pd.read_csv(io.StringIO(text), sep=delimiter, skipinitialspace=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            df = pd.read_csv(io.StringIO(text), sep=delimiter, skipinitialspace=True, index_col=False)
+    except pd.errors.ParserWarning:
+        raise DataError(f"some rows have more fields than the header's {len(names)} (delimiter {delimiter!r}); "
+                        "check the delimiter and the header row") from None
     except (pd.errors.ParserError, ValueError) as exc:
         raise DataError(f"could not parse the CSV: {str(exc).splitlines()[0]}") from None
     df.columns = names
@@ -85,13 +98,17 @@ def _read_bytes(source: str | Path | bytes, max_bytes: int) -> bytes:
 
 def _decode(raw: bytes) -> str:
     try:
-        return raw.decode("utf-8-sig")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DataError(f"the file is not UTF-8 text (bad byte at position {exc.start}); save it as UTF-8 CSV") from None
+    if "\x00" in text:
+        raise DataError(f"the file contains NUL bytes (first at character {text.index(chr(0))}): it is binary, "
+                        "not CSV text; export it as UTF-8 CSV")
+    return text
 
 
 def _sniff_delimiter(text: str) -> str:
-    sample = "\n".join(text.splitlines()[:50])
+    sample = "\n".join(text[:_SNIFF_CHARS].splitlines()[:50])  # the Sniffer is slow on very long lines
     try:
         return csv.Sniffer().sniff(sample, delimiters=_DELIMITERS).delimiter
     except csv.Error:

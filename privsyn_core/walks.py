@@ -24,6 +24,7 @@ import math
 from typing import Literal
 
 import numpy as np
+from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import depth_first_order, minimum_spanning_tree, shortest_path
 from scipy.spatial.distance import cdist
 
@@ -359,7 +360,7 @@ def mst_order(distances: np.ndarray) -> tuple[np.ndarray, float]:
         return np.zeros(1, dtype=np.int64), 0.0
     graph = np.where(distances > 0, distances, np.finfo(float).tiny)
     np.fill_diagonal(graph, 0.0)
-    tree = minimum_spanning_tree(graph)
+    tree = minimum_spanning_tree(csr_matrix(graph))  # a dense input would drop entries below ~1e-8
     start = int(np.argmax(shortest_path(tree, directed=False, indices=0)))
     order = depth_first_order(tree, start, directed=False, return_predecessors=False)
     return order.astype(np.int64), float(tree.sum())

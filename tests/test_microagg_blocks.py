@@ -74,7 +74,8 @@ def test_covering_sizes_order_and_ball(t, alpha, size):
         m = np.rint(G * math.sqrt(t) / alpha).astype(int)
         assert [tuple(r) for r in m] == sorted(tuple(r) for r in m)  # lexicographic
         bound = int(math.sqrt(t) / alpha)
-        brute = [v for v in product(range(-bound, bound + 1), repeat=t) if sum(x * x for x in v) <= t / alpha**2 + 1e-12]
+        brute = [v for v in product(range(-bound, bound + 1), repeat=t)
+                 if sum(x * x for x in v) <= t / alpha**2 + 1e-12]
         assert len(brute) == size
 
 

@@ -231,6 +231,8 @@ def _runs(sorted_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _lonely_children(children: np.ndarray) -> np.ndarray:
     """Children (sorted, distinct) whose sibling is absent, i.e. whose parent has one non-empty child."""
+    if len(children) == 0:
+        return children
     parent = children >> 1
     new_parent = np.r_[True, parent[1:] != parent[:-1]]
     parent_ends = np.r_[new_parent[1:], True]

@@ -24,8 +24,9 @@ import math
 from typing import Literal
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import depth_first_order, minimum_spanning_tree, shortest_path
+from scipy.sparse import coo_matrix, csr_matrix
+from scipy.sparse.csgraph import connected_components, depth_first_order, minimum_spanning_tree, shortest_path
+from scipy.spatial import cKDTree
 from scipy.spatial.distance import cdist
 
 ScaleMode = Literal["paper", "tight"]
@@ -340,14 +341,19 @@ def distance_matrix(points: np.ndarray, metric: str) -> np.ndarray:
     return cdist(points, points, metric=metric)
 
 
-def mst_order(distances: np.ndarray) -> tuple[np.ndarray, float]:
+def mst_order(points: np.ndarray, metric: str) -> tuple[np.ndarray, float]:
     r"""Hamiltonian path of a finite metric space: MST depth-first preorder (Lemma 6.1).
 
     The DFS starts at an end of the tree's longest path (the node farthest from node 0),
     so a 1-D space comes out in sorted order (spec 7, item 6).  Shortcutting the DFS walk
-    gives a path no longer than ``2 MST <= 2 TSP``.  ``scipy.sparse.csgraph`` reads zero
-    entries as missing edges, so zero distances between distinct points become the
-    smallest positive float.
+    gives a path no longer than ``2 MST <= 2 TSP``.
+
+    The tree is the MST of the complete graph, computed on the sparse graph of all pairs
+    within a radius ``r`` (``scipy.spatial.cKDTree``): once that graph is connected it
+    contains every MST edge, because no MST edge is longer than the smallest connecting
+    radius.  ``r`` starts at the largest nearest-neighbour distance and doubles until the
+    graph is connected.  ``scipy.sparse.csgraph`` reads zero weights as missing edges, so
+    zero distances between distinct points become the smallest positive float.
 
     Returns
     -------
@@ -355,15 +361,30 @@ def mst_order(distances: np.ndarray) -> tuple[np.ndarray, float]:
         A permutation of the points.
     mst_weight : float
     """
-    k = len(distances)
+    points = np.asarray(points, dtype=float)
+    k = len(points)
     if k == 1:
         return np.zeros(1, dtype=np.int64), 0.0
-    graph = np.where(distances > 0, distances, np.finfo(float).tiny)
-    np.fill_diagonal(graph, 0.0)
-    tree = minimum_spanning_tree(csr_matrix(graph))  # a dense input would drop entries below ~1e-8
+    tree = minimum_spanning_tree(_radius_graph(points, metric))
     start = int(np.argmax(shortest_path(tree, directed=False, indices=0)))
     order = depth_first_order(tree, start, directed=False, return_predecessors=False)
     return order.astype(np.int64), float(tree.sum())
+
+
+def _radius_graph(points: np.ndarray, metric: str) -> csr_matrix:
+    """The smallest doubling-radius neighbour graph of ``points`` that is connected."""
+    kd = cKDTree(points)
+    p = {"chebyshev": np.inf, "euclidean": 2.0, "cityblock": 1.0}[metric]
+    radius = float(kd.query(points, k=2, p=p)[0][:, 1].max())
+    spread = float(np.ptp(points, axis=0).sum())  # >= every l_p distance between the points
+    while True:
+        pairs = kd.query_pairs(radius * (1 + 1e-9), p=p, output_type="ndarray")
+        weights = np.maximum(_pair_distances(points[pairs[:, 0]], points[pairs[:, 1]], metric),
+                             np.finfo(float).tiny)
+        graph = coo_matrix((weights, (pairs[:, 0], pairs[:, 1])), shape=(len(points),) * 2).tocsr()
+        if connected_components(graph, directed=False)[0] == 1:
+            return graph
+        radius = 2 * radius if radius > 0 else spread
 
 
 def two_opt(order: np.ndarray, distances: np.ndarray, max_passes: int = 20) -> np.ndarray:

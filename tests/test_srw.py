@@ -100,7 +100,7 @@ def test_sensitivity_of_the_haar_coefficients(depth):
     assert columns.max() == pytest.approx(1 + depth / 2, abs=1e-12)
     for mode in ("paper", "tight"):
         assert columns.max() <= walks.laplace_scale(depth, mode) + 1e-12
-    if n > 1:
+    if 1 < n <= 64:
         pairs = np.eye(n)[:, None, :] - np.eye(n)[None, :, :]
         worst = np.abs(walks.haar_coefficients(pairs)).sum(axis=-1).max()
         assert worst == pytest.approx(depth, abs=1e-12)  # ||e_a - e_c||_1 = 2 -> ratio L/2

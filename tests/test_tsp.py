@@ -44,7 +44,7 @@ def test_snake_in_one_dimension_is_sorted_order():
 def test_folding_map_is_one_lipschitz(metric):
     rng = np.random.default_rng(0)
     for points in (walks.grid_centres(walks.snake_order(6, 2), 6), rng.random((80, 3))):
-        order, _ = walks.mst_order(walks.distance_matrix(points, metric))
+        order, _ = walks.mst_order(points, metric)
         for path in (points, points[order]):
             x = walks.path_positions(path, metric)
             assert x[0] == 0 and np.all(np.diff(x) >= 0)
@@ -59,7 +59,7 @@ def test_mst_preorder_path_is_between_one_and_two_mst(metric):
     rng = np.random.default_rng(1)
     for points in (rng.random((150, 2)), rng.random((60, 4)), walks.grid_centres(walks.snake_order(8, 2), 8)):
         dist = walks.distance_matrix(points, metric)
-        order, weight = walks.mst_order(dist)
+        order, weight = walks.mst_order(points, metric)
         np.testing.assert_array_equal(np.sort(order), np.arange(len(points)))
         assert weight == pytest.approx(minimum_spanning_tree(dist).sum(), rel=1e-12)
         length = walks.path_length(points[order], metric)
@@ -77,14 +77,16 @@ def test_two_opt_shortens_a_bad_path_and_mst_handles_duplicates_and_one_dimensio
     assert walks.path_length(points[walks.two_opt(shuffled, dist)], "euclidean") < \
         0.5 * walks.path_length(points[shuffled], "euclidean")
     line = rng.permutation(np.linspace(0, 1, 30))[:, None]
-    order, weight = walks.mst_order(walks.distance_matrix(line, "chebyshev"))
+    order, weight = walks.mst_order(line, "chebyshev")
     assert np.all(np.diff(line[order, 0]) > 0) or np.all(np.diff(line[order, 0]) < 0)  # sorted (spec 7.6)
     assert walks.path_length(line[order], "chebyshev") == pytest.approx(1.0) == pytest.approx(weight)
     dup = np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 0.0], [1.0, 0.0], [0.5, 0.5]])
-    order, weight = walks.mst_order(walks.distance_matrix(dup, "chebyshev"))
+    order, weight = walks.mst_order(dup, "chebyshev")
     np.testing.assert_array_equal(np.sort(order), np.arange(5))
     assert weight == pytest.approx(1.0)
-    assert walks.mst_order(np.zeros((1, 1)))[0].tolist() == [0]
+    assert walks.mst_order(np.zeros((1, 1)), "chebyshev")[0].tolist() == [0]
+    far = np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0], [1.0, 1.0]])  # nearest neighbours at distance 0
+    assert walks.mst_order(far, "euclidean")[1] == pytest.approx(math.sqrt(2))
 
 
 # ------------------------------------------------------------------ nets and quantisation (B11, B12)
@@ -193,7 +195,8 @@ def test_srw_tsp_in_one_dimension_is_srw():
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(path="snake", two_opt=True), "two_opt"),
-    (dict(path="mst", bins=100), "at most 4096"),
+    (dict(path="mst", bins=600), "at most 262144"),
+    (dict(path="mst", two_opt=True, bins=40), "two_opt"),
     (dict(path="zigzag"), "path"),
     (dict(metric="cosine"), "metric"),
 ])
@@ -205,8 +208,10 @@ def test_srw_tsp_rejects_bad_parameters(kwargs, message):
 def test_srw_tsp_caps_the_auto_resolution_for_mst_and_handles_tiny_inputs():
     x = np.random.default_rng(8).random((20000, 2))
     res = ps.synthesize(x, "srw_tsp", 10.0, schema=ps.unit_schema(2), rng=0, path="mst", two_opt=True)
-    assert res.params["cells"] <= 4096 and res.warnings and res.params["path_kind"] == "mst_2opt"
-    assert res.params["path_length"] <= 2 * res.params["mst_weight"] + 1e-12
+    assert res.params["cells"] == 1024 and "capped" in res.warnings[0] and res.params["path_kind"] == "mst_2opt"
+    assert res.params["mst_weight"] <= res.params["path_length"] <= 2 * res.params["mst_weight"] + 1e-12
+    plain = ps.synthesize(x, "srw_tsp", 10.0, schema=ps.unit_schema(2), rng=0, path="mst", bins=32)
+    assert res.params["path_length"] <= plain.params["path_length"] + 1e-12
     one = ps.synthesize(np.ones((1, 3)), "srw_tsp", 1.0, schema=ps.unit_schema(3), rng=0)
     assert one.params["cells"] == 1 and len(one.data) == 1
     np.testing.assert_array_equal(one.unit, [[0.5, 0.5, 0.5]])

@@ -36,8 +36,8 @@ from .. import walks
 from .srw import (ROUNDING_PARAM, SAMPLE_PARAM, SCALE_PARAM, Folding, auto_bins, calibrate,
                   release_on_grid)
 
-#: Snake paths are O(K); the MST path needs a dense K x K distance matrix.
-MAX_CELLS = {"snake": 2**21, "mst": 4096}
+#: Snake paths are O(K), the MST path O(K log K) on a neighbour graph; 2-opt costs O(K^2) per pass.
+MAX_CELLS = {"snake": 2**21, "mst": 2**18, "mst_2opt": 1024}
 
 
 @register(
@@ -73,7 +73,7 @@ def srw_tsp(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic:
     count_rng, release_rng = rng.spawn(2)
     cal = calibrate(n, epsilon, neighbouring, count_rng)
     warnings: list[str] = []
-    m_bins = _resolve_bins(bins, cal.alpha, dim, path, warnings)
+    m_bins = _resolve_bins(bins, cal.alpha, dim, "mst_2opt" if two_opt else path, warnings)
     start = time.perf_counter()
     folding = _fold(m_bins, dim, path, metric, two_opt)
     timings = {"fold": time.perf_counter() - start}
@@ -87,16 +87,17 @@ def srw_tsp(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic:
 def _resolve_bins(bins: int | None, alpha: float, dim: int, path: str, warnings: list[str]) -> int:
     """Cells per axis: the user's value (checked against the path's cell limit) or the auto rule, capped."""
     kind = path if dim > 1 else "snake"  # 1-D always folds in sorted order (spec 7, item 6)
+    shown = "path='mst' with two_opt" if kind == "mst_2opt" else f"path={path!r}"
     limit = MAX_CELLS[kind]
     if bins is not None:
         if float(bins) ** dim > limit:
             raise ParameterError(f"srw_tsp with {bins} bins per axis in d={dim} has {float(bins) ** dim:.3g} cells; "
-                                 f"path={path!r} allows at most {limit}: use fewer bins")
+                                 f"{shown} allows at most {limit}: use fewer bins")
         return bins
     auto = auto_bins(alpha, dim)
     capped = max(1, int(np.floor(limit ** (1.0 / dim) + 1e-9)))
     if auto > capped:
-        warnings.append(f"resolution capped at {capped} bins per axis ({capped ** dim} cells) for path={path!r}; "
+        warnings.append(f"resolution capped at {capped} bins per axis ({capped ** dim} cells) for {shown}; "
                         f"the rule asked for {auto}")
         return capped
     return auto
@@ -107,9 +108,9 @@ def _fold(bins: int, dim: int, path: str, metric: str, improve: bool) -> Folding
     if path == "snake" or dim == 1:
         return Folding(walks.snake_order(bins, dim), bins, metric, {"path_kind": "snake"})
     coords = np.stack(np.unravel_index(np.arange(bins ** dim), (bins,) * dim), axis=1)
-    distances = walks.distance_matrix(walks.grid_centres(coords, bins), metric)
-    order, mst_weight = walks.mst_order(distances)
+    centres = walks.grid_centres(coords, bins)
+    order, mst_weight = walks.mst_order(centres, metric)
     if improve:
-        order = walks.two_opt(order, distances)
+        order = walks.two_opt(order, walks.distance_matrix(centres, metric))
     return Folding(coords[order], bins, metric, {"path_kind": "mst_2opt" if improve else "mst",
                                                  "mst_weight": mst_weight})

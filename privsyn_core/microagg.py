@@ -68,8 +68,8 @@ def alg4_params(n: int, p: int, epsilon: float, kappa: float) -> tuple[float, in
     -------
     alpha, t, b
     """
-    if n < 3:
-        raise ParameterError(f"Algorithm 4 needs n >= 3 records (log log n), got n={n}")
+    if n < 2:
+        raise ParameterError(f"Algorithm 4 needs n >= 2 records (alpha = (log n)^(-1/4)), got n={n}")
     alpha = math.log(n) ** -0.25
     t = int(math.floor(kappa * math.log(n) / math.log(7 / alpha)))
     return alpha, t, math.sqrt(p * n ** (1 - kappa) / epsilon)

@@ -105,6 +105,8 @@ def test_anon_k_not_dividing_n_and_bad_k():
     np.testing.assert_allclose(out.weights @ out.unit, X.mean(axis=0), atol=1e-13)
     with pytest.raises(ParameterError, match="k <= n"):
         run("microagg_anon", X[:50], k=60)
+    with pytest.raises(ParameterError, match="at least 9 records"):
+        run("microagg_anon", X[:8])
     clamped = run("microagg_anon", X, k=100, t=9)
     assert clamped.params["t"] == 6 and any("clamped" in w for w in clamped.warnings)
 

@@ -112,6 +112,8 @@ def microagg_anon(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synt
 
 
 def _resolve_k(k: int | None, n: int) -> int:
+    if n < 9:
+        raise ParameterError(f"microagg_anon needs at least 9 records (k >= 9 blocks of >= 1 record), got n={n}")
     if k is None:
         k = max(9, n // DEFAULT_BLOCK_SIZE)
     if k > n:

@@ -65,14 +65,15 @@ def to_csv_bytes(df: pd.DataFrame) -> bytes:
 
     Text cells starting with ``= + - @`` (or tab / carriage return) are prefixed with a
     single quote, so a spreadsheet does not execute them (CSV/formula injection).
-    Numeric columns are written as they are.
+    Numeric columns are written as they are.  Lines end in CRLF (RFC 4180), so a cell
+    holding a bare carriage return is quoted instead of breaking its row.
     """
     safe = df.copy()
     for name in safe.columns:
         if not pd.api.types.is_numeric_dtype(safe[name]) and not pd.api.types.is_bool_dtype(safe[name]):
             safe[name] = safe[name].map(_escape_cell)
     safe.columns = [_escape_cell(str(c)) for c in safe.columns]
-    return safe.to_csv(index=False).encode("utf-8")
+    return safe.to_csv(index=False, lineterminator="\r\n").encode("utf-8")
 
 
 def _escape_cell(value: object) -> object:

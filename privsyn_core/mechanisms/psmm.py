@@ -1,0 +1,174 @@
+r"""PSMM, the Private Signed Measure Mechanism ([HVZ23] Algorithm 1, with Algorithm 2 corrected).
+
+1. Grid of ``m = k^d`` equal cubes, ``k = max(1, round((epsilon n)^{1/d}))`` (Cor. 3.7 takes
+   ``m = ceil(epsilon n)`` equal subcubes; spec ``pmm-psmm-kdtree.md`` B.3.1), true counts
+   ``n_i``, atoms ``y_i`` = cell centres (chosen independently of the data).
+2. Exact discrete Laplace counts ``n_i + lambda_i`` (Alg. 1, "Add noise"):
+
+   * ``neighbouring="replace"`` (n public): one record leaves one cell and enters another,
+     :math:`\ell_1` sensitivity 2, so ``lambda_i ~ Lap_Z(2/epsilon)``.  The paper's
+     ``Lap_Z(1/epsilon)`` would be ``2 epsilon``-DP here (spec B.3.4, B.7 item 10).
+   * ``neighbouring="add_remove"``: sensitivity 1, ``lambda_i ~ Lap_Z(1/epsilon)``
+     ([HVZ23] Prop. 3.4).
+
+3. Signed measure ``nu_i = (n_i + lambda_i) / N`` with ``N = n`` (``normalise="n"``,
+   paper-faithful: under add/remove ``n`` is then treated as public metadata) or
+   ``N = max(1, sum_i (n_i + lambda_i))`` (``normalise="noisy_total"``, post-processing).
+4. ``tau = argmin_{probability tau} d_BL(tau, nu)`` by the **corrected** LP of spec B.3.2
+   (:func:`privsyn_core.dbl_lp.project_dbl`).  [ERRATUM] The LP printed as Alg. 2 has no
+   flow conservation and does not compute ``d_BL``.  On the equal-cube grid the flows are
+   restricted to king-graph edges, which is exact (``lp="king"``, also the auto choice
+   ``lp=None``/``"auto"``); ``lp="dense"`` uses all pairs.
+5. Output: weighted atoms ``(y_i, tau_i)`` and ``n_synthetic`` rows by largest-remainder
+   rounding of ``n_synthetic * tau`` (not the paper's lcm construction, whose size can be
+   astronomically large), uniform inside each cell (``sample="uniform"``) or at the centre.
+
+Privacy: step 2 is the Laplace mechanism on a histogram of a data-independent partition;
+steps 3-5 are post-processing.  The grid size ``k`` read from ``n`` (when
+``cells_per_axis`` is auto) and ``normalise="n"`` treat ``n`` as public, which is exact
+under replace-one; under add/remove a warning says so.
+
+Accuracy ([HVZ23] Thm. 3.6, proof in App. A.5), pathwise:
+``W1(mu_X, tau) <= max_i diam(Omega_i) + 2 d_BL(mu_Y, nu)``, with ``mu_Y`` the noiseless
+histogram on the centres; in expectation ``C (eps n)^{-1/2}`` (d=1),
+``C log(eps n) (eps n)^{-1/2}`` (d=2), ``C (eps n)^{-1/d}`` (d>=3) (Cor. 3.7).
+
+References
+----------
+.. [HVZ23] Y. He, R. Vershynin, Y. Zhu, "Algorithmically Effective Differentially
+   Private Synthetic Data", COLT 2023 (seed 004), Sec. 3, Alg. 1-2, Prop. 3.4-3.5,
+   Thm. 3.6, Cor. 3.7.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..dbl_lp import king_edge_count, king_edges, project_dbl
+from ..errors import DataError, ParameterError
+from ..grid import cell_boxes, cell_counts
+from ..noise import discrete_laplace
+from ..registry import ParamSpec, register
+from ..result import MechanismOutput
+from ..sampling import rows_from_weights
+
+#: Size limits of the LP, measured with benchmarks/bench_psmm.py on a shared 2-core machine so
+#: that one HiGHS solve stays around 30 s or less (king 16384 cells d=2: 26 s; d=1 16000 cells:
+#: 25 s; d=3 187k flow variables: 20 s; dense 1024 cells: 26-35 s).
+MAX_CELLS = 16_384
+MAX_KING_FLOWS = 200_000
+MAX_DENSE_CELLS = 1_024
+
+
+@register(
+    "psmm",
+    title="Private Signed Measure Mechanism (PSMM)",
+    paper="004, Alg 1-2",
+    data_kind="continuous",
+    neighbouring=("replace", "add_remove"),
+    is_private=True,
+    params={
+        "cells_per_axis": ParamSpec(None, int, (1, 16_384),
+                                    help="grid cells per axis k (m = k^d cells); auto: round((epsilon n)^(1/d))"),
+        "lp": ParamSpec(None, str, choices=("king", "dense"),
+                        help="LP flows on neighbouring cells only (king, exact on the grid) or on all pairs "
+                             "(dense); auto: king"),
+        "normalise": ParamSpec("n", str, choices=("n", "noisy_total"),
+                               help="divide noisy counts by n (paper; n public) or by the noisy total"),
+        "sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="where rows go inside a cell"),
+    },
+    guarantee="epsilon-DP: discrete Laplace cell counts (scale 2/epsilon replace-one, 1/epsilon add/remove); "
+              "the d_BL projection and sampling are post-processing",
+    description="Noisy grid counts form a signed measure; a linear program finds the closest probability "
+                "measure in the bounded-Lipschitz distance. Accurate, but the LP limits the grid size.",
+)
+def psmm(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
+         rng: np.random.Generator, cells_per_axis: int | None, lp: str | None, normalise: str,
+         sample: str) -> MechanismOutput:
+    """Run PSMM on data in ``[0,1]^d`` (see the module docstring)."""
+    n, d = unit.shape
+    if n == 0:
+        raise DataError("psmm needs at least one record")
+    k = cells_per_axis if cells_per_axis is not None else auto_cells_per_axis(n, d, epsilon)
+    lp = lp or "king"  # auto: the equal-cube grid makes the king graph exact and it is never larger
+    check_lp_size(k, d, lp)
+    noise_rng, sample_rng = rng.spawn(2)
+    timings = {}
+
+    start = time.perf_counter()
+    sensitivity = count_sensitivity(neighbouring)
+    scale = sensitivity / epsilon
+    true_count = cell_counts(unit, k)
+    noisy_count = true_count + discrete_laplace(scale, true_count.shape, noise_rng)
+    normaliser = float(n) if normalise == "n" else float(max(1, noisy_count.sum()))
+    signed = noisy_count / normaliser
+    lo, hi = cell_boxes(np.arange(k ** d), k, d)
+    centres = (lo + hi) / 2
+    timings["counts"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    projection = project_dbl(signed, centres, edges=king_edges(k, d) if lp == "king" else None)
+    tau = projection.tau
+    timings["lp"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    total = n_synthetic if n_synthetic is not None else int(normaliser)
+    boxes = {"lo": lo, "hi": hi} if sample == "uniform" else {}
+    rows = rows_from_weights(centres, tau, total, sample_rng, **boxes)
+    timings["sample"] = time.perf_counter() - start
+
+    keep = tau > 0
+    return MechanismOutput(
+        unit=centres[keep], weights=tau[keep], rows=rows,
+        ledger=[(f"cell counts, discrete Laplace scale {sensitivity}/epsilon", epsilon)],
+        diagnostics={"cells": {"lo": lo, "hi": hi, "true_count": true_count, "noisy_count": noisy_count,
+                               "count": tau},
+                     "signed": signed, "projected": tau},
+        params={"cells_per_axis": k, "cells": k ** d, "lp": lp, "noise_scale": scale, "normaliser": normaliser,
+                "lp_flow_variables": projection.n_flow, "lp_value": projection.value},
+        timings=timings, warnings=_public_n_warnings(neighbouring, cells_per_axis, normalise, n_synthetic))
+
+
+def auto_cells_per_axis(n: int, d: int, epsilon: float) -> int:
+    """``k = max(1, round((epsilon n)^{1/d}))``, so ``k^d`` is about ``epsilon n`` (spec B.3.1)."""
+    return max(1, int(np.round((epsilon * n) ** (1.0 / d))))
+
+
+def count_sensitivity(neighbouring: str) -> int:
+    """l1 sensitivity of the cell counts: 2 (replace-one) or 1 (add/remove); the noise scale is this over epsilon."""
+    return 2 if neighbouring == "replace" else 1
+
+
+def lp_flow_variables(k: int, d: int, lp: str) -> int:
+    """Number of flow variables of the projection LP on the ``k^d`` grid."""
+    m = k ** d
+    return king_edge_count(k, d) if lp == "king" else m * (m - 1)
+
+
+def check_lp_size(k: int, d: int, lp: str) -> None:
+    """Refuse grids whose LP would not solve in reasonable time (about 30 s, see ``MAX_*``)."""
+    m = k ** d
+    flows = lp_flow_variables(k, d, lp)
+    too_big = m > MAX_CELLS or (flows > MAX_KING_FLOWS if lp == "king" else m > MAX_DENSE_CELLS)
+    if too_big:
+        limit = (f"at most {MAX_DENSE_CELLS} cells for lp='dense'" if lp == "dense"
+                 else f"at most {MAX_CELLS} cells and {MAX_KING_FLOWS} flow variables")
+        raise ParameterError(
+            f"psmm with {k} cells per axis in d={d} has {m} cells and {flows} LP flow variables ({limit}); "
+            f"use fewer cells (cells_per_axis), a lower epsilon*n, lp='king', or another mechanism (pmm scales linearly)")
+
+
+def _public_n_warnings(neighbouring: str, cells_per_axis: int | None, normalise: str,
+                       n_synthetic: int | None) -> list[str]:
+    """Under add/remove, say where the record count n is used as if it were public."""
+    if neighbouring != "add_remove":
+        return []
+    uses = [use for use, used in (("grid size (cells_per_axis auto)", cells_per_axis is None),
+                                  ("normaliser (normalise='n')", normalise == "n"),
+                                  ("default n_synthetic", normalise == "n" and n_synthetic is None)) if used]
+    if not uses:
+        return []
+    return [f"add/remove neighbouring: the record count n is treated as public metadata for the {', '.join(uses)}; "
+            "set cells_per_axis and normalise='noisy_total' to keep n private"]

@@ -36,13 +36,13 @@ def read_csv(source: str | Path | bytes, *, max_bytes: int = MAX_BYTES) -> pd.Da
     if not text.strip():
         raise DataError("the file is empty")
     delimiter = _sniff_delimiter(text)
-    header = next(csv.reader(io.StringIO(text), delimiter=delimiter), [])
-    names = [h.strip() for h in header]
+    names = _header(text, delimiter)
     dupes = sorted(h for h, count in Counter(names).items() if count > 1)
     if dupes:
         raise DataError(f"duplicate column names {dupes}; rename them so every column is unique")
     if any(h == "" for h in names):
         raise DataError("a column has an empty name in the header row; name every column")
+    _check_rows_use(delimiter, text, len(names))
     if len(names) > MAX_COLUMNS:
         raise DataError(f"the file has {len(names)} columns; the limit is {MAX_COLUMNS}: keep only the columns to synthesize")
     try:
@@ -54,6 +54,9 @@ def read_csv(source: str | Path | bytes, *, max_bytes: int = MAX_BYTES) -> pd.Da
                         "check the delimiter and the header row") from None
     except (pd.errors.ParserError, ValueError) as exc:
         raise DataError(f"could not parse the CSV: {str(exc).splitlines()[0]}") from None
+    if df.shape[1] != len(names):
+        raise DataError(f"the header has {len(names)} fields but the rows were read as {df.shape[1]} columns; "
+                        "check the delimiter and the header row")
     df.columns = names
     if len(df) == 0:
         raise DataError("the file has a header but no data rows")
@@ -108,9 +111,30 @@ def _decode(raw: bytes) -> str:
     return text
 
 
-def _sniff_delimiter(text: str) -> str:
-    sample = "\n".join(text[:_SNIFF_CHARS].splitlines()[:50])  # the Sniffer is slow on very long lines
+def _header(text: str, delimiter: str) -> list[str]:
+    """The first non-blank row (pandas skips blank lines too), stripped."""
     try:
-        return csv.Sniffer().sniff(sample, delimiters=_DELIMITERS).delimiter
+        rows = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+        return [h.strip() for h in next((row for row in rows if any(cell.strip() for cell in row)), [])]
+    except csv.Error as exc:
+        raise DataError(f"could not parse the header row: {exc}") from None
+
+
+def _check_rows_use(delimiter: str, text: str, columns: int) -> None:
+    """A header split by ``delimiter`` whose first data rows never contain it: the rows use another one."""
+    lines = [line for line in text[:_SNIFF_CHARS].split("\n")[:51] if line.strip()]
+    if columns > 1 and len(lines) > 1 and not any(delimiter in line for line in lines[1:]):
+        raise DataError(f"the header has {columns} columns separated by {delimiter!r} but the data rows contain no "
+                        f"{delimiter!r}; use one delimiter throughout the file")
+
+
+def _sniff_delimiter(text: str) -> str:
+    sample = "\n".join(text[:_SNIFF_CHARS].split("\n")[:50])  # the Sniffer is slow on very long lines
+    first_line = next((line for line in sample.split("\n") if line.strip()), "")
+    in_header = [c for c in _DELIMITERS if c in first_line]
+    try:
+        sniffed = csv.Sniffer().sniff(sample, delimiters=_DELIMITERS).delimiter
     except csv.Error:
-        return ","
+        sniffed = ","
+    # A header is plain text: when it holds exactly one candidate, trust it over the Sniffer's guess.
+    return in_header[0] if len(in_header) == 1 and sniffed not in first_line else sniffed

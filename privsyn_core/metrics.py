@@ -10,16 +10,68 @@ import ot
 from scipy.spatial.distance import pdist
 from scipy.stats import wasserstein_distance
 
-from .errors import ParameterError
+from .errors import DataError, ParameterError
 
-_METRICS = {"chebyshev": "chebyshev", "euclidean": "euclidean", "cityblock": "cityblock"}
+_METRICS = ("chebyshev", "euclidean", "cityblock")
+_METHODS = ("auto", "exact", "grid")
+EXACT_MAX_ENTRIES = 4_000_000  # default cost-matrix budget of "auto" and "grid" (32 MB, about 2 s of POT)
+EXACT_HARD_LIMIT = 25_000_000  # method="exact" refuses larger cost matrices (200 MB)
+_EMD_ITERATIONS = 10**9
+_CANCEL_TOLERANCE = 1e-15
+_MAX_CELLS_PER_AXIS = 2**16
+
+
+class W1Value(float):
+    """A W1 value: a plain ``float`` that also says how it was computed.
+
+    Attributes
+    ----------
+    method : str
+        ``"closed_form_1d"`` (d = 1, exact), ``"exact_emd"`` (POT network simplex, exact) or ``"grid_emd"``
+        (exact W1 between the two measures moved onto the centres of a common grid of ``cells_per_axis`` cells
+        per axis; the true W1 lies within ``error_bound`` of the value).
+    error_bound : float
+        Additive bound: ``|W1(mu, nu) - value| <= error_bound``; 0 for the exact methods.
+    cells_per_axis : int or None
+        Grid resolution of ``"grid_emd"``.
+    """
+
+    method: str
+    error_bound: float
+    cells_per_axis: int | None
+
+    def __new__(cls, value: float, method: str, error_bound: float = 0.0, cells_per_axis: int | None = None):
+        out = super().__new__(cls, value)
+        out.method, out.error_bound, out.cells_per_axis = method, float(error_bound), cells_per_axis
+        return out
+
+    def __reduce__(self):
+        return (W1Value, (float(self), self.method, self.error_bound, self.cells_per_axis))
+
+    def describe(self) -> dict:
+        """The value with how it was computed, JSON-ready."""
+        return {"value": float(self), "method": self.method, "error_bound": self.error_bound,
+                "cells_per_axis": self.cells_per_axis}
 
 
 def w1(X: np.ndarray, Y: np.ndarray, *, weights_x: np.ndarray | None = None, weights_y: np.ndarray | None = None,
-       metric: str = "chebyshev", method: str = "auto") -> float:
-    r"""Exact 1-Wasserstein distance between two (weighted) point clouds.
+       metric: str = "chebyshev", method: str = "auto", max_entries: int = EXACT_MAX_ENTRIES) -> W1Value:
+    r"""1-Wasserstein distance between two (weighted) point clouds.
 
     .. math:: W_1(\mu, \nu) = \min_{\gamma \in \Gamma(\mu,\nu)} \sum_{ij} \gamma_{ij} \rho(x_i, y_j)
+
+    Duplicate points are merged into weighted atoms and mass common to both measures at the same atom is
+    cancelled first (for a metric, :math:`W_1(\mu,\nu) = W_1((\mu-\nu)^+, (\mu-\nu)^-)`, Kantorovich-Rubinstein).
+
+    * d = 1: exact closed form :math:`\int |F_\mu - F_\nu|` (``scipy.stats.wasserstein_distance``; every
+      ground metric is ``|x - y|`` on the line).
+    * ``"exact"``: POT's network simplex ``ot.emd2`` on the cancelled atoms; raises if POT stops before the
+      optimum. ``"auto"`` uses it while the cost matrix has at most ``max_entries`` entries.
+    * ``"grid"``: both measures are moved to the centres of a common grid of equal cubes over their joint bounding
+      box, the finest grid whose cancelled cost matrix fits ``max_entries``, and W1 between the moved
+      measures is solved exactly. By the triangle inequality
+      :math:`|W_1(\mu,\nu) - W_1(\mu_q,\nu_q)| \le \sum_i a_i \rho(x_i, c(x_i)) + \sum_j b_j \rho(y_j, c(y_j))`,
+      which is computed exactly and returned as ``error_bound`` (at most one cell diameter).
 
     Parameters
     ----------
@@ -28,41 +80,162 @@ def w1(X: np.ndarray, Y: np.ndarray, *, weights_x: np.ndarray | None = None, wei
         Non-negative weights (normalised here); uniform when omitted.
     metric : {"chebyshev", "euclidean", "cityblock"}
         Ground metric; the papers' theory uses the l-infinity (chebyshev) metric.
-    method : {"auto", "exact"}
+    method : {"auto", "exact", "grid"}
+    max_entries : int
+        Cost-matrix budget (positive atoms x negative atoms) of "auto" and "grid": time and memory grow with it,
+        the grid's error bound shrinks like ``max_entries ** (-1 / (2 d))``.
+
+    Returns
+    -------
+    W1Value
+        A ``float`` carrying ``.method`` and ``.error_bound`` (see :class:`W1Value`).
     """
     X, Y = _as_points(X), _as_points(Y)
-    if X.shape[1] != Y.shape[1]:
-        raise ValueError(f"dimension mismatch: {X.shape[1]} vs {Y.shape[1]}")
+    _check_same_dimension(X, Y)
     if metric not in _METRICS:
-        raise ValueError(f"metric must be one of {list(_METRICS)}, got {metric!r}")
+        raise ParameterError(f"metric must be one of {list(_METRICS)}, got {metric!r}")
+    if method not in _METHODS:
+        raise ParameterError(f"method must be one of {list(_METHODS)}, got {method!r}")
     a, X = _merge(X, weights_x)
     b, Y = _merge(Y, weights_y)
     if X.shape[1] == 1:
+        return W1Value(wasserstein_distance(X[:, 0], Y[:, 0], a, b), "closed_form_1d")
+    atoms, diff = _signed_difference(X, a, Y, b)
+    entries = np.count_nonzero(diff > 0) * np.count_nonzero(diff < 0)
+    if method == "exact" or (method == "auto" and entries <= max_entries):
+        if entries > EXACT_HARD_LIMIT:
+            raise ParameterError(f"exact W1 would need a {entries:.3g}-entry cost matrix (limit {EXACT_HARD_LIMIT:.3g}); "
+                                 "use method='grid' or 'auto'")
+        return W1Value(_signed_emd(atoms, diff, metric), "exact_emd")
+    return _grid_w1(X, a, Y, b, metric, max_entries)
+
+
+def sliced_w1(X: np.ndarray, Y: np.ndarray, *, weights_x: np.ndarray | None = None,
+              weights_y: np.ndarray | None = None, n_projections: int = 200, seed: int = 0) -> float:
+    r"""Sliced W1: the mean over random unit directions :math:`\theta` of the 1-D W1 of the projections.
+
+    .. math:: SW_1(\mu,\nu) = \mathbb{E}_{\theta \sim U(S^{d-1})} W_1(\theta_\# \mu, \theta_\# \nu)
+
+    A different quantity from W1 (it is smaller than Euclidean W1), O(n log n) per direction; use it for
+    trends, never as "W1". Computed with POT's ``ot.sliced_wasserstein_distance(p=1)``; ``seed`` fixes the
+    directions (POT takes an int seed, not a Generator).
+    """
+    X, Y = _as_points(X), _as_points(Y)
+    _check_same_dimension(X, Y)
+    a, b = _normalised(weights_x, len(X)), _normalised(weights_y, len(Y))
+    if X.shape[1] == 1:
         return float(wasserstein_distance(X[:, 0], Y[:, 0], a, b))
-    M = ot.dist(X, Y, metric=_METRICS[metric])
-    value, log = ot.emd2(a, b, M, numItermax=10**8, log=True)
-    if log.get("warning"):
-        raise RuntimeError(f"POT did not reach the optimum: {log['warning']}")
-    return float(value)
+    return float(ot.sliced_wasserstein_distance(X, Y, a, b, n_projections=n_projections, p=1, seed=int(seed)))
 
 
 def _as_points(X: np.ndarray) -> np.ndarray:
     X = np.asarray(X, dtype=float)
     if X.ndim == 1:
         X = X[:, None]
-    if len(X) == 0:
-        raise ValueError("W1 needs at least one point on each side")
+    if X.ndim != 2 or len(X) == 0:
+        raise DataError("a metric needs a non-empty (n, d) array of points on each side")
+    if not np.all(np.isfinite(X)):
+        raise DataError("points contain NaN or infinite values; remove or impute them first")
     return X
 
 
 def _merge(X: np.ndarray, w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """Merge duplicate points into weighted atoms; return normalised weights and atoms."""
-    w = np.ones(len(X)) if w is None else np.asarray(w, dtype=float)
-    if w.shape != (len(X),) or np.any(w < 0) or w.sum() <= 0:
-        raise ValueError("weights must be non-negative, one per point, with a positive sum")
-    atoms, inverse = np.unique(X, axis=0, return_inverse=True)
-    merged = np.bincount(inverse.ravel(), weights=w, minlength=len(atoms))
+    w = _normalised(w, len(X))
+    atoms, inverse = _unique_rows(X)
+    merged = np.bincount(inverse, weights=w, minlength=len(atoms))
     return merged / merged.sum(), atoms
+
+
+def _signed_difference(X: np.ndarray, a: np.ndarray, Y: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Atoms of the union and mu - nu on them, with float dust (|.| <= 1e-15) set to 0."""
+    atoms, inverse = _unique_rows(np.vstack([X, Y]))
+    diff = (np.bincount(inverse[:len(X)], weights=a, minlength=len(atoms))
+            - np.bincount(inverse[len(X):], weights=b, minlength=len(atoms)))
+    diff[np.abs(diff) <= _CANCEL_TOLERANCE] = 0.0
+    return atoms, diff
+
+
+def _unique_rows(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows (lexicographic order) and the index of each row's copy; a lexsort, faster than np.unique(axis=0)."""
+    order = np.lexsort(P.T[::-1])
+    ordered = P[order]
+    starts = np.r_[True, np.any(ordered[1:] != ordered[:-1], axis=1)]
+    inverse = np.empty(len(P), dtype=np.int64)
+    inverse[order] = np.cumsum(starts) - 1
+    return ordered[starts], inverse
+
+
+def _signed_emd(atoms: np.ndarray, diff: np.ndarray, metric: str) -> float:
+    """Exact W1((diff)^+, (diff)^-) by POT's network simplex, checked to have reached the optimum."""
+    pos, neg = diff > 0, diff < 0
+    if not pos.any():
+        return 0.0
+    p, q = diff[pos], -diff[neg]
+    mass = 0.5 * (p.sum() + q.sum())
+    cost = ot.dist(atoms[pos], atoms[neg], metric=metric)
+    value, log = ot.emd2(p / p.sum(), q / q.sum(), cost, numItermax=_EMD_ITERATIONS, log=True)
+    if log.get("warning"):
+        raise RuntimeError(f"POT did not reach the optimal transport plan: {log['warning']}")
+    return float(value) * mass
+
+
+def _grid_w1(X: np.ndarray, a: np.ndarray, Y: np.ndarray, b: np.ndarray, metric: str, max_entries: int) -> W1Value:
+    """W1 on the finest common grid whose cancelled cost matrix fits, with the exact quantisation bound."""
+    lo = np.minimum(X.min(axis=0), Y.min(axis=0))
+    span = float(np.max(np.maximum(X.max(axis=0), Y.max(axis=0)) - lo))
+    k = _finest_grid(X, a, Y, b, lo, span, max_entries)
+    width = span / k
+    cx, cy = _cell_centres(X, lo, width, k), _cell_centres(Y, lo, width, k)
+    atoms, diff = _signed_difference(cx, a, cy, b)
+    value = _signed_emd(atoms, diff, metric)
+    bound = a @ _pointwise_distance(X, cx, metric) + b @ _pointwise_distance(Y, cy, metric)
+    return W1Value(value, "grid_emd", error_bound=bound, cells_per_axis=k)
+
+
+def _finest_grid(X: np.ndarray, a: np.ndarray, Y: np.ndarray, b: np.ndarray, lo: np.ndarray, span: float,
+                 max_entries: int) -> int:
+    """Largest cells-per-axis k (doubling, then bisection) with #(mu_q > nu_q) * #(mu_q < nu_q) <= the budget."""
+    def fits(k: int) -> bool:
+        width = span / k
+        keys = np.r_[_cell_key(X, lo, width, k), _cell_key(Y, lo, width, k)]
+        cells, inverse = np.unique(keys, return_inverse=True)
+        diff = (np.bincount(inverse[:len(X)], weights=a, minlength=len(cells))
+                - np.bincount(inverse[len(X):], weights=b, minlength=len(cells)))
+        return np.sum(diff > _CANCEL_TOLERANCE) * np.sum(diff < -_CANCEL_TOLERANCE) <= max_entries
+
+    good, bad = 1, 2
+    limit = min(_MAX_CELLS_PER_AXIS, int(2 ** (62 / X.shape[1])))
+    while bad <= limit and fits(bad):
+        good, bad = bad, 2 * bad
+    if bad > limit:
+        return good
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        good, bad = (mid, bad) if fits(mid) else (good, mid)
+    return good
+
+
+def _cell_index(P: np.ndarray, lo: np.ndarray, width: float, k: int) -> np.ndarray:
+    return np.clip(np.floor((P - lo) / width), 0, k - 1)
+
+
+def _cell_key(P: np.ndarray, lo: np.ndarray, width: float, k: int) -> np.ndarray:
+    """One integer per cell (base-k digits of the cell index; k ** d < 2 ** 63 by _MAX_CELLS_PER_AXIS)."""
+    return _cell_index(P, lo, width, k).astype(np.int64) @ (k ** np.arange(P.shape[1], dtype=np.int64))
+
+
+def _cell_centres(P: np.ndarray, lo: np.ndarray, width: float, k: int) -> np.ndarray:
+    return lo + (_cell_index(P, lo, width, k) + 0.5) * width
+
+
+def _pointwise_distance(P: np.ndarray, Q: np.ndarray, metric: str) -> np.ndarray:
+    gap = np.abs(P - Q)
+    if metric == "chebyshev":
+        return gap.max(axis=1)
+    if metric == "cityblock":
+        return gap.sum(axis=1)
+    return np.sqrt(np.einsum("ij,ij->i", gap, gap))
 
 
 _CHUNK_ELEMENTS = 4_000_000  # kernel entries held in memory at once (32 MB of float64)

@@ -107,12 +107,16 @@ def _grid_ids(unit: np.ndarray, r: int) -> np.ndarray:
     """Row-major index of the depth-``r`` cell of each row; ``x = 1.0`` goes to the last cell."""
     cuts, offsets = _grid_offsets(r, unit.shape[1])
     ids = np.zeros(len(unit), dtype=np.int64)
+    scaled = np.empty(len(unit))
+    coordinate = np.empty(len(unit), dtype=np.int64)
     for axis, (c, off) in enumerate(zip(cuts.tolist(), offsets.tolist())):
         if c == 0:
             continue
-        k = (unit[:, axis] * float(2 ** c)).astype(np.int64)  # floor, since unit >= 0
-        np.minimum(k, 2 ** c - 1, out=k)
-        ids |= k << off
+        np.multiply(unit[:, axis], float(2 ** c), out=scaled)
+        np.copyto(coordinate, scaled, casting="unsafe")  # floor, since unit >= 0
+        np.minimum(coordinate, 2 ** c - 1, out=coordinate)
+        np.left_shift(coordinate, off, out=coordinate)
+        ids |= coordinate
     return ids
 
 
@@ -203,7 +207,8 @@ def noise_plan(r: int, d: int, epsilon: float, neighbouring: str = "add_remove")
     level_eps[first:] = [e for _, e in split]
     sigmas = np.full(r + 1, np.inf)
     sigmas[first:] = sensitivity / level_eps[first:]
-    ledger = [(f"level {j}: discrete Laplace, sigma_{j} = {sigmas[j]:.4g}", level_eps[j]) for j in range(first, r + 1)]
+    ledger = [(f"level {j}: discrete Laplace, sigma_{j} = {sigmas[j]:.4g}", float(level_eps[j]))
+              for j in range(first, r + 1)]
     return NoisePlan(sigmas, level_eps, sensitivity, ledger)
 
 

@@ -93,7 +93,7 @@ def pmm(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int
 
     start = time.perf_counter()
     lambdas = level_noise(plan, noise_rng)
-    noisy = [np.maximum(t + lam, 0, out=t + lam) for t, lam in zip(true, lambdas)]
+    noisy = [_clamped_sum(t, lam) for t, lam in zip(true, lambdas)]
     timings["noise"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -150,6 +150,12 @@ def sample_leaves(counts: np.ndarray, r: int, d: int, how: str, rng: np.random.G
     rows += np.repeat(level_corners(r, d), counts, axis=0)
     rows *= side
     return rows
+
+
+def _clamped_sum(count: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """``(count + noise)_+`` in one new array."""
+    total = count + noise
+    return np.maximum(total, 0, out=total)
 
 
 def _checked_unit(unit: Any) -> np.ndarray:

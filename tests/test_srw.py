@@ -319,23 +319,30 @@ def test_srw_ledger_and_output_size(relation):
     assert res.weights.sum() == pytest.approx(1) and np.all(res.weights > 0)
 
 
-def test_srw_pathwise_accuracy_chain():
-    """W1(mu_X, mu_Y) <= 1/(2K) + 2 W1_line(nu, mu_N) + kappa diam, with the realised noise (Thm 5.4, Cor 7.3)."""
+@pytest.mark.parametrize("rounding", ["path", "paper"])
+def test_srw_pathwise_accuracy_chain(rounding):
+    """W1(mu_X, mu_Y) <= 1/(2K) + W1_line(nu_hat, mu_N) + rounding cost, with W1_line(nu_hat, mu_N) <= 2 W1_line(nu,
+    mu_N) for the realised noise (Thm 5.4, Prop 5.2); rounding cost kappa diam (Cor 7.3) or 1/(2m) (path CDF)."""
     rng = np.random.default_rng(8)
     for seed, n in [(0, 200), (1, 1000), (2, 3000)]:
         x = rng.beta(0.5, 2, size=(n, 1))
         x[0] = 1.0
-        res = ps.synthesize(x, "srw", 1.0, schema=ps.unit_schema(1), rng=seed)
-        d = res.diagnostics
+        res = ps.synthesize(x, "srw", 1.0, schema=ps.unit_schema(1), rng=seed, rounding=rounding)
+        d, m = res.diagnostics, res.params["m"]
         k = res.params["cells"]
         mu_n = d["cells"]["true_count"] / n
         line = walks.signed_w1_line(d["signed"], mu_n, d["positions"], right_end=1.0)
         projected_err = walks.signed_w1_line(d["projected"], mu_n, d["positions"])
         assert projected_err <= 2 * line + 1e-12
-        kappa = (res.params["m"] - np.floor(res.params["m"] * d["projected"]).sum()) / res.params["m"]
-        assert kappa <= res.params["rounding_w1_bound"] + 1e-12
+        if rounding == "paper":
+            kappa = (m - np.floor(m * d["projected"]).sum()) / m
+            assert res.params["rounding_w1_bound"] == pytest.approx(kappa) and kappa <= (res.weights > 0).sum() / m
+        else:
+            assert res.params["rounding_w1_bound"] == pytest.approx((k - 1) / k / (2 * m))
+        rounded = walks.signed_w1_line(d["projected"], d["cells"]["count"] / m, d["positions"])
+        assert rounded <= res.params["rounding_w1_bound"] + 1e-12
         w1 = ps.metrics.w1(x, res.unit_rows)
-        assert w1 <= 1 / (2 * k) + projected_err + kappa * 1.0 + 1e-9
+        assert w1 <= 1 / (2 * k) + projected_err + res.params["rounding_w1_bound"] + 1e-9
         assert ps.metrics.w1(x, d["path"], weights_y=mu_n) <= 1 / (2 * k) + 1e-12  # quantisation B11
 
 

@@ -142,18 +142,32 @@ def test_rounding_sums_to_m_and_adds_at_most_r_diam_over_m(m):
             assert w1 <= kappa * 1.0 + 1e-12 <= r * 1.0 / m + 1e-12  # diam of [0,1]^2 in l_inf is 1
 
 
+@pytest.mark.parametrize("m", [1, 7, 50, 999])
+def test_path_rounding_sums_to_m_and_moves_the_line_cdf_at_most_one_over_2m(m):
+    rng = np.random.default_rng(100 + m)
+    for _ in range(20):
+        k = int(rng.integers(1, 30))
+        weights = rng.dirichlet(np.full(k, 0.4)) * (rng.random(k) > 0.3)
+        weights = weights / weights.sum() if weights.sum() > 0 else np.eye(k)[0]
+        positions = np.concatenate(([0.0], np.cumsum(rng.random(k - 1))))
+        counts = walks.round_along_path(weights, m)
+        assert counts.dtype.kind == "i" and np.all(counts >= 0) and counts.sum() == m
+        assert np.all(counts[weights == 0] == 0)
+        assert walks.signed_w1_line(weights, counts / m, positions) <= positions[-1] / (2 * m) + 1e-12
+
+
 # ------------------------------------------------------------------ the srw_tsp mechanism
 
 
-@pytest.mark.parametrize("path, metric", [("snake", "chebyshev"), ("snake", "euclidean"), ("mst", "chebyshev"),
-                                          ("mst", "euclidean")])
-def test_srw_tsp_pathwise_accuracy_chain(path, metric):
+@pytest.mark.parametrize("path, metric, rounding", [("snake", "chebyshev", "paper"), ("snake", "euclidean", "path"),
+                                                    ("mst", "chebyshev", "path"), ("mst", "euclidean", "paper")])
+def test_srw_tsp_pathwise_accuracy_chain(path, metric, rounding):
     """Thm 7.2 / Cor 7.3 per run: W1_T(mu_X, mu_Y) <= delta + W1_line(nu_hat, mu_N) + kappa diam,
     and W1_line(nu_hat, mu_N) <= 2 W1_line(nu, mu_N); the line W1 is in the metric's units."""
     rng = np.random.default_rng(5)
     x = np.clip(rng.normal(0.5, 0.15, size=(600, 2)), 0, 1)
     res = ps.synthesize(x, "srw_tsp", 2.0, schema=ps.unit_schema(2), rng=1, path=path, metric=metric,
-                        rounding="paper")
+                        rounding=rounding)
     d, p = res.diagnostics, res.params
     mu_n = d["cells"]["true_count"] / 600
     line_signed = walks.signed_w1_line(d["signed"], mu_n, d["positions"], right_end=d["positions"][-1] + 1)
@@ -161,10 +175,13 @@ def test_srw_tsp_pathwise_accuracy_chain(path, metric):
     assert line_proj <= 2 * line_signed + 1e-12
     assert ps.metrics.w1(d["path"], d["path"], weights_x=d["projected"], weights_y=mu_n, metric=metric) \
         <= line_proj + 1e-12  # folding is 1-Lipschitz
-    kappa = 1 - np.floor(p["m"] * d["projected"]).sum() / p["m"]
-    diam = walks.cube_diameter(2, metric)
+    if rounding == "paper":
+        kappa = 1 - np.floor(p["m"] * d["projected"]).sum() / p["m"]
+        assert p["rounding_w1_bound"] == pytest.approx(kappa * walks.cube_diameter(2, metric))
+    else:
+        assert p["rounding_w1_bound"] == pytest.approx(p["path_length"] / (2 * p["m"]))
     w1 = ps.metrics.w1(x, res.unit_rows, metric=metric)
-    assert w1 <= p["delta"] + line_proj + kappa * diam + 1e-9
+    assert w1 <= p["delta"] + line_proj + p["rounding_w1_bound"] + 1e-9
     for c in range(2):  # Lipschitz statistics are preserved (1.3): coordinate means
         assert abs(x[:, c].mean() - res.unit_rows[:, c].mean()) <= ps.metrics.w1(x, res.unit_rows) + 1e-9
 
@@ -216,7 +233,7 @@ def test_srw_tsp_caps_the_auto_resolution_for_mst_and_handles_tiny_inputs():
     assert one.params["cells"] == 1 and len(one.data) == 1
     np.testing.assert_array_equal(one.unit, [[0.5, 0.5, 0.5]])
     jitter = ps.synthesize(x[:300], "srw_tsp", 1.0, schema=ps.unit_schema(2), rng=0, sample="uniform",
-                           rounding="largest_remainder")
+                           rounding="paper")
     cells = np.floor(jitter.unit_rows * jitter.params["bins"])
     assert np.all((cells >= 0) & (cells < jitter.params["bins"])) and len(jitter.data) == 300
 

@@ -11,7 +11,10 @@ Pipeline (shared with ``srw_tsp``, which only changes the grid and the folding p
    ``noisy = counts + (Delta/epsilon) Z``, ``Delta`` the :math:`\ell_1` change of the
    count vector between neighbours; the signed measure is ``nu = noisy / n`` (Prop. 5.1);
 3. project ``nu`` onto probability measures in W1 along the line (Prop. 5.2);
-4. round the weights to ``m`` synthetic rows (Cor. 7.3) and shuffle them.
+4. round the weights to ``m`` synthetic rows and shuffle them: by default the CDF along the
+   path is rounded (W1 cost at most path length / (2m), post-processing not in the
+   paper); ``rounding="paper"`` is Cor. 7.3 (cost ``kappa diam <= r diam / m``, which
+   needs the paper's ``m = ceil(r diam / delta)``, far more rows than ``n``).
 
 Privacy.  ``Z`` has density ``exp(-V)/beta`` with ``V = ||lambda(z)||_1 / b``, and
 ``||lambda(x)||_1 <= (1 + L/2) ||x||_1 <= b ||x||_1`` (Lemma 3.2; spec 3.3), so ``V`` is
@@ -53,7 +56,6 @@ from ..grid import cell_coords
 from ..noise import discrete_laplace
 from ..registry import ParamSpec, register
 from ..result import MechanismOutput
-from ..sampling import largest_remainder
 from .. import walks
 
 #: Auto resolution cap on the interval (spec 15, ``K_max``): accuracy is then limited by ``1/(2 K_max)``.
@@ -64,9 +66,10 @@ COUNT_SHARE = 0.1
 SCALE_PARAM = ParamSpec("paper", str, choices=("paper", "tight"),
                         help="Laplace scale of the walk: paper b = 2L+1 (Thm 3.1), tight b = 1 + L/2 (exact l1 norm, "
                              "spec 3.4; same guarantee, about 4x less noise)")
-ROUNDING_PARAM = ParamSpec("paper", str, choices=("paper", "largest_remainder"),
-                           help="weights to rows: paper = floor, remainder on the first atom (Cor 7.3); "
-                                "largest_remainder = Hamilton rounding (post-processing, not in the paper)")
+ROUNDING_PARAM = ParamSpec("path", str, choices=("path", "paper"),
+                           help="weights to m rows: path = round the CDF along the folding path (W1 <= path "
+                                "length/(2m); post-processing, not in the paper); paper = floor, remainder on the "
+                                "first atom (Cor 7.3; W1 <= r diam/m, poor unless m >> number of atoms)")
 SAMPLE_PARAM = ParamSpec("center", str, choices=("center", "uniform"),
                          help="rows at the net points (paper) or uniform inside their cell (adds at most delta)")
 
@@ -184,7 +187,7 @@ def release_on_grid(unit: np.ndarray, cal: Calibration, folding: Folding, *, n_s
 
     start = time.perf_counter()
     m = n_synthetic if n_synthetic is not None else int(round(cal.normaliser))
-    row_counts = walks.round_weights(projected, m) if rounding == "paper" else largest_remainder(projected, m)
+    row_counts = walks.round_weights(projected, m) if rounding == "paper" else walks.round_along_path(projected, m)
     rows = _rows(points, row_counts, bins, sample, rows_rng)
     timings["rows"] = time.perf_counter() - start
 
@@ -202,11 +205,19 @@ def release_on_grid(unit: np.ndarray, cal: Calibration, folding: Folding, *, n_s
     params = {
         "bins": bins, "cells": len(counts), "depth": depth, "walk_length": len(coefficients), "laplace_scale": b,
         "alpha": cal.alpha, "delta": walks.covering_radius(bins, dim, metric), "path_length": float(positions[-1]),
-        "rounding_w1_bound": int(support.sum()) * diam / m, "privacy_loss_bound": privacy_loss_bound(cal, depth, b),
+        "rounding_w1_bound": _rounding_bound(rounding, projected, m, diam, float(positions[-1])),
+        "privacy_loss_bound": privacy_loss_bound(cal, depth, b),
         "m": m, **folding.extra,
     }
     return MechanismOutput(unit=points[support], weights=projected[support], rows=rows, ledger=list(cal.ledger),
                            diagnostics=diagnostics, params=params, timings=timings)
+
+
+def _rounding_bound(rounding: str, weights: np.ndarray, m: int, diam: float, path_length: float) -> float:
+    """W1 added by rounding the weights to ``m`` rows: ``kappa diam`` (Cor 7.3) or ``path length / (2m)``."""
+    if rounding == "paper":
+        return (m - float(np.floor(m * weights).sum())) / m * diam
+    return path_length / (2 * m)
 
 
 def _rows(points: np.ndarray, counts: np.ndarray, bins: int, sample: str, rng: np.random.Generator) -> np.ndarray:

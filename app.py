@@ -22,9 +22,13 @@ PAGES = [
     st.Page("pages/learn.py", title="Learn", icon=":material/school:"),
 ]
 
-page = st.navigation(PAGES)
-with ui.user_errors():
-    ui.init_state()
-ui.sidebar_controls()
-page.run()
-ui.sidebar_ledger()
+st.session_state[ui.ENTRYPOINT_FLAG] = True
+try:
+    page = st.navigation(PAGES)
+    with ui.user_errors():
+        ui.init_state()
+    ui.sidebar_controls()
+    page.run()
+    ui.sidebar_ledger()
+finally:
+    st.session_state[ui.ENTRYPOINT_FLAG] = False

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import runpy
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -31,6 +32,22 @@ MAX_UPLOAD_MB = 50
 EPSILONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 LIVE_MAX_ROWS = 10_000
 SCHEMA_FIELDS = ("name", "kind", "lo", "hi", "categories", "integer", "source")
+ENTRYPOINT_FLAG = "_entrypoint_running"
+
+
+def require_entrypoint() -> None:
+    """Make sure this page runs inside ``app.py`` (shared state, sidebar, navigation).
+
+    A folder named ``pages/`` next to the entry point switches Streamlit to its legacy
+    multipage mode until some run calls ``st.navigation``.  In that mode (a deep link as
+    the first request after the server starts, and every AppTest run) Streamlit runs the
+    page script on its own.  The page then runs the entry point in its place, which
+    navigates back to this page (with the flag set), and stops; widget triggers such as
+    button clicks belong to this same run, so none is lost.
+    """
+    if not st.session_state.get(ENTRYPOINT_FLAG):
+        runpy.run_path(str(ROOT / "app.py"), run_name="__main__")
+        st.stop()
 
 
 # -- state -------------------------------------------------------------------------------------
@@ -78,9 +95,9 @@ def release_mode() -> bool:
     return bool(saved_value("w_release", False))
 
 
-def not_private(what: str = "This view") -> None:
+def not_private(what: str = "this view") -> None:
     """The label every teaching view on raw data carries."""
-    st.caption(f":orange[**{what} {NOT_PRIVATE}.**]")
+    st.caption(f":orange[**:material/warning: {NOT_PRIVATE}**] ({what})")
 
 
 def load_sample(name: str) -> None:
@@ -261,9 +278,9 @@ def sidebar_ledger() -> None:
         if not ledger:
             st.caption("No release yet in this session.")
             return
-        shown = pd.DataFrame([{k: v for k, v in e.items() if not k.startswith("_")} for e in ledger])
-        shown["epsilon"] = shown["epsilon"].map(lambda e: "inf (not private)" if not math.isfinite(e) else f"{e:g}")
-        st.dataframe(shown[["release", "epsilon", "neighbouring", "dp_valid"]], hide_index=True)
+        lines = [f"{i}. {e['release']}: **epsilon {_eps(e['epsilon'])}**, {e['neighbouring']}"
+                 + ("" if e["dp_valid"] else " :red[**dp_valid = False**]") for i, e in enumerate(ledger, 1)]
+        st.markdown("\n".join(lines))
         total = report.session_total(ledger)
         st.metric("Total epsilon spent on this data", "inf" if not math.isfinite(total) else f"{total:g}")
         st.warning("Releases on the same data compose: their epsilons add up. Re-running with a new seed spends "
@@ -271,6 +288,10 @@ def sidebar_ledger() -> None:
         if not all(e["dp_valid"] for e in ledger):
             st.error("dp_valid = False for at least one release: its domain was read off the data or its "
                      "mechanism is not private.")
+
+
+def _eps(epsilon: float) -> str:
+    return "inf (not private)" if not math.isfinite(epsilon) else f"{epsilon:g}"
 
 
 # -- mechanism widgets -------------------------------------------------------------------------
@@ -340,7 +361,7 @@ def downloads(result: ps.SynthResult, key: dict, figures: list | None = None) ->
     cols[2].download_button("Export stakeholder report (HTML)", data=lambda: report.html_report(**html_args),
                             file_name="privsyn_report.html", mime="text/html", on_click="ignore", key="dl_html")
     st.caption("The JSON report reproduces the run: save its 'schema' as schema.json and run")
-    st.code(run["cli"], language="bash")
+    st.code(run["cli"], language="bash", wrap_lines=True)
 
 
 def report_inputs(result: ps.SynthResult, run: dict, metrics: dict | None, figures: list | None) -> dict:

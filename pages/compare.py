@@ -10,6 +10,7 @@ from pages import _ui as ui
 from privsyn_core import figures as F
 from privsyn_core import report
 
+ui.require_entrypoint()
 st.title("Compare")
 
 found = ui.need_result()
@@ -25,7 +26,7 @@ if found:
     def views() -> None:
         axes = ui.axis_pair(names, "cmp")
         if teaching:
-            ui.not_private("The real points")
+            ui.not_private("the real points")
         real = ui.unit_real() if teaching else None
         st.plotly_chart(F.scatter_compare(real, result.unit_rows, axes=axes, labels=[names[axes[0]], names[axes[1]]],
                                           title="real vs synthetic (unit coordinates of the public domain)"),
@@ -44,11 +45,11 @@ if found:
     if not teaching:
         st.info("Release mode: metrics read the raw data, so they are not shown.")
     else:
-        ui.not_private("Every metric")
+        ui.not_private("every metric reads the real data")
         with ui.user_errors():
             evaluation = ui.evaluate_result(result, key)
             table = report.metrics_table(evaluation)
-            st.dataframe(table, hide_index=True, key="metrics_table")
+            st.table(table.set_index("metric"))
             note = evaluation.get("_subsample", {}).get("note")
             if note:
                 st.caption(f"Computed on {note}.")
@@ -82,7 +83,7 @@ if found:
                 floors = pd.concat([t.set_index("metric")["real-vs-real floor"] for t in compare["rows"].values()],
                                    axis=1).bfill(axis=1).iloc[:, 0]
                 wide["real-vs-real floor"] = floors
-                st.dataframe(wide.reset_index(), hide_index=True, key="compare_many_table")
+                st.table(wide)
                 first = wide.index[0]
                 values = wide.drop(columns="real-vs-real floor").loc[first]
                 fig = go.Figure(go.Bar(x=values.index, y=values.to_numpy(dtype=float), name=first))

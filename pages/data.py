@@ -3,6 +3,7 @@
 import pandas as pd
 import streamlit as st
 
+import privsyn_core as ps
 from pages import _ui as ui
 from privsyn_core.datasets import SAMPLES
 
@@ -13,6 +14,7 @@ def _same(a, b) -> bool:
     return a == b
 
 
+ui.require_entrypoint()
 st.title("Data")
 st.write("Pick a bundled sample or upload a CSV, choose the columns to synthesize, and give every column a "
          "**public** domain (bounds or categories). Mechanisms are private only if this domain does not come "
@@ -50,7 +52,7 @@ with ui.user_errors():
         st.info("Release mode: the data preview is hidden.")
     else:
         with st.expander("Preview of the data", expanded=False):
-            ui.not_private("This preview")
+            ui.not_private("the raw rows")
             st.dataframe(ui.frame().head(50), hide_index=True)
 
 st.subheader("Public domain (schema)")
@@ -105,8 +107,11 @@ with cols[1]:
             ui.propose_from_data()
             st.rerun()
 
-with ui.user_errors():
+try:
     current = ui.schema()
+except ps.SchemaError as exc:
+    st.warning(str(exc))
+else:
     if current.dp_valid:
         st.success(f"Schema complete for {len(current.columns)} column(s); every domain is public.")
     else:

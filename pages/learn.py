@@ -3,8 +3,10 @@
 import streamlit as st
 
 import privsyn_core as ps
+from pages import _ui as ui
 from privsyn_core import figures as F
 
+ui.require_entrypoint()
 st.title("Learn")
 
 st.header("Differential privacy")

@@ -6,6 +6,7 @@ import streamlit as st
 from pages import _ui as ui
 from privsyn_core import figures as F
 
+ui.require_entrypoint()
 st.title("Partitions")
 st.write("Partition mechanisms (PMM, PSMM, KD-trees, the DP histogram) count the data in regions of the unit "
          "cube, add noise to the counts and release the regions with their noisy, consistent counts.")
@@ -34,7 +35,7 @@ if found:
                 cells = levels[level]
             show_data = (not ui.release_mode()) and ui.keep(st.toggle, "Show the data points", "w_part_data", True)
             if colour == "true_count" or show_data:
-                ui.not_private("This view")
+                ui.not_private("true counts and data points")
             points = ui.unit_real() if show_data else None
             key = colour if colour in cells else "count"
             fig = F.partition_figure(cells, value_key=key, axes=axes, points=points,
@@ -44,7 +45,7 @@ if found:
                 st.caption(f"Cells projected onto ({names[axes[0]]}, {names[axes[1]]}); identical projected "
                            "boxes are merged with their counts summed.")
             if levels and not ui.release_mode():
-                ui.not_private("The noise-per-level chart")
+                ui.not_private("the noise-per-level chart compares noisy and true counts")
                 st.plotly_chart(F.level_noise_figure(levels), key="level_noise_chart")
             counts = np.asarray(cells.get("count", []), dtype=float)
             st.caption(f"{len(counts):,} cells; released total {counts.sum():,.6g}.")

@@ -8,6 +8,7 @@ import streamlit as st
 import privsyn_core as ps
 from pages import _ui as ui
 
+ui.require_entrypoint()
 st.title("Synthesize")
 specs = {s.name: s for s in ps.list_mechanisms()}
 default = "pmm" if "pmm" in specs else "dp_histogram"
@@ -72,12 +73,16 @@ if found:
     cols[2].metric("synthetic rows", f"{len(result.data):,}")
     cols[3].metric("dp_valid", str(result.dp_valid))
     if not result.dp_valid:
-        st.error("dp_valid = False: the domain came from the data or the mechanism is not private.")
+        reason = ("the mechanism is not private" if not ps.get_mechanism(result.mechanism).is_private
+                  else "the domain was read off the data")
+        st.error(f"dp_valid = False: {reason}. Do not publish this output as a private release.")
     for warning in result.warnings:
         st.warning(warning)
-    st.dataframe(pd.DataFrame(result.ledger, columns=["stage", "epsilon"]), hide_index=True)
+    st.markdown("**Mechanism ledger** (the stages' epsilons sum exactly to the total)")
+    st.dataframe(pd.DataFrame(result.ledger, columns=["stage", "epsilon"]), hide_index=True, height=200)
     st.subheader("Synthetic data (the private release)")
-    st.dataframe(result.data.head(200), hide_index=True)
+    st.dataframe(result.data.head(200), hide_index=True, height=250)
+    st.caption(f"First {min(200, len(result.data))} of {len(result.data):,} rows.")
     with st.expander("Parameters as resolved and timings"):
         st.json({"params": {k: str(v) for k, v in result.params.items()}, "timings": result.timings})
     with ui.user_errors():

@@ -7,6 +7,7 @@ from pages import _ui as ui
 from privsyn_core import figures as F
 from privsyn_core import report
 
+ui.require_entrypoint()
 st.title("Privacy-utility trade-off")
 st.write("Sweep epsilon (and the number of records, by subsampling) for a few mechanisms and plot the mean W1 "
          "with its spread over seeds on log-log axes. Dashed lines are each mechanism's theoretical rate with its "
@@ -16,7 +17,7 @@ st.write("Sweep epsilon (and the number of records, by subsampling) for a few me
 if ui.release_mode():
     st.info("Release mode: the sweep measures W1 against the raw data, so it is not available.")
 else:
-    ui.not_private("This page")
+    ui.not_private("every point of the sweep measures W1 against the raw data")
     specs = [s.name for s in ps.list_mechanisms() if s.data_kind == "continuous"]
     default = [m for m in ("pmm", "dp_histogram", "laplace_points") if m in specs][:2]
     mechanisms = ui.keep(st.multiselect, "Mechanisms", "w_trade_mech", default, options=specs)

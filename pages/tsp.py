@@ -6,6 +6,7 @@ import streamlit as st
 from pages import _ui as ui
 from privsyn_core import figures as F
 
+ui.require_entrypoint()
 st.title("TSP folding")
 st.write("The superregular random walk mechanism (srw) privatises a measure on a line: it adds the increments of "
          "a random walk, whose partial sums stay small, to the masses of the points in order, then projects the "
@@ -26,7 +27,7 @@ if found:
             axes = ui.axis_pair(names, "tsp")
             show_data = (not ui.release_mode()) and ui.keep(st.toggle, "Show the data points", "w_tsp_data", True)
             if show_data:
-                ui.not_private("The data layer")
+                ui.not_private("the data layer")
             path = np.asarray(diagnostics["path"], dtype=float)
             if path.ndim == 1 or path.shape[1] == 1:
                 st.caption("d = 1: the path is the interval itself.")
@@ -36,7 +37,7 @@ if found:
                                               labels=[names[axes[0]], names[axes[1]]]), key="path_chart")
             walk = None if ui.release_mode() else diagnostics.get("walk")
             if walk is not None:
-                ui.not_private("The noise draw (with the signed weights it gives the true masses):")
+                ui.not_private("the noise draw: with the signed weights it gives the true masses")
             if walk is not None or "signed" in diagnostics or "projected" in diagnostics:
                 st.plotly_chart(F.walk_figure(walk, signed=diagnostics.get("signed"),
                                               projected=diagnostics.get("projected"),

@@ -92,9 +92,10 @@ def colour_bins(values: np.ndarray, n_bins: int = len(BIN_COLOURS)) -> tuple[np.
 
 def _unit_axes(fig: go.Figure, labels: Sequence[str], ranges=((0.0, 1.0), (0.0, 1.0))) -> go.Figure:
     pad = [0.02 * (r[1] - r[0]) for r in ranges]
-    fig.update_layout(xaxis=dict(title=labels[0], range=[ranges[0][0] - pad[0], ranges[0][1] + pad[0]]),
+    fig.update_layout(xaxis=dict(title=labels[0], range=[ranges[0][0] - pad[0], ranges[0][1] + pad[0]],
+                                 constrain="domain"),
                       yaxis=dict(title=labels[1], range=[ranges[1][0] - pad[1], ranges[1][1] + pad[1]],
-                                 scaleanchor="x", scaleratio=1),
+                                 scaleanchor="x", scaleratio=1, constrain="domain"), height=600,
                       uirevision="keep", margin=dict(l=40, r=10, t=50, b=40), legend=dict(orientation="h", y=-0.15))
     return fig
 
@@ -272,9 +273,10 @@ def laplace_count_figure(count: int, epsilon: float, sensitivity: float = 1.0, w
     z = np.arange(count - width, count + width + 2)
     p = np.exp(-1.0 / sigma)
     pmf = lambda centre: (1 - p) / (1 + p) * p ** np.abs(z - centre)  # noqa: E731
-    fig = go.Figure([go.Bar(x=z, y=pmf(count), name=f"dataset D (count {count})", opacity=0.6),
+    fig = go.Figure([go.Bar(x=z, y=pmf(count), name=f"dataset D (count {count})", opacity=0.6,
+                            marker_color=REAL_COLOUR),
                      go.Bar(x=z, y=pmf(count + sensitivity), name=f"neighbour D' (count {count + sensitivity:g})",
-                            opacity=0.6)])
+                            opacity=0.6, marker_color="#ff7f0e")])
     fig.update_layout(barmode="overlay", title=f"released count = count + discrete Laplace(scale {sigma:.3g})",
                       xaxis_title="released count", yaxis_title="probability", margin=dict(l=40, r=10, t=50, b=40),
                       legend=dict(orientation="h", y=-0.2))

@@ -1,0 +1,282 @@
+"""AppTest (in-process, no browser) checks of the Streamlit app.
+
+Every page renders on the default sample; an uploaded CSV with bounds runs every registered
+mechanism and the Compare page shows its metric table and the synthetic points; release
+mode hides every raw-data view; bad input shows one st.error line, never an exception.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import privsyn_core as ps
+from privsyn_core.figures import MAX_POINTS, NOT_PRIVATE
+
+PAGES = ["pages/data.py", "pages/synthesize.py", "pages/partitions.py", "pages/tsp.py", "pages/compare.py",
+         "pages/tradeoff.py", "pages/learn.py"]
+TIMEOUT = 60
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+def new_app() -> AppTest:
+    return AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+
+
+def problems(at: AppTest) -> list[str]:
+    return [e.value for e in at.exception] + [e.value for e in at.error]
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def values(array) -> np.ndarray:
+    """Plotly >= 6 sends numpy arrays as {"dtype", "bdata"} base64; lists stay lists."""
+    if isinstance(array, dict) and "bdata" in array:
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"])
+    return np.asarray(array, dtype=float)
+
+
+def upload(at: AppTest, name: str, data: bytes) -> AppTest:
+    at.switch_page("pages/data.py").run()
+    at.radio(key="w_source").set_value("Upload a CSV").run()
+    return at.file_uploader[0].set_value((name, data, "text/csv")).run()
+
+
+def click(at: AppTest, label: str) -> AppTest:
+    return next(b for b in at.button if b.label == label).click().run()
+
+
+def csv_bytes(df: pd.DataFrame) -> bytes:
+    return df.to_csv(index=False).encode()
+
+
+def blobs(n: int = 300, seed: int = 0) -> pd.DataFrame:
+    return pd.DataFrame(ps.datasets.two_blobs(n, 2, rng=seed) * 10 - 2, columns=["x", "y"])
+
+
+def type_bounds(at: AppTest, bounds: dict[str, tuple[float, float]]) -> AppTest:
+    """What the schema editor stores when the user types public bounds."""
+    at.session_state["schema_entries"] = {
+        name: {"name": name, "kind": "numeric", "lo": lo, "hi": hi, "integer": False, "public": True,
+               "source": "typed by the user"} for name, (lo, hi) in bounds.items()}
+    return at.run()
+
+
+def run_mechanism(at: AppTest, name: str) -> AppTest:
+    at.switch_page("pages/synthesize.py").run()
+    at.selectbox(key="w_mechanism").set_value(name).run()
+    run = next(b for b in at.button if b.label == "Run")
+    return at if run.disabled else run.click().run()
+
+
+def choose_columns(at: AppTest, names: list[str]) -> AppTest:
+    at.switch_page("pages/data.py").run()
+    return at.multiselect(key="w_columns").set_value(names).run()
+
+
+# -- every page on the default sample ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def default_app() -> AppTest:
+    return new_app()
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_on_the_default_sample(default_app, page):
+    default_app.switch_page(page).run()
+    assert not problems(default_app), f"{page}: {problems(default_app)}"
+    assert default_app.title[0].value
+
+
+def test_default_opens_on_a_sample_with_a_public_schema_and_runs_immediately():
+    at = new_app()
+    assert at.session_state["data"]["sample"] == "blobs"
+    run_mechanism(at, "pmm" if "pmm" in [s.name for s in ps.list_mechanisms()] else "dp_histogram")
+    assert not problems(at)
+    assert at.session_state["result"].dp_valid
+    assert [m.value for m in at.metric if m.label == "dp_valid"] == ["True"]
+
+
+# -- upload, bounds, every mechanism ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def uploaded_app() -> AppTest:
+    at = new_app()
+    upload(at, "mine.csv", csv_bytes(blobs()))
+    assert not at.exception
+    return type_bounds(at, {"x": (-2.0, 8.0), "y": (-2.0, 8.0)})
+
+
+#: Mechanisms of the interval only: they run on one chosen column.
+ONE_COLUMN = {"srw"}
+
+
+@pytest.mark.parametrize("mechanism", [s.name for s in ps.list_mechanisms()])
+def test_each_registered_mechanism_runs_and_compare_shows_metrics_and_points(uploaded_app, mechanism):
+    choose_columns(uploaded_app, ["x"] if mechanism in ONE_COLUMN else ["x", "y"])
+    at = run_mechanism(uploaded_app, mechanism)
+    assert not at.exception, at.exception
+    assert not [e for e in at.error if "dp_valid" not in e.value and "NOT differentially" not in e.value], \
+        problems(at)
+    result = at.session_state["result"]
+    assert result.mechanism == mechanism
+
+    at.switch_page("pages/compare.py").run()
+    assert not at.exception, at.exception
+    table = at.table[0].value
+    assert "w1" in table.index
+    assert np.isfinite(table.loc["w1", "value"])
+    scatter = figures(at)[0]
+    synthetic = next(t for t in scatter["data"] if t["name"].startswith("synthetic"))
+    assert len(values(synthetic["x"])) == min(len(result.data), MAX_POINTS)
+    real = next(t for t in scatter["data"] if t["name"].startswith("real"))
+    assert len(values(real["x"])) == 300
+    for page in ("pages/partitions.py", "pages/tsp.py"):
+        at.switch_page(page).run()
+        assert not at.exception, f"{page} after {mechanism}: {at.exception}"
+
+
+def test_partition_chart_draws_every_cell_as_one_trace_per_colour(uploaded_app):
+    at = run_mechanism(uploaded_app, "dp_histogram")
+    cells = at.session_state["result"].diagnostics["cells"]
+    at.switch_page("pages/partitions.py").run()
+    fig = figures(at)[0]
+    fills = [t for t in fig["data"] if t.get("fill") == "toself"]
+    drawn = sum(int(np.isnan(values(t["x"])).sum()) for t in fills)
+    assert drawn == len(cells["lo"])
+    assert not fig["layout"].get("shapes")
+
+
+def test_dp_bounds_spend_epsilon_in_the_session_ledger():
+    at = new_app()
+    upload(at, "mine.csv", csv_bytes(blobs()))
+    at.select_slider(key="w_bounds_eps").set_value(2.0).run()
+    click(at, "Estimate DP bounds")
+    assert not problems(at)
+    entries = at.session_state["schema_entries"]
+    assert all(entries[c]["public"] and entries[c]["lo"] < entries[c]["hi"] for c in ("x", "y"))
+    ledger = at.session_state["ledger"]
+    assert [e["mechanism"] for e in ledger] == ["dp_bounds"] and ledger[0]["epsilon"] == 2.0
+
+
+def test_bounds_proposed_from_the_data_flag_dp_valid_false():
+    at = new_app()
+    upload(at, "mine.csv", csv_bytes(blobs()))
+    click(at, "Propose from the data")
+    assert any("dp_valid = False" in e.value for e in at.error)
+    run_mechanism(at, "dp_histogram")
+    assert at.session_state["result"].dp_valid is False
+    assert any("dp_valid = False" in e.value for e in at.error)
+
+
+def test_same_seed_is_one_release_and_a_new_seed_another():
+    at = new_app()
+    run_mechanism(at, "dp_histogram")
+    click(at, "Run")
+    assert len(at.session_state["ledger"]) == 1
+    at.number_input(key="w_seed").set_value(7).run()
+    click(at, "Run")
+    assert len(at.session_state["ledger"]) == 2
+    assert at.sidebar.metric[0].value == "2"
+
+
+def test_tradeoff_sweep_draws_log_log_curves_with_rates():
+    at = new_app()
+    at.switch_page("pages/tradeoff.py").run()
+    at.multiselect(key="w_trade_mech").set_value(["dp_histogram"]).run()
+    at.multiselect(key="w_trade_eps").set_value([0.5, 5.0]).run()
+    at.slider(key="w_trade_seeds").set_value(1).run()
+    click(at, "Run the sweep")
+    assert not problems(at)
+    fig = figures(at)[0]
+    assert fig["layout"]["xaxis"]["type"] == "log" and fig["layout"]["yaxis"]["type"] == "log"
+    names = [t["name"] for t in fig["data"]]
+    assert "dp_histogram (mean W1)" in names and "dp_histogram theoretical rate" in names
+
+
+# -- release mode ------------------------------------------------------------------------------------
+def test_release_mode_hides_raw_views():
+    at = new_app()
+    at.toggle(key="w_release").set_value(True).run()
+    assert not [e for e in at.expander if "Preview" in e.label], "release mode must not preview the data"
+    run_mechanism(at, "dp_histogram")
+    assert not problems(at)
+    assert at.session_state["result"].params["seed"] is None  # secure generator, no seed
+    at.switch_page("pages/compare.py").run()
+    assert not at.table, "release mode must not show metrics computed on raw data"
+    for fig in figures(at):
+        assert all(not t["name"].startswith("real") for t in fig["data"])
+    at.switch_page("pages/partitions.py").run()
+    assert "true_count" not in at.radio(key="w_part_colour").options
+    assert all("data" not in t["name"] for t in figures(at)[0]["data"])
+    at.switch_page("pages/tradeoff.py").run()
+    assert not at.button or all(b.label != "Run the sweep" for b in at.button)
+    assert not any(NOT_PRIVATE in c.value for c in at.caption)
+
+
+def test_teaching_mode_labels_raw_views():
+    at = new_app()
+    run_mechanism(at, "dp_histogram")
+    at.switch_page("pages/compare.py").run()
+    assert any(NOT_PRIVATE in c.value for c in at.caption)
+
+
+# -- bad input never shows a traceback ----------------------------------------------------------------
+BAD_FILES = {
+    "non-UTF-8": b"x,y\n\xff\xfe,1\n",
+    "empty": b"",
+    "header only": b"x,y\n",
+    "duplicate names": b"x,x\n1,2\n3,4\n",
+}
+
+
+def test_bad_files_show_an_error_not_a_traceback():
+    at = new_app()
+    for kind, content in BAD_FILES.items():
+        upload(at, f"{kind}.csv", content)
+        assert not at.exception, f"{kind}: {at.exception}"
+        assert at.error, f"{kind}: no error shown"
+        assert at.session_state["data"]["sample"] == "blobs", f"{kind}: the previous table must stay"
+
+
+BAD_VALUES = [
+    (b"x;y\n1;2\n3;4\n5;6\n", None),  # a semicolon file is sniffed and reads fine
+    (b"x,y\n1,2\n", "single row"),
+    (b"x,y\n1,2\nnan,4\n5,6\n", "missing"),
+    (b"x,y\n1,2\ninf,4\n5,6\n", "infinite"),
+    (b"x,y\n1,2\nabc,4\n5,6\n", "non-numeric"),
+    (b"x,y\n1e308,2\n-1e308,4\n5,6\n", "overflows"),
+]
+
+
+def test_bad_values_show_an_error_when_run():
+    at = new_app()
+    for i, (content, problem) in enumerate(BAD_VALUES):
+        upload(at, f"values{i}.csv", content)
+        assert not at.exception, at.exception
+        messages = [e.value for e in at.error] + [w.value for w in at.warning]
+        type_bounds(at, {"x": (-1e308, 1e308) if problem == "overflows" else (0.0, 10.0), "y": (0.0, 10.0)})
+        run_mechanism(at, "dp_histogram")
+        assert not at.exception, f"{problem}: {at.exception}"
+        messages += [e.value for e in at.error] + [w.value for w in at.warning]
+        if problem is None:
+            assert not at.error and at.session_state["result"] is not None
+        else:
+            assert any(problem in m for m in messages), (problem, messages)
+
+
+def test_a_mechanism_that_cannot_run_shows_its_message():
+    at = new_app()
+    at.switch_page("pages/synthesize.py").run()
+    at.selectbox(key="w_mechanism").set_value("dp_histogram").run()
+    at.selectbox(key="w_param_dp_histogram_bins_mode").set_value("number").run()
+    at.number_input(key="w_param_dp_histogram_bins").set_value(4096).run()
+    click(at, "Run")
+    assert not at.exception
+    assert any("fewer bins" in e.value for e in at.error)

@@ -160,16 +160,22 @@ class Folding:
     extra: dict
 
 
+def path_counts(unit: np.ndarray, folding: Folding) -> np.ndarray:
+    """Records per cell, listed in path order (quantisation (5.5)/(7.2); ``x = 1`` joins the last cell)."""
+    shape = (folding.bins,) * unit.shape[1]
+    rank = np.empty(len(folding.coords), dtype=np.int64)
+    rank[np.ravel_multi_index(tuple(folding.coords.T), shape)] = np.arange(len(folding.coords))
+    cells = np.ravel_multi_index(tuple(cell_coords(unit, folding.bins).T), shape)
+    return np.bincount(rank[cells], minlength=len(rank))
+
+
 def release_on_grid(unit: np.ndarray, cal: Calibration, folding: Folding, *, n_synthetic: int | None,
                     rng: np.random.Generator, scale: str, rounding: str, sample: str,
                     timings: dict[str, float]) -> MechanismOutput:
     """Steps 1-4 of the module docstring on the cells of ``folding`` (shared by srw and srw_tsp)."""
     start = time.perf_counter()
     bins, dim, metric = folding.bins, unit.shape[1], folding.metric
-    rank = np.empty(len(folding.coords), dtype=np.int64)
-    rank[np.ravel_multi_index(tuple(folding.coords.T), (bins,) * dim)] = np.arange(len(folding.coords))
-    record_rank = rank[np.ravel_multi_index(tuple(cell_coords(unit, bins).T), (bins,) * dim)]
-    counts = np.bincount(record_rank, minlength=len(rank))
+    counts = path_counts(unit, folding)
     points = walks.grid_centres(folding.coords, bins)
     positions = walks.path_positions(points, metric)
     timings["quantise"] = time.perf_counter() - start

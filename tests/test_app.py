@@ -17,6 +17,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import privsyn_core as ps
+from privsyn_core.datasets import two_blobs
 from privsyn_core.figures import MAX_POINTS, NOT_PRIVATE
 
 PAGES = ["pages/data.py", "pages/synthesize.py", "pages/partitions.py", "pages/tsp.py", "pages/compare.py",
@@ -59,7 +60,7 @@ def csv_bytes(df: pd.DataFrame) -> bytes:
 
 
 def blobs(n: int = 300, seed: int = 0) -> pd.DataFrame:
-    return pd.DataFrame(ps.datasets.two_blobs(n, 2, rng=seed) * 10 - 2, columns=["x", "y"])
+    return pd.DataFrame(two_blobs(n, 2, rng=seed) * 10 - 2, columns=["x", "y"])
 
 
 def type_bounds(at: AppTest, bounds: dict[str, tuple[float, float]]) -> AppTest:

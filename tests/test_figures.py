@@ -1,0 +1,141 @@
+"""Unit tests of the pure Plotly figure builders (no Streamlit)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+import privsyn_core as ps
+from privsyn_core import figures as F
+from privsyn_core.datasets import two_blobs
+
+
+def grid_cells(k: int, d: int = 2, seed: int = 0) -> dict:
+    """A k^d equal grid with random counts, shaped like diagnostics["cells"]."""
+    axes = np.meshgrid(*[np.arange(k)] * d, indexing="ij")
+    lo = np.column_stack([a.ravel() for a in axes]) / k
+    counts = np.random.default_rng(seed).integers(0, 50, len(lo))
+    return {"lo": lo, "hi": lo + 1 / k, "true_count": counts, "noisy_count": counts + 1, "count": counts}
+
+
+def test_rectangle_path_is_one_closed_loop_per_box_separated_by_nan():
+    lo, hi = np.array([[0.0, 0.1], [0.5, 0.5]]), np.array([[0.2, 0.3], [1.0, 0.9]])
+    x, y = F.rectangle_path(lo, hi)
+    assert len(x) == len(y) == 12
+    assert np.isnan(x[5::6]).all() and np.isnan(y[5::6]).all()
+    np.testing.assert_array_equal(x[:5], [0.0, 0.2, 0.2, 0.0, 0.0])
+    np.testing.assert_array_equal(y[:5], [0.1, 0.1, 0.3, 0.3, 0.1])
+    np.testing.assert_array_equal(x[6:11], [0.5, 1.0, 1.0, 0.5, 0.5])
+
+
+def test_partition_is_a_few_fill_traces_holding_every_rectangle_and_no_shapes():
+    cells = grid_cells(40)  # 1600 rectangles
+    fig = F.partition_figure(cells, value_key="count")
+    fills = [t for t in fig.data if t.fill == "toself"]
+    assert 1 <= len(fills) <= len(F.BIN_COLOURS)
+    assert sum(int(np.isnan(np.asarray(t.x, float)).sum()) for t in fills) == 1600
+    assert not fig.layout.shapes
+    assert list(fig.layout.xaxis.range) == pytest.approx([-0.02, 1.02])
+    assert list(fig.layout.yaxis.range) == pytest.approx([-0.02, 1.02])
+
+
+def test_partition_colour_bins_follow_the_values():
+    cells = grid_cells(4)
+    cells["count"] = np.arange(16)
+    fig = F.partition_figure(cells, value_key="count")
+    # each fill trace holds exactly the cells whose value lies in its bin
+    bins, edges = F.colour_bins(cells["count"])
+    for trace, b in zip([t for t in fig.data if t.fill == "toself"], np.unique(bins)):
+        assert int(np.isnan(np.asarray(trace.x, float)).sum()) == int((bins == b).sum())
+    assert edges[0] == 0 and edges[-1] == 15
+
+
+def test_projection_merges_boxes_and_keeps_the_total():
+    cells = grid_cells(3, d=3)
+    lo, hi, values = F.project_cells(cells, (0, 2), "count")
+    assert len(lo) == 9  # 27 cells project onto 9 boxes of the (x0, x2) plane
+    assert values.sum() == cells["count"].sum()
+    x, _ = F.rectangle_path(lo, hi, (0, 2))
+    assert len(x) == 9 * 6
+
+
+def test_points_are_downsampled_to_the_stated_count_and_use_webgl_above_the_threshold():
+    rng = np.random.default_rng(0)
+    small, big = rng.random((500, 2)), rng.random((20_000, 2))
+    fig = F.scatter_compare(small, big, max_points=5000)
+    real, synthetic = fig.data
+    assert isinstance(real, go.Scatter) and len(real.x) == 500 and real.name.startswith("real")
+    assert isinstance(synthetic, go.Scattergl) and len(synthetic.x) == 5000
+    assert "5,000 of 20,000 shown" in synthetic.name
+    assert synthetic.x.dtype == np.float32
+
+
+def test_release_scatter_has_only_synthetic_points():
+    fig = F.scatter_compare(None, np.random.default_rng(1).random((100, 3)), axes=(1, 2))
+    assert [t.name for t in fig.data] == ["synthetic"]
+
+
+def test_marginal_histograms_share_bins_and_sum_to_one():
+    rng = np.random.default_rng(2)
+    edges = np.linspace(0, 1, 11)
+    fig = F.marginal_figure(pd.Series(rng.random(300)), pd.Series(rng.random(50)), edges=edges, name="x")
+    for trace in fig.data:
+        np.testing.assert_allclose(np.asarray(trace.x), (edges[:-1] + edges[1:]) / 2)
+        assert float(np.sum(trace.y)) == pytest.approx(1.0)
+    categorical = F.marginal_figure(pd.Series(list("aab")), pd.Series(list("bcc")), name="c")
+    assert [list(t.x) for t in categorical.data] == [["a", "b", "c"]] * 2
+
+
+def test_tradeoff_is_log_log_with_error_bars_rates_and_floor():
+    summary = pd.DataFrame({"mechanism": ["a", "a", "b", "b"], "epsilon": [0.1, 1.0, 0.1, 1.0],
+                            "mean": [0.5, 0.1, 0.4, 0.3], "std": [0.05, 0.01, 0.0, 0.02]})
+    rates = pd.DataFrame({"mechanism": ["a", "a"], "epsilon": [0.1, 1.0], "rate": [0.4, 0.12]})
+    fig = F.tradeoff_figure(summary, rates=rates, floor=0.05)
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    assert [t.name for t in fig.data] == ["a (mean W1)", "a theoretical rate", "b (mean W1)"]
+    np.testing.assert_allclose(fig.data[0].error_y.array, [0.05, 0.01])
+    assert fig.layout.shapes[0].y0 == 0.05  # the one horizontal floor line
+
+
+def test_laplace_teaching_figure_satisfies_the_privacy_ratio():
+    epsilon = 0.7
+    fig = F.laplace_count_figure(10, epsilon, sensitivity=1)
+    d, neighbour = (np.asarray(t.y) for t in fig.data)
+    assert d.sum() == pytest.approx(1.0, abs=1e-3)  # the window holds almost all the mass
+    assert np.max(np.maximum(d / neighbour, neighbour / d)) <= math.exp(epsilon) * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("d", [1, 2, 5])
+def test_hierarchical_schedule_spends_exactly_epsilon(d):
+    sigmas = F.hierarchical_noise_schedule(0.8, 9, d)
+    assert len(sigmas) == 10
+    assert math.fsum(1 / s for s in sigmas) == pytest.approx(0.8, rel=1e-12)
+    if d == 1:
+        assert np.ptp(sigmas) == pytest.approx(0.0)
+    else:
+        assert np.all(np.diff(sigmas) < 0)  # noise shrinks down the tree
+
+
+def test_path_and_walk_figures_from_a_real_run():
+    frame = pd.DataFrame(two_blobs(300, 2, rng=0), columns=["x0", "x1"])
+    result = ps.synthesize(frame, "srw_tsp", 1.0, schema=ps.unit_schema(2), rng=0)
+    diag = result.diagnostics
+    fig = F.path_figure(diag["path"], net=diag.get("net"), points=result.unit_rows, weights=diag.get("projected"))
+    path_trace = next(t for t in fig.data if t.name.startswith("folding path"))
+    assert len(path_trace.x) == len(diag["path"])
+    walk = F.walk_figure(diag["walk"], signed=diag.get("signed"), projected=diag.get("projected"))
+    assert len(walk.data[0].y) == len(diag["walk"])
+    release = F.walk_figure(None, projected=diag.get("projected"))
+    assert [t.name for t in release.data] == ["projected weights"]
+
+
+def test_level_noise_from_pmm_levels():
+    frame = pd.DataFrame(two_blobs(500, 2, rng=1), columns=["x0", "x1"])
+    levels = ps.synthesize(frame, "pmm", 1.0, schema=ps.unit_schema(2), rng=1).diagnostics["levels"]
+    fig = F.level_noise_figure(levels)
+    assert len(fig.data[0].y) == len(levels)
+    assert all(v >= 0 for v in fig.data[0].y)

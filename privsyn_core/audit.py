@@ -62,6 +62,10 @@ DEFAULT_TRIALS = 20_000
 DEFAULT_SELECTION_TRIALS = 5_000
 DEFAULT_CONFIDENCE = 0.95
 N_THRESHOLDS = 64
+#: Level of the Clopper-Pearson bounds that rank candidate events on the selection runs (any
+#: rule is valid, since the evaluation runs are separate; a moderate level favours events
+#: with enough mass to be estimated).
+SELECTION_ALPHA = 0.05
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,8 @@ class AuditCase:
     d: int = 1
     params: dict[str, Any] = field(default_factory=dict)
     features: FeatureFn | None = None
-    note: str = ""
+    trials: int = DEFAULT_TRIALS
+    selection_trials: int = DEFAULT_SELECTION_TRIALS
 
 
 @dataclass(frozen=True)
@@ -171,28 +176,30 @@ def release_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
     return np.array([far_rows, far_atoms])
 
 
-def cell_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
-    """Noisy counts of the cells holding the two corners, on every level (or the flat cells).
+def cell_features(out: MechanismOutput, pair: NeighbourPair, key: str = "noisy_count") -> np.ndarray:
+    """Counts of the cells holding the two corners, per level (or of the flat cells), shifted to ~0 under ``D``.
 
-    Per level: ``noisy(far cell)`` and ``n - noisy(origin cell)`` when the corners are in
-    different cells, ``noisy(cell) - n`` when one cell holds both.  The last feature is the
-    minimum of those that grow from ``D`` to ``D'`` under the pair's relation, whose upper
-    tail has likelihood ratio ``exp(sum of the per-level budgets)``: the tight event for
-    count mechanisms with independent noise per cell.
+    Per level, with ``far``/``origin`` the count of the cell(s) holding the far/origin corner:
+    ``far - (n if one cell holds both else 0)``, ``n - origin`` (0 if one cell holds both) and
+    ``far - origin``.  The last feature is the minimum of those that grow by one from ``D``
+    to ``D'`` under the pair's relation: with independent noise per cell its upper tail has
+    likelihood ratio ``exp(sum of the budgets)``, the tight event for count mechanisms.
+
+    ``key="noisy_count"`` reads the noisy counts of a fixed, data-independent set of cells
+    (all released); ``key="count"`` reads the released counts of mechanisms that threshold
+    or build their cells from the data: a corner in no listed cell counts 0, so whether an
+    unreleased cell is listed in the diagnostics does not matter.
     """
     levels = out.diagnostics.get("levels") or [out.diagnostics["cells"]]
     values, growing = [], []
     for level in levels:
         lo, hi = np.asarray(level["lo"]), np.asarray(level["hi"])
-        noisy = np.asarray(level["noisy_count"], dtype=float)
-        origin = int(np.flatnonzero(np.all(lo <= 0.0, axis=1))[0])
-        far = int(np.flatnonzero(np.all(hi >= 1.0, axis=1))[-1])
-        if origin == far:
-            values.append(noisy[far] - pair.n)
-            growing.append(pair.relation == "add_remove")
-        else:
-            values += [noisy[far], pair.n - noisy[origin]]
-            growing += [True, pair.relation == "replace"]
+        counts = np.asarray(level[key], dtype=float)
+        holds_origin, holds_far = np.all(lo <= 0.0, axis=1), np.all(hi >= 1.0, axis=1)
+        origin, far = float(counts[holds_origin].sum()), float(counts[holds_far].sum())
+        same = bool(np.any(holds_origin & holds_far))
+        values += [far - pair.n * same, 0.0 if same else pair.n - origin, far - origin]
+        growing += [pair.relation == "add_remove" or not same, pair.relation == "replace" and not same, False]
     values = np.array(values)
     shifted = values[np.array(growing)]
     return np.append(values, shifted.min() if len(shifted) else 0.0)
@@ -212,17 +219,29 @@ def group_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
     return np.array([centres.sum(axis=1).max(), centres.max(), weights.max(), weights.min()])
 
 
-#: Per-mechanism audit settings; mechanisms not listed use :class:`AuditCase` defaults
-#: with :func:`release_features`.
+_released_cells = functools.partial(cell_features, key="count")
+
+#: Per-mechanism audit settings: few cells and small n so that thousands of runs take seconds,
+#: the configuration whose calibration is tightest (e.g. srw's ``scale="tight"``), and features
+#: that read the DP output.  Mechanisms not listed use :class:`AuditCase` with
+#: :func:`release_features`.
 FEATURES: dict[str, AuditCase] = {
-    "dp_histogram": AuditCase(n=20, d=1, params={"bins": 2, "sample": "center"}, features=cell_features),
-    "laplace_points": AuditCase(n=4, d=1, params={"resolution": 64}, features=record_features),
+    "pmm": AuditCase(params={"depth": 2, "sample": "center"}, features=cell_features),
+    "psmm": AuditCase(params={"cells_per_axis": 2, "sample": "center"}, features=cell_features,
+                      trials=4_000, selection_trials=1_000),
+    "srw": AuditCase(params={"bins": 2, "scale": "tight"}, features=cell_features),
+    "srw_tsp": AuditCase(d=2, params={"bins": 2, "scale": "tight"}, features=cell_features),
+    "kd_grid": AuditCase(params={"w": 0.5}, features=_released_cells),
+    "kd_adaptive": AuditCase(features=_released_cells, trials=10_000, selection_trials=2_500),
+    "microagg_dp": AuditCase(n=4, d=2, features=group_features),
+    "laplace_points": AuditCase(n=4, params={"resolution": 64}, features=record_features),
+    "dp_histogram": AuditCase(params={"bins": 2, "sample": "center"}, features=cell_features),
 }
 
 
 # -- the audit -------------------------------------------------------------------------
 def audit(mechanism: str, epsilon: float = 1.0, *, neighbouring: str | None = None,
-          trials: int = DEFAULT_TRIALS, selection_trials: int = DEFAULT_SELECTION_TRIALS,
+          trials: int | None = None, selection_trials: int | None = None,
           confidence: float = DEFAULT_CONFIDENCE, rng: int | np.random.Generator | None = 0,
           noise_factor: float = 1.0, case: AuditCase | None = None) -> AuditResult:
     """Audit one private mechanism under one neighbouring relation.
@@ -235,8 +254,9 @@ def audit(mechanism: str, epsilon: float = 1.0, *, neighbouring: str | None = No
         The budget the mechanism is asked to spend (and claims).
     neighbouring : str, optional
         Relation to audit; the mechanism's first supported one by default.
-    trials, selection_trials : int
-        Runs per dataset used to count the chosen event, and (separately) to choose it.
+    trials, selection_trials : int, optional
+        Runs per dataset used to count the chosen event, and (separately) to choose it;
+        the case's defaults when ``None``.
     confidence : float
         ``1 - alpha``: ``eps_lower`` is below the true epsilon with at least this probability.
     rng : int, Generator or None
@@ -250,8 +270,10 @@ def audit(mechanism: str, epsilon: float = 1.0, *, neighbouring: str | None = No
     spec = get_mechanism(mechanism)
     epsilon = check_epsilon(epsilon)
     relation = _relation(spec, neighbouring)
-    _check_counts(trials, selection_trials, confidence)
     case = case or FEATURES.get(spec.name, AuditCase())
+    trials = case.trials if trials is None else trials
+    selection_trials = case.selection_trials if selection_trials is None else selection_trials
+    _check_counts(trials, selection_trials, confidence)
     d = case.d if spec.data_kind == "continuous" else max(case.d, 2)
     pair = neighbour_pair(spec.data_kind, relation, case.n, d)
     params = spec.resolve_params(case.params)
@@ -263,7 +285,7 @@ def audit(mechanism: str, epsilon: float = 1.0, *, neighbouring: str | None = No
     with scaled_noise(noise_factor):
         sample = functools.partial(_features_of_runs, spec, epsilon=epsilon, relation=relation, params=params,
                                    features=features, pair=pair, rng=generator)
-        event = choose_event(sample(pair.base, selection_trials), sample(pair.neighbour, selection_trials), alpha)
+        event = choose_event(sample(pair.base, selection_trials), sample(pair.neighbour, selection_trials))
         hits = (int(event.occurs(sample(pair.base, trials)).sum()), int(event.occurs(sample(pair.neighbour, trials)).sum()))
     likely, rare = hits[event.likelier], hits[1 - event.likelier]
     eps_lower = float(epsilon_lower_bound(np.array([likely]), np.array([rare]), trials, alpha)[0])
@@ -286,8 +308,8 @@ def epsilon_lower_bound(likely: np.ndarray, rare: np.ndarray, trials: int, alpha
         return np.maximum(np.log(lower) - np.log(upper), 0.0)
 
 
-def choose_event(base: np.ndarray, neighbour: np.ndarray, alpha: float) -> Event:
-    """The event with the largest :func:`epsilon_lower_bound` on the selection runs.
+def choose_event(base: np.ndarray, neighbour: np.ndarray, alpha: float = SELECTION_ALPHA) -> Event:
+    """The event with the largest :func:`epsilon_lower_bound` (at level ``alpha``) on the selection runs.
 
     Candidates: every feature, thresholds at the distinct values (or quantiles) of the
     pooled runs, events ``{f >= t}`` and ``{f < t}``, either dataset as the likelier one.

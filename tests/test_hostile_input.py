@@ -152,3 +152,25 @@ def test_unit_bounds_schema_rejects_nan_inf_and_clips_1e308():
             schema.encode(pd.DataFrame({"x0": [0.5, bad]}))
     unit, clipped = schema.encode(pd.DataFrame({"x0": [1e308, -1e308, 0.25]}))
     assert unit[:, 0].tolist() == [1.0, 0.0, 0.25] and clipped == {"x0": 2}
+
+
+#: Corpus files uploaded through the app's Data page: refused by the loader, and one that is fine.
+APP_REFUSED = ["non_utf8_latin1.csv", "nul_bytes.csv", "mixed_delimiters.csv", "many_columns_10k.csv",
+               "unterminated_quote.csv", "html_page.csv"]
+
+
+def test_app_data_page_upload_shows_one_error_and_no_exception():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120).run()
+    at.switch_page("pages/data.py").run()
+    at.radio(key="w_source").set_value("Upload a CSV").run()
+    for name in APP_REFUSED:
+        at.file_uploader[0].set_value((name, (CORPUS / name).read_bytes(), "text/csv")).run()
+        assert not at.exception, f"{name}: {at.exception}"
+        errors = [e.value for e in at.error]
+        assert len(errors) == 1, (name, errors)
+        _assert_clear(errors[0], MANIFEST[name]["load"])
+    at.file_uploader[0].set_value(("bom_utf8.csv", (CORPUS / "bom_utf8.csv").read_bytes(), "text/csv")).run()
+    assert not at.exception and not at.error
+    assert at.session_state["data"]["name"] == "bom_utf8.csv"

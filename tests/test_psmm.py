@@ -17,7 +17,8 @@ from scipy import stats
 import privsyn_core as ps
 from privsyn_core.dbl_lp import all_pairs, dbl_distance, king_edge_count, king_edges, project_dbl, project_dbl_printed
 from privsyn_core.grid import cell_centres
-from privsyn_core.mechanisms.psmm import MAX_CELLS, MAX_DENSE_CELLS, auto_cells_per_axis, psmm
+from privsyn_core.mechanisms.psmm import (MAX_CELLS, MAX_DENSE_CELLS, MAX_KING_FLOWS, auto_cells_per_axis,
+                                         check_lp_size, lp_flow_variables, psmm)
 from privsyn_core.metrics import w1
 from privsyn_core.noise import discrete_laplace, discrete_laplace_pmf
 
@@ -215,9 +216,18 @@ def test_guard_refuses_lps_that_are_too_large(d, params, n):
     assert "\n" not in message
 
 
-def test_guard_limits_are_consistent():
-    assert MAX_DENSE_CELLS <= MAX_CELLS
-    assert auto_cells_per_axis(MAX_CELLS, 2, 1.0) ** 2 == MAX_CELLS  # eps n = 16384 in d = 2 still runs
+def test_guard_boundary_is_exactly_at_the_limits():
+    k = auto_cells_per_axis(MAX_CELLS, 2, 1.0)  # eps n = 16384 in d = 2
+    assert k ** 2 == MAX_CELLS
+    check_lp_size(k, 2, "king")  # accepted: exactly at the cell limit
+    with pytest.raises(ps.ParameterError):
+        check_lp_size(k + 1, 2, "king")
+    check_lp_size(32, 2, "dense")  # 1024 = MAX_DENSE_CELLS
+    with pytest.raises(ps.ParameterError):
+        check_lp_size(MAX_DENSE_CELLS + 1, 1, "dense")
+    assert lp_flow_variables(7, 4, "king") <= MAX_KING_FLOWS < lp_flow_variables(8, 4, "king")
+    with pytest.raises(ps.ParameterError):
+        check_lp_size(8, 4, "king")
 
 
 # -- boundary cases and output -------------------------------------------------------------------------------

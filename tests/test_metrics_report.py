@@ -1,0 +1,135 @@
+"""Marginal TVD, correlation gap, Boolean marginals, TSTR, evaluate() and the CLI's evaluate."""
+
+import json
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privsyn_core import Schema
+from privsyn_core.cli import main
+from privsyn_core.errors import ParameterError
+from privsyn_core.metrics import boolean_marginal_errors, correlation_gap, evaluate, marginal_tvd
+from privsyn_core.utility import tstr
+
+SCHEMA = Schema.from_dict({"columns": [{"name": "x", "kind": "numeric", "lo": 0, "hi": 1},
+                                       {"name": "y", "kind": "numeric", "lo": -5, "hi": 5},
+                                       {"name": "c", "kind": "categorical", "categories": ["a", "b", "z"]}]})
+
+
+def _table(n, seed, shift=0.0):
+    rng = np.random.default_rng(seed)
+    x = np.clip(rng.normal(0.4 + shift, 0.15, n), 0, 1)
+    return pd.DataFrame({"x": x, "y": np.clip(6 * x - 2 + rng.normal(0, 0.5, n), -5, 5),
+                         "c": np.where(x > 0.5, "a", rng.choice(["b", "z"], n))})
+
+
+# -- marginals -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("order", [1, 2])
+def test_marginal_tvd_of_identical_tables_is_zero(order):
+    real = _table(500, 0)
+    table = marginal_tvd(real, real.sample(frac=1, random_state=1), order=order, schema=SCHEMA)
+    assert len(table) == (3 if order == 1 else 3) and np.all(table["tvd"] == 0)
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_marginal_tvd_of_disjoint_supports_is_one(order):
+    left = pd.DataFrame({"x": np.linspace(0, 0.4, 50), "y": np.linspace(-5, -1, 50), "c": "a"})
+    right = pd.DataFrame({"x": np.linspace(0.6, 1, 30), "y": np.linspace(1, 5, 30), "c": "z"})
+    assert np.allclose(marginal_tvd(left, right, order=order, bins=10, schema=SCHEMA)["tvd"], 1.0)
+
+
+def test_marginal_tvd_uses_public_bins_and_matches_a_hand_count():
+    real = pd.DataFrame({"x": [0.1, 0.1, 0.6, 0.9], "y": 0.0, "c": ["a", "a", "b", "z"]})
+    synth = pd.DataFrame({"x": [0.1, 0.6, 0.6, 0.6], "y": 0.0, "c": ["a", "b", "b", "b"]})
+    one = marginal_tvd(real, synth, order=1, bins=2, schema=SCHEMA).set_index("column")
+    # x: bins [0, .5), [.5, 1] hold (2, 2)/4 vs (1, 3)/4 -> TV 1/4; c: (2,1,1)/4 vs (1,3,0)/4 -> TV 1/2
+    assert one.loc["x", "tvd"] == 0.25 and one.loc["c", "tvd"] == 0.5 and one.loc["y", "tvd"] == 0
+    assert list(one["bins"]) == [2, 2, 3]
+    two = marginal_tvd(real, synth, order=2, bins=2, schema=SCHEMA)
+    assert list(two.columns) == ["column_a", "column_b", "bins", "tvd"] and list(two["bins"]) == [4, 6, 6]
+    with pytest.raises(ParameterError):
+        marginal_tvd(real, synth, order=3, schema=SCHEMA)
+    with pytest.raises(ParameterError):
+        marginal_tvd(real, synth, bins=0, schema=SCHEMA)
+
+
+def test_correlation_gap_is_zero_for_equal_tables_and_twice_the_correlation_for_a_flip():
+    rng = np.random.default_rng(2)
+    a = rng.random(400)
+    real = np.column_stack([a, a + 0.1 * rng.random(400), np.full(400, 0.5)])  # constant third column
+    flipped = real.copy()
+    flipped[:, 1] = 1.1 - flipped[:, 1]
+    assert correlation_gap(real, real) == {"max": 0.0, "mean": 0.0}
+    rho = np.corrcoef(real[:, 0], real[:, 1])[0, 1]
+    assert correlation_gap(real, flipped)["max"] == pytest.approx(2 * rho, rel=1e-12)
+
+
+def test_boolean_marginal_errors_follow_the_papers_definition():
+    rng = np.random.default_rng(3)
+    X, Z = (rng.random((300, 5)) < 0.3).astype(float), (rng.random((200, 5)) < 0.4).astype(float)
+    errors = boolean_marginal_errors(X, Z)
+    for k in (1, 2, 3):
+        direct = [(X[:, list(s)].prod(axis=1).mean() - Z[:, list(s)].prod(axis=1).mean()) ** 2
+                  for s in combinations(range(5), k)]
+        assert errors[k] == pytest.approx(np.mean(direct), rel=1e-12)
+    assert boolean_marginal_errors(X, X) == {1: 0.0, 2: 0.0, 3: 0.0}
+    assert set(boolean_marginal_errors(X[:, :2], Z[:, :2])) == {1, 2}
+
+
+# -- TSTR ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("target, score", [("c", "accuracy"), ("y", "r2")])
+def test_tstr_on_identical_data_equals_train_on_real(target, score):
+    train, test = _table(600, 4), _table(300, 5)
+    result = tstr(train, train.copy(), target, real_test=test, schema=SCHEMA, seed=0)
+    assert result["train_on_synthetic"] == result["train_on_real"]
+    assert result["score"] == score and result["value"] == result["train_on_real"][score]
+    assert result["task"] == ("classification" if target == "c" else "regression")
+    assert result["value"] > (0.6 if target == "c" else 0.5)  # the toy target is learnable
+
+
+def test_tstr_with_one_synthetic_class_falls_back_to_a_constant_and_splits_without_hold_out():
+    real = _table(400, 6)
+    synth = real.assign(c="b")
+    result = tstr(real, synth, "c", schema=SCHEMA)
+    assert result["n_test"] == 120 and result["n_train_real"] == 280
+    assert result["train_on_synthetic"]["accuracy"] < result["train_on_real"]["accuracy"]
+    with pytest.raises(ParameterError):
+        tstr(real, synth, "nope", schema=SCHEMA)
+
+
+# -- evaluate and the CLI --------------------------------------------------------------------------
+def test_evaluate_reports_every_metric_with_provenance_and_floor():
+    real, synth = _table(1000, 7), _table(800, 8, shift=0.1)
+    report = evaluate(real, synth, schema=SCHEMA)
+    for name in ("w1", "sliced_w1", "mmd", "marginal_tvd_1way", "marginal_tvd_2way", "correlation_gap"):
+        assert np.isfinite(report[name]["value"]) and np.isfinite(report[name]["floor"]), name
+    assert report["w1"]["method"] in ("exact_emd", "grid_emd") and report["w1"]["metric"] == "chebyshev"
+    # a shifted synthetic table is further from the real one than the real halves are from each other
+    for name in ("w1", "mmd", "marginal_tvd_1way"):
+        assert report[name]["value"] > report[name]["floor"], name
+    assert "boolean_marginals" not in report and "tstr" not in report
+    assert report["_about"]["n_real"] == 1000 and len(report["_tables"]["marginal_tvd_2way"]) == 3
+
+
+def test_evaluate_of_a_table_with_itself_is_zero_and_boolean_data_gets_k_way_errors():
+    rng = np.random.default_rng(9)
+    bits = pd.DataFrame(rng.random((300, 4)) < 0.5, columns=list("abcd"))
+    report = evaluate(bits, bits, target="a")
+    assert report["w1"]["value"] == 0 and report["mmd"]["value"] <= 1e-6
+    assert report["marginal_tvd_2way"]["value"] == 0
+    assert report["boolean_marginals"]["order_3"] == 0 and report["boolean_marginals"]["floor"] > 0
+    assert report["tstr"]["task"] == "classification"
+
+
+def test_cli_evaluate_prints_a_table_and_json(tmp_path, capsys):
+    real, synth = tmp_path / "real.csv", tmp_path / "synth.csv"
+    _table(300, 10).to_csv(real, index=False)
+    _table(300, 11, shift=0.05).to_csv(synth, index=False)
+    assert main(["evaluate", str(real), str(synth)]) == 0
+    text = capsys.readouterr().out
+    assert "w1" in text and "floor" in text and "_tables" not in text
+    assert main(["evaluate", str(real), str(synth), "--json"]) == 0
+    parsed = json.loads(capsys.readouterr().out)
+    assert parsed["w1"]["method"] == "exact_emd" and "marginal_tvd_1way" in parsed["_tables"]

@@ -138,8 +138,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2, default=_json_default))
     else:
+        print(f"{'metric':24s} {'synthetic':>12s} {'real floor':>12s}  how")
         for name, entry in report.items():
-            print(f"{name:24s} {_format_entry(entry)}")
+            if not name.startswith("_"):
+                print(f"{name:24s} {_format_entry(entry)}")
+        print("(real floor: the same metric between two halves of the real data. Evaluation only: these metrics "
+              "read the real data. --json adds the per-column tables.)")
     return 0
 
 
@@ -158,9 +162,18 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
 def _format_entry(entry: Any) -> str:
     if isinstance(entry, dict) and "value" in entry:
-        extras = ", ".join(f"{k}={v}" for k, v in entry.items() if k != "value" and not isinstance(v, (dict, list)))
-        return f"{entry['value']:.6g}  ({extras})"
+        floor = entry.get("floor")
+        extras = ", ".join(f"{k}={_short(v)}" for k, v in entry.items()
+                           if k not in ("value", "floor") and v is not None and not isinstance(v, list))
+        floor_text = f"{floor:12.6g}" if isinstance(floor, (int, float)) else f"{'-':>12s}"
+        return f"{entry['value']:12.6g} {floor_text}  {extras}"
     return json.dumps(entry, default=_json_default)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={_short(v)}" for k, v in value.items()) + "}"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def _json_default(value: Any) -> Any:

@@ -248,12 +248,16 @@ def add_ledger(label: str, mechanism: str, epsilon: float, neighbouring: str, dp
 
 
 @st.cache_data(max_entries=24, show_spinner="Computing the metrics on the real data (not private)...")
-def evaluation(key_json: str, _real: pd.DataFrame, _synthetic: pd.DataFrame, schema_json: str) -> dict:
-    return report.evaluate_subsampled(_real, _synthetic, ps.Schema.from_dict(json.loads(schema_json)))
+def evaluation(key_json: str, _real: pd.DataFrame, _synthetic: pd.DataFrame, schema_json: str,
+               target: str | None) -> dict:
+    return report.evaluate_subsampled(_real, _synthetic, ps.Schema.from_dict(json.loads(schema_json)), target=target)
 
 
 def evaluate_result(result: ps.SynthResult, key: dict) -> dict:
-    return evaluation(json.dumps(key, sort_keys=True), frame(), result.data, json.dumps(result.schema))
+    """The metrics of a run (teaching mode only), cached by the run's key and the TSTR target."""
+    target = saved_value("w_cmp_target", "none")
+    target = target if target in [c["name"] for c in result.schema["columns"]] else None
+    return evaluation(json.dumps(key, sort_keys=True), frame(), result.data, json.dumps(result.schema), target)
 
 
 # -- sidebar -----------------------------------------------------------------------------------

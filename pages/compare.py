@@ -46,28 +46,33 @@ if found:
         st.info("Release mode: metrics read the raw data, so they are not shown.")
     else:
         ui.not_private("every metric reads the real data")
+        if len(names) > 1:
+            ui.keep(st.selectbox, "Train-on-synthetic / test-on-real (TSTR) target", "w_cmp_target", "none",
+                    options=["none"] + names, help="Trains classifiers or regressors: opt-in because it is slower.")
         with ui.user_errors():
             evaluation = ui.evaluate_result(result, key)
             table = report.metrics_table(evaluation)
             st.table(table.set_index("metric"))
             note = evaluation.get("_subsample", {}).get("note")
-            if note:
-                st.caption(f"Computed on {note}.")
+            st.caption(f"Computed on {note}. The floor is the same metric between two random halves of the real "
+                       "data: the level a perfect synthesizer would show. Tables per column and pair are in the JSON "
+                       "report.")
 
         st.subheader("Several mechanisms at the same epsilon")
         specs = [s for s in ps.list_mechanisms() if s.data_kind == "continuous"]
         chosen = ui.keep(st.multiselect, "Mechanisms", "w_cmp_many", [result.mechanism],
                          options=[s.name for s in specs])
-        if st.button("Run and compare", help="Each mechanism runs at this epsilon and seed with default parameters; "
-                                             "each run is a release recorded in the ledger."):
+        if st.button("Run and compare", help="Each mechanism runs at this epsilon and seed with its default parameters "
+                                             "(the last run keeps its own); each new run is a release in the ledger."):
             rows, errors = {}, []
             progress = st.progress(0.0)
             for i, name in enumerate(chosen):
                 progress.progress(i / max(len(chosen), 1), text=f"running {name}")
                 try:
-                    other_key = {**key, "mechanism": name, "params": {},
-                                 "neighbouring": key["neighbouring"] if key["neighbouring"]
-                                 in ps.get_mechanism(name).neighbouring else ps.get_mechanism(name).neighbouring[0]}
+                    spec = ps.get_mechanism(name)
+                    params = key["params"] if name == key["mechanism"] else {k: p.default for k, p in spec.params.items()}
+                    relation = key["neighbouring"] if key["neighbouring"] in spec.neighbouring else spec.neighbouring[0]
+                    other_key = {**key, "mechanism": name, "params": params, "neighbouring": relation}
                     other = ui.execute(other_key)
                     rows[name] = report.metrics_table(ui.evaluate_result(other, other_key))
                 except ps.PrivsynError as exc:

@@ -31,8 +31,8 @@ from .domain import Schema
 from .metrics import w1
 from .result import SynthResult
 
-#: Rows of each side given to the metrics (exact W1 is quadratic in memory).
-EVAL_ROWS = 2000
+#: Rows of each side given to the metrics; larger tables are subsampled (the metrics' cost grows with n).
+EVAL_ROWS = 10_000
 SWEEP_EVAL_ROWS = 1000
 PACKAGES = ("privsyn-core", "numpy", "scipy", "pandas", "pot", "plotly", "streamlit", "scikit-learn")
 
@@ -124,11 +124,13 @@ def subsample_frame(df: pd.DataFrame, max_rows: int = EVAL_ROWS, seed: int = 0) 
 
 
 def evaluate_subsampled(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema | None,
-                        max_rows: int = EVAL_ROWS) -> dict[str, Any]:
-    """:func:`privsyn_core.metrics.evaluate` on at most ``max_rows`` rows of each side (stated in the result)."""
+                        max_rows: int = EVAL_ROWS, target: str | None = None) -> dict[str, Any]:
+    """:func:`privsyn_core.metrics.evaluate` on at most ``max_rows`` rows of each side (stated in the result);
+    ``target`` adds train-on-synthetic/test-on-real for that column."""
     from .metrics import evaluate
 
-    out = dict(evaluate(subsample_frame(real, max_rows, 1), subsample_frame(synthetic, max_rows, 2), schema=schema))
+    out = dict(evaluate(subsample_frame(real, max_rows, 1), subsample_frame(synthetic, max_rows, 2), schema=schema,
+                        target=target))
     out["_subsample"] = {"real": min(len(real), max_rows), "synthetic": min(len(synthetic), max_rows),
                          "note": f"uniform subsamples of at most {max_rows} rows per side, seeds 1 and 2"}
     return out
@@ -138,7 +140,8 @@ def metrics_table(evaluation: dict[str, Any]) -> pd.DataFrame:
     """One row per scalar metric: ``metric, value, real-vs-real floor, details``.
 
     Entries that are ``{"value": ..., ...}`` give their other scalar items as details and
-    a floor when one of ``floor``, ``real_vs_real``, ``baseline`` is present; nested dicts
+    a floor when one of ``floor``, ``real_vs_real``, ``baseline``, ``train_on_real`` is present (for TSTR
+    the train-on-real score is the reference); nested dicts
     are flattened with dotted names; tables, lists and keys starting with ``_`` (bookkeeping)
     are left out (see the JSON report).
     """
@@ -150,7 +153,7 @@ def metrics_table(evaluation: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["metric", "value", "real-vs-real floor", "details"])
 
 
-_FLOOR_KEYS = ("floor", "real_vs_real", "baseline", "real_floor")
+_FLOOR_KEYS = ("floor", "real_vs_real", "baseline", "real_floor", "train_on_real")
 
 
 def _metric_rows(name: str, entry: Any) -> list[dict]:
@@ -171,8 +174,12 @@ def _metric_rows(name: str, entry: Any) -> list[dict]:
 def _floor_value(value: Any) -> float | None:
     if _is_number(value):
         return float(value)
-    if isinstance(value, dict) and _is_number(value.get("value")):
-        return float(value["value"])
+    if isinstance(value, dict):
+        numbers = [v for v in value.values() if _is_number(v)]
+        if _is_number(value.get("value")):
+            return float(value["value"])
+        if len(numbers) == 1:
+            return float(numbers[0])
     return None
 
 

@@ -221,11 +221,17 @@ def test_release_mode_hides_raw_views():
     assert not any(NOT_PRIVATE in c.value for c in at.caption)
 
 
-def test_teaching_mode_labels_raw_views():
+def test_teaching_mode_labels_raw_views_and_offers_tstr():
     at = new_app()
     run_mechanism(at, "dp_histogram")
     at.switch_page("pages/compare.py").run()
     assert any(NOT_PRIVATE in c.value for c in at.caption)
+    table = at.table[0].value
+    assert {"w1", "mmd", "marginal_tvd_1way", "marginal_tvd_2way", "correlation_gap"} <= set(table.index)
+    assert "method=" in table.loc["w1", "details"] and np.isfinite(float(table.loc["w1", "real-vs-real floor"]))
+    at.selectbox(key="w_cmp_target").set_value("y").run()
+    assert not problems(at)
+    assert "tstr" in at.table[0].value.index
 
 
 # -- bad input never shows a traceback ----------------------------------------------------------------
@@ -281,3 +287,16 @@ def test_a_mechanism_that_cannot_run_shows_its_message():
     click(at, "Run")
     assert not at.exception
     assert any("fewer bins" in e.value for e in at.error)
+
+
+def test_several_mechanisms_side_by_side_at_the_same_epsilon():
+    at = new_app()
+    run_mechanism(at, "dp_histogram")
+    at.switch_page("pages/compare.py").run()
+    at.multiselect(key="w_cmp_many").set_value(["dp_histogram", "laplace_points", "kd_grid"]).run()
+    click(at, "Run and compare")
+    assert not problems(at)
+    wide = at.table[1].value
+    assert list(wide.columns) == ["dp_histogram", "laplace_points", "kd_grid", "real-vs-real floor"]
+    assert wide.loc["w1", "laplace_points"] > wide.loc["w1", "real-vs-real floor"]
+    assert [e["mechanism"] for e in at.session_state["ledger"]] == ["dp_histogram", "laplace_points", "kd_grid"]

@@ -73,7 +73,7 @@ def test_metrics_table_flattens_any_evaluate_output():
         "w1": {"value": 0.12, "method": "exact", "floor": 0.05},
         "mmd": {"value": 0.01, "real_vs_real": {"value": 0.002, "rows": 100}},
         "tvd": {"order1": {"value": 0.2}, "order2": 0.3, "per_column": pd.DataFrame({"c": [1]})},
-        "tstr": 0.8,
+        "tstr": {"value": 0.8, "train_on_real": {"accuracy": 0.9}, "model": "m"},
         "note": "text only",
         "_subsample": {"real": 10},
     }
@@ -82,7 +82,7 @@ def test_metrics_table_flattens_any_evaluate_output():
     assert table.loc["w1", "real-vs-real floor"] == 0.05 and table.loc["w1", "details"] == "method=exact"
     assert table.loc["mmd", "real-vs-real floor"] == 0.002
     assert table.loc["tvd.order2", "value"] == 0.3
-    assert pd.isna(table.loc["tstr", "real-vs-real floor"])
+    assert table.loc["tstr", "real-vs-real floor"] == 0.9 and table.loc["tstr", "details"] == "model=m"
 
 
 def test_html_report_is_self_contained_and_escapes_text(frame):

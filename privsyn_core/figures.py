@@ -25,6 +25,9 @@ MAX_POINTS = 5000
 REAL_COLOUR = "#1f77b4"
 SYNTH_COLOUR = "#d62728"
 BIN_COLOURS = ("#f7fbff", "#c6dbef", "#9ecae1", "#6baed6", "#3182bd", "#08519c")
+OUTLINE_COLOURS = ("#d9d9d9", "#9ecae1", "#6baed6", "#3182bd", "#08519c", "#08306b")
+#: Above this many cells the rectangles are WebGL outlines coloured by bin instead of SVG fills.
+FILL_LIMIT = 3000
 NOT_PRIVATE = "uses the real data: not private"
 
 
@@ -107,19 +110,26 @@ def partition_figure(cells: dict, *, value_key: str = "count", axes: tuple[int, 
     """The cells of a partition, filled by ``cells[value_key]`` in a few colour bins.
 
     One ``Scatter(fill="toself")`` trace per colour bin holds every rectangle of that bin
-    (NaN-separated), plus one outline trace; ``points`` (teaching only) are drawn on top.
+    (NaN-separated); above :data:`FILL_LIMIT` cells each bin is one ``Scattergl`` outline
+    trace in the bin's colour instead.  ``points`` (teaching only) are drawn on top.
     """
     lo, hi, values = project_cells(cells, axes, value_key)
     bins, edges = colour_bins(values)
+    filled = len(lo) <= FILL_LIMIT
     fig = go.Figure()
     for b, colour in enumerate(BIN_COLOURS):
         members = bins == b
         if not members.any():
             continue
         x, y = rectangle_path(lo[members], hi[members], axes)
-        fig.add_trace(go.Scatter(x=x.astype(np.float32), y=y.astype(np.float32), mode="lines", fill="toself",
-                                 fillcolor=colour, line=dict(width=0.5, color="#555"), hoverinfo="skip",
-                                 name=f"{value_key} {edges[b]:.4g} to {edges[b + 1]:.4g}"))
+        name = f"{value_key} {edges[b]:.4g} to {edges[b + 1]:.4g}"
+        if filled:
+            trace = go.Scatter(x=x.astype(np.float32), y=y.astype(np.float32), mode="lines", fill="toself",
+                               fillcolor=colour, line=dict(width=0.5, color="#555"), hoverinfo="skip", name=name)
+        else:  # many cells: WebGL outlines coloured by bin (SVG fills of 10^4+ polygons are slow to draw)
+            trace = go.Scattergl(x=x.astype(np.float32), y=y.astype(np.float32), mode="lines", hoverinfo="skip",
+                                 line=dict(width=1, color=OUTLINE_COLOURS[b]), name=name)
+        fig.add_trace(trace)
     if points is not None and len(points):
         fig.add_trace(point_trace(points, f"data ({NOT_PRIVATE})", "#ff7f0e", max_points=max_points, size=3,
                                   axes=axes))

@@ -43,6 +43,15 @@ def test_partition_is_a_few_fill_traces_holding_every_rectangle_and_no_shapes():
     assert list(fig.layout.yaxis.range) == pytest.approx([-0.02, 1.02])
 
 
+def test_large_partitions_are_webgl_outlines_one_trace_per_colour():
+    cells = grid_cells(100)  # 10^4 rectangles, above FILL_LIMIT
+    fig = F.partition_figure(cells, value_key="noisy_count")
+    assert all(isinstance(t, go.Scattergl) and t.mode == "lines" for t in fig.data)
+    assert len(fig.data) <= len(F.BIN_COLOURS)
+    assert sum(int(np.isnan(np.asarray(t.x, float)).sum()) for t in fig.data) == 10_000
+    assert not fig.layout.shapes
+
+
 def test_partition_colour_bins_follow_the_values():
     cells = grid_cells(4)
     cells["count"] = np.arange(16)

@@ -2,7 +2,7 @@
 
 Usage::
 
-    PYTHONPATH=. python benchmarks/bench_pmm.py [--sections timing accuracy slope] [--seeds 10] [--replace-seeds 5] [--slope-seeds-8000 3]
+    PYTHONPATH=. python benchmarks/bench_pmm.py [--sections timing accuracy slope] [--seeds 10] [--replace-seeds 5] [--slope-seeds-8000 10]
 
 * timing: wall and CPU seconds of the ``pmm`` run function (no DataFrame encode/decode) for
   n = 10^5, 10^6, 10^7 at d = 2 and d = 5, eps = 1, add/remove, paper depth, per stage.
@@ -111,8 +111,8 @@ def main() -> None:
                         choices=["timing", "accuracy", "slope"])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--replace-seeds", type=int, default=5, help="seeds for the replace-one rows")
-    parser.add_argument("--slope-seeds-8000", type=int, default=3,
-                        help="seeds at n = 8000 (an exact 8000 x 8000 W1 takes about a minute)")
+    parser.add_argument("--slope-seeds-8000", type=int, default=10,
+                        help="seeds at n = 8000 (an exact 8000 x 8000 W1 can take a minute on a busy machine)")
     args = parser.parse_args()
     cache = W1Cache()
     if "timing" in args.sections:

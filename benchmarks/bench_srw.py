@@ -16,7 +16,25 @@ Protocol:
 * Prototype numbers: spec ``random-walk-tsp.md`` Sect. 13.2 (R1, R3, R5; W1 of the projected measure, 20-50 runs).
 * Timing: ``ps.synthesize`` wall time at n = 1e5, d = 2 (median of 3), snake and MST paths.
 
-Run: ``python benchmarks/bench_srw.py`` (several minutes on 2 shared cores).
+Run: ``python benchmarks/bench_srw.py`` (about 15 minutes on 2 shared cores).
+
+Last run (2026-11-21, 10 seeds, mean +- sd; [+-u] = grid evaluation uncertainty):
+
+| d | eps n | srw (paper b) | srw (tight b) | prototype | PMM | srw exact (atoms) | eval | K |
+|---|---|---|---|---|---|---|---|---|
+| 1 | 1e3 | 0.04794 +- 0.011 | 0.01673 +- 0.0029 | 0.0604 | 0.01739 +- 0.002 | - | exact | 1000 |
+| 1 | 1e4 | 0.00915 +- 0.0014 | 0.002869 +- 0.00037 | 0.0106 | 0.003137 +- 0.00035 | - | exact | 10000 |
+| 1 | 1e5 | 0.001328 +- 0.00012 | 0.0003971 +- 3.2e-05 | 0.00148 | 0.000465 +- 4.3e-05 | - | exact | 100000 |
+| 2 | 1e3 | 0.1023 +- 0.016 | 0.06374 +- 0.0057 | 0.108 | 0.07115 +- 0.0047 | - | exact | 49 |
+| 2 | 1e4 | 0.03953 +- 0.0041 [+-0.01] | 0.02297 +- 0.00086 [+-0.01] | 0.042 | 0.02792 +- 0.00059 [+-0.01] | 0.03953 +- 0.0041 | grid 64^2 | 361 |
+| 2 | 1e5 | 0.01405 +- 0.0003 [+-0.01] | 0.008074 +- 8.9e-05 [+-0.01] | - | 0.008426 +- 0.00015 [+-0.01] | - | grid 64^2 | 2601 |
+| 3 | 1e3 | 0.1706 +- 0.018 | 0.1189 +- 0.007 | 0.173 | 0.1188 +- 0.012 | - | exact | 64 |
+| 3 | 1e4 | 0.08428 +- 0.0023 [+-0.047] | 0.06292 +- 0.00093 [+-0.047] | 0.086 | 0.06518 +- 0.0024 [+-0.047] | 0.0865 +- 0.0017 | grid 16^3 | 343 |
+| 3 | 1e5 | 0.04231 +- 0.00076 [+-0.047] | 0.03067 +- 0.00028 [+-0.047] | - | 0.02759 +- 0.00023 [+-0.047] | - | grid 16^3 | 2744 |
+
+Timing, n = 1e5, d = 2: 0.08 s (snake and MST paths, K = 2601); d = 1 with K = 1e5 cells: 0.53 s.
+PMM beats srw with the paper's constant b = 2L+1 at every setting; srw with the tight scale matches or
+beats PMM except at d = 3, n = 1e5.
 """
 
 from __future__ import annotations

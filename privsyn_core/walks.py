@@ -54,7 +54,9 @@ def laplace_scale(depth: int, mode: ScaleMode = "paper") -> float:
     3.3-3.4, derived: each level-``l >= 1`` coefficient of ``lambda(e_k)`` is exactly
     ``+-1/2`` and the level-0 coefficient is 1).  Either way the potential
     ``V(z) = ||lambda(z)||_1 / b`` is 1-Lipschitz in :math:`\ell_1`, which is all the
-    privacy proofs of Prop. 5.1 use; ``"tight"`` has about 4x less noise.
+    privacy proofs of Prop. 5.1 use; ``"tight"`` has about 4x less noise.  (For zero-sum
+    changes, i.e. replace-one, ``b = L/2`` would also do; the spec asks not to ship it
+    without review, so it is not offered.)
     """
     if mode == "paper":
         return 2.0 * depth + 1.0

@@ -33,7 +33,9 @@ Privacy.  ``Z`` has density ``exp(-V)/beta`` with ``V = ||lambda(z)||_1 / b``, a
   ``epsilon_1`` and noise ``(1/epsilon_1) Z`` on the counts (a count vector changes by
   one unit vector; ``||lambda(e_k)||_1 = 1 + L/2 <= b``).
 
-The cells, ``K`` and the path are public (they depend on ``n`` only under ``replace``,
+With ``epsilon n < 2`` there is a single cell (``K = 1``): the output is its centre, which
+is data-independent; the walk's one coefficient is still drawn so seeded streams stay
+aligned.  The cells, ``K`` and the path are public (they depend on ``n`` only under ``replace``,
 where ``n`` is public), and empty cells stay on the walk.  Everything after the noise is
 post-processing.  The walk noise is continuous float64 Laplace: see
 :func:`privsyn_core.walks.superregular_walk` for the floating-point exposure.

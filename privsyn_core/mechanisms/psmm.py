@@ -43,6 +43,7 @@ References
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -52,11 +53,14 @@ from ..grid import cell_boxes, cell_counts
 from ..noise import discrete_laplace
 from ..registry import ParamSpec, register
 from ..result import MechanismOutput
-from ..sampling import rows_from_weights
+from ..sampling import largest_remainder
+from ..staged import CellCounts, RowPlan, Stages, run_in_memory
 
-#: Size limits of the LP, measured with benchmarks/bench_psmm.py on a shared 2-core machine so
-#: that one HiGHS solve stays around 30 s or less (king 16384 cells d=2: 26 s; d=1 16000 cells:
-#: 25 s; d=3 187k flow variables: 20 s; dense 1024 cells: 26-35 s).
+#: Size limits of the LP, measured with ``benchmarks/bench_psmm.py --limits`` on a 2-core machine so
+#: that one HiGHS solve at the limit takes about 30 s when the machine is lightly loaded
+#: (king: d=1 16000 cells 25 s, d=2 16384 cells 26 s, d=3 8000 cells 20 s, d=4 2401 cells 17 s;
+#: dense 1024 cells 26-35 s) and 22-103 s under heavy load (load average about 10).
+#: The solve time grows super-linearly (2000 cells in d=2: under 1 s).
 MAX_CELLS = 16_384
 MAX_KING_FLOWS = 200_000
 MAX_DENSE_CELLS = 1_024
@@ -87,20 +91,43 @@ MAX_DENSE_CELLS = 1_024
 def psmm(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
          rng: np.random.Generator, cells_per_axis: int | None, lp: str | None, normalise: str,
          sample: str) -> MechanismOutput:
-    """Run PSMM on data in ``[0,1]^d`` (see the module docstring)."""
-    n, d = unit.shape
+    """Run PSMM on data in ``[0,1]^d`` (see the module docstring).
+
+    In memory this calls the stages below (:mod:`privsyn_core.staged`); the Dask path runs the same ones.
+    """
+    if len(unit) == 0:
+        raise DataError("psmm needs at least one record")
+    return run_in_memory(STAGES, unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
+                         cells_per_axis=cells_per_axis, lp=lp, normalise=normalise, sample=sample)
+
+
+def psmm_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> tuple[int, str]:
+    """Cells per axis ``k`` and the LP kind, checked against the LP size limits."""
     if n == 0:
         raise DataError("psmm needs at least one record")
-    k = cells_per_axis if cells_per_axis is not None else auto_cells_per_axis(n, d, epsilon)
-    lp = lp or "king"  # auto: the equal-cube grid makes the king graph exact and it is never larger
+    k = params["cells_per_axis"] if params["cells_per_axis"] is not None else auto_cells_per_axis(n, d, epsilon)
+    lp = params["lp"] or "king"  # auto: the equal-cube grid makes the king graph exact and it is never larger
     check_lp_size(k, d, lp)
+    return k, lp
+
+
+def psmm_counts(unit: np.ndarray, layout: tuple[int, str]) -> CellCounts:
+    """Sparse counts of the ``k^d`` grid cells."""
+    return CellCounts.from_dense(cell_counts(unit, layout[0]))
+
+
+def psmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
+                 rng: np.random.Generator, layout: tuple[int, str],
+                 params: dict[str, Any]) -> tuple[MechanismOutput, RowPlan]:
+    """Noise, signed measure, d_BL projection and the row plan (a function of the counts only)."""
+    (k, lp), normalise, sample = layout, params["normalise"], params["sample"]
     noise_rng, sample_rng = rng.spawn(2)
     timings = {}
 
     start = time.perf_counter()
     sensitivity = count_sensitivity(neighbouring)
     scale = sensitivity / epsilon
-    true_count = cell_counts(unit, k)
+    true_count = counts.dense(k ** d)
     noisy_count = true_count + discrete_laplace(scale, true_count.shape, noise_rng)
     normaliser = float(n) if normalise == "n" else float(max(1, noisy_count.sum()))
     signed = noisy_count / normaliser
@@ -113,22 +140,22 @@ def psmm(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: in
     tau = projection.tau
     timings["lp"] = time.perf_counter() - start
 
-    start = time.perf_counter()
     total = n_synthetic if n_synthetic is not None else int(normaliser)
-    boxes = {"lo": lo, "hi": hi} if sample == "uniform" else {}
-    rows = rows_from_weights(centres, tau, total, sample_rng, **boxes)
-    timings["sample"] = time.perf_counter() - start
-
+    row_counts = largest_remainder(tau, total)
+    used = row_counts > 0
+    plan = RowPlan("box" if sample == "uniform" else "point", row_counts[used], centres[used], sample_rng,
+                   lo=lo[used], hi=hi[used])
     keep = tau > 0
-    return MechanismOutput(
-        unit=centres[keep], weights=tau[keep], rows=rows,
+    out = MechanismOutput(
+        unit=centres[keep], weights=tau[keep],
         ledger=[(f"cell counts, discrete Laplace scale {sensitivity}/epsilon", epsilon)],
         diagnostics={"cells": {"lo": lo, "hi": hi, "true_count": true_count, "noisy_count": noisy_count,
                                "count": tau},
                      "signed": signed, "projected": tau},
         params={"cells_per_axis": k, "cells": k ** d, "lp": lp, "noise_scale": scale, "normaliser": normaliser,
                 "lp_flow_variables": projection.n_flow, "lp_value": projection.value},
-        timings=timings, warnings=_public_n_warnings(neighbouring, cells_per_axis, normalise, n_synthetic))
+        timings=timings, warnings=_public_n_warnings(neighbouring, params["cells_per_axis"], normalise, n_synthetic))
+    return out, plan
 
 
 def auto_cells_per_axis(n: int, d: int, epsilon: float) -> int:
@@ -172,3 +199,7 @@ def _public_n_warnings(neighbouring: str, cells_per_axis: int | None, normalise:
         return []
     return [f"add/remove neighbouring: the record count n is treated as public metadata for the {', '.join(uses)}; "
             "set cells_per_axis and normalise='noisy_total' to keep n private"]
+
+
+STAGES = Stages(layout=psmm_layout, count=psmm_counts, release=psmm_release)
+psmm.stages = STAGES

@@ -104,7 +104,7 @@ def discrete_laplace(sigma: float | np.ndarray, size=None, rng: np.random.Genera
     success = np.where(sigma > 0, success, 1.0)  # sigma = 0 -> geometric always 1 -> Z = 0
     g1 = rng.geometric(success, size)
     g2 = rng.geometric(success, size)
-    return (g1 - g2).astype(np.int64)
+    return np.subtract(g1, g2, dtype=np.int64)  # one allocation: 2^24 draws per PMM tree at n = 10^7
 
 
 def discrete_laplace_pmf(z: np.ndarray, sigma: float) -> np.ndarray:

@@ -13,6 +13,8 @@ constants; every empty cell gets noise, so in high dimension the noise dominates
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..errors import ParameterError
@@ -21,7 +23,8 @@ from ..grid import cell_boxes, cell_counts
 from ..noise import discrete_laplace
 from ..registry import ParamSpec, register
 from ..result import MechanismOutput
-from ..sampling import largest_remainder, rows_from_weights
+from ..sampling import largest_remainder
+from ..staged import CellCounts, RowPlan, Stages, run_in_memory
 
 MAX_CELLS = 2_000_000
 
@@ -42,14 +45,33 @@ MAX_CELLS = 2_000_000
 )
 def dp_histogram(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
                  rng: np.random.Generator, bins: int | None, sample: str) -> MechanismOutput:
-    n, d = unit.shape
-    k = bins if bins is not None else auto_bins(n, d, epsilon)
+    """Count, release and draw rows in memory (the stages below; the Dask path runs the same ones)."""
+    return run_in_memory(STAGES, unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
+                         bins=bins, sample=sample)
+
+
+def histogram_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> int:
+    """Bins per axis ``k`` (checked against :data:`MAX_CELLS`)."""
+    k = params["bins"] if params["bins"] is not None else auto_bins(n, d, epsilon)
     if k ** d > MAX_CELLS:
         raise ParameterError(f"dp_histogram with {k} bins per axis in d={d} has {k ** d:.3g} cells "
                              f"(limit {MAX_CELLS:.0e}); use fewer bins")
+    return k
+
+
+def histogram_counts(unit: np.ndarray, k: int) -> CellCounts:
+    """Sparse counts of the ``k^d`` cells (row-major ids)."""
+    return CellCounts.from_dense(cell_counts(unit, k))
+
+
+def histogram_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbouring: str,
+                      n_synthetic: int | None, rng: np.random.Generator, layout: int,
+                      params: dict[str, Any]) -> tuple[MechanismOutput, RowPlan]:
+    """Noisy counts, clipping, normalising and the row plan (a function of the counts only)."""
+    k = layout
     noise_rng, sample_rng = rng.spawn(2)
     sensitivity = 2 if neighbouring == "replace" else 1
-    true_count = cell_counts(unit, k)
+    true_count = counts.dense(k ** d)
     noisy_count = true_count + discrete_laplace(sensitivity / epsilon, true_count.shape, noise_rng)
     released = np.clip(noisy_count, 0, None)
     warnings = []
@@ -57,21 +79,27 @@ def dp_histogram(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synth
         released = np.ones_like(released)
         warnings.append("every noisy count was <= 0: released the uniform distribution over the grid")
     total = n_synthetic if n_synthetic is not None else (n if neighbouring == "replace" else max(1, int(released.sum())))
-    ids = np.arange(k ** d)
-    lo, hi = cell_boxes(ids, k, d)
-    counts = largest_remainder(released, total)
-    boxes = {"lo": lo, "hi": hi} if sample == "uniform" else {}
-    rows = rows_from_weights((lo + hi) / 2, counts, total, sample_rng, **boxes)
+    lo, hi = cell_boxes(np.arange(k ** d), k, d)
+    row_counts = largest_remainder(released, total)
+    used = row_counts > 0
+    centres = (lo + hi) / 2
+    plan = RowPlan("box" if params["sample"] == "uniform" else "point", row_counts[used], centres[used], sample_rng,
+                   lo=lo[used], hi=hi[used])
     keep = released > 0
-    return MechanismOutput(
-        unit=((lo + hi) / 2)[keep], weights=released[keep] / released.sum(), rows=rows,
+    out = MechanismOutput(
+        unit=centres[keep], weights=released[keep] / released.sum(),
         ledger=[(f"cell counts, discrete Laplace scale {sensitivity}/epsilon", epsilon)],
         diagnostics={"cells": {"lo": lo, "hi": hi, "true_count": true_count, "noisy_count": noisy_count,
-                               "count": counts}},
+                               "count": row_counts}},
         params={"bins": k, "cells": k ** d}, warnings=warnings)
+    return out, plan
 
 
 def auto_bins(n: int, d: int, epsilon: float) -> int:
     """``floor((epsilon n)^{1/d})``, at least 1, capped so ``k^d <= 10^6``."""
     k = max(1, int(np.floor((epsilon * n) ** (1.0 / d) + 1e-9)))
     return min(k, max(1, int(np.floor(1e6 ** (1.0 / d) + 1e-9))))
+
+
+STAGES = Stages(layout=histogram_layout, count=histogram_counts, release=histogram_release)
+dp_histogram.stages = STAGES

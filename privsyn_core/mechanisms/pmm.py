@@ -46,6 +46,7 @@ from ..pmm_tree import (MAX_DEPTH, NoisePlan, accuracy_bound, bound_opt_depth, c
 from ..registry import ParamSpec, register
 from ..result import MechanismOutput
 from ..sampling import largest_remainder
+from ..staged import CellCounts, RowPlan, Stages, run_in_memory
 
 #: Levels with more cells than this are left out of ``diagnostics`` (a figure cannot show them anyway).
 DIAGNOSTIC_MAX_CELLS = 2 ** 18
@@ -78,18 +79,39 @@ def pmm(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int
 
     ``n_synthetic``, when given, rescales the consistent leaf counts to that total by
     largest-remainder rounding (post-processing); the W1 bound then gains the rounding
-    error.  Returns the synthetic points in ``unit`` (no weights).
+    error.  Returns the synthetic points in ``unit`` (no weights).  In memory this calls the
+    stages below (:mod:`privsyn_core.staged`); the Dask path runs the same ones.
     """
-    unit = _checked_unit(unit)
-    n, d = unit.shape
-    r, warnings = resolve_depth(depth, n, epsilon, d, neighbouring)
+    out = run_in_memory(STAGES, unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
+                        depth=depth, consistency=consistency, sample=sample)
+    out.unit, out.rows = out.rows, None
+    return out
+
+
+def pmm_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> tuple[int, tuple[str, ...]]:
+    """Tree depth ``r`` (:func:`resolve_depth`) and its warnings."""
+    r, warnings = resolve_depth(params["depth"], n, epsilon, d, neighbouring)
+    return r, tuple(warnings)
+
+
+def pmm_counts(unit: np.ndarray, layout: tuple[int, tuple[str, ...]]) -> CellCounts:
+    """Counts of the ``2^r`` leaves in heap order (sparse view of the dense bincount)."""
+    return CellCounts.from_dense(leaf_counts(unit, layout[0]))
+
+
+def pmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
+                rng: np.random.Generator, layout: tuple[int, tuple[str, ...]],
+                params: dict[str, Any]) -> tuple[MechanismOutput, RowPlan]:
+    """Steps 2-5 of the module docstring from the leaf counts: noise, consistency, the leaf row plan."""
+    r, warnings = layout[0], list(layout[1])
+    depth, sample = params["depth"], params["sample"]
     plan = noise_plan(r, d, epsilon, neighbouring)
     noise_rng, consistency_rng, sample_rng = rng.spawn(3)
     timings: dict[str, float] = {}
 
     start = time.perf_counter()
-    true = tree_counts(leaf_counts(unit, r), r)
-    timings["count"] = time.perf_counter() - start
+    true = tree_counts(counts.dense(2 ** r), r)
+    timings["tree"] = time.perf_counter() - start
 
     start = time.perf_counter()
     lambdas = level_noise(plan, noise_rng)
@@ -97,16 +119,14 @@ def pmm(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int
     timings["noise"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    consistent = make_consistent(noisy, consistency, consistency_rng)
+    consistent = make_consistent(noisy, params["consistency"], consistency_rng)
     released = consistent[r]
     if n_synthetic is not None and released.sum() > 0:
         released = largest_remainder(released, n_synthetic)
     timings["consistency"] = time.perf_counter() - start
 
-    start = time.perf_counter()
-    rows = sample_leaves(released, r, d, sample, sample_rng)
-    timings["sample"] = time.perf_counter() - start
-    if len(rows) == 0:
+    rows = leaf_plan(released, r, d, sample, sample_rng)
+    if rows.total == 0:
         warnings.append("the noisy total count was 0: PMM released no synthetic rows (W1 is undefined)")
 
     start = time.perf_counter()
@@ -114,9 +134,10 @@ def pmm(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int
     timings["diagnostics"] = time.perf_counter() - start
     params = {"depth": r, "depth_rule": depth if isinstance(depth, str) else "explicit", "leaves": 2 ** r,
               "resolution": level_diameter(r, d), "accuracy_bound": accuracy_bound(n, epsilon, d, r, neighbouring),
-              "synthetic_size": int(len(rows))}
-    return MechanismOutput(unit=rows, ledger=plan.ledger, diagnostics=diagnostics, params=params,
-                           timings=timings, warnings=warnings)
+              "synthetic_size": rows.total}
+    out = MechanismOutput(unit=np.empty((0, d)), ledger=plan.ledger, diagnostics=diagnostics, params=params,
+                          timings=timings, warnings=warnings)
+    return out, rows
 
 
 def resolve_depth(depth: int | str, n: int, epsilon: float, d: int, neighbouring: str) -> tuple[int, list[str]]:
@@ -139,17 +160,20 @@ def level_noise(plan: NoisePlan, rng: np.random.Generator) -> list[np.ndarray]:
 
 
 def sample_leaves(counts: np.ndarray, r: int, d: int, how: str, rng: np.random.Generator) -> np.ndarray:
-    """``counts[t]`` points in leaf ``t``: uniform inside it, or at its centre.
+    """``counts[t]`` points in leaf ``t``: uniform inside it, or at its centre (see :func:`leaf_plan`)."""
+    return leaf_plan(counts, r, d, how, rng).all_rows()
+
+
+def leaf_plan(counts: np.ndarray, r: int, d: int, how: str, rng: np.random.Generator) -> RowPlan:
+    """The rows of the leaves: ``counts[t]`` points in leaf ``t``, uniform inside it or at its centre.
 
     Rows come grouped by leaf, in heap order (a shuffle of 10^7 rows would cost more than
     the whole mechanism); the order is a function of the released counts only.
     """
+    used = np.flatnonzero(counts)
     side = 2.0 ** -cuts_per_axis(r, d).astype(float)
-    total = int(counts.sum())
-    rows = rng.random((total, d)) if how == "uniform" else np.full((total, d), 0.5)
-    rows += np.repeat(level_corners(r, d), counts, axis=0)
-    rows *= side
-    return rows
+    return RowPlan("leaf", np.asarray(counts)[used], level_corners(r, d)[used], rng, side=side,
+                   uniform=how == "uniform", shuffle=False)
 
 
 def _clamped_sum(count: np.ndarray, noise: np.ndarray) -> np.ndarray:
@@ -169,6 +193,10 @@ def _checked_unit(unit: Any) -> np.ndarray:
     if np.isnan(low):
         raise DataError("the data contain NaN; drop or impute those rows first")
     return np.clip(unit, 0.0, 1.0) if low < 0 or high > 1 else unit
+
+
+STAGES = Stages(layout=pmm_layout, count=pmm_counts, release=pmm_release, prepare=_checked_unit)
+pmm.stages = STAGES
 
 
 def _diagnostics(true: list[np.ndarray], noisy: list[np.ndarray], consistent: list[np.ndarray],

@@ -73,7 +73,7 @@ def test_no_noisy_levels_gives_the_whole_budget_to_the_leaves():
 def test_split_decision_uses_fresh_noise_at_the_tree_scale():
     """Root with 50 points, tau = 40, one noisy level: leaf iff 50 <= 40 + eta, eta ~ Lap_Z(2*1/0.5 = 4)."""
     X = np.full((50, 1), 0.3)
-    reps = 2000
+    reps = 1000
     root_leaf = sum(run(X, 1.0, s, h=0, h_max=1, tau=40.0, t=1.0).params["leaves"] == 1 for s in range(reps))
     p = tail_probability(10, 4.0)
     assert stats.binomtest(root_leaf, reps, p).pvalue > ALPHA
@@ -251,3 +251,15 @@ def test_empty_node_split_probability_is_the_exact_discrete_tail(tau, scale):
     z = np.arange(-100_000, 0)
     exact = discrete_laplace_pmf(z[z < -tau], scale).sum()
     assert math.isclose(tail_probability(math.floor(tau) + 1, scale), exact, rel_tol=1e-9)
+
+
+def test_release_is_in_canonical_node_order_so_data_leaves_and_empty_leaves_look_alike():
+    X = np.r_[np.tile([0.3, 0.3], (150, 1)), np.tile([0.8, 0.6], (50, 1))]
+    out = run(X, 1.0, 3, h=4, h_max=8, tau=20.0, t=6.0)
+    cells = out.diagnostics["cells"]
+    released = cells["count"] > 0
+    assert (released & (cells["true_count"] == 0)).any() and (released & (cells["true_count"] > 0)).any()
+    keys = (1 << cells["depth"]) | _ids(cells, 8)
+    order = np.argsort(keys[released])
+    centres = ((cells["lo"] + cells["hi"]) / 2)[released][order]
+    assert np.array_equal(out.unit, centres) and np.array_equal(out.weights, cells["count"][released][order])

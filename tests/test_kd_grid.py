@@ -239,7 +239,7 @@ def test_theorem_3_sup_kde_bound_holds_with_probability_one_minus_delta():
     P[|Lap(2/eps)| >= a] = e^{-a eps/2} becomes 2p^a/(1+p) <= 1.25 e^{-a eps/2} for Lap_Z, so violations are
     tested against delta' = 1.25 delta with a binomial test at ALPHA.
     """
-    n, eps, delta, J, w, reps = 10_000, 1.0, 0.05, 20, 0.5, 200
+    n, eps, delta, J, w, reps = 10_000, 1.0, 0.05, 20, 0.5, 120
     data = np.random.default_rng(8).normal(5.0, 1.5, n).clip(0, 10)
     bound = 2 / (eps * n / (4 * J * math.log(1 / delta)) - 1) + (w / 2) * math.sqrt(1 / math.e)
     query = np.linspace(-1, 11, 2001)
@@ -252,3 +252,12 @@ def test_theorem_3_sup_kde_bound_holds_with_probability_one_minus_delta():
         kd_q = np.exp(-0.5 * (query[:, None] - centres[None, :]) ** 2) @ weights
         violations += np.abs(kd_q - kd_p).max() > bound
     assert violations <= stats.binom.ppf(1 - ALPHA, reps, 1.25 * delta)
+
+
+def test_release_is_in_canonical_bin_order_so_data_bins_and_sampled_empty_bins_look_alike():
+    X = np.random.default_rng(9).random((3000, 3)) ** 4
+    result = grid(X, 1.0, w=1 / 32, t=12.0, rng=4)  # J = 32768: non-empty and sampled empty bins both released
+    cells = result.diagnostics["cells"]
+    assert ((cells["true_count"] == 0) & (cells["count"] > 0)).any() and (cells["true_count"] > 0).any()
+    ids = np.ravel_multi_index(tuple(np.floor(result.unit * 32).astype(np.int64).T), (32,) * 3)
+    assert (np.diff(ids) > 0).all()

@@ -117,11 +117,14 @@ def kd_adaptive(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthe
     true_all = np.concatenate([true_count, np.zeros(len(gw_ids) + len(emitted_h), dtype=np.int64)])
     kept = noisy >= threshold
     lo, hi = node_boxes(depths, ids, d)
-    weights = noisy[kept].astype(float)
-    rows, row_warnings = weighted_rows((lo[kept] + hi[kept]) / 2, weights, lo[kept], hi[kept], sample=sample,
-                                       n_rows=default_rows(n_synthetic, n, neighbouring, weights), rng=sample_rng)
+    released = np.flatnonzero(kept)
+    released = released[np.argsort((1 << depths[released]) | ids[released])]  # canonical order hides the empty ones
+    weights = noisy[released].astype(float)
+    rows, row_warnings = weighted_rows((lo[released] + hi[released]) / 2, weights, lo[released], hi[released],
+                                       sample=sample, n_rows=default_rows(n_synthetic, n, neighbouring, weights),
+                                       rng=sample_rng)
     return MechanismOutput(
-        unit=(lo[kept] + hi[kept]) / 2, weights=weights, rows=rows, ledger=ledger,
+        unit=(lo[released] + hi[released]) / 2, weights=weights, rows=rows, ledger=ledger,
         diagnostics={
             "cells": {"lo": lo, "hi": hi, "true_count": true_all, "noisy_count": noisy,
                       "count": np.where(kept, noisy, 0), "depth": depths},

@@ -37,6 +37,7 @@ Theorem 5 choice ``(8/ε) log J`` is four times more conservative).  The automat
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,8 @@ from ..kd_empty import MAX_ID_SPACE, integer_threshold, sample_empty_cells, tail
 from ..noise import discrete_laplace
 from ..registry import ParamSpec, register
 from ..result import MechanismOutput
-from ..sampling import rows_from_weights
+from ..sampling import largest_remainder
+from ..staged import CellCounts, RowPlan, Stages, run_in_memory
 
 #: Largest expected number of emitted empty bins before the mechanism refuses (spec A.3).
 MAX_EMITTED_EMPTY = 1e7
@@ -75,33 +77,57 @@ _MAX_AUTO_BINS = 4096
 def kd_grid(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
             rng: np.random.Generator, w: float | None, t: float | None, sample: str,
             bandwidth: float) -> MechanismOutput:
-    """Run Algorithm 1 with implicit empty bins; see the module docstring."""
-    n, d = unit.shape
+    """Run Algorithm 1 with implicit empty bins; see the module docstring.
+
+    In memory this calls the stages below (:mod:`privsyn_core.staged`); the Dask path runs the same ones.
+    """
+    return run_in_memory(STAGES, unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
+                         w=w, t=t, sample=sample, bandwidth=bandwidth)
+
+
+def grid_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> int:
+    """Bins per axis ``k``: ``ceil(1/w)`` or Theorem 3's rule (reads ``n``); at most 2^62 bins."""
+    sensitivity = 2 if neighbouring == "replace" else 1
+    w = params["w"]
+    k = math.ceil(1.0 / w - 1e-9) if w is not None else auto_bins(n, d, epsilon * 2 / sensitivity, params["bandwidth"])
+    if k ** d > MAX_ID_SPACE:
+        raise ParameterError(f"{k} bins per axis in d={d} make {k ** d:.3g} bins (limit 2^62); use a larger w")
+    return k
+
+
+def grid_counts(unit: np.ndarray, k: int) -> CellCounts:
+    """Sparse counts of the non-empty bins (sorted row-major ids)."""
+    return CellCounts.from_ids(cell_ids(unit, k))
+
+
+def grid_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
+                 rng: np.random.Generator, layout: int, params: dict[str, Any]) -> tuple[MechanismOutput, RowPlan]:
+    """Steps 2-4 of the module docstring from the non-empty bins' counts."""
+    k, w, t, sample = layout, params["w"], params["t"], params["sample"]
     sensitivity = 2 if neighbouring == "replace" else 1
     scale = sensitivity / epsilon
-    k = math.ceil(1.0 / w - 1e-9) if w is not None else auto_bins(n, d, epsilon * 2 / sensitivity, bandwidth)
     n_cells = k ** d
-    if n_cells > MAX_ID_SPACE:
-        raise ParameterError(f"{k} bins per axis in d={d} make {n_cells:.3g} bins (limit 2^62); use a larger w")
     t = scale * math.log(n_cells) if t is None else t
     threshold = integer_threshold(t)
     noise_rng, empty_rng, sample_rng = rng.spawn(3)
 
-    ids, true_count = np.unique(cell_ids(unit, k), return_counts=True)
+    ids, true_count = counts.ids, counts.counts
     noisy_count = true_count + discrete_laplace(scale, len(ids), noise_rng)
     kept = noisy_count >= threshold
     empty_ids, empty_weights = sample_empty_cells(n_cells, ids, threshold, scale, empty_rng, MAX_EMITTED_EMPTY)
 
     atom_ids = np.concatenate([ids[kept], empty_ids])
-    weights = np.concatenate([noisy_count[kept], empty_weights]).astype(float)
+    order = np.argsort(atom_ids)  # canonical order: the release must not tell data bins from empty ones
+    atom_ids = atom_ids[order]
+    weights = np.concatenate([noisy_count[kept], empty_weights]).astype(float)[order]
     lo, hi = cell_boxes(atom_ids, k, d)
-    rows, warnings = weighted_rows((lo + hi) / 2, weights, lo, hi, sample=sample,
+    plan, warnings = weighted_plan((lo + hi) / 2, weights, lo, hi, sample=sample,
                                    n_rows=default_rows(n_synthetic, n, neighbouring, weights), rng=sample_rng)
     if w is None and neighbouring == "add_remove":
         warnings.append("the automatic bin width reads n, which is not public under add/remove; pass w")
     cell_lo, cell_hi = cell_boxes(np.concatenate([ids, empty_ids]), k, d)
-    return MechanismOutput(
-        unit=(lo + hi) / 2, weights=weights, rows=rows,
+    out = MechanismOutput(
+        unit=(lo + hi) / 2, weights=weights,
         ledger=[(f"bin counts, discrete Laplace scale {sensitivity}/epsilon", epsilon)],
         diagnostics={
             "cells": {"lo": cell_lo, "hi": cell_hi,
@@ -113,6 +139,7 @@ def kd_grid(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic:
         params={"w": 1.0 / k, "bins_per_axis": k, "cells": n_cells, "t": t, "threshold": threshold,
                 "noise_scale": scale, "expected_empty_emitted": (n_cells - len(ids)) * tail_probability(threshold, scale)},
         warnings=warnings)
+    return out, plan
 
 
 def auto_bins(n: int, d: int, epsilon: float, bandwidth: float) -> int:
@@ -136,8 +163,21 @@ def default_rows(n_synthetic: int | None, n: int, neighbouring: str, weights: np
 def weighted_rows(centres: np.ndarray, weights: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, sample: str,
                   n_rows: int, rng: np.random.Generator) -> tuple[np.ndarray, list[str]]:
     """Rows from the released atoms (post-processing); uniform on the cube when nothing was released."""
+    plan, warnings = weighted_plan(centres, weights, lo, hi, sample=sample, n_rows=n_rows, rng=rng)
+    return plan.all_rows(), warnings
+
+
+def weighted_plan(centres: np.ndarray, weights: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, sample: str,
+                  n_rows: int, rng: np.random.Generator) -> tuple[RowPlan, list[str]]:
+    """The row plan of the released atoms: largest-remainder counts, at the centres or uniform in the bins."""
     if len(weights) == 0:
-        return rng.random((n_rows, centres.shape[1])), [
-            "every noisy count was below the threshold: nothing was released, rows are uniform on the cube"]
-    boxes = {"lo": lo, "hi": hi} if sample == "uniform" else {}
-    return rows_from_weights(centres, weights, n_rows, rng, **boxes), []
+        plan = RowPlan("cube", np.array([n_rows], dtype=np.int64), np.zeros((1, centres.shape[1])), rng)
+        return plan, ["every noisy count was below the threshold: nothing was released, rows are uniform on the cube"]
+    counts = largest_remainder(weights, n_rows)
+    used = counts > 0
+    mode = "box" if sample == "uniform" else "point"
+    return RowPlan(mode, counts[used], centres[used], rng, lo=lo[used], hi=hi[used]), []
+
+
+STAGES = Stages(layout=grid_layout, count=grid_counts, release=grid_release)
+kd_grid.stages = STAGES

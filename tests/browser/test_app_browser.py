@@ -6,6 +6,8 @@ Also measures the time from clicking Run to the Compare page showing its metric 
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from pathlib import Path
 
@@ -84,6 +86,12 @@ def test_upload_run_and_visit_every_page(tab, app_url, tmp_path, screenshots):
     goto(tab, "Compare")
     assert tab.locator(".js-plotly-plot").count() >= 1, "the Compare page shows no Plotly chart"
     assert "w1" in tab.locator("[data-testid='stTable']").first.inner_text().lower()
+    html = download(tab, "Export stakeholder report (HTML)")
+    assert html.startswith("<!DOCTYPE html>") and len(re.findall(r"plotly\.js v\d", html)) == 1
+    assert not re.search(r"<script[^>]+src=", html), "the report must open offline"
+    run = json.loads(download(tab, "Download JSON report"))
+    assert run["mechanism"] == MECHANISM and "python -m privsyn_core synth" in run["cli"]
+    assert len(download(tab, "Download synthetic CSV").splitlines()) == run["n_synthetic"] + 1
 
     goto(tab, "Synthesize")  # the folding path needs srw_tsp
     choose(tab, "Mechanism", "srw_tsp")
@@ -93,6 +101,25 @@ def test_upload_run_and_visit_every_page(tab, app_url, tmp_path, screenshots):
     assert tab.locator(".js-plotly-plot").count() == 2, "the TSP page should show the path and the walk"
     assert_no_errors(tab, "TSP folding with srw_tsp")
     shoot(tab, screenshots, "tsp_folding_srw_tsp")
+
+
+def download(tab, label: str) -> str:
+    with tab.expect_download() as info:
+        tab.get_by_role("button", name=label).click()
+    return Path(info.value.path()).read_text()
+
+
+def epsilon_redraw(tab) -> float:
+    """Seconds from moving the epsilon slider one step (1 -> 2) to the new run's figures on the Synthesize page."""
+    goto(tab, "Synthesize")
+    slider = tab.get_by_test_id("stMain").get_by_role("slider", name="epsilon (privacy budget, log scale)")
+    slider.focus()
+    start = time.perf_counter()
+    slider.press("ArrowRight")
+    tab.wait_for_function("document.querySelector(\"[data-testid='stMain'] [data-testid='stMetricValue']\")"
+                          "?.innerText.trim() === '2'")
+    wait_idle(tab, settle=0.0)
+    return time.perf_counter() - start
 
 
 def shoot(tab, folder: Path, name: str) -> None:
@@ -115,7 +142,7 @@ def choose(tab, label: str, option_text: str) -> None:
 
 
 @pytest.mark.parametrize("n", [10**4, 10**5])
-def test_time_from_run_to_metrics(tab, app_url, tmp_path, n):
+def test_time_from_run_to_metrics(tab, app_url, tmp_path, screenshots, n):
     tab.goto(app_url)
     wait_idle(tab)
     upload(tab, write_blobs(tmp_path, n))
@@ -123,3 +150,8 @@ def test_time_from_run_to_metrics(tab, app_url, tmp_path, n):
     assert_no_errors(tab, f"Compare after {MECHANISM} at n={n}")
     print(f"\n[browser] n={n:,} d=2 {MECHANISM}: Run -> Compare page showing metrics in {elapsed:.2f} s")
     assert "w1" in tab.locator("[data-testid='stTable']").first.inner_text().lower()
+    goto(tab, "Partitions")
+    assert_no_errors(tab, f"Partitions at n={n}")
+    shoot(tab, screenshots, f"partitions_n{n}")
+    if n <= 10**4:  # live re-runs are on for n <= 10^4
+        print(f"[browser] n={n:,}: epsilon 1 -> 2 redrawn in {epsilon_redraw(tab):.2f} s")

@@ -4,7 +4,10 @@ A count-based mechanism reads the private data only through the counts of a data
 partition (grid cells, tree leaves).  It is written as
 
 1. ``layout(n, d, epsilon, neighbouring, params) -> layout``: the public partition (depth, cells per
-   axis, ...), a function of the public quantities ``n, d, epsilon`` and the parameters;
+   axis, ...), a function of the public quantities ``n, d, epsilon`` and the parameters; with
+   ``Stages.split_rng`` it also takes ``rng=`` (``srw_tsp`` releases a noisy record count before
+   choosing its grid) and :func:`resolve_layout` gives it the first of ``rng.spawn(2)``, the
+   release the second;
 2. ``count(unit, layout) -> CellCounts``: the finest counts of a block of encoded rows, as sorted
    sparse ``(ids, counts)``; counts of disjoint blocks merge by summation (:func:`merge_counts`);
 3. ``release(counts, n, d, epsilon, *, neighbouring, n_synthetic, rng, layout, params)
@@ -108,7 +111,9 @@ class RowPlan:
     * ``"box"``: uniform in the box ``[lo[i], hi[i]]`` (``lo + U (hi - lo)``);
     * ``"leaf"``: PMM's leaf sampling ``(U + points[i]) * side`` (``points`` are integer corners; with
       ``uniform=False`` the row is ``(0.5 + points[i]) * side``);
-    * ``"cube"``: uniform on ``[0,1]^d`` (nothing was released; ``counts`` has one entry).
+    * ``"cube"``: uniform on ``[0,1]^d`` (nothing was released; ``counts`` has one entry);
+    * ``"jitter"``: ``points[i] + (U - 0.5) / bins``, uniform in the grid cell of side ``1/bins``
+      centred at ``points[i]`` (``srw``'s rows).
 
     ``shuffle`` permutes the rows of each block, so row order does not reveal the atom order.
     """
@@ -121,6 +126,7 @@ class RowPlan:
     hi: np.ndarray | None = None
     side: np.ndarray | None = None
     uniform: bool = True
+    bins: int | None = None
     shuffle: bool = True
     block_rows: int = field(default_factory=lambda: ROW_BLOCK)
 
@@ -174,8 +180,10 @@ class RowPlan:
             rows *= self.side
             return rows
         idx = np.repeat(np.arange(len(self.counts)), self.counts)
-        if self.mode == "point":
+        if self.mode in ("point", "jitter"):
             rows = self.points[idx]
+            if self.mode == "jitter":
+                rows = rows + (rng.random(rows.shape) - 0.5) / self.bins
         else:
             lo, hi = self.lo[idx], self.hi[idx]
             rows = lo + rng.random(lo.shape) * (hi - lo)
@@ -197,6 +205,16 @@ class Stages:
     count: Callable[[np.ndarray, Any], CellCounts]
     release: Callable[..., tuple[MechanismOutput, RowPlan]]
     prepare: Callable[[np.ndarray], np.ndarray] = staticmethod(lambda unit: unit)
+    split_rng: bool = False
+
+
+def resolve_layout(stages: Stages, n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any],
+                   rng: np.random.Generator) -> tuple[Any, np.random.Generator]:
+    """The layout and the generator of the release (``rng`` itself unless ``stages.split_rng``)."""
+    if not stages.split_rng:
+        return stages.layout(n, d, epsilon, neighbouring, params), rng
+    layout_rng, release_rng = rng.spawn(2)
+    return stages.layout(n, d, epsilon, neighbouring, params, rng=layout_rng), release_rng
 
 
 def run_in_memory(stages: Stages, unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
@@ -204,7 +222,7 @@ def run_in_memory(stages: Stages, unit: np.ndarray, epsilon: float, *, neighbour
     """The in-memory run: layout, count all rows as one block, release, draw the rows."""
     unit = stages.prepare(unit)
     n, d = unit.shape
-    layout = stages.layout(n, d, epsilon, neighbouring, params)
+    layout, rng = resolve_layout(stages, n, d, epsilon, neighbouring, params, rng)
     start = time.perf_counter()
     counts = stages.count(unit, layout)
     seconds = time.perf_counter() - start

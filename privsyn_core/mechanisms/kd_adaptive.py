@@ -42,6 +42,8 @@ automatic ``h`` reads ``n``, public under replace-one only.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -52,7 +54,8 @@ from ..kd_empty import (conditional_weights, empty_subtree_leaves, integer_thres
 from ..noise import binomial_big, discrete_laplace
 from ..registry import ParamSpec, register
 from ..result import MechanismOutput
-from .kd_grid import auto_bins, default_rows, weighted_rows
+from ..staged import CellCounts, RowPlan, Stages, run_in_memory
+from .kd_grid import auto_bins, default_rows, weighted_plan
 
 #: Deepest supported tree (path ids are int64).
 MAX_DEPTH = 62
@@ -86,23 +89,66 @@ MAX_EMPTY_NODES = 50_000_000
 def kd_adaptive(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
                 rng: np.random.Generator, h: int | None, h_max: int | None, tau: float | None, t: float | None,
                 tree_fraction: float, sample: str, bandwidth: float) -> MechanismOutput:
-    """Run the canonical adaptive KD-tree (module docstring) on unit data."""
-    n, d = unit.shape
+    """Run the canonical adaptive KD-tree (module docstring) on unit data.
+
+    In memory this calls the stages below (:mod:`privsyn_core.staged`); the Dask path runs the same ones.
+    Every node count is a sum of depth-``h_max`` counts, so the finest counts are all the release reads.
+    """
+    return run_in_memory(STAGES, unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
+                         h=h, h_max=h_max, tau=tau, t=t, tree_fraction=tree_fraction, sample=sample,
+                         bandwidth=bandwidth)
+
+
+@dataclass(frozen=True)
+class AdaptiveLayout:
+    """Depths, budget split, noise scales and thresholds: everything decided before counting."""
+
+    h: int
+    h_max: int
+    ledger: list[tuple[str, float]]
+    tree_scale: float
+    leaf_scale: float
+    tau: float
+    t: float
+    threshold: int
+    warnings: tuple[str, ...]
+
+    @property
+    def levels(self) -> int:
+        """Number of depths with private split decisions, ``L = h_max - h``."""
+        return self.h_max - self.h
+
+
+def adaptive_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> AdaptiveLayout:
+    """Resolve ``h``, ``h_max`` (read ``n``), the ledger, ``tau`` and ``t`` (module docstring, Defaults)."""
     sensitivity = 2 if neighbouring == "replace" else 1
+    h, h_max, tau, t = params["h"], params["h_max"], params["tau"], params["t"]
     warnings: list[str] = []
     if neighbouring == "add_remove" and None in (h, h_max):
         warnings.append("the automatic depths read n, which is not public under add/remove; pass h and h_max")
-    h, h_max = _depths(n, d, epsilon * (1 - tree_fraction) * 2 / sensitivity, bandwidth, h, h_max)
-    levels = h_max - h
-    ledger, tree_scale, leaf_scale = _budget(epsilon, tree_fraction, levels, sensitivity, warnings)
+    tree_fraction = params["tree_fraction"]
+    h, h_max = _depths(n, d, epsilon * (1 - tree_fraction) * 2 / sensitivity, params["bandwidth"], h, h_max)
+    ledger, tree_scale, leaf_scale = _budget(epsilon, tree_fraction, h_max - h, sensitivity, warnings)
     if tau is None:
         tau = tree_scale * h * math.log(2)
     t = leaf_scale * h * math.log(2) if t is None else t
-    threshold = integer_threshold(t)
+    return AdaptiveLayout(h, h_max, ledger, tree_scale, leaf_scale, tau, t, integer_threshold(t), tuple(warnings))
+
+
+def adaptive_counts(unit: np.ndarray, layout: AdaptiveLayout) -> CellCounts:
+    """Sparse counts of the non-empty depth-``h_max`` nodes, by path id (:func:`path_codes`)."""
+    return CellCounts.from_ids(path_codes(unit, layout.h_max))
+
+
+def adaptive_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbouring: str,
+                     n_synthetic: int | None, rng: np.random.Generator, layout: AdaptiveLayout,
+                     params: dict[str, Any]) -> tuple[MechanismOutput, RowPlan]:
+    """Steps 2-4 of the module docstring from the finest counts: the tree, the leaves, the row plan."""
+    h, h_max, levels, tau, threshold = layout.h, layout.h_max, layout.levels, layout.tau, layout.threshold
+    tree_scale, leaf_scale, ledger = layout.tree_scale, layout.leaf_scale, layout.ledger
     tree_rng, leaf_rng, empty_rng, sample_rng = rng.spawn(4)
 
-    paths = np.sort(path_codes(unit, h_max))
-    leaves, empty_roots, occupied_h = grow_nonempty(paths, h, h_max, tau, tree_scale, tree_rng)
+    leaves, empty_roots, occupied_h = grow_nonempty(counts.ids, counts.counts, h, h_max, tau, tree_scale, tree_rng)
     split_h, emitted_h = _empty_depth_h(occupied_h, h, levels, tau, tree_scale, threshold, leaf_scale, empty_rng)
     roots = (np.concatenate([empty_roots[0], np.full(2 * len(split_h), h + 1, dtype=np.int64)]),
              np.concatenate([empty_roots[1], 2 * split_h, 2 * split_h + 1]))
@@ -120,20 +166,21 @@ def kd_adaptive(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthe
     released = np.flatnonzero(kept)
     released = released[np.argsort((1 << depths[released]) | ids[released])]  # canonical order hides the empty ones
     weights = noisy[released].astype(float)
-    rows, row_warnings = weighted_rows((lo[released] + hi[released]) / 2, weights, lo[released], hi[released],
-                                       sample=sample, n_rows=default_rows(n_synthetic, n, neighbouring, weights),
-                                       rng=sample_rng)
-    return MechanismOutput(
-        unit=(lo[released] + hi[released]) / 2, weights=weights, rows=rows, ledger=ledger,
+    plan, row_warnings = weighted_plan((lo[released] + hi[released]) / 2, weights, lo[released], hi[released],
+                                       sample=params["sample"],
+                                       n_rows=default_rows(n_synthetic, n, neighbouring, weights), rng=sample_rng)
+    out = MechanismOutput(
+        unit=(lo[released] + hi[released]) / 2, weights=weights, ledger=list(ledger),
         diagnostics={
             "cells": {"lo": lo, "hi": hi, "true_count": true_all, "noisy_count": noisy,
                       "count": np.where(kept, noisy, 0), "depth": depths},
             "unlisted_empty_cells": 2**h - len(occupied_h) - len(split_h) - len(emitted_h),
         },
-        params={"h": h, "h_max": h_max, "tau": tau, "t": t, "threshold": threshold, "noisy_levels": levels,
+        params={"h": h, "h_max": h_max, "tau": tau, "t": layout.t, "threshold": threshold, "noisy_levels": levels,
                 "epsilon_tree": ledger[0][1] if levels else 0.0, "epsilon_leaf": ledger[-1][1],
                 "tree_noise_scale": tree_scale, "leaf_noise_scale": leaf_scale, "leaves": len(ids)},
-        warnings=warnings + row_warnings)
+        warnings=list(layout.warnings) + row_warnings)
+    return out, plan
 
 
 def _depths(n: int, d: int, leaf_epsilon: float, bandwidth: float, h: int | None,
@@ -181,16 +228,17 @@ def path_codes(unit: np.ndarray, depth: int) -> np.ndarray:
     return codes
 
 
-def grow_nonempty(paths: np.ndarray, h: int, h_max: int, tau: float, tree_scale: float,
+def grow_nonempty(ids: np.ndarray, counts: np.ndarray, h: int, h_max: int, tau: float, tree_scale: float,
                   rng: np.random.Generator) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray],
                                                      tuple[np.ndarray, np.ndarray], np.ndarray]:
     """The non-empty part of the tree, level by level from depth ``h`` (Algorithm 3, spec A.11).
 
     Parameters
     ----------
-    paths : ndarray of int64
-        Sorted depth-``h_max`` path codes of the points (:func:`path_codes`); the depth-``ℓ`` node
-        of a point is its code shifted right by ``h_max - ℓ``, so every level stays sorted.
+    ids, counts : ndarray of int64
+        Sorted distinct depth-``h_max`` path codes of the points (:func:`path_codes`) and their
+        positive counts; the depth-``ℓ`` node of a code is the code shifted right by ``h_max - ℓ``,
+        so every level stays sorted and a node's count is the sum of its codes' counts.
 
     Returns
     -------
@@ -203,19 +251,19 @@ def grow_nonempty(paths: np.ndarray, h: int, h_max: int, tau: float, tree_scale:
     """
     leaf_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     empty_parts: list[tuple[np.ndarray, np.ndarray]] = []
-    active = paths
-    occupied_h = np.unique(paths >> (h_max - h))
+    occupied_h = _runs(ids >> (h_max - h), counts)[0]
     for depth in range(h, h_max + 1):
-        ids, counts = _runs(active >> (h_max - depth))
+        nodes, node_counts, members = _runs(ids >> (h_max - depth), counts)
         if depth == h_max:
-            is_leaf = np.ones(len(ids), dtype=bool)
+            is_leaf = np.ones(len(nodes), dtype=bool)
         else:
-            is_leaf = counts <= tau + discrete_laplace(tree_scale, len(ids), rng)
-        leaf_parts.append((np.full(int(is_leaf.sum()), depth, dtype=np.int64), ids[is_leaf], counts[is_leaf]))
+            is_leaf = node_counts <= tau + discrete_laplace(tree_scale, len(nodes), rng)
+        leaf_parts.append((np.full(int(is_leaf.sum()), depth, dtype=np.int64), nodes[is_leaf], node_counts[is_leaf]))
         if depth == h_max:
             break
-        active = active[np.repeat(~is_leaf, counts)]
-        children, _ = _runs(active >> (h_max - depth - 1))
+        inner = np.repeat(~is_leaf, members)
+        ids, counts = ids[inner], counts[inner]
+        children = _runs(ids >> (h_max - depth - 1), counts)[0]
         lonely = _lonely_children(children)
         empty_parts.append((np.full(len(lonely), depth + 1, dtype=np.int64), lonely ^ 1))
     leaves = tuple(np.concatenate(part) for part in zip(*leaf_parts))
@@ -224,12 +272,13 @@ def grow_nonempty(paths: np.ndarray, h: int, h_max: int, tau: float, tree_scale:
     return leaves, empty, occupied_h
 
 
-def _runs(sorted_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct values of a sorted array and their multiplicities."""
+def _runs(sorted_ids: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct values of a sorted array, the sums of their ``counts`` and their multiplicities."""
     if len(sorted_ids) == 0:
-        return sorted_ids, np.empty(0, dtype=np.int64)
+        empty = np.empty(0, dtype=np.int64)
+        return sorted_ids, empty, empty
     starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
-    return sorted_ids[starts], np.diff(np.r_[starts, len(sorted_ids)])
+    return sorted_ids[starts], np.add.reduceat(counts, starts), np.diff(np.r_[starts, len(sorted_ids)])
 
 
 def _lonely_children(children: np.ndarray) -> np.ndarray:
@@ -272,3 +321,7 @@ def node_boxes(depths: np.ndarray, ids: np.ndarray, d: int) -> tuple[np.ndarray,
         cuts[inside, a] += 1
     size = 0.5 ** cuts
     return coords * size, (coords + 1) * size
+
+
+STAGES = Stages(layout=adaptive_layout, count=adaptive_counts, release=adaptive_release)
+kd_adaptive.stages = STAGES

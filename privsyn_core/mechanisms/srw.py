@@ -58,6 +58,7 @@ from ..grid import cell_coords
 from ..noise import discrete_laplace
 from ..registry import ParamSpec, register
 from ..result import MechanismOutput
+from ..staged import RowPlan
 from .. import walks
 
 #: Auto resolution cap on the interval (spec 15, ``K_max``): accuracy is then limited by ``1/(2 K_max)``.
@@ -176,11 +177,23 @@ def release_on_grid(unit: np.ndarray, cal: Calibration, folding: Folding, *, n_s
                     timings: dict[str, float]) -> MechanismOutput:
     """Steps 1-4 of the module docstring on the cells of ``folding`` (shared by srw and srw_tsp)."""
     start = time.perf_counter()
-    bins, dim, metric = folding.bins, unit.shape[1], folding.metric
     counts = path_counts(unit, folding)
+    timings["quantise"] = time.perf_counter() - start
+    out, plan = release_path_counts(counts, unit.shape[1], cal, folding, n_synthetic=n_synthetic, rng=rng,
+                                    scale=scale, rounding=rounding, sample=sample, timings=timings)
+    start = time.perf_counter()
+    out.rows = plan.all_rows()
+    timings["rows"] += time.perf_counter() - start
+    return out
+
+
+def release_path_counts(counts: np.ndarray, dim: int, cal: Calibration, folding: Folding, *,
+                        n_synthetic: int | None, rng: np.random.Generator, scale: str, rounding: str, sample: str,
+                        timings: dict[str, float]) -> tuple[MechanismOutput, RowPlan]:
+    """Steps 2-4 from the cell counts in path order: the output without rows and its row plan."""
+    bins, metric = folding.bins, folding.metric
     points = walks.grid_centres(folding.coords, bins)
     positions = walks.path_positions(points, metric)
-    timings["quantise"] = time.perf_counter() - start
 
     start = time.perf_counter()
     walk_rng, rows_rng = rng.spawn(2)
@@ -196,7 +209,7 @@ def release_on_grid(unit: np.ndarray, cal: Calibration, folding: Folding, *, n_s
     start = time.perf_counter()
     m = n_synthetic if n_synthetic is not None else int(round(cal.normaliser))
     row_counts = walks.round_weights(projected, m) if rounding == "paper" else walks.round_along_path(projected, m)
-    rows = _rows(points, row_counts, bins, sample, rows_rng)
+    plan = _row_plan(points, row_counts, bins, sample, rows_rng)
     timings["rows"] = time.perf_counter() - start
 
     depth = walks.walk_depth(len(counts))
@@ -217,8 +230,9 @@ def release_on_grid(unit: np.ndarray, cal: Calibration, folding: Folding, *, n_s
         "privacy_loss_bound": privacy_loss_bound(cal, depth, b),
         "m": m, **folding.extra,
     }
-    return MechanismOutput(unit=points[support], weights=projected[support], rows=rows, ledger=list(cal.ledger),
-                           diagnostics=diagnostics, params=params, timings=timings)
+    out = MechanismOutput(unit=points[support], weights=projected[support], ledger=list(cal.ledger),
+                          diagnostics=diagnostics, params=params, timings=timings)
+    return out, plan
 
 
 def _rounding_bound(rounding: str, weights: np.ndarray, m: int, diam: float, path_length: float) -> float:
@@ -228,12 +242,11 @@ def _rounding_bound(rounding: str, weights: np.ndarray, m: int, diam: float, pat
     return path_length / (2 * m)
 
 
-def _rows(points: np.ndarray, counts: np.ndarray, bins: int, sample: str, rng: np.random.Generator) -> np.ndarray:
+def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
+              rng: np.random.Generator) -> RowPlan:
     """Each net point repeated ``counts`` times (optionally jittered in its cell), shuffled."""
-    rows = np.repeat(points, counts, axis=0)
-    if sample == "uniform":
-        rows = rows + (rng.random(rows.shape) - 0.5) / bins
-    return rows[rng.permutation(len(rows))]
+    used = counts > 0
+    return RowPlan("jitter" if sample == "uniform" else "point", counts[used], points[used], rng, bins=bins)
 
 
 @register(
@@ -243,6 +256,7 @@ def _rows(points: np.ndarray, counts: np.ndarray, bins: int, sample: str, rng: n
     data_kind="continuous",
     neighbouring=("replace", "add_remove"),
     is_private=True,
+    floating_point_exposure="continuous Laplace coefficients of the random walk are sampled in float64 (numpy Generator.laplace) and enter the released weights",
     params={
         "bins": ParamSpec(None, int, (1, 2**22), help="cells K on [0,1]; auto: floor(epsilon n) (Thm 5.4), "
                                                      f"at most {MAX_AUTO_BINS_1D}"),

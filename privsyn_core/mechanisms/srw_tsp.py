@@ -26,15 +26,19 @@ plus the rounding term ``r diam / m`` (``params["rounding_w1_bound"]``).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..errors import ParameterError
+from ..grid import cell_ids
 from ..registry import ParamSpec, register
 from ..result import MechanismOutput
+from ..staged import CellCounts, RowPlan, Stages, run_in_memory
 from .. import walks
-from .srw import (ROUNDING_PARAM, SAMPLE_PARAM, SCALE_PARAM, Folding, auto_bins, calibrate,
-                  release_on_grid)
+from .srw import (ROUNDING_PARAM, SAMPLE_PARAM, SCALE_PARAM, Calibration, Folding, auto_bins, calibrate,
+                  release_path_counts)
 
 #: Snake paths are O(K), the MST path O(K log K) on a neighbour graph; 2-opt costs O(K^2) per pass.
 MAX_CELLS = {"snake": 2**21, "mst": 2**18, "mst_2opt": 1024}
@@ -47,6 +51,7 @@ MAX_CELLS = {"snake": 2**21, "mst": 2**18, "mst_2opt": 1024}
     data_kind="continuous",
     neighbouring=("replace", "add_remove"),
     is_private=True,
+    floating_point_exposure="continuous Laplace coefficients of the random walk are sampled in float64 (numpy Generator.laplace) and enter the released weights",
     params={
         "bins": ParamSpec(None, int, (1, 2**22), help="cells per axis M; auto: round((epsilon n / log^1.5(epsilon n))"
                                                      "^(1/d)), floor(epsilon n) in 1-D"),
@@ -67,21 +72,59 @@ MAX_CELLS = {"snake": 2**21, "mst": 2**18, "mst_2opt": 1024}
 def srw_tsp(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
             rng: np.random.Generator, bins: int | None, path: str, metric: str, two_opt: bool, scale: str,
             rounding: str, sample: str) -> MechanismOutput:
-    n, dim = unit.shape
+    """Run the folded walk (module docstring) through the stages below (:mod:`privsyn_core.staged`).
+
+    The layout draws the calibration (the noisy record count under add/remove) from the first of
+    ``rng.spawn(2)``, the release everything else from the second; the Dask path runs the same stages.
+    """
+    return run_in_memory(STAGES, unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
+                         bins=bins, path=path, metric=metric, two_opt=two_opt, scale=scale, rounding=rounding,
+                         sample=sample)
+
+
+@dataclass(frozen=True)
+class TspLayout:
+    """The public part decided before counting: calibration, folding path, warnings, path time."""
+
+    cal: Calibration
+    folding: Folding
+    warnings: tuple[str, ...]
+    fold_seconds: float
+
+
+def tsp_layout(n: int, dim: int, epsilon: float, neighbouring: str, params: dict[str, Any], *,
+               rng: np.random.Generator) -> TspLayout:
+    """Calibrate (reads ``n``; draws the noisy count under add/remove), resolve the bins, fold the grid."""
+    path, two_opt = params["path"], params["two_opt"]
     if two_opt and path != "mst":
         raise ParameterError("two_opt improves the MST path only: set path='mst' or two_opt=False")
-    count_rng, release_rng = rng.spawn(2)
-    cal = calibrate(n, epsilon, neighbouring, count_rng)
+    cal = calibrate(n, epsilon, neighbouring, rng)
     warnings: list[str] = []
-    m_bins = _resolve_bins(bins, cal.alpha, dim, "mst_2opt" if two_opt else path, warnings)
+    m_bins = _resolve_bins(params["bins"], cal.alpha, dim, "mst_2opt" if two_opt else path, warnings)
     start = time.perf_counter()
-    folding = _fold(m_bins, dim, path, metric, two_opt)
-    timings = {"fold": time.perf_counter() - start}
-    out = release_on_grid(unit, cal, folding, n_synthetic=n_synthetic, rng=release_rng, scale=scale,
-                          rounding=rounding, sample=sample, timings=timings)
+    folding = _fold(m_bins, dim, path, params["metric"], two_opt)
+    return TspLayout(cal, folding, tuple(warnings), time.perf_counter() - start)
+
+
+def tsp_counts(unit: np.ndarray, layout: TspLayout) -> CellCounts:
+    """Counts of the ``M^d`` grid cells in row-major order (``x = 1`` joins the last cell)."""
+    bins = layout.folding.bins
+    return CellCounts.from_dense(np.bincount(cell_ids(unit, bins), minlength=bins ** unit.shape[1]))
+
+
+def tsp_release(counts: CellCounts, n: int, dim: int, epsilon: float, *, neighbouring: str,
+                n_synthetic: int | None, rng: np.random.Generator, layout: TspLayout,
+                params: dict[str, Any]) -> tuple[MechanismOutput, RowPlan]:
+    """The walk, the W1 projection and the row plan from the cell counts (listed in path order)."""
+    folding = layout.folding
+    shape = (folding.bins,) * dim
+    in_path_order = counts.dense(folding.bins ** dim)[np.ravel_multi_index(tuple(folding.coords.T), shape)]
+    out, plan = release_path_counts(in_path_order, dim, layout.cal, folding, n_synthetic=n_synthetic, rng=rng,
+                                    scale=params["scale"], rounding=params["rounding"], sample=params["sample"],
+                                    timings={"fold": layout.fold_seconds})
     out.diagnostics["net"] = out.diagnostics["path"]
-    out.warnings.extend(warnings)
-    return out
+    out.warnings.extend(layout.warnings)
+    return out, plan
 
 
 def _resolve_bins(bins: int | None, alpha: float, dim: int, path: str, warnings: list[str]) -> int:
@@ -114,3 +157,7 @@ def _fold(bins: int, dim: int, path: str, metric: str, improve: bool) -> Folding
         order = walks.two_opt(order, walks.distance_matrix(centres, metric))
     return Folding(coords[order], bins, metric, {"path_kind": "mst_2opt" if improve else "mst",
                                                  "mst_weight": mst_weight})
+
+
+STAGES = Stages(layout=tsp_layout, count=tsp_counts, release=tsp_release, split_rng=True)
+srw_tsp.stages = STAGES

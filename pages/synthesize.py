@@ -21,6 +21,10 @@ st.markdown(f"**Guarantee:** {spec.guarantee}")
 st.caption(spec.description)
 if not spec.is_private:
     st.error(f"{spec.title} is NOT differentially private: never release its output (dp_valid = False).")
+if spec.floating_point_exposure:
+    st.warning(f"Floating-point exposure: the {spec.floating_point_exposure}. Textbook floating-point noise can leak "
+               "the input through the low-order bits of released values (Mironov 2012); the mechanisms without this "
+               "warning use exact integer noise only. See docs/security.md.")
 
 left, right = st.columns(2)
 with left:

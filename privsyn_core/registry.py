@@ -122,6 +122,13 @@ class MechanismSpec:
         ``decode(array) -> DataFrame``; ``None`` means the unit-cube schema encoding.
     max_dim : int, optional
         Largest number of encoded columns the mechanism accepts (``None``: any).
+    floating_point_exposure : str, optional
+        ``None`` when every noise draw is exact integer noise (discrete Laplace as a difference of
+        geometrics), so the floating-point attack on textbook Laplace sampling (Mironov, "On
+        significance of the least significant bits for differential privacy", CCS 2012) does not
+        apply.  Otherwise one sentence naming the continuous noise the mechanism samples in
+        floating point: its released values may leak through their low-order bits, and the app
+        shows this sentence.  ``tests/test_float_safety.py`` checks the declaration both ways.
     """
 
     name: str
@@ -136,6 +143,7 @@ class MechanismSpec:
     run: Callable = field(repr=False, compare=False)
     codec: Callable | None = field(default=None, repr=False, compare=False)
     max_dim: int | None = None
+    floating_point_exposure: str | None = None
 
     def resolve_params(self, given: dict[str, Any]) -> dict[str, Any]:
         """Defaults filled in, every value validated; unknown names are an error."""

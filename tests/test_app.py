@@ -300,3 +300,12 @@ def test_several_mechanisms_side_by_side_at_the_same_epsilon():
     assert list(wide.columns) == ["dp_histogram", "laplace_points", "kd_grid", "real-vs-real floor"]
     assert wide.loc["w1", "laplace_points"] > wide.loc["w1", "real-vs-real floor"]
     assert [e["mechanism"] for e in at.session_state["ledger"]] == ["dp_histogram", "laplace_points", "kd_grid"]
+
+
+@pytest.mark.parametrize("mechanism", [s.name for s in ps.list_mechanisms()])
+def test_synthesize_page_warns_exactly_for_mechanisms_with_floating_point_exposure(mechanism):
+    at = new_app()
+    at.switch_page("pages/synthesize.py").run()
+    at.selectbox(key="w_mechanism").set_value(mechanism).run()
+    shown = any("Floating-point exposure" in w.value for w in at.warning)
+    assert not at.exception and shown == bool(ps.get_mechanism(mechanism).floating_point_exposure)

@@ -68,6 +68,7 @@ STAGES = (("private PCA projection PROJ (Alg 3)", 1.0), ("cell weights, Laplace 
     data_kind="boolean",
     neighbouring=("replace",),
     is_private=True,
+    floating_point_exposure="continuous Laplace noise on the cell weights and damped averages, and the Bingham sampler of the private PCA, are sampled in float64",
     params={
         "kappa": ParamSpec(1 / 3, float, (1e-6, 1 - 1e-6),
                            help="trade-off exponent in (0,1): t = floor(kappa log n/log(7/alpha)) and "

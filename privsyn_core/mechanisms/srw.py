@@ -257,7 +257,6 @@ def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
     neighbouring=("replace", "add_remove"),
     is_private=True,
     floating_point_exposure="continuous Laplace coefficients of the random walk are sampled in float64 (numpy Generator.laplace) and enter the released weights",
-    floating_point_exposure="continuous Laplace coefficients of the random walk are sampled in float64 (numpy Generator.laplace) and enter the released weights",
     params={
         "bins": ParamSpec(None, int, (1, 2**22), help="cells K on [0,1]; auto: floor(epsilon n) (Thm 5.4), "
                                                      f"at most {MAX_AUTO_BINS_1D}"),

@@ -52,7 +52,6 @@ MAX_CELLS = {"snake": 2**21, "mst": 2**18, "mst_2opt": 1024}
     neighbouring=("replace", "add_remove"),
     is_private=True,
     floating_point_exposure="continuous Laplace coefficients of the random walk are sampled in float64 (numpy Generator.laplace) and enter the released weights",
-    floating_point_exposure="continuous Laplace coefficients of the random walk are sampled in float64 (numpy Generator.laplace) and enter the released weights",
     params={
         "bins": ParamSpec(None, int, (1, 2**22), help="cells per axis M; auto: round((epsilon n / log^1.5(epsilon n))"
                                                      "^(1/d)), floor(epsilon n) in 1-D"),

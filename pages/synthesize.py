@@ -82,6 +82,12 @@ if found:
         st.error(f"dp_valid = False: {reason}. Do not publish this output as a private release.")
     for warning in result.warnings:
         st.warning(warning)
+    clipped = {name: count for name, count in result.clipped.items() if count}
+    if clipped and not ui.release_mode():
+        ui.not_private("counts of raw rows outside the public bounds")
+        st.warning("Rows outside the public bounds were clipped onto them before the mechanism ran: "
+                   + ", ".join(f"{name}: {count:,} of {len(ui.table()):,}" for name, count in clipped.items())
+                   + ". Widen the bounds on the Data page if that is too many.")
     st.markdown("**Mechanism ledger** (the stages' epsilons sum exactly to the total)")
     st.dataframe(pd.DataFrame(result.ledger, columns=["stage", "epsilon"]), hide_index=True, height=200)
     st.subheader("Synthetic data (the private release)")

@@ -309,3 +309,20 @@ def test_synthesize_page_warns_exactly_for_mechanisms_with_floating_point_exposu
     at.selectbox(key="w_mechanism").set_value(mechanism).run()
     shown = any("Floating-point exposure" in w.value for w in at.warning)
     assert not at.exception and shown == bool(ps.get_mechanism(mechanism).floating_point_exposure)
+
+
+@pytest.mark.parametrize("release", [False, True])
+def test_rows_clipped_into_the_bounds_are_counted_in_teaching_mode_only(release):
+    df = blobs(300)
+    at = upload(new_app(), "blobs.csv", csv_bytes(df))
+    at = type_bounds(at, {"x": (0.0, 8.0), "y": (-2.0, 8.0)})
+    if release:
+        at.toggle(key="w_release").set_value(True).run()
+    run_mechanism(at, "dp_histogram")
+    expected = int(((df["x"] < 0.0) | (df["x"] > 8.0)).sum())
+    assert not problems(at) and at.session_state["result"].clipped["x"] == expected > 0
+    shown = [w.value for w in at.warning if "were clipped" in w.value]
+    if release:
+        assert not shown, "release mode must not show counts of raw rows"
+    else:
+        assert len(shown) == 1 and f"x: {expected:,} of 300" in shown[0]

@@ -11,16 +11,30 @@ Usage::
 * mmd: ``mmd`` (biased, chunked kernel sums) at n = m = 10^4 and the linear-time estimator at 10^5.
 
 Times are wall-clock seconds on the machine at hand (shared cores inflate them); seed 0 throughout.
+``--doc docs/reproduction.md`` also writes the printed lines into that report's ``w1-timings`` section.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from privsyn_core.metrics import mmd, mmd2, w1
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docsection import update_section  # noqa: E402
+
+LINES: list[str] = []
+
+
+def say(line: str) -> None:
+    """Print ``line`` and keep it for the report section."""
+    print(line, flush=True)
+    LINES.append(line)
 
 
 def clouds(n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -35,23 +49,23 @@ def timed(fn):
 
 
 def exact_section(sizes: list[int]) -> dict[int, float]:
-    print("## exact W1 (POT ot.emd2, chebyshev, d = 2)")
+    say("## exact W1 (POT ot.emd2, chebyshev, d = 2)")
     values = {}
     for n in sizes:
         X, Y = clouds(n, 2)
         value, seconds = timed(lambda: w1(X, Y, method="exact"))
         values[n] = float(value)
-        print(f"n = m = {n:>6}: W1 = {value:.6f}  time {seconds:6.2f} s")
+        say(f"n = m = {n:>6}: W1 = {value:.6f}  time {seconds:6.2f} s")
     return values
 
 
 def grid_section(big: int, budgets: list[int]) -> None:
-    print(f"## grid W1 at n = m = {big} (chebyshev)")
+    say(f"## grid W1 at n = m = {big} (chebyshev)")
     for d in (2, 3):
         X, Y = clouds(big, d)
         for budget in budgets:
             value, seconds = timed(lambda: w1(X, Y, max_entries=budget))
-            print(f"d = {d}, budget {budget:>9}: W1 = {value:.6f} +- {value.error_bound:.6f} ({value.method}, "
+            say(f"d = {d}, budget {budget:>9}: W1 = {value:.6f} +- {value.error_bound:.6f} ({value.method}, "
                   f"{value.cells_per_axis} cells/axis)  time {seconds:6.2f} s")
 
 
@@ -59,18 +73,18 @@ def grid_vs_exact(n: int, exact: float) -> None:
     X, Y = clouds(n, 2)
     for budget in (250_000, 1_000_000, 4_000_000):
         value, seconds = timed(lambda: w1(X, Y, method="grid", max_entries=budget))
-        print(f"grid vs exact at n = {n}, budget {budget:>8}: |grid - exact| = {abs(value - exact):.2e} "
+        say(f"grid vs exact at n = {n}, budget {budget:>8}: |grid - exact| = {abs(value - exact):.2e} "
               f"<= bound {value.error_bound:.2e} ({value.cells_per_axis} cells/axis, {seconds:.2f} s)")
 
 
 def mmd_section() -> None:
-    print("## MMD (Gaussian kernel, median bandwidth)")
+    say("## MMD (Gaussian kernel, median bandwidth)")
     X, Y = clouds(10_000, 2)
     value, seconds = timed(lambda: mmd(X, Y))
-    print(f"biased, n = m = 10^4: MMD = {value:.6f}  time {seconds:6.2f} s")
+    say(f"biased, n = m = 10^4: MMD = {value:.6f}  time {seconds:6.2f} s")
     X, Y = clouds(100_000, 2)
     value, seconds = timed(lambda: mmd2(X, Y, bandwidth=0.3, estimator="linear"))
-    print(f"linear MMD^2, n = m = 10^5, bandwidth 0.3: {value:.6f}  time {seconds:6.2f} s")
+    say(f"linear MMD^2, n = m = 10^5, bandwidth 0.3: {value:.6f}  time {seconds:6.2f} s")
 
 
 def main() -> None:
@@ -78,11 +92,16 @@ def main() -> None:
     parser.add_argument("--big", type=int, default=100_000)
     parser.add_argument("--exact", type=int, nargs="+", default=[2000, 5000])
     parser.add_argument("--budgets", type=int, nargs="+", default=[4_000_000, 16_000_000])
+    parser.add_argument("--doc", type=Path, help="also write the output into this Markdown file's w1-timings section")
     args = parser.parse_args()
     exact = exact_section(args.exact)
     grid_vs_exact(min(exact), exact[min(exact)])
     grid_section(args.big, args.budgets)
     mmd_section()
+    if args.doc:
+        command = " ".join(["python benchmarks/bench_metrics.py", *sys.argv[1:]])
+        update_section("w1-timings", f"Output of `{command}` (wall seconds, 2 shared cores):\n\n```text\n"
+                       + "\n".join(LINES) + "\n```", doc=args.doc)
 
 
 if __name__ == "__main__":

@@ -26,8 +26,10 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
 
     Parameters
     ----------
-    data : DataFrame or array-like
-        The private table.  Only the schema's columns are used.
+    data : DataFrame, array-like or Dask DataFrame
+        The private table.  Only the schema's columns are used.  A Dask DataFrame runs the
+        count-based mechanisms partition by partition (:mod:`privsyn_core.dask_backend`; the schema
+        is then required) and the result's ``data`` is a lazy Dask DataFrame.
     mechanism : str
         Registry key, see :func:`privsyn_core.list_mechanisms`.
     epsilon : float
@@ -55,6 +57,10 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
                              f"not {neighbouring!r}")
     resolved = spec.resolve_params(params)
     n_synthetic = _check_n_synthetic(n_synthetic)
+    from . import dask_backend  # no Dask import unless ``data`` is a Dask DataFrame
+    if dask_backend.is_dask_frame(data):
+        return dask_backend.synthesize_dask(data, spec, epsilon, schema=schema, neighbouring=neighbouring,
+                                            n_synthetic=n_synthetic, rng=rng, params=resolved)
     frame = as_frame(data)
     schema = _resolve_schema(schema, frame)
     codec = spec.codec(schema) if spec.codec else schema

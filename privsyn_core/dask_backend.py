@@ -1,0 +1,170 @@
+"""Scale-out on Dask: :func:`privsyn_core.synthesize` with a Dask DataFrame (many Parquet/CSV files).
+
+Only the count-based mechanisms run here, those whose run function carries ``.stages``
+(:mod:`privsyn_core.staged`): ``pmm``, ``psmm``, ``dp_histogram``, ``kd_grid``, ``kd_adaptive`` and
+``srw_tsp``.  The run is
+
+1. the record count ``n`` (one pass; from the Parquet metadata when Dask can read it there);
+2. ``layout`` on the client, from the public ``n, d, epsilon`` exactly as in memory;
+3. per partition: encode with the schema, ``prepare``, ``count`` -> sparse :class:`CellCounts`;
+   the counts are summed by a tree reduction on the workers (:func:`merge_counts`) and only the
+   sparse sum reaches the client (its total must be ``n``);
+4. ``release`` once on the client: noise, consistency, the ledger and the :class:`RowPlan`;
+5. synthetic rows lazily, one Dask partition per block of ``RowPlan.blocks()`` (not per input
+   partition), each drawn from its own block generator and decoded to the input's columns and
+   dtypes, with the global row numbers as index.
+
+Because the stages, the block structure and the generators are those of the in-memory run, the
+same data and seed give bit-identical synthetic rows, atoms, weights and ledger.
+
+The schema must be given: inferring bounds would read the data and not be private.  Dask is
+imported here only, when a Dask DataFrame is passed, so the library and the app work without it.
+
+What differs from the in-memory :class:`SynthResult`: ``data`` is a lazy Dask DataFrame (write it
+with ``result.data.to_parquet(path)`` or bring it home with ``.compute()``); ``unit_rows`` is
+``None`` (the rows are never gathered on the client); ``unit``/``weights`` are the released atoms
+(for ``pmm``, which releases rows only, ``unit`` is empty); ``diagnostics["dask"]`` gives the
+partition and block counts; ``timings`` has ``n``, ``count`` and ``release`` (row generation is lazy).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .accounting import ledger_total
+from .api import _match_dtypes, _resolve_schema
+from .domain import Schema
+from .errors import DataError, ParameterError, SchemaError
+from .noise import resolve_rng
+from .registry import MechanismSpec, list_mechanisms
+from .result import SynthResult
+from .staged import CellCounts, RowPlan, Stages, merge_counts, resolve_layout
+
+#: Partial counts merged per task of the tree reduction.
+MERGE_FAN_IN = 8
+
+
+def is_dask_frame(data: Any) -> bool:
+    """True for a Dask DataFrame (checked without importing Dask)."""
+    return type(data).__module__.split(".")[0] in ("dask", "dask_expr") and hasattr(data, "to_delayed")
+
+
+def staged_mechanisms() -> list[str]:
+    """Registry keys of the mechanisms that run on Dask (those with ``.stages``)."""
+    return [spec.name for spec in list_mechanisms() if getattr(spec.run, "stages", None) is not None]
+
+
+def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Schema | dict | None,
+                    neighbouring: str, n_synthetic: int | None, rng: Any, params: dict[str, Any]) -> SynthResult:
+    """The Dask path of :func:`privsyn_core.synthesize` (module docstring); arguments already checked there."""
+    stages = _stages_of(spec)
+    if schema is None:
+        raise SchemaError("a Dask DataFrame needs a public schema (schema=...): inferring the bounds would read "
+                          "the data and would not be differentially private")
+    schema = _resolve_schema(schema, ddf._meta)
+    codec = spec.codec(schema) if spec.codec else schema
+    missing = [name for name in schema.names if name not in ddf.columns]
+    if missing:
+        raise DataError(f"unknown column(s) {missing}; the table has {list(map(str, ddf.columns))}")
+    ddf = ddf[list(schema.names)]
+    generator, seed = resolve_rng(rng)
+    timings: dict[str, float] = {}
+
+    start = time.perf_counter()
+    n = int(len(ddf))
+    timings["n"] = time.perf_counter() - start
+    if n == 0:
+        raise DataError("the table has no rows")
+    d = len(schema.names)
+    layout, release_rng = resolve_layout(stages, n, d, epsilon, neighbouring, params, generator)
+
+    start = time.perf_counter()
+    counts, clipped = count_partitions(ddf, codec, stages, layout)
+    timings["count"] = time.perf_counter() - start
+    if counts.total != n:
+        raise RuntimeError(f"internal error: the partitions' counts sum to {counts.total}, not n={n}")
+
+    start = time.perf_counter()
+    out, plan = stages.release(counts, n, d, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,
+                               rng=release_rng, layout=layout, params=params)
+    timings["release"] = time.perf_counter() - start
+    timings.update({f"mechanism.{k}": v for k, v in out.timings.items()})
+    total = ledger_total(out.ledger)
+    if total != epsilon:
+        raise RuntimeError(f"internal error: {spec.name} ledger sums to {total!r}, not epsilon={epsilon!r}")
+
+    data = synthetic_frame(plan, codec, ddf._meta)
+    warnings = list(out.warnings)
+    if not schema.dp_valid:
+        warnings.append("the domain (bounds/categories) was read off the data: the result is not differentially private")
+    return SynthResult(
+        data=data, unit=out.unit, weights=out.weights, epsilon=total, ledger=list(out.ledger),
+        neighbouring=neighbouring, dp_valid=bool(spec.is_private and schema.dp_valid),
+        params={**params, **out.params, "n_synthetic": n_synthetic, "seed": seed},
+        diagnostics={**out.diagnostics, "dask": {"input_partitions": ddf.npartitions, "row_blocks": data.npartitions,
+                                                 "n": n, "synthetic_rows": plan.total}},
+        timings=timings, mechanism=spec.name, schema=schema.to_dict(), unit_rows=None, clipped=clipped,
+        warnings=warnings)
+
+
+def _stages_of(spec: MechanismSpec) -> Stages:
+    stages = getattr(spec.run, "stages", None)
+    if stages is None:
+        raise ParameterError(f"mechanism {spec.name!r} cannot run on a Dask DataFrame; the count-based mechanisms "
+                             f"can: {staged_mechanisms()} (or pass a pandas DataFrame)")
+    return stages
+
+
+def count_partitions(ddf: Any, codec: Any, stages: Stages, layout: Any) -> tuple[CellCounts, dict[str, int]]:
+    """Sparse finest counts and clipped-row counts of all partitions, summed by a tree reduction."""
+    import dask
+
+    shared = dask.delayed(layout, traverse=False)
+    level = [dask.delayed(count_partition)(part, codec, stages, shared) for part in ddf.to_delayed()]
+    while len(level) > 1:
+        level = [dask.delayed(merge_partials)(level[i:i + MERGE_FAN_IN]) for i in range(0, len(level), MERGE_FAN_IN)]
+    return dask.compute(level[0])[0]
+
+
+def count_partition(frame: pd.DataFrame, codec: Any, stages: Stages, layout: Any) -> tuple[CellCounts, dict[str, int]]:
+    """One partition: encode, prepare, count (sparse); an empty partition counts nothing."""
+    if len(frame) == 0:
+        return merge_counts([]), {}
+    unit, clipped = codec.encode(frame)
+    return stages.count(stages.prepare(unit), layout).sparse(), clipped
+
+
+def merge_partials(parts: list[tuple[CellCounts, dict[str, int]]]) -> tuple[CellCounts, dict[str, int]]:
+    """Sum the counts and the clipped-row counts of disjoint blocks of rows."""
+    clipped: dict[str, int] = {}
+    for _, part in parts:
+        for name, value in part.items():
+            clipped[name] = clipped.get(name, 0) + value
+    return merge_counts([counts for counts, _ in parts]), clipped
+
+
+def synthetic_frame(plan: RowPlan, codec: Any, meta: pd.DataFrame) -> Any:
+    """The plan's rows as a lazy Dask DataFrame, one partition per row block (index: global row number)."""
+    import dask
+    import dask.dataframe as dd
+
+    blocks = plan.blocks()
+    pieces = [plan.piece(start, stop, rng) for (start, stop), rng in zip(blocks, plan.block_generators())]
+    empty = block_frame(plan.piece(0, 0, np.random.default_rng(0)), codec, meta, 0)
+    parts = [dask.delayed(block_frame)(piece, codec, meta, start) for piece, (start, _) in zip(pieces, blocks)]
+    divisions = [start for start, _ in blocks] + [blocks[-1][1] - 1] if plan.total else None
+    return dd.from_delayed(parts, meta=empty, divisions=divisions)
+
+
+def block_frame(piece: RowPlan, codec: Any, meta: pd.DataFrame, start: int) -> pd.DataFrame:
+    """One block's rows, decoded to the input's columns and dtypes, indexed from ``start``."""
+    frame = _match_dtypes(codec.decode(piece.rows()), meta)
+    frame.index = pd.RangeIndex(start, start + len(frame))
+    return frame
+
+
+__all__ = ["is_dask_frame", "staged_mechanisms", "synthesize_dask", "MERGE_FAN_IN"]

@@ -1,0 +1,141 @@
+"""The Dask path (privsyn_core.dask_backend) against the in-memory path, on a LocalCluster of worker processes.
+
+Every comparison is exact: the same data and seed must give bit-identical synthetic rows, atoms, weights and
+ledger, because both paths run the same stages, row blocks and block generators.  Nothing here is statistical.
+"""
+
+import math
+import subprocess
+import sys
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+from distributed import Client, LocalCluster
+
+import privsyn_core as ps
+from privsyn_core import Column, DataError, ParameterError, Schema, SchemaError
+from privsyn_core import staged
+from privsyn_core.datasets import two_blobs
+from privsyn_core.dask_backend import MERGE_FAN_IN, is_dask_frame, staged_mechanisms
+
+EPSILON = 0.7
+N = 2000
+#: Small row blocks so that the synthetic rows span several blocks (several Dask partitions).
+BLOCK_ROWS = 700
+#: Small grids keep every mechanism to well under a second (psmm's LP grows with the cells).
+PARAMS = {"pmm": {}, "psmm": {"cells_per_axis": 8}, "kd_grid": {}, "kd_adaptive": {}, "dp_histogram": {},
+          "srw_tsp": {}}
+SCHEMA = Schema((Column("a", "numeric", lo=-5.0, hi=5.0), Column("k", "numeric", lo=0, hi=1000, integer=True)))
+
+
+@pytest.fixture(scope="module")
+def client():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as dask_client:
+        yield dask_client
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """The same table (two blobs, one float and one integer column) as 4 Parquet files and 3 CSV files."""
+    rng = np.random.default_rng(7)
+    unit = two_blobs(N, 2, rng=rng)
+    frame = pd.DataFrame({"a": -5.0 + 10.0 * unit[:, 0], "k": np.round(1000 * unit[:, 1]).astype(np.int64)})
+    root = tmp_path_factory.mktemp("dask_input")
+    (root / "parquet").mkdir()
+    (root / "csv").mkdir()
+    for i, part in enumerate(np.array_split(np.arange(N), 4)):
+        frame.iloc[part].to_parquet(root / "parquet" / f"part{i}.parquet", index=False)
+    for i, part in enumerate(np.array_split(np.arange(N), 3)):
+        frame.iloc[part].to_csv(root / "csv" / f"part{i}.csv", index=False)
+    return root
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    monkeypatch.setattr(staged, "ROW_BLOCK", BLOCK_ROWS)
+
+
+def _read(files, kind):
+    if kind == "parquet":
+        return dd.read_parquet(str(files / "parquet"))
+    return dd.read_csv(str(files / "csv" / "*.csv"))
+
+
+def _assert_same_release(in_memory, on_dask, synthetic):
+    """Rows, ledger, atoms and weights identical; the Dask output split along the row blocks."""
+    pd.testing.assert_frame_equal(synthetic, in_memory.data, check_exact=True)
+    assert on_dask.ledger == in_memory.ledger
+    assert math.fsum(eps for _, eps in on_dask.ledger) == EPSILON
+    assert on_dask.epsilon == EPSILON and on_dask.dp_valid
+    if in_memory.weights is not None:  # pmm releases rows only
+        assert np.array_equal(on_dask.weights, in_memory.weights)
+        assert np.array_equal(on_dask.unit, in_memory.unit)
+    assert on_dask.params == in_memory.params
+    assert on_dask.clipped == in_memory.clipped
+    assert on_dask.unit_rows is None
+    assert on_dask.data.npartitions == max(1, math.ceil(len(in_memory.data) / BLOCK_ROWS))
+
+
+@pytest.mark.parametrize("kind, neighbouring", [("parquet", "replace"), ("csv", "add_remove")])
+@pytest.mark.parametrize("mechanism", sorted(PARAMS))
+def test_same_seed_gives_the_in_memory_release(client, files, small_blocks, mechanism, kind, neighbouring):
+    ddf = _read(files, kind)
+    assert ddf.npartitions > 1 and is_dask_frame(ddf)
+    frame = ddf.compute().reset_index(drop=True)
+    kwargs = dict(schema=SCHEMA, neighbouring=neighbouring, rng=11, **PARAMS[mechanism])
+    in_memory = ps.synthesize(frame, mechanism, EPSILON, **kwargs)
+    on_dask = ps.synthesize(ddf, mechanism, EPSILON, **kwargs)
+    assert len(in_memory.data) > BLOCK_ROWS
+    _assert_same_release(in_memory, on_dask, on_dask.data.compute())
+
+
+def test_many_and_empty_partitions_merge_by_a_tree_reduction(client, small_blocks):
+    """Twenty partitions (two merge levels at fan-in 8), the last ones empty after a filter."""
+    assert 20 > MERGE_FAN_IN
+    frame = pd.DataFrame(two_blobs(3 * N, 2, rng=3), columns=["x0", "x1"]).assign(keep=np.arange(3 * N) < N)
+    ddf = dd.from_pandas(frame, npartitions=20)
+    ddf = ddf[ddf.keep]
+    for mechanism in ("kd_adaptive", "pmm"):
+        in_memory = ps.synthesize(frame.iloc[:N], mechanism, EPSILON, schema=ps.unit_schema(2), rng=5)
+        on_dask = ps.synthesize(ddf, mechanism, EPSILON, schema=ps.unit_schema(2), rng=5)
+        assert on_dask.diagnostics["dask"]["n"] == N
+        _assert_same_release(in_memory, on_dask, on_dask.data.compute())
+
+
+def test_synthetic_rows_write_to_parquet_and_read_back(client, files, small_blocks, tmp_path):
+    on_dask = ps.synthesize(_read(files, "parquet"), "kd_grid", EPSILON, schema=SCHEMA, rng=2)
+    expected = on_dask.data.compute()
+    on_dask.data.to_parquet(str(tmp_path / "synthetic"))
+    back = dd.read_parquet(str(tmp_path / "synthetic")).compute()
+    assert len(list((tmp_path / "synthetic").glob("*.parquet"))) == on_dask.data.npartitions > 1
+    pd.testing.assert_frame_equal(back, expected, check_exact=True, check_names=False)
+    assert list(back.dtypes) == [np.float64, np.int64]
+
+
+def test_bad_input_gives_clear_errors(client, files):
+    ddf = _read(files, "parquet")
+    with pytest.raises(SchemaError, match="needs a public schema"):
+        ps.synthesize(ddf, "pmm", EPSILON)
+    with pytest.raises(ParameterError, match=r"cannot run on a Dask DataFrame.*'pmm'.*'srw_tsp'"):
+        ps.synthesize(ddf, "laplace_points", EPSILON, schema=SCHEMA)
+    with pytest.raises(DataError, match=r"unknown column\(s\) \['z'\]"):
+        ps.synthesize(ddf, "pmm", EPSILON, schema=Schema((Column("z", "numeric", lo=0, hi=1),)))
+    with pytest.raises(DataError, match="no rows"):
+        ps.synthesize(ddf[ddf.a > 10], "pmm", EPSILON, schema=SCHEMA)
+
+
+def test_the_staged_mechanisms_are_the_six_count_based_ones():
+    assert sorted(staged_mechanisms()) == sorted(PARAMS)
+    assert not is_dask_frame(pd.DataFrame({"a": [1.0]}))
+
+
+def test_library_works_without_dask():
+    """With dask unimportable, importing the library and an in-memory run still work."""
+    code = ("import sys; sys.modules['dask'] = None; sys.modules['distributed'] = None\n"
+            "import numpy as np, privsyn_core as ps\n"
+            "r = ps.synthesize(np.random.default_rng(0).random((200, 2)), 'pmm', 1.0, schema=ps.unit_schema(2), rng=0)\n"
+            "assert len(r.data) == 200 and 'dask' not in [m.split('.')[0] for m in sys.modules if sys.modules[m]]\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -7,8 +7,9 @@ Only the count-based mechanisms run here, those whose run function carries ``.st
 1. the record count ``n`` (one pass; from the Parquet metadata when Dask can read it there);
 2. ``layout`` on the client, from the public ``n, d, epsilon`` exactly as in memory;
 3. per partition: encode with the schema, ``prepare``, ``count`` -> sparse :class:`CellCounts`;
-   the counts are summed by a tree reduction on the workers (:func:`merge_counts`) and only the
-   sparse sum reaches the client (its total must be ``n``);
+   the workers sum them :data:`MERGE_FAN_IN` partitions at a time, the client adds up those partial
+   sums (:func:`merge_counts`; the total must be ``n``), so worker memory stays bounded by the
+   partition size whatever ``n``;
 4. ``release`` once on the client: noise, consistency, the ledger and the :class:`RowPlan`;
 5. synthetic rows lazily, one Dask partition per block of ``RowPlan.blocks()`` (not per input
    partition), each drawn from its own block generator and decoded to the input's columns and
@@ -44,7 +45,7 @@ from .registry import MechanismSpec, list_mechanisms
 from .result import SynthResult
 from .staged import CellCounts, RowPlan, Stages, merge_counts, resolve_layout
 
-#: Partial counts merged per task of the tree reduction.
+#: Partitions summed per worker task, and partial sums fetched per batch by the client.
 MERGE_FAN_IN = 8
 
 
@@ -120,14 +121,23 @@ def _stages_of(spec: MechanismSpec) -> Stages:
 
 
 def count_partitions(ddf: Any, codec: Any, stages: Stages, layout: Any) -> tuple[CellCounts, dict[str, int]]:
-    """Sparse finest counts and clipped-row counts of all partitions, summed by a tree reduction."""
+    """Sparse finest counts and clipped-row counts of all partitions, summed.
+
+    Every worker task counts one partition or sums :data:`MERGE_FAN_IN` partitions' counts, so its
+    memory is bounded by the partition size; the client adds those partial sums into the running
+    total, :data:`MERGE_FAN_IN` at a time (the total has one entry per occupied cell, which the release
+    on the client needs anyway).
+    """
     import dask
 
     shared = dask.delayed(layout, traverse=False)
-    level = [dask.delayed(count_partition)(part, codec, stages, shared) for part in ddf.to_delayed()]
-    while len(level) > 1:
-        level = [dask.delayed(merge_partials)(level[i:i + MERGE_FAN_IN]) for i in range(0, len(level), MERGE_FAN_IN)]
-    return dask.compute(level[0])[0]
+    counted = [dask.delayed(count_partition)(part, codec, stages, shared) for part in ddf.to_delayed()]
+    partials = [dask.delayed(merge_partials)(counted[i:i + MERGE_FAN_IN])
+                for i in range(0, len(counted), MERGE_FAN_IN)]
+    total = merge_partials([])
+    for i in range(0, len(partials), MERGE_FAN_IN):
+        total = merge_partials([total, *dask.compute(*partials[i:i + MERGE_FAN_IN])])
+    return total
 
 
 def count_partition(frame: pd.DataFrame, codec: Any, stages: Stages, layout: Any) -> tuple[CellCounts, dict[str, int]]:

@@ -148,6 +148,23 @@ def leaf_ids(unit: np.ndarray, r: int) -> np.ndarray:
     return heap_of_grid[_grid_ids(unit, r)]
 
 
+def sparse_leaf_counts(unit: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted heap ids and counts of the non-empty depth-``r`` leaves, in ``O(n)`` memory (not ``O(2^r)``).
+
+    The same counts as :func:`leaf_counts` (its non-zero entries), for blocks of rows much
+    smaller than ``2^r`` (a Dask partition at large depth).
+    """
+    grid, counts = np.unique(_grid_ids(unit, r), return_counts=True)
+    d = unit.shape[1]
+    cuts, offsets = _grid_offsets(r, d)
+    heap = np.zeros(len(grid), dtype=np.int64)
+    for level in range(r):
+        bit = int(offsets[level % d] + cuts[level % d] - 1 - level // d)
+        heap |= ((grid >> bit) & 1) << (r - 1 - level)
+    order = np.argsort(heap)
+    return heap[order], counts[order].astype(np.int64)
+
+
 def tree_counts(leaves: np.ndarray, r: int) -> list[np.ndarray]:
     """Counts of every level ``0..r`` from the leaf counts (pairwise sums upward)."""
     levels = [np.asarray(leaves)]

@@ -18,6 +18,7 @@ import privsyn_core as ps
 from privsyn_core import Column, DataError, ParameterError, Schema, SchemaError
 from privsyn_core import staged
 from privsyn_core.datasets import two_blobs
+from privsyn_core.pmm_tree import leaf_counts, sparse_leaf_counts
 from privsyn_core.dask_backend import MERGE_FAN_IN, is_dask_frame, staged_mechanisms
 
 EPSILON = 0.7
@@ -92,8 +93,8 @@ def test_same_seed_gives_the_in_memory_release(client, files, small_blocks, mech
     _assert_same_release(in_memory, on_dask, on_dask.data.compute())
 
 
-def test_many_and_empty_partitions_merge_by_a_tree_reduction(client, small_blocks):
-    """Twenty partitions (two merge levels at fan-in 8), the last ones empty after a filter."""
+def test_many_and_empty_partitions_are_summed_exactly(client, small_blocks):
+    """Twenty partitions (three partial sums at fan-in 8), the last ones empty after a filter."""
     assert 20 > MERGE_FAN_IN
     frame = pd.DataFrame(two_blobs(3 * N, 2, rng=3), columns=["x0", "x1"]).assign(keep=np.arange(3 * N) < N)
     ddf = dd.from_pandas(frame, npartitions=20)
@@ -125,6 +126,16 @@ def test_bad_input_gives_clear_errors(client, files):
         ps.synthesize(ddf, "pmm", EPSILON, schema=Schema((Column("z", "numeric", lo=0, hi=1),)))
     with pytest.raises(DataError, match="no rows"):
         ps.synthesize(ddf[ddf.a > 10], "pmm", EPSILON, schema=SCHEMA)
+
+
+@pytest.mark.parametrize("d, r", [(1, 0), (1, 9), (2, 13), (3, 14), (5, 17)])
+def test_pmm_sparse_partition_counts_equal_the_dense_leaf_counts(d, r):
+    """A partition smaller than 2^r is counted sparsely (memory O(rows)); the counts must not change."""
+    unit = np.random.default_rng(d).random((600, d))
+    unit[:10], unit[10:20] = 1.0, 0.5  # upper boundary and points on cut planes
+    ids, counts = sparse_leaf_counts(unit, r)
+    dense = leaf_counts(unit, r)
+    assert np.array_equal(ids, np.flatnonzero(dense)) and np.array_equal(counts, dense[ids])
 
 
 def test_the_staged_mechanisms_are_the_six_count_based_ones():

@@ -42,7 +42,7 @@ from ..errors import DataError
 from ..noise import discrete_laplace
 from ..pmm_tree import (MAX_DEPTH, NoisePlan, accuracy_bound, bound_opt_depth, consistency as make_consistent,
                         cuts_per_axis, leaf_counts, level_boxes, level_corners, level_diameter, noise_plan,
-                        paper_depth, tree_counts)
+                        paper_depth, sparse_leaf_counts, tree_counts)
 from ..registry import ParamSpec, register
 from ..result import MechanismOutput
 from ..sampling import largest_remainder
@@ -95,8 +95,11 @@ def pmm_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[s
 
 
 def pmm_counts(unit: np.ndarray, layout: tuple[int, tuple[str, ...]]) -> CellCounts:
-    """Counts of the ``2^r`` leaves in heap order (sparse view of the dense bincount)."""
-    return CellCounts.from_dense(leaf_counts(unit, layout[0]))
+    """Counts of the ``2^r`` leaves in heap order: a dense bincount, or sparse when ``2^r`` exceeds the rows."""
+    r = layout[0]
+    if 2 ** r > len(unit):
+        return CellCounts(*sparse_leaf_counts(unit, r))
+    return CellCounts.from_dense(leaf_counts(unit, r))
 
 
 def pmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbouring: str, n_synthetic: int | None,

@@ -1,0 +1,109 @@
+"""Scale-out on Dask: pmm on 10^7 and 10^8 rows of d = 2 read from Parquet, on a LocalCluster of 2 worker processes.
+
+For every size ``n`` the script writes ``n`` two-blob rows (:func:`privsyn_core.datasets.two_blobs`, one chunk
+per file, never the whole table in memory) to Parquet files under a temporary directory, starts a fresh
+``LocalCluster(n_workers=2, threads_per_worker=1, processes=True)`` (so every peak is that run's own), runs
+``synthesize(dd.read_parquet(...), "pmm", ...)`` and writes the synthetic rows to Parquet.  It prints the wall
+time of every stage and the peak resident memory (``ru_maxrss``) of each worker process and of the client.
+
+The target is worker memory bounded by the partition size (and the row block ``staged.ROW_BLOCK``), not by
+``n``: compare the two sizes.  The client holds the release (for pmm, ``2^(r+1)`` tree counts), which grows
+with the depth ``r``, not with ``n`` directly.
+
+Usage::
+
+    PYTHONPATH=. python benchmarks/bench_dask.py                      # n = 10^7 and 10^8, 10^6 rows per file
+    PYTHONPATH=. python benchmarks/bench_dask.py --sizes 1e7 3e7 --rows-per-file 1000000 --depth paper
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import privsyn_core as ps
+from privsyn_core.datasets import two_blobs
+
+
+def write_input(directory: Path, n: int, rows_per_file: int, seed: int) -> int:
+    """``n`` two-blob rows in files of ``rows_per_file`` rows; returns the number of files."""
+    directory.mkdir(parents=True)
+    starts = range(0, n, rows_per_file)
+    for i, start in enumerate(starts):
+        chunk = two_blobs(min(rows_per_file, n - start), 2, rng=np.random.default_rng([seed, i]))
+        pq.write_table(pa.table({"x0": chunk[:, 0], "x1": chunk[:, 1]}), directory / f"part{i:05d}.parquet")
+    return len(starts)
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of the calling process, in MB (Linux ``ru_maxrss`` is in kB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run(n: int, rows_per_file: int, depth: str | int, epsilon: float, root: Path) -> dict:
+    """One size on a fresh cluster: stage times (s) and peak RSS per worker and of the client (MB)."""
+    import dask.dataframe as dd
+    from distributed import Client, LocalCluster
+
+    times = {}
+    start = time.perf_counter()
+    files = write_input(root / "input", n, rows_per_file, seed=n)
+    times["write input"] = time.perf_counter() - start
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        idle = client.run(peak_rss_mb)
+        start = time.perf_counter()
+        ddf = dd.read_parquet(str(root / "input"))
+        result = ps.synthesize(ddf, "pmm", epsilon, schema=ps.unit_schema(2), rng=0, depth=depth)
+        times["synthesize"] = time.perf_counter() - start
+        times.update({f"  {k}": v for k, v in result.timings.items() if k in ("n", "count", "release")})
+        start = time.perf_counter()
+        result.data.to_parquet(str(root / "synthetic"))
+        times["write synthetic (lazy rows)"] = time.perf_counter() - start
+        workers = client.run(peak_rss_mb)
+    shutil.rmtree(root / "input")
+    shutil.rmtree(root / "synthetic")
+    return {"n": n, "files": files, "partitions": result.diagnostics["dask"]["input_partitions"],
+            "row_blocks": result.diagnostics["dask"]["row_blocks"], "depth": result.params["depth"],
+            "synthetic_rows": result.diagnostics["dask"]["synthetic_rows"], "times": times,
+            "idle_mb": sorted(idle.values()), "worker_mb": sorted(workers.values()), "client_mb": peak_rss_mb()}
+
+
+def report(row: dict) -> None:
+    print(f"\nn = {row['n']:.0e}: {row['files']} Parquet files -> {row['partitions']} partitions, pmm depth "
+          f"{row['depth']}, {row['synthetic_rows']} synthetic rows in {row['row_blocks']} blocks")
+    for stage, seconds in row["times"].items():
+        print(f"  {stage:<30s} {seconds:8.1f} s")
+    print(f"  peak RSS per worker: {', '.join(f'{mb:.0f}' for mb in row['worker_mb'])} MB "
+          f"(idle after start: {', '.join(f'{mb:.0f}' for mb in row['idle_mb'])} MB); "
+          f"client (this process, cumulative): {row['client_mb']:.0f} MB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=float, nargs="+", default=[1e7, 1e8])
+    parser.add_argument("--rows-per-file", type=int, default=10**6)
+    parser.add_argument("--depth", default="paper", help="pmm depth: paper, bound_opt or an integer")
+    parser.add_argument("--epsilon", type=float, default=1.0)
+    args = parser.parse_args()
+    depth = int(args.depth) if args.depth.isdigit() else args.depth
+    print(f"pmm on Dask, d = 2, epsilon = {args.epsilon}, depth = {depth}, {args.rows_per_file} rows per file, "
+          "LocalCluster of 2 worker processes x 1 thread (times: wall clock on this machine)")
+    for size in args.sizes:
+        root = Path(tempfile.mkdtemp(prefix="bench_dask_"))
+        try:
+            report(run(int(size), args.rows_per_file, depth, args.epsilon, root))
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

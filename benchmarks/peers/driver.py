@@ -1,0 +1,192 @@
+"""Peer benchmark: our mechanisms against OpenDP MST/AIM and DataSynthesizer's PrivBayes.
+
+Usage (from the repository root)::
+
+    python benchmarks/peers/driver.py --quick                       # a few minutes
+    python benchmarks/peers/driver.py --peer-python /path/to/venv/bin/python   # full grid
+
+Every (system, dataset, epsilon) run is one child process on the same private table
+(written once per dataset and seed); the driver measures the child's wall time, the child
+reports its synthesis time and peak resident memory (``VmHWM``), and the driver then scores the synthetic table
+against the real one with :func:`privsyn_core.metrics.evaluate` (W1 with its method/bound,
+MMD, 1-/2-way marginal TVD, TSTR on a real hold-out that no system saw).  Results go to
+``benchmarks/peers/results.json`` and ``docs/benchmarks.md`` (+ Plotly HTML figures).
+
+The peers need ``pip install -r requirements-bench.txt``; install them in a separate
+virtual environment (they pull jax, polars, matplotlib) and pass its interpreter with
+``--peer-python``.  A peer that cannot be imported or fails is recorded with its error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path[:0] = [str(HERE), str(ROOT)]
+
+from common import dataset_names, load_dataset  # noqa: E402
+
+PEERS = {"opendp_mst": ("run_opendp.py", ["--algorithm", "mst"]),
+         "opendp_aim": ("run_opendp.py", ["--algorithm", "aim"]),
+         "privbayes": ("run_privbayes.py", [])}
+HOLDOUT = 0.3
+
+
+def our_mechanisms(d: int | None = None) -> list[str]:
+    """Every private continuous mechanism of the registry (that accepts ``d`` columns, when given)."""
+    import privsyn_core as ps
+
+    return [s.name for s in ps.list_mechanisms() if s.data_kind == "continuous" and s.is_private
+            and (d is None or s.max_dim is None or d <= s.max_dim)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="4 datasets, eps = 1, n = 2000, no AIM")
+    parser.add_argument("--n", type=int, default=None, help="rows of the generated datasets (default 2000 / 5000)")
+    parser.add_argument("--epsilons", type=float, nargs="+", default=None, help="run in this order")
+    parser.add_argument("--datasets", nargs="+", default=None)
+    parser.add_argument("--systems", nargs="+", default=None)
+    parser.add_argument("--peer-python", default=sys.executable, help="interpreter with the peers installed")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per run")
+    parser.add_argument("--aim-timeout", type=float, default=120, help="seconds per AIM run (recorded as a timeout)")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/privsyn_peers"))
+    parser.add_argument("--results", type=Path, default=HERE / "results.json")
+    parser.add_argument("--append", action="store_true", help="keep earlier results for other (system, dataset, eps)")
+    parser.add_argument("--report-only", action="store_true", help="rewrite docs/benchmarks.md from --results")
+    args = parser.parse_args()
+    rows = json.loads(args.results.read_text()) if (args.append or args.report_only) and args.results.exists() else []
+    if not args.report_only:
+        rows = run_grid(args, rows)
+    from peer_report import write_report
+    write_report(rows, ROOT / "docs")
+
+
+def run_grid(args: argparse.Namespace, rows: list[dict]) -> list[dict]:
+    """Every (epsilon, dataset, system) in that order; results and the report are saved after each epsilon."""
+    from peer_report import write_report
+
+    n = args.n or (2000 if args.quick else 5000)
+    epsilons = args.epsilons or ([1.0] if args.quick else [1.0, 0.5, 4.0])
+    names = args.datasets or dataset_names(args.quick)
+    prepared = {name: _prepare(name, n, args.work / name) for name in names}
+    for eps in epsilons:
+        for name, (real, test, meta) in prepared.items():
+            d = len(meta["schema"]["columns"])
+            systems = args.systems or (our_mechanisms() + ["opendp_mst", "privbayes"]
+                                       + ([] if args.quick else ["opendp_aim"]))
+            for system in [s for s in systems if s in PEERS or s in our_mechanisms(d)]:
+                record = run_one(system, name, eps, args, meta)
+                record.update(score(real, test, record, meta))
+                rows = [r for r in rows if (r["system"], r["dataset"], r["epsilon"]) != (system, name, eps)] + [record]
+                args.results.write_text(json.dumps(rows, indent=1, default=_jsonable))
+                print(_line(record), flush=True)
+        write_report(rows, ROOT / "docs")
+    return rows
+
+
+def _prepare(name: str, n: int, folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """Split the dataset into the private table (70%) and a real hold-out for TSTR (30%)."""
+    data = load_dataset(name, n)
+    order = np.random.default_rng(12345).permutation(len(data.frame))
+    cut = int(round(len(order) * (1 - HOLDOUT)))
+    real, test = data.frame.iloc[order[:cut]].reset_index(drop=True), data.frame.iloc[order[cut:]].reset_index(drop=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    real.to_csv(folder / "real.csv", index=False)
+    meta = {"schema": data.schema, "target": data.target, "n": len(real), "folder": str(folder)}
+    (folder / "meta.json").write_text(json.dumps(meta))
+    return real, test, meta
+
+
+def run_one(system: str, dataset: str, eps: float, args: argparse.Namespace, meta: dict) -> dict:
+    """One child process (wall time measured here); its run.json adds synthesis time and peak RSS."""
+    folder = Path(meta["folder"]) / f"{system}_eps{eps:g}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for link in ("real.csv", "meta.json"):
+        target = folder / link
+        if not target.exists():
+            target.symlink_to(Path(meta["folder"]) / link)
+    for stale in ("synth.csv", "run.json"):
+        (folder / stale).unlink(missing_ok=True)
+    if system not in PEERS:
+        command = [sys.executable, str(HERE / "run_ours.py"), "--mechanism", system]
+    else:
+        script, extra = PEERS[system]
+        command = [args.peer_python, str(HERE / script), *extra]
+    command += ["--dataset", dataset, "--epsilon", str(eps), "--out", str(folder)]
+    record = {"system": system, "dataset": dataset, "epsilon": eps, "n": meta["n"], "d": len(meta["schema"]["columns"])}
+    log = open(folder / "log.txt", "w")
+    start = time.perf_counter()
+    child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=HERE,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    timeout = args.aim_timeout if system == "opendp_aim" else args.timeout
+    status = _wait(child, timeout)
+    record["process_seconds"] = time.perf_counter() - start
+    log.close()
+    if status == "timeout":
+        record["error"] = f"timeout: stopped after the {timeout:g} s budget"
+        return record
+    if status != 0 or not (folder / "run.json").exists():
+        tail = (folder / "log.txt").read_text().strip().splitlines()[-3:]
+        record["error"] = " | ".join(tail) if tail else f"exit status {status}"
+        return record
+    record.update(json.loads((folder / "run.json").read_text()))
+    return record
+
+
+def _wait(child: subprocess.Popen, timeout: float) -> int | str:
+    """Exit status of the child, or ``"timeout"`` (the child is then killed)."""
+    try:
+        return child.wait(timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+        return "timeout"
+
+
+def score(real: pd.DataFrame, test: pd.DataFrame, record: dict, meta: dict) -> dict:
+    """W1 (with method and bound), MMD, marginal TVDs and TSTR of one run (reads the real data: evaluation only)."""
+    if "error" in record:
+        return {}
+    from privsyn_core.domain import Schema
+    from privsyn_core.metrics import evaluate
+
+    synth = pd.read_csv(Path(meta["folder"]) / f"{record['system']}_eps{record['epsilon']:g}" / "synth.csv")
+    schema = Schema.from_dict(meta["schema"])
+    try:
+        report = evaluate(real, synth, schema, target=meta["target"], real_test=test, floor=False)
+    except Exception as exc:  # a malformed peer output is a result, not a crash of the benchmark
+        return {"error": f"evaluation failed: {exc}"}
+    w1 = report["w1"]
+    return {"w1": w1["value"], "w1_method": w1.get("method"), "w1_error_bound": w1.get("error_bound"),
+            "mmd": report["mmd"]["value"], "tvd1": report["marginal_tvd_1way"]["value"],
+            "tvd2": (report.get("marginal_tvd_2way") or {}).get("value"),
+            "tstr": report["tstr"]["value"], "tstr_score": report["tstr"]["score"],
+            "trtr": report["tstr"]["train_on_real"][report["tstr"]["score"]]}
+
+
+def _line(r: dict) -> str:
+    if "error" in r:
+        return f"{r['dataset']:>14} eps={r['epsilon']:<4g} {r['system']:>13}  ERROR {r['error'][:160]}"
+    return (f"{r['dataset']:>14} eps={r['epsilon']:<4g} {r['system']:>13}  W1={r['w1']:.4f} MMD={r['mmd']:.4f} "
+            f"TVD1={r['tvd1']:.3f} TSTR={r['tstr']:.3f} t={r['seconds']:.2f}s rss={r['peak_rss_mb']:.0f}MB")
+
+
+def _jsonable(value):
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    return str(value)
+
+
+if __name__ == "__main__":
+    main()

@@ -4,7 +4,8 @@ For every size ``n`` the script writes ``n`` two-blob rows (:func:`privsyn_core.
 per file, never the whole table in memory) to Parquet files under a temporary directory, starts a fresh
 ``LocalCluster(n_workers=2, threads_per_worker=1, processes=True)`` (so every peak is that run's own), runs
 ``synthesize(dd.read_parquet(...), "pmm", ...)`` and writes the synthetic rows to Parquet.  It prints the wall
-time of every stage and the peak resident memory (``ru_maxrss``) of each worker process and of the client.
+time of every stage and the peak resident memory (``VmHWM``, see :func:`peak_rss_mb`) of each worker process
+and of the client.
 
 The target is worker memory bounded by the partition size (and the row block ``staged.ROW_BLOCK``), not by
 ``n``: compare the two sizes.  The client holds the release (for pmm, ``2^(r+1)`` tree counts), which grows
@@ -44,7 +45,17 @@ def write_input(directory: Path, n: int, rows_per_file: int, seed: int) -> int:
 
 
 def peak_rss_mb() -> float:
-    """Peak resident set size of the calling process, in MB (Linux ``ru_maxrss`` is in kB)."""
+    """Peak resident set size of the calling process, in MB.
+
+    ``VmHWM`` of ``/proc/self/status`` (Linux), the high-water mark of this process's own memory: a
+    worker's ``ru_maxrss`` would start at its parent's peak (it survives ``execve``).  Elsewhere
+    ``ru_maxrss`` (kB on Linux, bytes on macOS; assumed kB).
+    """
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -84,7 +95,7 @@ def report(row: dict) -> None:
         print(f"  {stage:<30s} {seconds:8.1f} s")
     print(f"  peak RSS per worker: {', '.join(f'{mb:.0f}' for mb in row['worker_mb'])} MB "
           f"(idle after start: {', '.join(f'{mb:.0f}' for mb in row['idle_mb'])} MB); "
-          f"client (this process, cumulative): {row['client_mb']:.0f} MB")
+          f"client (this process, all sizes so far): {row['client_mb']:.0f} MB")
 
 
 def main() -> None:

@@ -6,10 +6,9 @@ Only the count-based mechanisms run here, those whose run function carries ``.st
 
 1. the record count ``n`` (one pass; from the Parquet metadata when Dask can read it there);
 2. ``layout`` on the client, from the public ``n, d, epsilon`` exactly as in memory;
-3. per partition: encode with the schema, ``prepare``, ``count`` -> sparse :class:`CellCounts`;
-   the workers sum them :data:`MERGE_FAN_IN` partitions at a time, the client adds up those partial
-   sums (:func:`merge_counts`; the total must be ``n``), so worker memory stays bounded by the
-   partition size whatever ``n``;
+3. per partition, on the workers: encode with the schema, ``prepare``, ``count`` -> sparse
+   :class:`CellCounts`; the client adds them up as they arrive (:func:`merge_counts`; the total
+   must be ``n``), so worker memory stays bounded by the partition size whatever ``n``;
 4. ``release`` once on the client: noise, consistency, the ledger and the :class:`RowPlan`;
 5. synthetic rows lazily, one Dask partition per block of ``RowPlan.blocks()`` (not per input
    partition), each drawn from its own block generator and decoded to the input's columns and
@@ -31,7 +30,7 @@ partition and block counts; ``timings`` has ``n``, ``count`` and ``release`` (ro
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
@@ -45,8 +44,8 @@ from .registry import MechanismSpec, list_mechanisms
 from .result import SynthResult
 from .staged import CellCounts, RowPlan, Stages, merge_counts, resolve_layout
 
-#: Partitions summed per worker task, and partial sums fetched per batch by the client.
-MERGE_FAN_IN = 8
+#: Partitions' counts computed per batch without a distributed client (with one, batches follow completion).
+MERGE_BATCH = 16
 
 
 def is_dask_frame(data: Any) -> bool:
@@ -62,16 +61,7 @@ def staged_mechanisms() -> list[str]:
 def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Schema | dict | None,
                     neighbouring: str, n_synthetic: int | None, rng: Any, params: dict[str, Any]) -> SynthResult:
     """The Dask path of :func:`privsyn_core.synthesize` (module docstring); arguments already checked there."""
-    stages = _stages_of(spec)
-    if schema is None:
-        raise SchemaError("a Dask DataFrame needs a public schema (schema=...): inferring the bounds would read "
-                          "the data and would not be differentially private")
-    schema = _resolve_schema(schema, ddf._meta)
-    codec = spec.codec(schema) if spec.codec else schema
-    missing = [name for name in schema.names if name not in ddf.columns]
-    if missing:
-        raise DataError(f"unknown column(s) {missing}; the table has {list(map(str, ddf.columns))}")
-    ddf = ddf[list(schema.names)]
+    stages, schema, codec, ddf = _checked_input(ddf, spec, schema)
     generator, seed = resolve_rng(rng)
     timings: dict[str, float] = {}
 
@@ -101,7 +91,8 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
     data = synthetic_frame(plan, codec, ddf._meta)
     warnings = list(out.warnings)
     if not schema.dp_valid:
-        warnings.append("the domain (bounds/categories) was read off the data: the result is not differentially private")
+        warnings.append("the domain (bounds/categories) was read off the data: "
+                        "the result is not differentially private")
     return SynthResult(
         data=data, unit=out.unit, weights=out.weights, epsilon=total, ledger=list(out.ledger),
         neighbouring=neighbouring, dp_valid=bool(spec.is_private and schema.dp_valid),
@@ -112,32 +103,61 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
         warnings=warnings)
 
 
-def _stages_of(spec: MechanismSpec) -> Stages:
+def _checked_input(ddf: Any, spec: MechanismSpec, schema: Schema | dict | None) -> tuple[Stages, Schema, Any, Any]:
+    """The mechanism's stages, the schema, its codec and the schema's columns of ``ddf``, or a clear error."""
     stages = getattr(spec.run, "stages", None)
     if stages is None:
         raise ParameterError(f"mechanism {spec.name!r} cannot run on a Dask DataFrame; the count-based mechanisms "
                              f"can: {staged_mechanisms()} (or pass a pandas DataFrame)")
-    return stages
+    if schema is None:
+        raise SchemaError("a Dask DataFrame needs a public schema (schema=...): inferring the bounds would read "
+                          "the data and would not be differentially private")
+    schema = _resolve_schema(schema, ddf._meta)
+    missing = [name for name in schema.names if name not in ddf.columns]
+    if missing:
+        raise DataError(f"unknown column(s) {missing}; the table has {list(map(str, ddf.columns))}")
+    return stages, schema, spec.codec(schema) if spec.codec else schema, ddf[list(schema.names)]
 
 
 def count_partitions(ddf: Any, codec: Any, stages: Stages, layout: Any) -> tuple[CellCounts, dict[str, int]]:
-    """Sparse finest counts and clipped-row counts of all partitions, summed.
+    """Sparse finest counts and clipped-row counts of all partitions, summed on the client.
 
-    Every worker task counts one partition or sums :data:`MERGE_FAN_IN` partitions' counts, so its
-    memory is bounded by the partition size; the client adds those partial sums into the running
-    total, :data:`MERGE_FAN_IN` at a time (the total has one entry per occupied cell, which the release
-    on the client needs anyway).
+    A worker task holds one partition and its counts only, so worker memory is bounded by the
+    partition size; the client adds the partitions' counts into the running total batch by batch as
+    they arrive (the total has one entry per occupied cell, which the release needs anyway).
     """
     import dask
 
     shared = dask.delayed(layout, traverse=False)
     counted = [dask.delayed(count_partition)(part, codec, stages, shared) for part in ddf.to_delayed()]
-    partials = [dask.delayed(merge_partials)(counted[i:i + MERGE_FAN_IN])
-                for i in range(0, len(counted), MERGE_FAN_IN)]
     total = merge_partials([])
-    for i in range(0, len(partials), MERGE_FAN_IN):
-        total = merge_partials([total, *dask.compute(*partials[i:i + MERGE_FAN_IN])])
+    for batch in _batches(counted):
+        total = merge_partials([total, *batch])
     return total
+
+
+def _batches(tasks: list[Any]) -> Iterator[list[Any]]:
+    """Results of ``tasks`` in batches: as they complete on a distributed client, else ``MERGE_BATCH`` at a time."""
+    import dask
+
+    client = _distributed_client()
+    if client is None:
+        for i in range(0, len(tasks), MERGE_BATCH):
+            yield list(dask.compute(*tasks[i:i + MERGE_BATCH]))
+        return
+    from distributed import as_completed
+
+    for batch in as_completed(client.compute(tasks), with_results=True).batches():
+        yield [result for _, result in batch]
+
+
+def _distributed_client() -> Any:
+    """The current ``distributed.Client``, or None."""
+    try:
+        from distributed import get_client
+        return get_client()
+    except (ImportError, ValueError):
+        return None
 
 
 def count_partition(frame: pd.DataFrame, codec: Any, stages: Stages, layout: Any) -> tuple[CellCounts, dict[str, int]]:
@@ -149,7 +169,7 @@ def count_partition(frame: pd.DataFrame, codec: Any, stages: Stages, layout: Any
 
 
 def merge_partials(parts: list[tuple[CellCounts, dict[str, int]]]) -> tuple[CellCounts, dict[str, int]]:
-    """Sum the counts and the clipped-row counts of disjoint blocks of rows."""
+    """Sum the counts and the clipped-row counts of disjoint blocks of rows (no parts: zero)."""
     clipped: dict[str, int] = {}
     for _, part in parts:
         for name, value in part.items():
@@ -177,4 +197,4 @@ def block_frame(piece: RowPlan, codec: Any, meta: pd.DataFrame, start: int) -> p
     return frame
 
 
-__all__ = ["is_dask_frame", "staged_mechanisms", "synthesize_dask", "MERGE_FAN_IN"]
+__all__ = ["is_dask_frame", "staged_mechanisms", "synthesize_dask", "MERGE_BATCH"]

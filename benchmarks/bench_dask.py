@@ -59,6 +59,13 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def reset_peak() -> None:
+    """Restart this process's ``VmHWM`` from its current RSS (Linux ``clear_refs``; a no-op elsewhere)."""
+    clear = Path("/proc/self/clear_refs")
+    if clear.exists():
+        clear.write_text("5")
+
+
 def run(n: int, rows_per_file: int, depth: str | int, epsilon: float, root: Path) -> dict:
     """One size on a fresh cluster: stage times (s) and peak RSS per worker and of the client (MB)."""
     import dask.dataframe as dd
@@ -76,16 +83,19 @@ def run(n: int, rows_per_file: int, depth: str | int, epsilon: float, root: Path
         result = ps.synthesize(ddf, "pmm", epsilon, schema=ps.unit_schema(2), rng=0, depth=depth)
         times["synthesize"] = time.perf_counter() - start
         times.update({f"  {k}": v for k, v in result.timings.items() if k in ("n", "count", "release")})
+        counting = client.run(peak_rss_mb)
+        client.run(reset_peak)
         start = time.perf_counter()
         result.data.to_parquet(str(root / "synthetic"))
         times["write synthetic (lazy rows)"] = time.perf_counter() - start
-        workers = client.run(peak_rss_mb)
+        rows = client.run(peak_rss_mb)
     shutil.rmtree(root / "input")
     shutil.rmtree(root / "synthetic")
     return {"n": n, "files": files, "partitions": result.diagnostics["dask"]["input_partitions"],
             "row_blocks": result.diagnostics["dask"]["row_blocks"], "depth": result.params["depth"],
             "synthetic_rows": result.diagnostics["dask"]["synthetic_rows"], "times": times,
-            "idle_mb": sorted(idle.values()), "worker_mb": sorted(workers.values()), "client_mb": peak_rss_mb()}
+            "idle_mb": sorted(idle.values()), "count_mb": sorted(counting.values()), "rows_mb": sorted(rows.values()),
+            "client_mb": peak_rss_mb()}
 
 
 def report(row: dict) -> None:
@@ -93,9 +103,13 @@ def report(row: dict) -> None:
           f"{row['depth']}, {row['synthetic_rows']} synthetic rows in {row['row_blocks']} blocks")
     for stage, seconds in row["times"].items():
         print(f"  {stage:<30s} {seconds:8.1f} s")
-    print(f"  peak RSS per worker: {', '.join(f'{mb:.0f}' for mb in row['worker_mb'])} MB "
-          f"(idle after start: {', '.join(f'{mb:.0f}' for mb in row['idle_mb'])} MB); "
-          f"client (this process, all sizes so far): {row['client_mb']:.0f} MB")
+    print(f"  peak RSS per worker (MB): idle after start {_listed(row['idle_mb'])}; up to the release (reading "
+          f"and counting) {_listed(row['count_mb'])}; while writing the synthetic rows {_listed(row['rows_mb'])}")
+    print(f"  peak RSS of the client (this process, all sizes so far): {row['client_mb']:.0f} MB")
+
+
+def _listed(values: list[float]) -> str:
+    return ", ".join(f"{mb:.0f}" for mb in values)
 
 
 def main() -> None:

@@ -130,10 +130,14 @@ def count_partitions(ddf: Any, codec: Any, stages: Stages, layout: Any) -> tuple
 
     shared = dask.delayed(layout, traverse=False)
     counted = [dask.delayed(count_partition)(part, codec, stages, shared) for part in ddf.to_delayed()]
-    total = merge_partials([])
+    stack: list[tuple[int, tuple[CellCounts, dict[str, int]]]] = []  # (partitions summed, partial sum)
     for batch in _batches(counted):
-        total = merge_partials([total, *batch])
-    return total
+        for part in batch:  # a binary counter: only sums of equally many partitions merge, O(total log P)
+            stack.append((1, part))
+            while len(stack) > 1 and stack[-1][0] == stack[-2][0]:
+                (k, newer), (_, older) = stack.pop(), stack.pop()
+                stack.append((2 * k, merge_partials([older, newer])))
+    return merge_partials([part for _, part in stack])
 
 
 def _batches(tasks: list[Any]) -> Iterator[list[Any]]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -38,6 +39,7 @@ from common import dataset_names, load_dataset  # noqa: E402
 
 PEERS = {"opendp_mst": ("run_opendp.py", ["--algorithm", "mst"]),
          "opendp_aim": ("run_opendp.py", ["--algorithm", "aim"]),
+         "opendp_aim_zcdp": ("run_opendp.py", ["--algorithm", "aim_zcdp"]),
          "privbayes": ("run_privbayes.py", [])}
 HOLDOUT = 0.3
 
@@ -52,8 +54,10 @@ def our_mechanisms(d: int | None = None) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="4 datasets, eps = 1, n = 2000, no AIM")
-    parser.add_argument("--n", type=int, default=None, help="rows of the generated datasets (default 2000 / 5000)")
+    parser.add_argument("--quick", action="store_true", help="4 datasets, eps = 1, no AIM")
+    parser.add_argument("--n", type=int, default=2000, help="rows of the generated datasets (70%% private)")
+    parser.add_argument("--w1-entries", type=int, default=2_000_000,
+                        help="cost-matrix budget of W1: exact up to it (1400 x 1400 private rows fit), else grid + bound")
     parser.add_argument("--epsilons", type=float, nargs="+", default=None, help="run in this order")
     parser.add_argument("--datasets", nargs="+", default=None)
     parser.add_argument("--systems", nargs="+", default=None)
@@ -65,6 +69,7 @@ def main() -> None:
     parser.add_argument("--append", action="store_true", help="keep earlier results for other (system, dataset, eps)")
     parser.add_argument("--report-only", action="store_true", help="rewrite docs/benchmarks.md from --results")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds through _wait, which kills the child
     rows = json.loads(args.results.read_text()) if (args.append or args.report_only) and args.results.exists() else []
     if not args.report_only:
         rows = run_grid(args, rows)
@@ -76,18 +81,17 @@ def run_grid(args: argparse.Namespace, rows: list[dict]) -> list[dict]:
     """Every (epsilon, dataset, system) in that order; results and the report are saved after each epsilon."""
     from peer_report import write_report
 
-    n = args.n or (2000 if args.quick else 5000)
     epsilons = args.epsilons or ([1.0] if args.quick else [1.0, 0.5, 4.0])
     names = args.datasets or dataset_names(args.quick)
-    prepared = {name: _prepare(name, n, args.work / name) for name in names}
+    prepared = {name: _prepare(name, args.n, args.work / name) for name in names}
     for eps in epsilons:
         for name, (real, test, meta) in prepared.items():
             d = len(meta["schema"]["columns"])
             systems = args.systems or (our_mechanisms() + ["opendp_mst", "privbayes"]
-                                       + ([] if args.quick else ["opendp_aim"]))
+                                       + ([] if args.quick else ["opendp_aim", "opendp_aim_zcdp"]))
             for system in [s for s in systems if s in PEERS or s in our_mechanisms(d)]:
                 record = run_one(system, name, eps, args, meta)
-                record.update(score(real, test, record, meta))
+                record.update(score(real, test, record, meta, args.w1_entries))
                 rows = [r for r in rows if (r["system"], r["dataset"], r["epsilon"]) != (system, name, eps)] + [record]
                 args.results.write_text(json.dumps(rows, indent=1, default=_jsonable))
                 print(_line(record), flush=True)
@@ -129,7 +133,7 @@ def run_one(system: str, dataset: str, eps: float, args: argparse.Namespace, met
     start = time.perf_counter()
     child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=HERE,
                              env={**os.environ, "PYTHONPATH": str(ROOT)})
-    timeout = args.aim_timeout if system == "opendp_aim" else args.timeout
+    timeout = args.aim_timeout if system.startswith("opendp_aim") else args.timeout
     status = _wait(child, timeout)
     record["process_seconds"] = time.perf_counter() - start
     log.close()
@@ -149,12 +153,14 @@ def _wait(child: subprocess.Popen, timeout: float) -> int | str:
     try:
         return child.wait(timeout)
     except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
         return "timeout"
+    finally:
+        if child.poll() is None:  # timeout, or the driver itself interrupted: never leave an orphan
+            child.kill()
+            child.wait()
 
 
-def score(real: pd.DataFrame, test: pd.DataFrame, record: dict, meta: dict) -> dict:
+def score(real: pd.DataFrame, test: pd.DataFrame, record: dict, meta: dict, w1_entries: int) -> dict:
     """W1 (with method and bound), MMD, marginal TVDs and TSTR of one run (reads the real data: evaluation only)."""
     if "error" in record:
         return {}
@@ -164,7 +170,8 @@ def score(real: pd.DataFrame, test: pd.DataFrame, record: dict, meta: dict) -> d
     synth = pd.read_csv(Path(meta["folder"]) / f"{record['system']}_eps{record['epsilon']:g}" / "synth.csv")
     schema = Schema.from_dict(meta["schema"])
     try:
-        report = evaluate(real, synth, schema, target=meta["target"], real_test=test, floor=False)
+        report = evaluate(real, synth, schema, target=meta["target"], real_test=test, floor=False,
+                          w1_max_entries=w1_entries)
     except Exception as exc:  # a malformed peer output is a result, not a crash of the benchmark
         return {"error": f"evaluation failed: {exc}"}
     w1 = report["w1"]

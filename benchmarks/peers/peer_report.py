@@ -60,7 +60,7 @@ def _markdown(frame: pd.DataFrame) -> str:
             "model trained on the synthetic rows and tested on a real hold-out no system saw; `train-on-real` is "
             "the same model trained on the private table. `synthesis s` is timed inside the child (no imports), "
             "`process s` is the whole child process (interpreter start, imports, I/O); peak RSS is the child's "
-            "`VmHWM`. Measured on a 2-core machine shared with other jobs: times are indicative only.", ""]
+            "`VmHWM`. W1 is exact unless a method and its error bound follow the value. Measured on a 2-core machine shared with other jobs: times are indicative only.", ""]
     out += _tables(frame)
     out.append("Figures: " + ", ".join(f"[{key}](figures/{name})" for key, name in FIGURES.items()) + ".")
     return "\n".join(out)
@@ -98,6 +98,8 @@ def _tables(frame: pd.DataFrame) -> list[str]:
                 out.append(f"| {r['epsilon']:g} | {r['system']} | failed: {message} |" + " |" * (len(COLUMNS) - 1))
                 continue
             cells = [_cell(r.get(key), fmt) for key, _, fmt in COLUMNS]
+            if r.get("w1_method") not in (None, "exact_emd", "closed_form_1d"):
+                cells[0] += f" ({r['w1_method']}, bound {r['w1_error_bound']:.4f})"
             out.append(f"| {r['epsilon']:g} | {r['system']} | " + " | ".join(cells) + " |")
         out.append("")
     return out

@@ -79,7 +79,7 @@ class Config:
 
 QUICK = Config(ns=(250, 500, 1000), epsilons=(0.25, 1.0, 4.0), n_epsilon=1000, seeds=2, balog_dims=(2, 5),
                balog_seeds=2, balog_quick=True)
-FULL = Config(ns=(250, 500, 1000, 2000, 4000), epsilons=(0.25, 0.5, 1.0, 2.0, 4.0), n_epsilon=2000, seeds=3,
+FULL = Config(ns=(250, 500, 1000, 2000, 4000), epsilons=(0.25, 0.5, 1.0, 2.0, 4.0), n_epsilon=2000, seeds=5,
               balog_dims=(2, 5), balog_seeds=5, balog_quick=False)
 
 

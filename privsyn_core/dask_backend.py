@@ -7,7 +7,7 @@ Only the count-based mechanisms run here, those whose run function carries ``.st
 1. the record count ``n`` (one pass; from the Parquet metadata when Dask can read it there);
 2. ``layout`` on the client, from the public ``n, d, epsilon`` exactly as in memory;
 3. per partition, on the workers: encode with the schema, ``prepare``, ``count`` -> sparse
-   :class:`CellCounts`; the client adds them up as they arrive (:func:`merge_counts`; the total
+   :class:`CellCounts`; the client adds them up as they arrive (:class:`RunningSum`; the total
    must be ``n``), so worker memory stays bounded by the partition size whatever ``n``;
 4. ``release`` once on the client: noise, consistency, the ledger and the :class:`RowPlan`;
 5. synthetic rows lazily, one Dask partition per block of ``RowPlan.blocks()`` (not per input
@@ -46,6 +46,8 @@ from .staged import CellCounts, RowPlan, Stages, merge_counts, resolve_layout
 
 #: Partitions' counts computed per batch without a distributed client (with one, batches follow completion).
 MERGE_BATCH = 16
+#: The client sums cell ids below ``min(DENSE_IDS, 16 n)`` in a dense int64 array (at most 1 GiB), others sparsely.
+DENSE_IDS = 2 ** 27
 
 
 def is_dask_frame(data: Any) -> bool:
@@ -74,7 +76,7 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
     layout, release_rng = resolve_layout(stages, n, d, epsilon, neighbouring, params, generator)
 
     start = time.perf_counter()
-    counts, clipped = count_partitions(ddf, codec, stages, layout)
+    counts, clipped = count_partitions(ddf, codec, stages, layout, n)
     timings["count"] = time.perf_counter() - start
     if counts.total != n:
         raise RuntimeError(f"internal error: the partitions' counts sum to {counts.total}, not n={n}")
@@ -119,25 +121,60 @@ def _checked_input(ddf: Any, spec: MechanismSpec, schema: Schema | dict | None) 
     return stages, schema, spec.codec(schema) if spec.codec else schema, ddf[list(schema.names)]
 
 
-def count_partitions(ddf: Any, codec: Any, stages: Stages, layout: Any) -> tuple[CellCounts, dict[str, int]]:
+def count_partitions(ddf: Any, codec: Any, stages: Stages, layout: Any,
+                     n: int) -> tuple[CellCounts, dict[str, int]]:
     """Sparse finest counts and clipped-row counts of all partitions, summed on the client.
 
     A worker task holds one partition and its counts only, so worker memory is bounded by the
-    partition size; the client adds the partitions' counts into the running total batch by batch as
-    they arrive (the total has one entry per occupied cell, which the release needs anyway).
+    partition size; the client adds the partitions' counts into a :class:`RunningSum` as they
+    arrive (the total has one entry per occupied cell, which the release needs anyway).
     """
     import dask
 
     shared = dask.delayed(layout, traverse=False)
     counted = [dask.delayed(count_partition)(part, codec, stages, shared) for part in ddf.to_delayed()]
-    stack: list[tuple[int, tuple[CellCounts, dict[str, int]]]] = []  # (partitions summed, partial sum)
+    total, clipped = RunningSum(min(DENSE_IDS, 16 * n)), {}
     for batch in _batches(counted):
-        for part in batch:  # a binary counter: only sums of equally many partitions merge, O(total log P)
-            stack.append((1, part))
-            while len(stack) > 1 and stack[-1][0] == stack[-2][0]:
-                (k, newer), (_, older) = stack.pop(), stack.pop()
-                stack.append((2 * k, merge_partials([older, newer])))
-    return merge_partials([part for _, part in stack])
+        for counts, part_clipped in batch:
+            total.add(counts)
+            for name, value in part_clipped.items():
+                clipped[name] = clipped.get(name, 0) + value
+    return total.result(), clipped
+
+
+class RunningSum:
+    """Sum of sparse counts of disjoint blocks, added one block at a time.
+
+    A block whose ids are all below ``dense_limit`` is added into a dense int64 array (``O(block)``);
+    any other block joins a binary counter of sparse merges (:func:`merge_counts` of equally many
+    blocks only, ``O(total log blocks)`` overall).
+    """
+
+    def __init__(self, dense_limit: int) -> None:
+        self.dense_limit = dense_limit
+        self.dense = np.zeros(0, dtype=np.int64)
+        self.stack: list[tuple[int, CellCounts]] = []  # (blocks summed, their sum)
+
+    def add(self, counts: CellCounts) -> None:
+        ids = counts.ids
+        if len(ids) == 0:
+            return
+        if ids[-1] < self.dense_limit:  # ids are sorted and distinct
+            if ids[-1] >= len(self.dense):
+                grown = np.zeros(min(self.dense_limit, max(int(ids[-1]) + 1, 2 * len(self.dense))), dtype=np.int64)
+                grown[:len(self.dense)] = self.dense
+                self.dense = grown
+            self.dense[ids] += counts.counts
+            return
+        self.stack.append((1, counts))
+        while len(self.stack) > 1 and self.stack[-1][0] == self.stack[-2][0]:
+            (k, newer), (_, older) = self.stack.pop(), self.stack.pop()
+            self.stack.append((2 * k, merge_counts([older, newer])))
+
+    def result(self) -> CellCounts:
+        """The sum of every block added."""
+        dense = CellCounts.from_dense(self.dense)
+        return merge_counts([dense, *(counts for _, counts in self.stack)]) if self.stack else dense
 
 
 def _batches(tasks: list[Any]) -> Iterator[list[Any]]:
@@ -170,15 +207,6 @@ def count_partition(frame: pd.DataFrame, codec: Any, stages: Stages, layout: Any
         return merge_counts([]), {}
     unit, clipped = codec.encode(frame)
     return stages.count(stages.prepare(unit), layout).sparse(), clipped
-
-
-def merge_partials(parts: list[tuple[CellCounts, dict[str, int]]]) -> tuple[CellCounts, dict[str, int]]:
-    """Sum the counts and the clipped-row counts of disjoint blocks of rows (no parts: zero)."""
-    clipped: dict[str, int] = {}
-    for _, part in parts:
-        for name, value in part.items():
-            clipped[name] = clipped.get(name, 0) + value
-    return merge_counts([counts for counts, _ in parts]), clipped
 
 
 def synthetic_frame(plan: RowPlan, codec: Any, meta: pd.DataFrame) -> Any:

@@ -128,6 +128,30 @@ def test_merge_counts_sums_sorted_sparse_blocks_exactly():
     assert merged.counts.dtype == np.int64 and merged.total == 250
 
 
+def test_running_sum_adds_dense_and_sparse_blocks_exactly():
+    """Blocks with small ids go to the dense array, the others to the binary counter of sparse merges."""
+    rng = np.random.default_rng(10)
+    blocks = [rng.integers(0, 50, 40) for _ in range(4)] + [rng.integers(0, 10**9, 30) % 300 for _ in range(7)]
+    total = dask_backend.RunningSum(dense_limit=64)
+    for block in blocks + [np.empty(0, dtype=np.int64)]:
+        total.add(staged.CellCounts.from_ids(block))
+    assert len(total.stack) == 3 and len(total.dense) == 64  # 7 sparse blocks = 4 + 2 + 1
+    merged = total.result()
+    ids, counts = np.unique(np.concatenate(blocks), return_counts=True)
+    assert np.array_equal(merged.ids, ids) and np.array_equal(merged.counts, counts)
+
+
+@pytest.mark.parametrize("mechanism", ["kd_adaptive", "pmm"])
+def test_counts_summed_sparsely_give_the_same_release(client, files, mechanism, monkeypatch):
+    """With no dense summation at all, the binary counter of sparse merges gives the same release."""
+    monkeypatch.setattr(dask_backend, "DENSE_IDS", 0)
+    ddf = _read(files, "parquet")
+    in_memory = ps.synthesize(ddf.compute(), mechanism, EPSILON, schema=SCHEMA, rng=8)
+    on_dask = ps.synthesize(ddf, mechanism, EPSILON, schema=SCHEMA, rng=8)
+    pd.testing.assert_frame_equal(on_dask.data.compute(), in_memory.data, check_exact=True)
+    assert on_dask.ledger == in_memory.ledger
+
+
 def test_synthetic_rows_write_to_parquet_and_read_back(client, files, small_blocks, tmp_path):
     on_dask = ps.synthesize(_read(files, "parquet"), "kd_grid", EPSILON, schema=SCHEMA, rng=2)
     expected = on_dask.data.compute()

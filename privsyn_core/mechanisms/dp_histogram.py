@@ -6,8 +6,10 @@ or ``Lap_Z(1/epsilon)`` under add/remove (sensitivity 1).  Negative counts are c
 to 0 and the counts normalised; synthetic rows are drawn uniformly inside the cells by
 largest-remainder rounding.  Clipping, normalising and sampling are post-processing.
 
-With ``k ~ (epsilon n)^{1/d}`` the W1 error is about ``k^{-1} + k^d/(epsilon n)`` up to
-constants; every empty cell gets noise, so in high dimension the noise dominates.
+The W1 error is about ``k^{-1} + k^d/(epsilon n)`` up to constants (resolution plus the
+noise mass of ``k^d`` cells); the automatic ``k = (epsilon n)^{1/(d+1)}`` balances the two
+terms, for an error of order ``(epsilon n)^{-1/(d+1)}``.  Every empty cell gets noise, so in
+high dimension the noise dominates.
 ``k`` chosen from ``n`` treats ``n`` as public (exact under replace-one).
 """
 
@@ -37,7 +39,7 @@ MAX_CELLS = 2_000_000
     neighbouring=("replace", "add_remove"),
     is_private=True,
     params={
-        "bins": ParamSpec(None, int, (1, 4096), help="cells per axis; auto: floor((epsilon n)^(1/d)), at most 10^6 cells"),
+        "bins": ParamSpec(None, int, (1, 4096), help="cells per axis; auto: floor((epsilon n)^(1/(d+1))), at most 10^6 cells"),
         "sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="where rows go inside a cell"),
     },
     guarantee="epsilon-DP: discrete Laplace counts (scale 2/epsilon replace-one, 1/epsilon add/remove)",
@@ -80,7 +82,7 @@ def histogram_release(counts: CellCounts, n: int, d: int, epsilon: float, *, nei
         warnings.append("every noisy count was <= 0: released the uniform distribution over the grid")
     total = n_synthetic if n_synthetic is not None else (n if neighbouring == "replace" else max(1, int(released.sum())))
     lo, hi = cell_boxes(np.arange(k ** d), k, d)
-    row_counts = largest_remainder(released, total)
+    row_counts = largest_remainder(released, total, sample_rng)
     used = row_counts > 0
     centres = (lo + hi) / 2
     plan = RowPlan("box" if params["sample"] == "uniform" else "point", row_counts[used], centres[used], sample_rng,
@@ -96,8 +98,8 @@ def histogram_release(counts: CellCounts, n: int, d: int, epsilon: float, *, nei
 
 
 def auto_bins(n: int, d: int, epsilon: float) -> int:
-    """``floor((epsilon n)^{1/d})``, at least 1, capped so ``k^d <= 10^6``."""
-    k = max(1, int(np.floor((epsilon * n) ** (1.0 / d) + 1e-9)))
+    """``floor((epsilon n)^{1/(d+1)})``, at least 1, capped so ``k^d <= 10^6`` (module docstring)."""
+    k = max(1, int(np.floor((epsilon * n) ** (1.0 / (d + 1)) + 1e-9)))
     return min(k, max(1, int(np.floor(1e6 ** (1.0 / d) + 1e-9))))
 
 

@@ -160,20 +160,13 @@ def default_rows(n_synthetic: int | None, n: int, neighbouring: str, weights: np
     return n if neighbouring == "replace" else max(1, int(round(weights.sum())))
 
 
-def weighted_rows(centres: np.ndarray, weights: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, sample: str,
-                  n_rows: int, rng: np.random.Generator) -> tuple[np.ndarray, list[str]]:
-    """Rows from the released atoms (post-processing); uniform on the cube when nothing was released."""
-    plan, warnings = weighted_plan(centres, weights, lo, hi, sample=sample, n_rows=n_rows, rng=rng)
-    return plan.all_rows(), warnings
-
-
 def weighted_plan(centres: np.ndarray, weights: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, sample: str,
                   n_rows: int, rng: np.random.Generator) -> tuple[RowPlan, list[str]]:
     """The row plan of the released atoms: largest-remainder counts, at the centres or uniform in the bins."""
     if len(weights) == 0:
         plan = RowPlan("cube", np.array([n_rows], dtype=np.int64), np.zeros((1, centres.shape[1])), rng)
         return plan, ["every noisy count was below the threshold: nothing was released, rows are uniform on the cube"]
-    counts = largest_remainder(weights, n_rows)
+    counts = largest_remainder(weights, n_rows, rng)
     used = counts > 0
     mode = "box" if sample == "uniform" else "point"
     return RowPlan(mode, counts[used], centres[used], rng, lo=lo[used], hi=hi[used]), []

@@ -125,7 +125,7 @@ def pmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbour
     consistent = make_consistent(noisy, params["consistency"], consistency_rng)
     released = consistent[r]
     if n_synthetic is not None and released.sum() > 0:
-        released = largest_remainder(released, n_synthetic)
+        released = largest_remainder(released, n_synthetic, sample_rng)
     timings["consistency"] = time.perf_counter() - start
 
     rows = leaf_plan(released, r, d, sample, sample_rng)

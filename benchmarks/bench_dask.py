@@ -11,6 +11,19 @@ The target is worker memory bounded by the partition size (and the row block ``s
 ``n``: compare the two sizes.  The client holds the release (for pmm, ``2^(r+1)`` tree counts), which grows
 with the depth ``r``, not with ``n`` directly.
 
+Last run (2 shared CPU cores with other jobs running, load average 2-6; 10^6 rows per file, epsilon = 1,
+depth "paper"; wall-clock seconds; peak RSS per worker in MB, idle after start 232)::
+
+    n      depth  count  release  write synthetic  worker peak counting  worker peak writing rows  client peak
+    10^7   23       5.8    3.7     1.9             392, 400              539, 570                  1114
+    3x10^7 24      18.1    7.8     8.2             405, 405              614, 657                  1898
+    10^8   26      48.9   32.1    32.1             423, 450              750, 757                  6370
+    10^7   26 (explicit depth)     11.4   30.9     2.7   436, 449        472, 636                  6140
+
+(writing the 10^8 input: 24 s.)  Counting memory follows the per-partition cell count (the depth), not ``n``;
+the row-writing peak is bounded by the 2^22-row block (at most one atom per row) and rose by about 200 MB from
+10^7 to 10^8; the client holds the 2^(r+1) tree counts of the release.
+
 Usage::
 
     PYTHONPATH=. python benchmarks/bench_dask.py                      # n = 10^7 and 10^8, 10^6 rows per file

@@ -108,6 +108,17 @@ async def open_synthesize(page: Page, url: str, mechanism: str | None) -> None:
     await page.get_by_text("epsilon spent", exact=True).first.wait_for(timeout=RUN_TIMEOUT_MS)
 
 
+async def app_state(page: Page) -> str:
+    """The app's connection and script state as the page shows them (for error reports)."""
+    try:
+        return await page.evaluate(
+            "(() => { const a = document.querySelector(\"[data-testid='stApp']\");"
+            " return a ? `connection=${a.dataset.testConnectionState} script=${a.dataset.testScriptState}`"
+            " : 'no app element'; })()")
+    except PlaywrightError as exc:
+        return f"state unreadable: {str(exc).splitlines()[0]}"
+
+
 async def session(browser, url: str, duration: float, mechanism: str | None, stats: Stats, index: int) -> None:
     context = await browser.new_context()
     page = await context.new_page()
@@ -128,7 +139,7 @@ async def session(browser, url: str, duration: float, mechanism: str | None, sta
             if await page.locator("[data-testid='stException']").count():
                 stats.errors.append(f"session {index}: exception shown at seed {seed}")
     except PlaywrightError as exc:
-        stats.errors.append(f"session {index}: {str(exc).splitlines()[0]}")
+        stats.errors.append(f"session {index}: {str(exc).splitlines()[0]} ({await app_state(page)})")
     finally:
         await context.close()
 

@@ -141,11 +141,17 @@ def run_one(system: str, dataset: str, eps: float, args: argparse.Namespace, met
         record["error"] = f"timeout: stopped after the {timeout:g} s budget"
         return record
     if status != 0 or not (folder / "run.json").exists():
-        tail = (folder / "log.txt").read_text().strip().splitlines()[-3:]
-        record["error"] = " | ".join(tail) if tail else f"exit status {status}"
+        record["error"] = error_line((folder / "log.txt").read_text()) or f"exit status {status}"
         return record
     record.update(json.loads((folder / "run.json").read_text()))
     return record
+
+
+def error_line(log: str) -> str:
+    """The last line of a child's log that names an error (else its last line)."""
+    lines = [line.strip() for line in log.strip().splitlines() if line.strip()]
+    named = [line for line in lines if "Error" in line or "Exception" in line or "MakeMeasurement" in line]
+    return (named or lines or [""])[-1]
 
 
 def _wait(child: subprocess.Popen, timeout: float) -> int | str:

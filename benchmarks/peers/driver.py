@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python benchmarks/peers/driver.py --quick                       # a few minutes
+    python benchmarks/peers/driver.py --quick --peer-python /path/to/venv/bin/python   # a few minutes
     python benchmarks/peers/driver.py --peer-python /path/to/venv/bin/python   # full grid
 
 Every (system, dataset, epsilon) run is one child process on the same private table
@@ -54,7 +54,8 @@ def our_mechanisms(d: int | None = None) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="4 datasets, eps = 1, no AIM")
+    parser.add_argument("--quick", action="store_true",
+                        help="4 datasets, eps = 1, no AIM; results to /tmp, docs untouched")
     parser.add_argument("--n", type=int, default=2000, help="rows of the generated datasets (70%% private)")
     parser.add_argument("--w1-entries", type=int, default=2_000_000,
                         help="cost-matrix budget of W1: exact up to it (1400 x 1400 private rows fit), else grid + bound")
@@ -65,16 +66,22 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600, help="seconds per run")
     parser.add_argument("--aim-timeout", type=float, default=120, help="seconds per AIM run (recorded as a timeout)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/privsyn_peers"))
-    parser.add_argument("--results", type=Path, default=HERE / "results.json")
+    parser.add_argument("--results", type=Path, default=None, help="default: results.json here (quick: in /tmp)")
     parser.add_argument("--append", action="store_true", help="keep earlier results for other (system, dataset, eps)")
     parser.add_argument("--report-only", action="store_true", help="rewrite docs/benchmarks.md from --results")
     args = parser.parse_args()
+    args.results = args.results or (Path("/tmp/privsyn_peers_quick.json") if args.quick else HERE / "results.json")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds through _wait, which kills the child
+    unknown = sorted(set(args.systems or []) - set(PEERS) - set(our_mechanisms()))
+    if unknown:
+        parser.error(f"unknown system(s) {unknown}; choose from {sorted(PEERS) + our_mechanisms()}")
     rows = json.loads(args.results.read_text()) if (args.append or args.report_only) and args.results.exists() else []
     if not args.report_only:
         rows = run_grid(args, rows)
-    from peer_report import write_report
-    write_report(rows, ROOT / "docs")
+    if not args.quick:
+        from peer_report import write_report
+
+        write_report(rows, ROOT / "docs")
 
 
 def run_grid(args: argparse.Namespace, rows: list[dict]) -> list[dict]:
@@ -95,7 +102,8 @@ def run_grid(args: argparse.Namespace, rows: list[dict]) -> list[dict]:
                 rows = [r for r in rows if (r["system"], r["dataset"], r["epsilon"]) != (system, name, eps)] + [record]
                 args.results.write_text(json.dumps(rows, indent=1, default=_jsonable))
                 print(_line(record), flush=True)
-        write_report(rows, ROOT / "docs")
+        if not args.quick:
+            write_report(rows, ROOT / "docs")
     return rows
 
 

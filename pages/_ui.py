@@ -9,6 +9,7 @@ which Streamlit hashes from a sample above 50k rows).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import runpy
@@ -349,27 +350,54 @@ def epsilon_guidance(epsilon: float) -> str:
 
 
 # -- downloads ---------------------------------------------------------------------------------
-def downloads(result: ps.SynthResult, key: dict, figures: list | None = None) -> None:
-    """Synthetic CSV, JSON run report and the HTML stakeholder report."""
-    metrics = None if release_mode() else evaluate_result(result, key)
-    run = report.run_report(result, params=key["params"], data_name=st.session_state.data["name"],
-                            data_sha256=st.session_state.data["sha256"], metrics=metrics,
-                            extra_ledger=[{k: v for k, v in e.items() if not k.startswith("_")}
-                                          for e in st.session_state.ledger])
+def downloads(result: ps.SynthResult, key: dict, figures: list | None = None, metrics: dict | None = None) -> None:
+    """Synthetic CSV, JSON run report and the HTML stakeholder report.
+
+    In teaching mode both reports carry the metrics: ``metrics`` when the page has them already (Compare), else
+    they are computed when a report is downloaded, so a run never waits for an evaluation nobody asked for (under
+    concurrent sessions those evaluations queued into minute-long stalls).  Release mode has no metrics.
+    """
+    run_report = functools.partial(report.run_report, result, params=key["params"],
+                                   data_name=st.session_state.data["name"], data_sha256=st.session_state.data["sha256"],
+                                   extra_ledger=[{k: v for k, v in e.items() if not k.startswith("_")}
+                                                 for e in st.session_state.ledger])
+    run = run_report()
+    report_metrics = metrics_on_demand(result, metrics)
+    html_args = report_inputs(result, figures)
     cols = st.columns(3)
     cols[0].download_button("Download synthetic CSV", data=to_csv_bytes(result.data), file_name="synthetic.csv",
                             mime="text/csv", on_click="ignore", key="dl_csv")
-    cols[1].download_button("Download JSON report", data=json.dumps(run, indent=1, default=str),
-                            file_name="run_report.json", mime="application/json", on_click="ignore", key="dl_json")
-    html_args = report_inputs(result, run, metrics, figures)
-    cols[2].download_button("Export stakeholder report (HTML)", data=lambda: report.html_report(**html_args),
-                            file_name="privsyn_report.html", mime="text/html", on_click="ignore", key="dl_html")
+    cols[1].download_button("Download JSON report", file_name="run_report.json", mime="application/json",
+                            data=lambda: json.dumps(run_report(metrics=report_metrics()), indent=1, default=str),
+                            on_click="ignore", key="dl_json")
+    cols[2].download_button("Export stakeholder report (HTML)", file_name="privsyn_report.html", mime="text/html",
+                            data=lambda: report.html_report(**html_args, run=run_report(metrics=report_metrics()),
+                                                            metrics=metrics_table_or_none(report_metrics())),
+                            on_click="ignore", key="dl_html")
     st.caption("The JSON report reproduces the run: save its 'schema' as schema.json and run")
     st.code(run["cli"], language="bash", wrap_lines=True)
 
 
-def report_inputs(result: ps.SynthResult, run: dict, metrics: dict | None, figures: list | None) -> dict:
-    """Arguments of :func:`report.html_report`, gathered now (the HTML is built later, on click, in another thread)."""
+def metrics_on_demand(result: ps.SynthResult, metrics: dict | None):
+    """A function returning the run's metrics (``None`` in release mode), evaluated at most once, on first call.
+
+    Its inputs are gathered now: it runs later, on a download click, in a thread without the script's session.
+    """
+    if metrics is not None or release_mode():
+        return lambda: metrics
+    real, synthetic, schema = frame(), result.data, ps.Schema.from_dict(result.schema)
+    target = saved_value("w_cmp_target", "none")
+    target = target if target in schema.names else None
+    return functools.cache(lambda: report.evaluate_subsampled(real, synthetic, schema, target=target))
+
+
+def metrics_table_or_none(metrics: dict | None) -> pd.DataFrame | None:
+    return None if metrics is None else report.metrics_table(metrics)
+
+
+def report_inputs(result: ps.SynthResult, figures: list | None) -> dict:
+    """Arguments of :func:`report.html_report` but the run and metrics, gathered now (the HTML is built later, on
+    click, in another thread)."""
     from privsyn_core import figures as F
 
     shown = list(figures or [])
@@ -382,10 +410,9 @@ def report_inputs(result: ps.SynthResult, run: dict, metrics: dict | None, figur
     notes = [] if result.dp_valid else ["dp_valid = False: the domain came from the data or the mechanism is not "
                                         "private; this is not a differentially private release."]
     sweep = st.session_state.get("sweep")
-    return dict(title=f"Synthetic data report: {result.mechanism} at epsilon {result.epsilon:g}", run=run,
+    return dict(title=f"Synthetic data report: {result.mechanism} at epsilon {result.epsilon:g}",
                 ledger=[{k: v for k, v in e.items() if not k.startswith("_")} for e in st.session_state.ledger],
-                figures=shown, metrics=None if metrics is None else report.metrics_table(metrics),
-                tradeoff=None if (sweep is None or release_mode()) else sweep["figure"], notes=notes)
+                figures=shown, tradeoff=None if (sweep is None or release_mode()) else sweep["figure"], notes=notes)
 
 
 def need_result() -> tuple[ps.SynthResult, dict] | None:

@@ -42,6 +42,7 @@ if found:
     views()
 
     st.subheader("Metrics")
+    evaluation = None
     if not teaching:
         st.info("Release mode: metrics read the raw data, so they are not shown.")
     else:
@@ -97,4 +98,4 @@ if found:
                 st.plotly_chart(fig, key="compare_many_chart")
 
     with ui.user_errors():
-        ui.downloads(result, key)
+        ui.downloads(result, key, metrics=evaluation)

@@ -143,6 +143,15 @@ class RowPlan:
     def dim(self) -> int:
         return int(self.points.shape[1])
 
+    @classmethod
+    def from_counts(cls, counts: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, sample: str,
+                    rng: np.random.Generator) -> "RowPlan":
+        """``counts[i]`` rows in cell ``[lo[i], hi[i]]``: at its centre (``sample="center"``) or uniform in it
+        (``"uniform"``), drawn from ``rng``; cells without rows are left out."""
+        used = counts > 0
+        mode = "box" if sample == "uniform" else "point"
+        return cls(mode, counts[used], (lo[used] + hi[used]) / 2, rng, lo=lo[used], hi=hi[used])
+
     def blocks(self) -> list[tuple[int, int]]:
         """Row ranges ``[start, stop)`` of the blocks (one empty block when there are no rows)."""
         total = self.total

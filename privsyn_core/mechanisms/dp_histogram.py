@@ -83,10 +83,8 @@ def histogram_release(counts: CellCounts, n: int, d: int, epsilon: float, *, nei
     total = n_synthetic if n_synthetic is not None else (n if neighbouring == "replace" else max(1, int(released.sum())))
     lo, hi = cell_boxes(np.arange(k ** d), k, d)
     row_counts = largest_remainder(released, total, sample_rng)
-    used = row_counts > 0
+    plan = RowPlan.from_counts(row_counts, lo, hi, sample=params["sample"], rng=sample_rng)
     centres = (lo + hi) / 2
-    plan = RowPlan("box" if params["sample"] == "uniform" else "point", row_counts[used], centres[used], sample_rng,
-                   lo=lo[used], hi=hi[used])
     keep = released > 0
     out = MechanismOutput(
         unit=centres[keep], weights=released[keep] / released.sum(),

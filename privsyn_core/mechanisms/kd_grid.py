@@ -166,10 +166,7 @@ def weighted_plan(centres: np.ndarray, weights: np.ndarray, lo: np.ndarray, hi: 
     if len(weights) == 0:
         plan = RowPlan("cube", np.array([n_rows], dtype=np.int64), np.zeros((1, centres.shape[1])), rng)
         return plan, ["every noisy count was below the threshold: nothing was released, rows are uniform on the cube"]
-    counts = largest_remainder(weights, n_rows, rng)
-    used = counts > 0
-    mode = "box" if sample == "uniform" else "point"
-    return RowPlan(mode, counts[used], centres[used], rng, lo=lo[used], hi=hi[used]), []
+    return RowPlan.from_counts(largest_remainder(weights, n_rows, rng), lo, hi, sample=sample, rng=rng), []
 
 
 STAGES = Stages(layout=grid_layout, count=grid_counts, release=grid_release)

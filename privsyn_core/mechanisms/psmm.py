@@ -141,10 +141,7 @@ def psmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
     timings["lp"] = time.perf_counter() - start
 
     total = n_synthetic if n_synthetic is not None else int(normaliser)
-    row_counts = largest_remainder(tau, total, sample_rng)
-    used = row_counts > 0
-    plan = RowPlan("box" if sample == "uniform" else "point", row_counts[used], centres[used], sample_rng,
-                   lo=lo[used], hi=hi[used])
+    plan = RowPlan.from_counts(largest_remainder(tau, total, sample_rng), lo, hi, sample=sample, rng=sample_rng)
     keep = tau > 0
     out = MechanismOutput(
         unit=centres[keep], weights=tau[keep],

@@ -75,6 +75,9 @@ ROUNDING_PARAM = ParamSpec("path", str, choices=("path", "paper"),
                                 "first atom (Cor 7.3; W1 <= r diam/m, poor unless m >> number of atoms)")
 SAMPLE_PARAM = ParamSpec("center", str, choices=("center", "uniform"),
                          help="rows at the net points (paper) or uniform inside their cell (adds at most delta)")
+#: What srw and srw_tsp declare in ``MechanismSpec.floating_point_exposure`` (docs/security.md).
+WALK_FLOAT_EXPOSURE = ("continuous Laplace coefficients of the random walk are sampled in float64 "
+                       "(numpy Generator.laplace) and enter the released weights")
 
 
 @dataclass(frozen=True)
@@ -256,7 +259,7 @@ def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
     data_kind="continuous",
     neighbouring=("replace", "add_remove"),
     is_private=True,
-    floating_point_exposure="continuous Laplace coefficients of the random walk are sampled in float64 (numpy Generator.laplace) and enter the released weights",
+    floating_point_exposure=WALK_FLOAT_EXPOSURE,
     params={
         "bins": ParamSpec(None, int, (1, 2**22), help="cells K on [0,1]; auto: floor(epsilon n) (Thm 5.4), "
                                                      f"at most {MAX_AUTO_BINS_1D}"),

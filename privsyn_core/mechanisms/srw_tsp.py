@@ -37,8 +37,8 @@ from ..registry import ParamSpec, register
 from ..result import MechanismOutput
 from ..staged import CellCounts, RowPlan, Stages, run_in_memory
 from .. import walks
-from .srw import (ROUNDING_PARAM, SAMPLE_PARAM, SCALE_PARAM, Calibration, Folding, auto_bins, calibrate,
-                  release_path_counts)
+from .srw import (ROUNDING_PARAM, SAMPLE_PARAM, SCALE_PARAM, WALK_FLOAT_EXPOSURE, Calibration, Folding, auto_bins,
+                  calibrate, release_path_counts)
 
 #: Snake paths are O(K), the MST path O(K log K) on a neighbour graph; 2-opt costs O(K^2) per pass.
 MAX_CELLS = {"snake": 2**21, "mst": 2**18, "mst_2opt": 1024}
@@ -51,7 +51,7 @@ MAX_CELLS = {"snake": 2**21, "mst": 2**18, "mst_2opt": 1024}
     data_kind="continuous",
     neighbouring=("replace", "add_remove"),
     is_private=True,
-    floating_point_exposure="continuous Laplace coefficients of the random walk are sampled in float64 (numpy Generator.laplace) and enter the released weights",
+    floating_point_exposure=WALK_FLOAT_EXPOSURE,
     params={
         "bins": ParamSpec(None, int, (1, 2**22), help="cells per axis M; auto: round((epsilon n / log^1.5(epsilon n))"
                                                      "^(1/d)), floor(epsilon n) in 1-D"),

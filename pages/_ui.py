@@ -357,7 +357,7 @@ def downloads(result: ps.SynthResult, key: dict, figures: list | None = None, me
     they are computed when a report is downloaded, so a run never waits for an evaluation nobody asked for (under
     concurrent sessions those evaluations queued into minute-long stalls).  Release mode has no metrics.
     """
-    run_report = functools.partial(report.run_report, result, params=key["params"],
+    run_report = functools.partial(report.run_report, result, params=key["params"], release_mode=release_mode(),
                                    data_name=st.session_state.data["name"], data_sha256=st.session_state.data["sha256"],
                                    extra_ledger=[{k: v for k, v in e.items() if not k.startswith("_")}
                                                  for e in st.session_state.ledger])

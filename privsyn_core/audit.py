@@ -53,7 +53,7 @@ import numpy as np
 from scipy.stats import beta
 
 from . import noise
-from .api import check_epsilon
+from .validation import check_epsilon
 from .errors import ParameterError
 from .registry import MechanismSpec, get_mechanism, list_mechanisms
 from .result import MechanismOutput

@@ -50,9 +50,16 @@ def _parser() -> argparse.ArgumentParser:
     synth.add_argument("--schema", type=Path, help="JSON schema with public bounds/categories (else inferred: not DP)")
     synth.add_argument("--neighbouring", default="replace", choices=("replace", "add_remove"))
     synth.add_argument("--n-synthetic", type=int)
-    synth.add_argument("--seed", help="integer seed for a reproducible run, or 'secure'")
+    synth.add_argument("--seed", help="integer seed: replays the noise, for teaching and tests only (default: the "
+                                      "secure generator, no seed)")
+    synth.add_argument("--public-n", type=int, help="add_remove only: a record count you declare public, for the "
+                                                    "layout rules (else a noisy count costs 5%% of epsilon)")
+    synth.add_argument("--diagnostics", action="store_true",
+                       help="also print diagnostics read off the raw data (clipped values): NOT private, never "
+                            "publish them")
     synth.add_argument("--param", action="append", default=[], metavar="K=V", help="mechanism parameter (repeatable)")
-    synth.add_argument("--report", type=Path, help="also write a JSON report (ledger, parameters, seed, schema)")
+    synth.add_argument("--report", type=Path, help="also write the release's JSON metadata (ledger, parameters, "
+                                                   "schema): safe to publish with the rows")
     synth.set_defaults(handler=_cmd_synth)
 
     ev = sub.add_parser("evaluate", help="compare a synthetic CSV with the real one")
@@ -115,15 +122,20 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     schema = _load_schema(args.schema)
     params = dict(_split_param(p) for p in args.param)
     result = synthesize(data, args.mechanism, args.epsilon, schema=schema, neighbouring=args.neighbouring,
-                        n_synthetic=args.n_synthetic, rng=_seed(args.seed), **params)
-    args.output.write_bytes(to_csv_bytes(result.data))
+                        n_synthetic=args.n_synthetic, rng=_seed(args.seed), public_n=args.public_n, **params)
+    release = result.release()
+    args.output.write_bytes(to_csv_bytes(release.data))
     if args.report:
-        args.report.write_text(json.dumps(result.report(), indent=2, default=str))
-    for warning in result.warnings:
+        args.report.write_text(json.dumps(release.to_dict(), indent=2, default=str))
+    for warning in release.to_dict()["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
-    print(f"wrote {len(result.data)} synthetic rows to {args.output} "
-          f"({result.mechanism}, epsilon={result.epsilon:g}, {result.neighbouring}, "
-          f"dp_valid={result.dp_valid}, seed={result.params.get('seed')})")
+    if args.diagnostics:
+        for warning in result.diagnostics["teaching_warnings"]:
+            print(f"diagnostic (read off the raw data, not private): {warning}", file=sys.stderr)
+    seed = f", seed={release.seed}" if release.seed is not None else ""
+    print(f"wrote {release.n_synthetic} synthetic rows to {args.output} "
+          f"({release.mechanism}, epsilon={release.epsilon:g}, {release.neighbouring}, "
+          f"dp_valid={release.dp_valid}{seed})")
     return 0
 
 

@@ -1,18 +1,19 @@
 """Scale-out on Dask: :func:`privsyn_core.synthesize` with a Dask DataFrame (many Parquet/CSV files).
 
-Only the count-based mechanisms run here, those whose run function carries ``.stages``
+Only the count-based mechanisms run here, those registered with their stages
 (:mod:`privsyn_core.staged`): ``pmm``, ``psmm``, ``dp_histogram``, ``kd_grid``, ``kd_adaptive`` and
 ``srw_tsp``.  The run is
 
 1. the record count ``n`` (one pass; from the Parquet metadata when Dask can read it there);
-2. ``layout`` on the client, from the public ``n, d, epsilon`` exactly as in memory;
+2. the public record count (:func:`privsyn_core.pipeline.public_size`: ``n`` under replace-one,
+   ``public_n`` or a noisy count under add/remove) and ``layout`` on the client, exactly as in memory;
 3. per partition, on the workers: encode with the schema, ``prepare``, ``count`` -> sparse
    :class:`CellCounts`; the client adds them up as they arrive (:class:`RunningSum`; the total
    must be ``n``), so worker memory stays bounded by the partition size whatever ``n``;
 4. ``release`` once on the client: noise, consistency, the ledger and the :class:`RowPlan`;
 5. synthetic rows lazily, one Dask partition per block of ``RowPlan.blocks()`` (not per input
-   partition), each drawn from its own block generator and decoded to the input's columns and
-   dtypes, with the global row numbers as index.
+   partition), each drawn from its own block generator and decoded with the schema, with the
+   global row numbers as index.
 
 Because the stages, the block structure and the generators are those of the in-memory run, the
 same data and seed give bit-identical synthetic rows, atoms, weights and ledger.
@@ -36,13 +37,14 @@ import numpy as np
 import pandas as pd
 
 from .accounting import ledger_total
-from .api import _match_dtypes, _resolve_schema
 from .domain import Schema
 from .errors import DataError, ParameterError, SchemaError
 from .noise import resolve_rng
+from .pipeline import assemble, public_size
 from .registry import MechanismSpec, list_mechanisms
 from .result import SynthResult
-from .staged import CellCounts, RowPlan, Stages, merge_counts, resolve_layout
+from .staged import CellCounts, RowPlan, Stages, merge_counts
+from .validation import resolve_schema
 
 #: Partitions' counts computed per batch without a distributed client (with one, batches follow completion).
 MERGE_BATCH = 16
@@ -56,12 +58,13 @@ def is_dask_frame(data: Any) -> bool:
 
 
 def staged_mechanisms() -> list[str]:
-    """Registry keys of the mechanisms that run on Dask (those with ``.stages``)."""
-    return [spec.name for spec in list_mechanisms() if getattr(spec.run, "stages", None) is not None]
+    """Registry keys of the mechanisms that run on Dask (those registered with stages)."""
+    return [spec.name for spec in list_mechanisms() if spec.stages is not None]
 
 
 def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Schema | dict | None,
-                    neighbouring: str, n_synthetic: int | None, rng: Any, params: dict[str, Any]) -> SynthResult:
+                    neighbouring: str, n_synthetic: int | None, rng: Any, params: dict[str, Any],
+                    public_n: int | None = None) -> SynthResult:
     """The Dask path of :func:`privsyn_core.synthesize` (module docstring); arguments already checked there."""
     stages, schema, codec, ddf = _checked_input(ddf, spec, schema)
     generator, seed = resolve_rng(rng)
@@ -73,7 +76,8 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
     if n == 0:
         raise DataError("the table has no rows")
     d = len(schema.names)
-    layout, release_rng = resolve_layout(stages, n, d, epsilon, neighbouring, params, generator)
+    size = public_size(spec, params, n, epsilon, neighbouring, public_n, generator)
+    layout = stages.layout(size.value, d, size.mechanism_epsilon, neighbouring, params)
 
     start = time.perf_counter()
     counts, clipped = count_partitions(ddf, codec, stages, layout, n)
@@ -82,39 +86,28 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
         raise RuntimeError(f"internal error: the partitions' counts sum to {counts.total}, not n={n}")
 
     start = time.perf_counter()
-    out, plan = stages.release(counts, n, d, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,
-                               rng=release_rng, layout=layout, params=params)
+    out, plan = stages.release(counts, size.value, d, size.mechanism_epsilon, neighbouring=neighbouring,
+                               n_synthetic=n_synthetic, rng=generator, layout=layout, params=params)
     timings["release"] = time.perf_counter() - start
     timings.update({f"mechanism.{k}": v for k, v in out.timings.items()})
-    total = ledger_total(out.ledger)
-    if total != epsilon:
-        raise RuntimeError(f"internal error: {spec.name} ledger sums to {total!r}, not epsilon={epsilon!r}")
-
-    data = synthetic_frame(plan, codec, ddf._meta)
-    warnings = list(out.warnings)
-    if not schema.dp_valid:
-        warnings.append("the domain (bounds/categories) was read off the data: "
-                        "the result is not differentially private")
-    return SynthResult(
-        data=data, unit=out.unit, weights=out.weights, epsilon=total, ledger=list(out.ledger),
-        neighbouring=neighbouring, dp_valid=bool(spec.is_private and schema.dp_valid),
-        params={**params, **out.params, "n_synthetic": n_synthetic, "seed": seed},
-        diagnostics={**out.diagnostics, "dask": {"input_partitions": ddf.npartitions, "row_blocks": data.npartitions,
-                                                 "n": n, "synthetic_rows": plan.total}},
-        timings=timings, mechanism=spec.name, schema=schema.to_dict(), unit_rows=None, clipped=clipped,
-        warnings=warnings)
+    data = synthetic_frame(plan, codec)
+    dask_info = {"input_partitions": ddf.npartitions, "row_blocks": data.npartitions, "n": n,
+                 "synthetic_rows": plan.total}
+    return assemble(spec, out, data=data, schema=schema, epsilon=epsilon, neighbouring=neighbouring,
+                    resolved=params, size=size, n_synthetic=n_synthetic, seed=seed, unit_rows=None,
+                    clipped=clipped, timings=timings, diagnostics={"dask": dask_info})
 
 
 def _checked_input(ddf: Any, spec: MechanismSpec, schema: Schema | dict | None) -> tuple[Stages, Schema, Any, Any]:
     """The mechanism's stages, the schema, its codec and the schema's columns of ``ddf``, or a clear error."""
-    stages = getattr(spec.run, "stages", None)
+    stages = spec.stages
     if stages is None:
         raise ParameterError(f"mechanism {spec.name!r} cannot run on a Dask DataFrame; the count-based mechanisms "
                              f"can: {staged_mechanisms()} (or pass a pandas DataFrame)")
     if schema is None:
         raise SchemaError("a Dask DataFrame needs a public schema (schema=...): inferring the bounds would read "
                           "the data and would not be differentially private")
-    schema = _resolve_schema(schema, ddf._meta)
+    schema = resolve_schema(schema, ddf._meta)
     missing = [name for name in schema.names if name not in ddf.columns]
     if missing:
         raise DataError(f"unknown column(s) {missing}; the table has {list(map(str, ddf.columns))}")
@@ -209,22 +202,22 @@ def count_partition(frame: pd.DataFrame, codec: Any, stages: Stages, layout: Any
     return stages.count(stages.prepare(unit), layout).sparse(), clipped
 
 
-def synthetic_frame(plan: RowPlan, codec: Any, meta: pd.DataFrame) -> Any:
+def synthetic_frame(plan: RowPlan, codec: Any) -> Any:
     """The plan's rows as a lazy Dask DataFrame, one partition per row block (index: global row number)."""
     import dask
     import dask.dataframe as dd
 
     blocks = plan.blocks()
     pieces = [plan.piece(start, stop, rng) for (start, stop), rng in zip(blocks, plan.block_generators())]
-    empty = block_frame(plan.piece(0, 0, np.random.default_rng(0)), codec, meta, 0)
-    parts = [dask.delayed(block_frame)(piece, codec, meta, start) for piece, (start, _) in zip(pieces, blocks)]
+    empty = block_frame(plan.piece(0, 0, np.random.default_rng(0)), codec, 0)
+    parts = [dask.delayed(block_frame)(piece, codec, start) for piece, (start, _) in zip(pieces, blocks)]
     divisions = [start for start, _ in blocks] + [blocks[-1][1] - 1] if plan.total else None
     return dd.from_delayed(parts, meta=empty, divisions=divisions)
 
 
-def block_frame(piece: RowPlan, codec: Any, meta: pd.DataFrame, start: int) -> pd.DataFrame:
-    """One block's rows, decoded to the input's columns and dtypes, indexed from ``start``."""
-    frame = _match_dtypes(codec.decode(piece.rows()), meta)
+def block_frame(piece: RowPlan, codec: Any, start: int) -> pd.DataFrame:
+    """One block's rows, decoded with the schema (columns and dtypes), indexed from ``start``."""
+    frame = codec.decode(piece.rows())
     frame.index = pd.RangeIndex(start, start + len(frame))
     return frame
 

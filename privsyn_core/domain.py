@@ -192,8 +192,10 @@ class Schema:
     def decode(self, unit: np.ndarray) -> pd.DataFrame:
         """Map points of ``[0, 1]^d`` back to a table with the original columns.
 
-        Numeric columns scale back to ``[lo, hi]`` (rounded for integer columns);
-        categorical coordinates decode to the category whose cell contains them.
+        Numeric columns scale back to ``[lo, hi]`` (float64, or rounded to int64 for integer
+        columns); categorical coordinates decode to the category whose cell contains them (dtype
+        from the categories).  Every dtype comes from the schema, a public declaration, never from
+        the private input's dtypes.
         """
         unit = np.asarray(unit, dtype=float).reshape(-1, len(self.columns))
         out = {}
@@ -215,10 +217,17 @@ def _plain(value: Any) -> Any:
 
 
 def _category_array(categories: tuple) -> np.ndarray:
-    if all(isinstance(c, (bool, np.bool_)) for c in categories):
-        return np.array(categories, dtype=bool)
-    arr = np.empty(len(categories), dtype=object)
-    arr[:] = list(categories)
+    """The categories as an array whose dtype follows them (public): bool, int64, float64 or object."""
+    values = list(categories)
+    if all(isinstance(c, (bool, np.bool_)) for c in values):
+        return np.array(values, dtype=bool)
+    if all(isinstance(c, (int, np.integer)) and not isinstance(c, (bool, np.bool_)) for c in values):
+        return np.array(values, dtype=np.int64)
+    if all(isinstance(c, (int, float, np.integer, np.floating)) and not isinstance(c, (bool, np.bool_))
+           for c in values):
+        return np.array(values, dtype=float)
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
     return arr
 
 

@@ -32,13 +32,13 @@ clipped into the bounds when the data are encoded.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Collection, Sequence
 
 import numpy as np
 import pandas as pd
 
 from .accounting import Ledger, split_epsilon
-from .api import check_epsilon
+from .validation import check_epsilon
 from .domain import Column, Schema
 from .errors import DataError, ParameterError
 from .noise import RandomLike, discrete_laplace, resolve_rng
@@ -112,7 +112,7 @@ def quantile_bounds(kept: np.ndarray, edges: np.ndarray, tail: float) -> tuple[f
 
 def dp_bounds(df: pd.DataFrame, columns: Sequence[str], epsilon: float, *, neighbouring: str = "replace",
               tail: float = 0.01, rng: RandomLike = None, min_abs: float = 2.0**-10,
-              max_abs: float = 2.0**40, per_octave: int = 2) -> DPBounds:
+              max_abs: float = 2.0**40, per_octave: int = 2, integer: Collection[str] = ()) -> DPBounds:
     """Estimate public bounds for numeric columns with epsilon-DP.
 
     Parameters
@@ -127,6 +127,8 @@ def dp_bounds(df: pd.DataFrame, columns: Sequence[str], epsilon: float, *, neigh
     tail : float
         Share of records allowed below ``lo`` and above ``hi`` each (before noise), in (0, 0.5).
     rng : None, int, Generator or "secure"
+    integer : collection of str
+        Columns the caller declares integer (a public declaration: never read off the data's dtypes).
     min_abs, max_abs, per_octave : float, float, int
         The public bucket grid (:func:`bucket_edges`); values beyond ``max_abs`` are clipped.
 
@@ -156,8 +158,7 @@ def dp_bounds(df: pd.DataFrame, columns: Sequence[str], epsilon: float, *, neigh
         if kept.sum() == 0:
             warnings.append(f"column {name!r}: no noisy bucket count passed the threshold, so the whole public "
                             f"range [{lo:g}, {hi:g}] was used; spend more epsilon or type the bounds")
-        bounded.append(Column(name, "numeric", lo=lo, hi=hi, integer=pd.api.types.is_integer_dtype(df[name]),
-                              public=True))
+        bounded.append(Column(name, "numeric", lo=lo, hi=hi, integer=name in integer, public=True))
     return DPBounds(Schema(tuple(bounded)), ledger, neighbouring, edges, noisy, seed, warnings)
 
 

@@ -114,7 +114,8 @@ def sample_empty_cells(space: int, nonempty: np.ndarray, threshold: int, scale: 
         Discrete Laplace scale of the counts.
     max_emitted : float
         Largest allowed expected number of emitted empty bins; above it a
-        :class:`ParameterError` explains how to raise the threshold.
+        :class:`ParameterError` explains how to raise the threshold.  The guard bounds the expectation
+        with all ``space`` bins, so whether it refuses depends on public quantities only.
 
     Returns
     -------
@@ -125,8 +126,8 @@ def sample_empty_cells(space: int, nonempty: np.ndarray, threshold: int, scale: 
     """
     empty = space - len(nonempty)
     p = tail_probability(threshold, scale)
-    if empty * p > max_emitted:
-        raise ParameterError(f"about {empty * p:.3g} empty bins would pass the threshold t={threshold} "
+    if space * p > max_emitted:  # all bins, not the empty ones: the guard must not depend on the data
+        raise ParameterError(f"up to {space * p:.3g} empty bins would pass the threshold t={threshold} "
                              f"(limit {max_emitted:.0e}): the output would be mostly noise; raise t or the bin width")
     m = binomial_big(empty, p, rng)
     ids = sample_ids_excluding(space, nonempty, m, rng)

@@ -31,10 +31,10 @@ def resolve_rng(rng: RandomLike = None) -> tuple[np.random.Generator, int | None
     Parameters
     ----------
     rng : None, int, numpy.random.Generator or "secure"
-        ``None`` draws a fresh 63-bit seed from the operating system and records it, so
-        the run can be reproduced; an int is used as the seed; a Generator is used as
-        is (its seed is unknown, reported as ``None``).  ``"secure"`` returns a
-        cryptographically secure generator (see :func:`secure_generator`).
+        ``None`` and ``"secure"`` return a cryptographically secure generator (see
+        :func:`secure_generator`) and no seed: a real release must not be replayable, so
+        the library never chooses a seed and records it.  An int is used as the seed
+        (teaching, tests, reproduction); a Generator is used as is (seed ``None``).
 
     Returns
     -------
@@ -44,13 +44,11 @@ def resolve_rng(rng: RandomLike = None) -> tuple[np.random.Generator, int | None
     """
     if isinstance(rng, np.random.Generator):
         return rng, None
-    if isinstance(rng, str):
-        if rng != "secure":
+    if rng is None or isinstance(rng, str):
+        if rng is not None and rng != "secure":
             raise ValueError(f"rng must be None, an int, a numpy Generator or 'secure', got {rng!r}")
         return secure_generator(), None
-    if rng is None:
-        seed = secrets.randbits(63)
-    elif isinstance(rng, (bool, np.bool_)):
+    if isinstance(rng, (bool, np.bool_)):
         raise TypeError("rng must be None, an int seed or a numpy Generator, not a bool")
     elif isinstance(rng, (int, np.integer)):
         seed = int(rng)

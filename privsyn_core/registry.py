@@ -21,6 +21,7 @@ from typing import Any, Callable, Literal
 import numpy as np
 
 from .errors import ParameterError
+from .staged import Stages
 
 NEIGHBOURING = ("replace", "add_remove")
 #: Display order of the contract's registry keys; later additions follow alphabetically.
@@ -117,11 +118,26 @@ class MechanismSpec:
         A short plain-language description (for the app).
     run : callable
         The run function (see the module docstring).
+    stages : Stages, optional
+        The count-based stages (:mod:`privsyn_core.staged`) for the mechanisms registered with
+        :func:`register_staged`; their ``run`` is ``stages.run`` and they also run on Dask.
     codec : callable, optional
         ``codec(schema) -> codec`` with ``encode(df) -> (array, clipped)`` and
         ``decode(array) -> DataFrame``; ``None`` means the unit-cube schema encoding.
     max_dim : int, optional
         Largest number of encoded columns the mechanism accepts (``None``: any).
+    released : tuple of str
+        Names of the entries of ``MechanismOutput.params`` that may be published: public inputs
+        (the user's parameters, the schema, epsilon) or functions of them and of the noisy released
+        quantities only.  Everything else the run function returns stays teaching-only diagnostics
+        (:meth:`privsyn_core.SynthResult.release`).  Mandatory: :func:`register` refuses a mechanism
+        that does not declare it.
+    uses_n : callable
+        ``uses_n(params) -> bool``: whether the run reads the record count ``n`` (a layout rule, a
+        normaliser, a default output size) with these resolved parameters.  Under add/remove ``n``
+        is private, so :func:`privsyn_core.synthesize` then passes a public count instead: the
+        caller's ``public_n`` or a noisy count released as its own ledger stage.  Under replace-one
+        ``n`` is public and passed as it is.
     floating_point_exposure : str, optional
         ``None`` when every noise draw is exact integer noise (discrete Laplace as a difference of
         geometrics), so the floating-point attack on textbook Laplace sampling (Mironov, "On
@@ -142,6 +158,9 @@ class MechanismSpec:
     description: str
     run: Callable = field(repr=False, compare=False)
     codec: Callable | None = field(default=None, repr=False, compare=False)
+    stages: Stages | None = field(default=None, repr=False, compare=False)
+    released: tuple[str, ...] = ()
+    uses_n: Callable[[dict[str, Any]], bool] = field(default=lambda params: False, repr=False, compare=False)
     max_dim: int | None = None
     floating_point_exposure: str | None = None
 
@@ -161,16 +180,32 @@ _DISCOVERED = False
 def register(name: str, **spec_fields: Any) -> Callable[[Callable], Callable]:
     """Decorator: register a run function under ``name`` with the given spec fields."""
     def wrap(run: Callable) -> Callable:
-        if name in _REGISTRY:
-            raise RuntimeError(f"mechanism {name!r} registered twice")
-        spec = MechanismSpec(name=name, run=run, **spec_fields)
-        bad = set(spec.neighbouring) - set(NEIGHBOURING)
-        if bad:
-            raise RuntimeError(f"mechanism {name!r}: unknown neighbouring relation(s) {bad}")
-        _REGISTRY[name] = spec
-        run.spec = spec
+        _add(MechanismSpec(name=name, run=run, **_declared(name, spec_fields)))
         return run
     return wrap
+
+
+def register_staged(name: str, stages: Stages, **spec_fields: Any) -> MechanismSpec:
+    """Register a count-based mechanism from its stages: its in-memory run is ``stages.run``."""
+    spec = MechanismSpec(name=name, run=stages.run, stages=stages, **_declared(name, spec_fields))
+    _add(spec)
+    return spec
+
+
+def _declared(name: str, spec_fields: dict[str, Any]) -> dict[str, Any]:
+    if "released" not in spec_fields:
+        raise RuntimeError(f"mechanism {name!r} must declare released=(...): the names of its output parameters "
+                           "that may be published (public inputs or functions of noisy released quantities)")
+    bad = set(spec_fields.get("neighbouring", ())) - set(NEIGHBOURING)
+    if bad:
+        raise RuntimeError(f"mechanism {name!r}: unknown neighbouring relation(s) {bad}")
+    return spec_fields
+
+
+def _add(spec: MechanismSpec) -> None:
+    if spec.name in _REGISTRY:
+        raise RuntimeError(f"mechanism {spec.name!r} registered twice")
+    _REGISTRY[spec.name] = spec
 
 
 def _discover() -> None:

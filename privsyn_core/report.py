@@ -1,8 +1,8 @@
 """Run reports, evaluation helpers and the self-contained HTML stakeholder report (pure: no Streamlit).
 
-* :func:`run_report` is the JSON the app offers for download: schema, parameters, seed,
-  ledger, metrics and package versions, plus the ``python -m privsyn_core synth ...``
-  command (:func:`cli_command`) that reproduces the run from the same CSV.
+* :func:`run_report` is the JSON the app offers for download: the release's metadata (schema,
+  parameters, ledger), package versions and the ``python -m privsyn_core synth ...`` command
+  (:func:`cli_command`); in teaching mode also a section of what was read off the raw data.
 * :func:`metrics_table` flattens whatever :func:`privsyn_core.metrics.evaluate` returns.
 * :func:`tradeoff_sweep` and :func:`theoretical_rate` feed the trade-off curve.
 * :func:`html_report` writes one HTML file with plotly.js inlined, which opens offline.
@@ -59,10 +59,11 @@ def versions() -> dict[str, str]:
 def cli_command(*, mechanism: str, epsilon: float, params: dict[str, Any], seed: int | None,
                 neighbouring: str = "replace", n_synthetic: int | None = None, data_file: str = "data.csv",
                 schema_file: str = "schema.json", output_file: str = "synthetic.csv") -> str:
-    """The ``python -m privsyn_core synth`` command that repeats a run (needs an int seed)."""
+    """The ``python -m privsyn_core synth`` command that repeats a run (the same rows only with an int seed)."""
     parts = ["python", "-m", "privsyn_core", "synth", data_file, output_file, "--mechanism", mechanism,
              "--epsilon", repr(float(epsilon)), "--schema", schema_file, "--neighbouring", neighbouring]
-    parts += ["--seed", str(seed) if seed is not None else "secure"]
+    if seed is not None:
+        parts += ["--seed", str(seed)]
     if n_synthetic is not None:
         parts += ["--n-synthetic", str(int(n_synthetic))]
     for key, value in params.items():
@@ -71,30 +72,42 @@ def cli_command(*, mechanism: str, epsilon: float, params: dict[str, Any], seed:
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def run_report(result: SynthResult, *, params: dict[str, Any], data_name: str, data_sha256: str,
-               metrics: dict | None = None, extra_ledger: Sequence[dict] = ()) -> dict[str, Any]:
+def run_report(result: SynthResult, *, params: dict[str, Any], data_name: str, release_mode: bool,
+               data_sha256: str | None = None, metrics: dict | None = None,
+               extra_ledger: Sequence[dict] = ()) -> dict[str, Any]:
     """The downloadable JSON report of one run (see the module docstring).
 
-    ``params`` are the mechanism parameters as the user gave them (``None`` = auto);
-    ``extra_ledger`` lists other spends on the same data in this session (e.g. DP bounds).
+    Its body is the release's metadata (:meth:`privsyn_core.Release.to_dict`) plus public context: the
+    data file's name and columns, the parameters as the user gave them (``None`` = auto), the other
+    spends on the same data (``extra_ledger``, e.g. DP bounds), package versions and the CLI command.
+    In release mode that is all.  In teaching mode a ``"teaching"`` section adds what was read off
+    the raw data (the file's SHA-256, metrics, timings, clipped values, every diagnostic parameter),
+    labelled as not private.
     """
-    seed = result.params.get("seed")
-    report = result.report()
+    release = result.release()
+    report = release.to_dict()
     report.update({
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "data": {"name": data_name, "sha256": data_sha256, "columns": [c["name"] for c in result.schema["columns"]]},
+        "release_mode": release_mode,
+        "data": {"name": data_name, "columns": [c["name"] for c in release.schema["columns"]]},
         "mechanism_params": {k: _plain(v) for k, v in params.items()},
-        "seed": seed,
-        "metrics": _jsonable(metrics) if metrics is not None else None,
-        "metrics_note": "metrics read the real data: evaluation only, not part of the private release",
-        "session_ledger": list(extra_ledger),
+        "session_ledger": [{k: v for k, v in e.items() if k != "data" or not release_mode} for e in extra_ledger],
         "versions": versions(),
-        "cli": cli_command(mechanism=result.mechanism, epsilon=result.epsilon if math.isfinite(result.epsilon)
-                           else 1.0, params=params, seed=seed, neighbouring=result.neighbouring,
-                           n_synthetic=result.params.get("n_synthetic"), data_file=data_name),
-        "cli_note": "save 'schema' of this report as schema.json; the same CSV, seed and versions give the same rows"
-                    if seed is not None else "run with rng='secure': it cannot be reproduced by design",
+        "cli": cli_command(mechanism=release.mechanism, epsilon=release.epsilon if math.isfinite(release.epsilon)
+                           else 1.0, params=params, seed=release.seed, neighbouring=release.neighbouring,
+                           n_synthetic=release.params.get("n_synthetic"), data_file=data_name),
+        "cli_note": ("save 'schema' of this report as schema.json; the same CSV, seed and versions give the same rows"
+                     if release.seed is not None else
+                     "the run drew from the secure generator: it cannot be replayed, by design"),
     })
+    if not release_mode:
+        report["teaching"] = {
+            "note": "computed from the raw data: NOT private, never publish this section",
+            "data_sha256": data_sha256, "metrics": _jsonable(metrics) if metrics is not None else None,
+            "timings": result.timings, "clipped": result.clipped,
+            "all_params": {k: _jsonable(v) for k, v in result.params.items()},
+            "warnings": list(result.diagnostics.get("teaching_warnings", [])),
+        }
     return report
 
 
@@ -312,9 +325,10 @@ def html_report(*, title: str, run: dict[str, Any], ledger: Sequence[dict], figu
     ----------
     title : str
     run : dict
-        The :func:`run_report` of the run (parameters, seed, ledger, schema, CLI command).
+        The :func:`run_report` of the run (parameters, ledger, schema, CLI command).
     ledger : sequence of dict
-        The session's privacy ledger (``label, epsilon, neighbouring, dp_valid``).
+        The session's privacy ledger (``label, epsilon, neighbouring, dp_valid``).  In release mode
+        (``run["release_mode"]``) only the release's fields are shown and nothing from ``run["teaching"]``.
     figures : sequence of (caption, plotly Figure)
     metrics : DataFrame, optional
         :func:`metrics_table` output (omitted in release mode).
@@ -327,17 +341,19 @@ def html_report(*, title: str, run: dict[str, Any], ledger: Sequence[dict], figu
              f"<p>Generated {html.escape(run.get('created', ''))} by privsyn_core "
              f"{html.escape(str(run.get('versions', {}).get('privsyn-core', '')))}.</p>"]
     parts += [f'<p class="warn">{html.escape(n)}</p>' for n in notes]
+    parts += [f'<p class="warn">{html.escape(w)}</p>' for w in run.get("warnings", [])]
     parts.append(_section("Run", _kv_table({
         "mechanism": run.get("mechanism"), "epsilon": run.get("epsilon"), "neighbouring": run.get("neighbouring"),
-        "dp_valid": run.get("dp_valid"), "seed": run.get("seed"), "synthetic rows": run.get("n_synthetic"),
-        "data": (run.get("data") or {}).get("name"), "data sha256": (run.get("data") or {}).get("sha256")})))
+        "dp_valid": run.get("dp_valid"), "seed": run.get("params", {}).get("seed", "none (secure generator)"),
+        "synthetic rows": run.get("n_synthetic"), "data": (run.get("data") or {}).get("name")})))
     parts.append(_section("Parameters", _kv_table({**run.get("mechanism_params", {}), **run.get("params", {})})))
+    ledger = [{k: v for k, v in e.items() if k != "data" or not run.get("release_mode", True)} for e in ledger]
     parts.append(_section("Privacy ledger of this session",
                           _frame_html(pd.DataFrame(list(ledger)) if ledger else pd.DataFrame({"release": ["none"]}))
                           + "<p>Every release on the same data composes: the epsilons add up.</p>"))
     parts.append(_section("Mechanism ledger of this run",
                           _frame_html(pd.DataFrame(run.get("ledger", []), columns=["stage", "epsilon"]))))
-    if metrics is not None:
+    if metrics is not None and not run.get("release_mode", True):
         parts.append(_section("Utility against the real-vs-real floor (evaluation only: reads the real data)",
                               _frame_html(metrics)))
     for i, (caption, fig) in enumerate(figures):

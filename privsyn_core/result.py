@@ -74,8 +74,15 @@ class SynthResult:
     unit_rows : ndarray (N, d)
         The rows of ``data`` in unit coordinates.
     clipped : dict
-        Input rows clipped into the public bounds, per column.
+        Input rows clipped into the public bounds, per column (teaching only: read off the raw data).
     warnings : list of str
+        Warnings that may be published (public inputs or noisy released quantities); warnings read
+        off the raw data are in ``diagnostics["teaching_warnings"]``.
+    release_params : dict
+        The parameters that may be published (see :meth:`release`).
+    seed : int or None
+        The seed the caller passed explicitly (``None`` otherwise: the run drew from the secure
+        generator, or from a caller's Generator).
     """
 
     data: pd.DataFrame
@@ -93,9 +100,72 @@ class SynthResult:
     unit_rows: np.ndarray | None = None
     clipped: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    release_params: dict[str, Any] = field(default_factory=dict)
+    seed: int | None = None
+
+    def release(self) -> "Release":
+        """What may be published, and nothing else (see :class:`Release`)."""
+        return Release(data=self.data, unit=self.unit, weights=self.weights, mechanism=self.mechanism,
+                       epsilon=self.epsilon, ledger=list(self.ledger), neighbouring=self.neighbouring,
+                       dp_valid=self.dp_valid, schema=self.schema, params=dict(self.release_params),
+                       warnings=tuple(self.warnings), seed=self.seed)
 
     def report(self) -> dict[str, Any]:
-        """A JSON-serialisable summary: mechanism, epsilon, ledger, parameters, schema."""
+        """The release's JSON metadata (:meth:`Release.to_dict`): safe to publish with the rows."""
+        return self.release().to_dict()
+
+
+#: Sentence every release made with an explicit seed carries.
+SEED_WARNING = ("made with an explicit seed: the seed replays the noise byte for byte, so this release is not private "
+                "if the seed is published or guessable; use rng='secure' (the default) for a real release")
+
+
+@dataclass(frozen=True)
+class Release:
+    """A differentially private release: the synthetic rows and only fields that may be published.
+
+    Every field is a public input (schema, epsilon, relation, mechanism, the user's parameters, an
+    explicit seed) or a function of the noisy released quantities (rows, atoms, weights, the
+    ledger, the parameters the mechanism declares in ``MechanismSpec.released``).  True counts,
+    occupied cells, the exact record count, clipped counts, timings, hashes of the data and seeds
+    the library chose stay on :class:`SynthResult` as teaching diagnostics and never reach this
+    object, the CLI's ``--report``, the reports or the app in release mode.
+
+    Attributes
+    ----------
+    data : DataFrame
+        The synthetic rows.
+    unit : ndarray (m, d)
+        Released points or atoms in unit coordinates.
+    weights : ndarray (m,) or None
+        Released atom weights (noisy counts or probabilities).
+    mechanism, epsilon, ledger, neighbouring, dp_valid, schema, params, warnings
+        As on :class:`SynthResult`, restricted to what may be published.
+    seed : int or None
+        The caller's explicit seed; a release made with one says that it replays the noise.
+    """
+
+    data: pd.DataFrame
+    unit: np.ndarray
+    weights: np.ndarray | None
+    mechanism: str
+    epsilon: float
+    ledger: Ledger
+    neighbouring: str
+    dp_valid: bool
+    schema: dict[str, Any]
+    params: dict[str, Any]
+    warnings: tuple[str, ...]
+    seed: int | None = None
+
+    @property
+    def n_synthetic(self) -> int:
+        """Number of synthetic rows (under add/remove a noisy quantity)."""
+        return int(len(self.data))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable metadata of the release (everything but the rows and atoms)."""
+        warnings = list(self.warnings) + ([SEED_WARNING] if self.seed is not None else [])
         return {
             "mechanism": self.mechanism,
             "epsilon": self.epsilon,
@@ -104,10 +174,8 @@ class SynthResult:
             "dp_valid": self.dp_valid,
             "params": {k: _jsonable(v) for k, v in self.params.items()},
             "schema": self.schema,
-            "n_synthetic": int(len(self.data)),
-            "clipped": self.clipped,
-            "timings": self.timings,
-            "warnings": self.warnings,
+            "n_synthetic": self.n_synthetic,
+            "warnings": warnings,
         }
 
 

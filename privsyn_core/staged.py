@@ -4,17 +4,16 @@ A count-based mechanism reads the private data only through the counts of a data
 partition (grid cells, tree leaves).  It is written as
 
 1. ``layout(n, d, epsilon, neighbouring, params) -> layout``: the public partition (depth, cells per
-   axis, ...), a function of the public quantities ``n, d, epsilon`` and the parameters; with
-   ``Stages.split_rng`` it also takes ``rng=`` (``srw_tsp`` releases a noisy record count before
-   choosing its grid) and :func:`resolve_layout` gives it the first of ``rng.spawn(2)``, the
-   release the second;
+   axis, ...), a function of the public quantities ``n, d, epsilon`` and the parameters, where ``n``
+   is the public record count of :func:`privsyn_core.pipeline.public_size` (``None`` when the
+   mechanism declared that these parameters read none);
 2. ``count(unit, layout) -> CellCounts``: the finest counts of a block of encoded rows, as sorted
    sparse ``(ids, counts)``; counts of disjoint blocks merge by summation (:func:`merge_counts`);
 3. ``release(counts, n, d, epsilon, *, neighbouring, n_synthetic, rng, layout, params)
    -> (MechanismOutput without rows, RowPlan)``: noise, consistency and everything after it,
    a function of the counts only.
 
-The in-memory run function calls exactly these stages (:func:`run_in_memory`), and the Dask path
+The in-memory run function calls exactly these stages (:meth:`Stages.run`), and the Dask path
 (:mod:`privsyn_core.dask_backend`) calls the same ``layout`` and ``release`` with the counts summed
 over partitions, so both paths give the same release for the same data and seed by construction.
 
@@ -211,40 +210,49 @@ class RowPlan:
         return np.concatenate([self.piece(a, b, g).rows() for (a, b), g in zip(blocks, self.block_generators())])
 
 
+#: ``size`` of a run called directly, not through :func:`privsyn_core.synthesize`: the caller treats
+#: ``len(unit)`` as public.  :mod:`privsyn_core.pipeline` always passes the public count (or ``None``).
+EXACT_N = "exact"
+
+
 @dataclass(frozen=True)
 class Stages:
-    """The three stages of a count-based mechanism (module docstring)."""
+    """The three stages of a count-based mechanism (module docstring).
+
+    ``rows_as_unit``: the mechanism releases its rows themselves (no atoms or weights), so the run's
+    ``unit`` is its rows (PMM).
+    """
 
     layout: Callable[..., Any]
     count: Callable[[np.ndarray, Any], CellCounts]
     release: Callable[..., tuple[MechanismOutput, RowPlan]]
     prepare: Callable[[np.ndarray], np.ndarray] = staticmethod(lambda unit: unit)
-    split_rng: bool = False
+    rows_as_unit: bool = False
 
+    def run(self, unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
+            rng: np.random.Generator, size: int | str | None = EXACT_N, **params: Any) -> MechanismOutput:
+        """The in-memory run: layout, count all rows as one block, release, draw the rows.
 
-def resolve_layout(stages: Stages, n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any],
-                   rng: np.random.Generator) -> tuple[Any, np.random.Generator]:
-    """The layout and the generator of the release (``rng`` itself unless ``stages.split_rng``)."""
-    if not stages.split_rng:
-        return stages.layout(n, d, epsilon, neighbouring, params), rng
-    layout_rng, release_rng = rng.spawn(2)
-    return stages.layout(n, d, epsilon, neighbouring, params, rng=layout_rng), release_rng
-
-
-def run_in_memory(stages: Stages, unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-                  rng: np.random.Generator, **params: Any) -> MechanismOutput:
-    """The in-memory run: layout, count all rows as one block, release, draw the rows."""
-    unit = stages.prepare(unit)
-    n, d = unit.shape
-    layout, rng = resolve_layout(stages, n, d, epsilon, neighbouring, params, rng)
-    start = time.perf_counter()
-    counts = stages.count(unit, layout)
-    seconds = time.perf_counter() - start
-    out, plan = stages.release(counts, n, d, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
-                               layout=layout, params=params)
-    out.timings["count"] = seconds
-    out.rows = finish_rows(out, plan)
-    return out
+        ``size`` is the public record count the layout and the release may read: the exact ``n``
+        only for a direct call (:data:`EXACT_N`), else what :func:`privsyn_core.pipeline.public_size`
+        decided (``None`` when the parameters need none).
+        """
+        unit = self.prepare(unit)
+        d = unit.shape[1]
+        n = len(unit) if size == EXACT_N else size
+        layout = self.layout(n, d, epsilon, neighbouring, params)
+        start = time.perf_counter()
+        counts = self.count(unit, layout)
+        seconds = time.perf_counter() - start
+        out, plan = self.release(counts, n, d, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
+                                 layout=layout, params=params)
+        out.timings["count"] = seconds
+        rows = finish_rows(out, plan)
+        if self.rows_as_unit:
+            out.unit = rows
+        else:
+            out.rows = rows
+        return out
 
 
 def finish_rows(out: MechanismOutput, plan: RowPlan) -> np.ndarray:

@@ -98,10 +98,11 @@ def test_quantile_bounds_widen_to_the_whole_range_when_nothing_is_kept():
     assert (result.schema["income"].lo, result.schema["income"].hi) == (edges[0], edges[-1])
 
 
-def test_same_seed_same_bounds_and_integer_columns_stay_integer():
+def test_same_seed_same_bounds_and_integrality_is_declared_not_read_off_the_data():
     a, b = dp_bounds(table(), ["age"], 1.0, rng=9), dp_bounds(table(), ["age"], 1.0, rng=9)
     assert a.schema == b.schema and a.seed == 9
-    assert a.schema["age"].integer
+    assert not a.schema["age"].integer  # an int64 column is not integer unless the caller says so (public)
+    assert dp_bounds(table(), ["age"], 1.0, rng=9, integer={"age"}).schema["age"].integer
 
 
 @pytest.mark.parametrize("kwargs, error", [

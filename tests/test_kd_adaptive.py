@@ -74,7 +74,7 @@ def test_split_decision_uses_fresh_noise_at_the_tree_scale():
     """Root with 50 points, tau = 40, one noisy level: leaf iff 50 <= 40 + eta, eta ~ Lap_Z(2*1/0.5 = 4)."""
     X = np.full((50, 1), 0.3)
     reps = 1000
-    root_leaf = sum(run(X, 1.0, s, h=0, h_max=1, tau=40.0, t=1.0).params["leaves"] == 1 for s in range(reps))
+    root_leaf = sum(run(X, 1.0, s, h=0, h_max=1, tau=40.0, t=1.0).diagnostics["leaves"] == 1 for s in range(reps))
     p = tail_probability(10, 4.0)
     assert stats.binomtest(root_leaf, reps, p).pvalue > ALPHA
 

@@ -15,7 +15,7 @@ from scipy import stats
 
 import privsyn_core as ps
 from privsyn_core.errors import DataError
-from privsyn_core.mechanisms.pmm import DIAGNOSTIC_MAX_CELLS, pmm, resolve_depth
+from privsyn_core.mechanisms.pmm import DIAGNOSTIC_MAX_CELLS, SPEC as PMM, resolve_depth
 from privsyn_core.metrics import w1
 from privsyn_core.noise import discrete_laplace, discrete_laplace_pmf
 from privsyn_core.pmm_tree import (MAX_DEPTH, THM43_CONSTANT, accuracy_bound, bound_opt_depth, consistency, flux,
@@ -28,7 +28,7 @@ RELATIONS = ("add_remove", "replace")
 
 def run_pmm(X, epsilon=1.0, *, neighbouring="add_remove", n_synthetic=None, seed=0, depth="paper",
             consistency_rule="proportional", sample="uniform"):
-    return pmm(np.asarray(X, dtype=float), epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,
+    return PMM.run(np.asarray(X, dtype=float), epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,
                rng=np.random.default_rng(seed), depth=depth, consistency=consistency_rule, sample=sample)
 
 
@@ -115,7 +115,7 @@ def test_ledger_through_synthesize_is_one_entry_per_level():
     df = pd.DataFrame({"x": np.linspace(0, 1, 200), "y": np.linspace(0, 1, 200) ** 2})
     schema = ps.Schema.from_dict({"columns": [{"name": "x", "lo": 0, "hi": 1}, {"name": "y", "lo": 0, "hi": 1}]})
     for neighbouring in RELATIONS:
-        res = ps.synthesize(df, "pmm", 0.37, schema=schema, neighbouring=neighbouring, rng=5)
+        res = ps.synthesize(df, "pmm", 0.37, schema=schema, neighbouring=neighbouring, rng=5, depth=8)
         r = res.params["depth"]
         assert res.epsilon == 0.37 and math.fsum(e for _, e in res.ledger) == 0.37
         assert len(res.ledger) == (r + 1 if neighbouring == "add_remove" else r)

@@ -18,7 +18,8 @@ import privsyn_core as ps
 from privsyn_core.dbl_lp import all_pairs, dbl_distance, king_edge_count, king_edges, project_dbl, project_dbl_printed
 from privsyn_core.grid import cell_centres
 from privsyn_core.mechanisms.psmm import (MAX_CELLS, MAX_DENSE_CELLS, MAX_KING_FLOWS, auto_cells_per_axis,
-                                         check_lp_size, lp_flow_variables, psmm)
+                                         check_lp_size, lp_flow_variables)
+from privsyn_core.mechanisms.psmm import SPEC as PSMM
 from privsyn_core.metrics import w1
 from privsyn_core.noise import discrete_laplace, discrete_laplace_pmf
 
@@ -28,7 +29,7 @@ LP_TOL = 1e-6
 
 def run_psmm(X, epsilon=1.0, *, neighbouring="replace", n_synthetic=None, seed=0, **params):
     given = {"cells_per_axis": None, "lp": None, "normalise": "n", "sample": "uniform", **params}
-    return psmm(np.asarray(X, dtype=float), epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,
+    return PSMM.run(np.asarray(X, dtype=float), epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,
                 rng=np.random.default_rng(seed), **given)
 
 
@@ -50,7 +51,8 @@ def noisy_grid_measure(k, d, rng):
 @pytest.mark.parametrize("epsilon", [0.1, 1 / 3, 0.7, 1.0, 2.9, 10.0])
 def test_ledger_sums_exactly_to_epsilon_and_scale_matches_relation(neighbouring, sensitivity, epsilon):
     X = np.random.default_rng(1).random((60, 2))
-    result = ps.synthesize(X, "psmm", epsilon, schema=ps.unit_schema(2), neighbouring=neighbouring, rng=3)
+    public = {"public_n": 60} if neighbouring == "add_remove" else {}
+    result = ps.synthesize(X, "psmm", epsilon, schema=ps.unit_schema(2), neighbouring=neighbouring, rng=3, **public)
     assert math.fsum(e for _, e in result.ledger) == epsilon
     assert result.epsilon == epsilon
     assert result.params["noise_scale"] == sensitivity / epsilon
@@ -314,8 +316,11 @@ def test_noisy_total_normalisation_and_default_size():
     assert out.warnings == []  # n is not used when the grid and the normaliser are set without it
 
 
-def test_add_remove_with_n_warns_that_n_is_public():
+def test_add_remove_reads_a_noisy_count_not_n():
+    """Under add/remove the grid, the normaliser and the output size read a noisy count (its own ledger stage)."""
     X = np.random.default_rng(10).random((100, 1))
-    out = run_psmm(X, 1.0, neighbouring="add_remove")
-    assert len(out.warnings) == 1 and "public" in out.warnings[0]
-    assert run_psmm(X, 1.0, neighbouring="replace").warnings == []
+    result = ps.synthesize(X, "psmm", 1.0, schema=ps.unit_schema(1), neighbouring="add_remove", rng=4)
+    assert result.ledger[0][0].startswith("record count n") and result.ledger[0][1] == pytest.approx(0.05)
+    noisy = result.release().params["noisy_n"]
+    assert result.params["normaliser"] == noisy and len(result.data) == noisy
+    assert result.params["cells_per_axis"] == auto_cells_per_axis(noisy, 1, 1.0 - result.ledger[0][1])

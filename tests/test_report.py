@@ -36,7 +36,7 @@ def test_the_reports_cli_command_reproduces_the_run(tmp_path, frame, mechanism, 
     epsilon = 0.7  # not exactly representable: the command must carry it exactly
     result = ps.synthesize(frame, mechanism, epsilon, schema=SCHEMA, neighbouring=neighbouring,
                            n_synthetic=n_synthetic, rng=11, **params)
-    run = report.run_report(result, params=params, data_name="data.csv", data_sha256="x")
+    run = report.run_report(result, params=params, data_name="data.csv", release_mode=True)
     (tmp_path / "data.csv").write_bytes(to_csv_bytes(frame))
     (tmp_path / "schema.json").write_text(json.dumps(run["schema"]))
     argv = shlex.split(run["cli"])
@@ -49,23 +49,25 @@ def test_the_reports_cli_command_reproduces_the_run(tmp_path, frame, mechanism, 
 def test_run_report_is_json_with_everything_needed(frame):
     result = ps.synthesize(frame, "dp_histogram", 1.3, schema=SCHEMA, rng=5)
     metrics = report.evaluate_subsampled(frame, result.data, ps.Schema.from_dict(SCHEMA), max_rows=200)
-    run = report.run_report(result, params={"bins": None}, data_name="d.csv", data_sha256="abc",
+    run = report.run_report(result, params={"bins": None}, data_name="d.csv", data_sha256="abc", release_mode=False,
                             metrics=metrics, extra_ledger=[{"release": "bounds", "epsilon": 0.5}])
     text = json.dumps(run)
     back = json.loads(text)
-    assert back["seed"] == 5 and back["epsilon"] == 1.3
+    assert back["params"]["seed"] == 5 and back["epsilon"] == 1.3
+    assert any("replays the noise" in w for w in back["warnings"])  # an explicit seed is said to replay the noise
     assert math.fsum(e for _, e in back["ledger"]) == 1.3
     assert back["schema"]["columns"][0]["lo"] == -1.0
     assert {"numpy", "scipy", "pandas", "pot", "plotly", "python", "privsyn-core"} <= set(back["versions"])
-    assert back["metrics"]["_subsample"]["real"] == 200
+    assert back["teaching"]["metrics"]["_subsample"]["real"] == 200 and back["teaching"]["data_sha256"] == "abc"
     assert "--seed 5" in back["cli"] and "--param" not in back["cli"]  # bins=None (auto) is left out
     assert back["session_ledger"] == [{"release": "bounds", "epsilon": 0.5}]
 
 
 def test_a_secure_run_says_it_cannot_be_reproduced(frame):
     result = ps.synthesize(frame, "dp_histogram", 1.0, schema=SCHEMA, rng="secure")
-    run = report.run_report(result, params={}, data_name="d.csv", data_sha256="abc")
-    assert run["seed"] is None and "--seed secure" in run["cli"] and "cannot be reproduced" in run["cli_note"]
+    run = report.run_report(result, params={}, data_name="d.csv", data_sha256="abc", release_mode=True)
+    assert "seed" not in run["params"] and "--seed" not in run["cli"] and "cannot be replayed" in run["cli_note"]
+    assert "teaching" not in run and "abc" not in json.dumps(run)  # release mode: no hash of the data
 
 
 def test_metrics_table_flattens_any_evaluate_output():
@@ -87,7 +89,7 @@ def test_metrics_table_flattens_any_evaluate_output():
 
 def test_html_report_is_self_contained_and_escapes_text(frame):
     result = ps.synthesize(frame, "dp_histogram", 1.0, schema=SCHEMA, rng=2)
-    run = report.run_report(result, params={}, data_name="<b>evil</b>.csv", data_sha256="abc")
+    run = report.run_report(result, params={}, data_name="<b>evil</b>.csv", data_sha256="abc", release_mode=False)
     cells = result.diagnostics["cells"]
     figures = [("Partition", F.partition_figure(cells)), ("Scatter", F.scatter_compare(None, result.unit_rows))]
     summary = pd.DataFrame({"mechanism": ["dp_histogram"] * 2, "epsilon": [0.5, 2.0], "mean": [0.2, 0.1],

@@ -30,12 +30,12 @@ def extra_mechanism(monkeypatch):
     registry.list_mechanisms()  # discover the real ones before the registry is swapped
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
 
-    @registry.register("test_uniform_rows", title="uniform rows (test)", paper="test", data_kind="continuous",
+    @registry.register("test_uniform_rows", title="uniform rows (test)", paper="test", data_kind="continuous", released=(),
                        neighbouring=("replace", "add_remove"), is_private=True, params={},
                        guarantee="ignores the data", description="test only")
     def _run(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-             rng: np.random.Generator) -> MechanismOutput:
-        m = len(unit) if n_synthetic is None else n_synthetic
+             rng: np.random.Generator, size: int | str | None = None) -> MechanismOutput:
+        m = 100 if n_synthetic is None else n_synthetic  # a public default: under add/remove n is private
         return MechanismOutput(unit=rng.random((m, unit.shape[1])), ledger=[("nothing read", epsilon)])
 
     return "test_uniform_rows"

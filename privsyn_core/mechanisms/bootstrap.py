@@ -24,9 +24,10 @@ from ..result import MechanismOutput
     params={},
     guarantee="none: copies real records",
     description="Resamples the real data: the floor any synthesizer is compared with. Never release it.",
+    released=(),
 )
 def bootstrap(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-              rng: np.random.Generator) -> MechanismOutput:
+              rng: np.random.Generator, size: int | str | None = None) -> MechanismOutput:
     n = len(unit)
     points = unit[rng.integers(0, n, n if n_synthetic is None else n_synthetic)]
     return MechanismOutput(unit=points, ledger=[("resample the real data (not private)", math.inf)],

@@ -10,7 +10,9 @@ The W1 error is about ``k^{-1} + k^d/(epsilon n)`` up to constants (resolution p
 noise mass of ``k^d`` cells); the automatic ``k = (epsilon n)^{1/(d+1)}`` balances the two
 terms, for an error of order ``(epsilon n)^{-1/(d+1)}``.  Every empty cell gets noise, so in
 high dimension the noise dominates.
-``k`` chosen from ``n`` treats ``n`` as public (exact under replace-one).
+``k`` chosen from ``n`` reads the exact ``n`` only under replace-one, where it is public;
+under add/remove it reads the public count :func:`privsyn_core.synthesize` passes (``public_n``, or a noisy
+count released as its own ledger stage).
 """
 
 from __future__ import annotations
@@ -23,33 +25,12 @@ from ..errors import ParameterError
 
 from ..grid import cell_boxes, cell_counts
 from ..noise import discrete_laplace
-from ..registry import ParamSpec, register
+from ..registry import ParamSpec, register_staged
 from ..result import MechanismOutput
 from ..sampling import largest_remainder
-from ..staged import CellCounts, RowPlan, Stages, run_in_memory
+from ..staged import CellCounts, RowPlan, Stages
 
 MAX_CELLS = 2_000_000
-
-
-@register(
-    "dp_histogram",
-    title="Flat DP histogram (baseline)",
-    paper="baseline",
-    data_kind="continuous",
-    neighbouring=("replace", "add_remove"),
-    is_private=True,
-    params={
-        "bins": ParamSpec(None, int, (1, 4096), help="cells per axis; auto: floor((epsilon n)^(1/(d+1))), at most 10^6 cells"),
-        "sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="where rows go inside a cell"),
-    },
-    guarantee="epsilon-DP: discrete Laplace counts (scale 2/epsilon replace-one, 1/epsilon add/remove)",
-    description="Counts on a regular grid plus noise: simple, but every empty cell gets noise too.",
-)
-def dp_histogram(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-                 rng: np.random.Generator, bins: int | None, sample: str) -> MechanismOutput:
-    """Count, release and draw rows in memory (the stages below; the Dask path runs the same ones)."""
-    return run_in_memory(STAGES, unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
-                         bins=bins, sample=sample)
 
 
 def histogram_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> int:
@@ -102,4 +83,19 @@ def auto_bins(n: int, d: int, epsilon: float) -> int:
 
 
 STAGES = Stages(layout=histogram_layout, count=histogram_counts, release=histogram_release)
-dp_histogram.stages = STAGES
+SPEC = register_staged(
+    "dp_histogram", STAGES,
+    title="Flat DP histogram (baseline)",
+    paper="baseline",
+    data_kind="continuous",
+    neighbouring=("replace", "add_remove"),
+    is_private=True,
+    params={
+        "bins": ParamSpec(None, int, (1, 4096), help="cells per axis; auto: floor((epsilon n)^(1/(d+1))), at most 10^6 cells"),
+        "sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="where rows go inside a cell"),
+    },
+    guarantee="epsilon-DP: discrete Laplace counts (scale 2/epsilon replace-one, 1/epsilon add/remove)",
+    description="Counts on a regular grid plus noise: simple, but every empty cell gets noise too.",
+    released=("bins", "cells"),
+    uses_n=lambda params: params["bins"] is None,
+)

@@ -36,7 +36,8 @@ Defaults (the paper gives none; spec A.4.3 [EXT]): ``ε' = ε'' = ε/2``; ``h = 
 ``k`` the bins per axis of ``kd_grid``'s Theorem 3 rule at budget ε''; ``h_max = h + 2d`` (at most
 62); ``τ = b_tree h log 2`` (on average at most 1/2 of the empty depth-``h`` nodes split);
 ``t = b_leaf h log 2`` (at most 1/2 empty depth-``h`` leaf is released on average).  The
-automatic ``h`` reads ``n``, public under replace-one only.
+automatic ``h`` reads ``n``, public under replace-one only; under add/remove it reads the public count :func:`privsyn_core.synthesize` passes (``public_n``, or a noisy
+count released as its own ledger stage).
 """
 
 from __future__ import annotations
@@ -52,9 +53,9 @@ from ..errors import ParameterError
 from ..kd_empty import (conditional_weights, empty_subtree_leaves, integer_threshold, sample_ids_excluding,
                         tail_probability)
 from ..noise import binomial_big, discrete_laplace
-from ..registry import ParamSpec, register
+from ..registry import ParamSpec, register_staged
 from ..result import MechanismOutput
-from ..staged import CellCounts, RowPlan, Stages, run_in_memory
+from ..staged import CellCounts, RowPlan, Stages
 from .kd_grid import auto_bins, default_rows, weighted_plan
 
 #: Deepest supported tree (path ids are int64).
@@ -63,40 +64,6 @@ MAX_DEPTH = 62
 MAX_EMPTY_SPLITS = 1e6
 MAX_EMITTED_EMPTY = 1e7
 MAX_EMPTY_NODES = 50_000_000
-
-
-@register(
-    "kd_adaptive",
-    title="KD-tree paper: adaptive binning",
-    paper="002, Alg 2-3",
-    data_kind="continuous",
-    neighbouring=("replace", "add_remove"),
-    is_private=True,
-    params={
-        "h": ParamSpec(None, int, (0, MAX_DEPTH), help="data-independent depth; auto: d*floor(log2 k), k from kd_grid's rule"),
-        "h_max": ParamSpec(None, int, (0, MAX_DEPTH), help="maximum depth (>= h); auto: h + 2d"),
-        "tau": ParamSpec(None, float, (0.0, 1e15), help="a node splits if count > tau + noise; auto: b_tree*h*log 2"),
-        "t": ParamSpec(None, float, help="leaf filtering threshold; auto: b_leaf*h*log 2"),
-        "tree_fraction": ParamSpec(0.5, float, (0.0, 1.0), help="share of epsilon for the split decisions (eps')"),
-        "sample": ParamSpec("center", str, choices=("center", "uniform"), help="rows at leaf centres or uniform in the leaf"),
-        "bandwidth": ParamSpec(0.1, float, (1e-6, 10.0), help="kernel bandwidth (unit coordinates) the automatic h is tuned for"),
-    },
-    guarantee="epsilon-DP: split decisions with discrete Laplace scale 2L/eps' and leaf counts with scale 2/eps'' "
-              "(replace-one; L and 1 under add/remove), eps' + eps'' = epsilon; empty subtrees simulated exactly",
-    description="A KD-tree that keeps splitting boxes with many points (decided privately) and releases noisy "
-                "leaf counts above a threshold: fine bins where the data is, coarse bins elsewhere.",
-)
-def kd_adaptive(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-                rng: np.random.Generator, h: int | None, h_max: int | None, tau: float | None, t: float | None,
-                tree_fraction: float, sample: str, bandwidth: float) -> MechanismOutput:
-    """Run the canonical adaptive KD-tree (module docstring) on unit data.
-
-    In memory this calls the stages below (:mod:`privsyn_core.staged`); the Dask path runs the same ones.
-    Every node count is a sum of depth-``h_max`` counts, so the finest counts are all the release reads.
-    """
-    return run_in_memory(STAGES, unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
-                         h=h, h_max=h_max, tau=tau, t=t, tree_fraction=tree_fraction, sample=sample,
-                         bandwidth=bandwidth)
 
 
 @dataclass(frozen=True)
@@ -124,8 +91,6 @@ def adaptive_layout(n: int, d: int, epsilon: float, neighbouring: str, params: d
     sensitivity = 2 if neighbouring == "replace" else 1
     h, h_max, tau, t = params["h"], params["h_max"], params["tau"], params["t"]
     warnings: list[str] = []
-    if neighbouring == "add_remove" and None in (h, h_max):
-        warnings.append("the automatic depths read n, which is not public under add/remove; pass h and h_max")
     tree_fraction = params["tree_fraction"]
     h, h_max = _depths(n, d, epsilon * (1 - tree_fraction) * 2 / sensitivity, params["bandwidth"], h, h_max)
     ledger, tree_scale, leaf_scale = _budget(epsilon, tree_fraction, h_max - h, sensitivity, warnings)
@@ -175,10 +140,11 @@ def adaptive_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neig
             "cells": {"lo": lo, "hi": hi, "true_count": true_all, "noisy_count": noisy,
                       "count": np.where(kept, noisy, 0), "depth": depths},
             "unlisted_empty_cells": 2**h - len(occupied_h) - len(split_h) - len(emitted_h),
+            "leaves": len(ids),
         },
         params={"h": h, "h_max": h_max, "tau": tau, "t": layout.t, "threshold": threshold, "noisy_levels": levels,
                 "epsilon_tree": ledger[0][1] if levels else 0.0, "epsilon_leaf": ledger[-1][1],
-                "tree_noise_scale": tree_scale, "leaf_noise_scale": leaf_scale, "leaves": len(ids)},
+                "tree_noise_scale": tree_scale, "leaf_noise_scale": leaf_scale},
         warnings=list(layout.warnings) + row_warnings)
     return out, plan
 
@@ -297,11 +263,12 @@ def _empty_depth_h(occupied_h: np.ndarray, h: int, levels: int, tau: float, tree
     empty = 2**h - len(occupied_h)
     split_prob = tail_probability(math.floor(tau) + 1, tree_scale) if levels else 0.0
     emit_prob = tail_probability(threshold, leaf_scale)
-    if empty * split_prob > MAX_EMPTY_SPLITS:
-        raise ParameterError(f"about {empty * split_prob:.3g} empty nodes at depth h={h} would split "
+    # the guards bound the expectations with all 2^h nodes, so they depend on public quantities only
+    if 2**h * split_prob > MAX_EMPTY_SPLITS:
+        raise ParameterError(f"up to {2**h * split_prob:.3g} empty nodes at depth h={h} would split "
                              f"(limit {MAX_EMPTY_SPLITS:.0e}): raise tau or lower h")
-    if empty * emit_prob > MAX_EMITTED_EMPTY:
-        raise ParameterError(f"about {empty * emit_prob:.3g} empty leaves would pass the threshold t "
+    if 2**h * emit_prob > MAX_EMITTED_EMPTY:
+        raise ParameterError(f"up to {2**h * emit_prob:.3g} empty leaves would pass the threshold t "
                              f"(limit {MAX_EMITTED_EMPTY:.0e}): raise t or lower h")
     n_split = binomial_big(empty, split_prob, rng)
     n_emit = binomial_big(empty - n_split, emit_prob, rng)
@@ -324,4 +291,26 @@ def node_boxes(depths: np.ndarray, ids: np.ndarray, d: int) -> tuple[np.ndarray,
 
 
 STAGES = Stages(layout=adaptive_layout, count=adaptive_counts, release=adaptive_release)
-kd_adaptive.stages = STAGES
+SPEC = register_staged(
+    "kd_adaptive", STAGES,
+    title="KD-tree paper: adaptive binning",
+    paper="002, Alg 2-3",
+    data_kind="continuous",
+    neighbouring=("replace", "add_remove"),
+    is_private=True,
+    params={
+        "h": ParamSpec(None, int, (0, MAX_DEPTH), help="data-independent depth; auto: d*floor(log2 k), k from kd_grid's rule"),
+        "h_max": ParamSpec(None, int, (0, MAX_DEPTH), help="maximum depth (>= h); auto: h + 2d"),
+        "tau": ParamSpec(None, float, (0.0, 1e15), help="a node splits if count > tau + noise; auto: b_tree*h*log 2"),
+        "t": ParamSpec(None, float, help="leaf filtering threshold; auto: b_leaf*h*log 2"),
+        "tree_fraction": ParamSpec(0.5, float, (0.0, 1.0), help="share of epsilon for the split decisions (eps')"),
+        "sample": ParamSpec("center", str, choices=("center", "uniform"), help="rows at leaf centres or uniform in the leaf"),
+        "bandwidth": ParamSpec(0.1, float, (1e-6, 10.0), help="kernel bandwidth (unit coordinates) the automatic h is tuned for"),
+    },
+    guarantee="epsilon-DP: split decisions with discrete Laplace scale 2L/eps' and leaf counts with scale 2/eps'' "
+              "(replace-one; L and 1 under add/remove), eps' + eps'' = epsilon; empty subtrees simulated exactly",
+    description="A KD-tree that keeps splitting boxes with many points (decided privately) and releases noisy "
+                "leaf counts above a threshold: fine bins where the data is, coarse bins elsewhere.",
+    released=("h", "h_max", "tau", "t", "threshold", "noisy_levels", "epsilon_tree", "epsilon_leaf", "tree_noise_scale", "leaf_noise_scale"),
+    uses_n=lambda params: params["h"] is None or params["h_max"] is None,
+)

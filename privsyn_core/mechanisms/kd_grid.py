@@ -31,7 +31,8 @@ where the second term is Lemma 16's rounding error for a Gaussian kernel of band
 scaled by ``2/s`` under add/remove.  ``t``: ``b log J`` with noise scale ``b = s/ε``, so that the
 expected number of emitted empty bins, ``K p^T/(1+p) <= J e^{-t/b}/2``, is at most 1/2 (the paper's
 Theorem 5 choice ``(8/ε) log J`` is four times more conservative).  The automatic ``w`` reads
-``n``, which is public under replace-one only: under add/remove pass ``w`` for a fully private release.
+``n``, which is public under replace-one only: under add/remove it reads the public count :func:`privsyn_core.synthesize` passes (``public_n``, or a noisy
+count released as its own ledger stage).
 """
 
 from __future__ import annotations
@@ -45,44 +46,14 @@ from ..errors import ParameterError
 from ..grid import cell_boxes, cell_ids
 from ..kd_empty import MAX_ID_SPACE, integer_threshold, sample_empty_cells, tail_probability
 from ..noise import discrete_laplace
-from ..registry import ParamSpec, register
+from ..registry import ParamSpec, register_staged
 from ..result import MechanismOutput
 from ..sampling import largest_remainder
-from ..staged import CellCounts, RowPlan, Stages, run_in_memory
+from ..staged import CellCounts, RowPlan, Stages
 
 #: Largest expected number of emitted empty bins before the mechanism refuses (spec A.3).
 MAX_EMITTED_EMPTY = 1e7
 _MAX_AUTO_BINS = 4096
-
-
-@register(
-    "kd_grid",
-    title="KD-tree paper: data-independent binning",
-    paper="002, Alg 1, 4-5",
-    data_kind="continuous",
-    neighbouring=("replace", "add_remove"),
-    is_private=True,
-    params={
-        "w": ParamSpec(None, float, (1e-6, 1.0), help="bin width in unit coordinates (rounded down to 1/ceil(1/w)); "
-                                                       "auto: minimises the Theorem 3 bound"),
-        "t": ParamSpec(None, float, help="filtering threshold on noisy counts; auto: (noise scale) * log(#bins)"),
-        "sample": ParamSpec("center", str, choices=("center", "uniform"), help="rows at bin centres or uniform in the bin"),
-        "bandwidth": ParamSpec(0.1, float, (1e-6, 10.0), help="kernel bandwidth (unit coordinates) the automatic w is tuned for"),
-    },
-    guarantee="epsilon-DP: discrete Laplace bin counts of scale 2/epsilon (replace-one) or 1/epsilon (add/remove), "
-              "empty bins included (sampled implicitly, exactly)",
-    description="Counts on a regular grid plus noise, keeping only bins whose noisy count clears a threshold; "
-                "empty bins that pass are sampled without enumerating them.",
-)
-def kd_grid(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-            rng: np.random.Generator, w: float | None, t: float | None, sample: str,
-            bandwidth: float) -> MechanismOutput:
-    """Run Algorithm 1 with implicit empty bins; see the module docstring.
-
-    In memory this calls the stages below (:mod:`privsyn_core.staged`); the Dask path runs the same ones.
-    """
-    return run_in_memory(STAGES, unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
-                         w=w, t=t, sample=sample, bandwidth=bandwidth)
 
 
 def grid_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> int:
@@ -123,8 +94,6 @@ def grid_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
     lo, hi = cell_boxes(atom_ids, k, d)
     plan, warnings = weighted_plan((lo + hi) / 2, weights, lo, hi, sample=sample,
                                    n_rows=default_rows(n_synthetic, n, neighbouring, weights), rng=sample_rng)
-    if w is None and neighbouring == "add_remove":
-        warnings.append("the automatic bin width reads n, which is not public under add/remove; pass w")
     cell_lo, cell_hi = cell_boxes(np.concatenate([ids, empty_ids]), k, d)
     out = MechanismOutput(
         unit=(lo + hi) / 2, weights=weights,
@@ -135,9 +104,10 @@ def grid_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
                       "noisy_count": np.concatenate([noisy_count, empty_weights]),
                       "count": np.concatenate([np.where(kept, noisy_count, 0), empty_weights])},
             "unlisted_empty_cells": n_cells - len(ids) - len(empty_ids),
+            "expected_empty_emitted": (n_cells - len(ids)) * tail_probability(threshold, scale),
         },
         params={"w": 1.0 / k, "bins_per_axis": k, "cells": n_cells, "t": t, "threshold": threshold,
-                "noise_scale": scale, "expected_empty_emitted": (n_cells - len(ids)) * tail_probability(threshold, scale)},
+                "noise_scale": scale},
         warnings=warnings)
     return out, plan
 
@@ -170,4 +140,24 @@ def weighted_plan(centres: np.ndarray, weights: np.ndarray, lo: np.ndarray, hi: 
 
 
 STAGES = Stages(layout=grid_layout, count=grid_counts, release=grid_release)
-kd_grid.stages = STAGES
+SPEC = register_staged(
+    "kd_grid", STAGES,
+    title="KD-tree paper: data-independent binning",
+    paper="002, Alg 1, 4-5",
+    data_kind="continuous",
+    neighbouring=("replace", "add_remove"),
+    is_private=True,
+    params={
+        "w": ParamSpec(None, float, (1e-6, 1.0), help="bin width in unit coordinates (rounded down to 1/ceil(1/w)); "
+                                                       "auto: minimises the Theorem 3 bound"),
+        "t": ParamSpec(None, float, help="filtering threshold on noisy counts; auto: (noise scale) * log(#bins)"),
+        "sample": ParamSpec("center", str, choices=("center", "uniform"), help="rows at bin centres or uniform in the bin"),
+        "bandwidth": ParamSpec(0.1, float, (1e-6, 10.0), help="kernel bandwidth (unit coordinates) the automatic w is tuned for"),
+    },
+    guarantee="epsilon-DP: discrete Laplace bin counts of scale 2/epsilon (replace-one) or 1/epsilon (add/remove), "
+              "empty bins included (sampled implicitly, exactly)",
+    description="Counts on a regular grid plus noise, keeping only bins whose noisy count clears a threshold; "
+                "empty bins that pass are sampled without enumerating them.",
+    released=("w", "bins_per_axis", "cells", "t", "threshold", "noise_scale"),
+    uses_n=lambda params: params["w"] is None,
+)

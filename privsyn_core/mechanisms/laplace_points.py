@@ -31,9 +31,10 @@ from ..result import MechanismOutput
     params={"resolution": ParamSpec(1024, int, (1, 2**20), help="public grid steps per axis before integer noise")},
     guarantee="epsilon-DP under replace-one: discrete Laplace of scale d/epsilon on every coordinate",
     description="The naive approach: perturb every record independently. Its error does not shrink with n.",
+    released=("noise_scale_unit",),
 )
 def laplace_points(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-                   rng: np.random.Generator, resolution: int) -> MechanismOutput:
+                   rng: np.random.Generator, resolution: int, size: int | str | None = None) -> MechanismOutput:
     n, d = unit.shape
     grid = np.rint(unit * resolution).astype(np.int64)
     noisy = grid + discrete_laplace(d * resolution / epsilon, size=grid.shape, rng=rng)

@@ -88,9 +88,10 @@ STAGES = (("private PCA projection PROJ (Alg 3)", 1.0), ("cell weights, Laplace 
                 "group averages and sizes are released and rounded back to 0/1. Needs very large n to beat "
                 "simple baselines.",
     codec=boolean_codec,
+    released=("alpha", "t", "s", "b", "kappa", "weight_noise_scale", "vector_noise_scale", "m"),
 )
 def microagg_dp(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-                rng: np.random.Generator, kappa: float, t: int | str, b: float | str) -> MechanismOutput:
+                rng: np.random.Generator, kappa: float, t: int | str, b: float | str, size: int | str | None = None) -> MechanismOutput:
     """Algorithm 4 of [BSV23] (see the module docstring)."""
     X = np.asarray(unit)
     n, p = X.shape

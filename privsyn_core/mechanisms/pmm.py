@@ -17,8 +17,10 @@ without noise and levels ``1..r`` have sensitivity 2 (spec B.4.5).  The output s
 ``(n + lambda_root)_+`` under add/remove and exactly ``n`` under replace-one.
 Clamping, consistency, sampling and the ``n_synthetic`` rescaling are post-processing.
 
-The depth rules ``"paper"`` and ``"bound_opt"`` read ``n``: under add/remove that treats
-``n`` as public (a tiny leak otherwise); pass an explicit integer depth to avoid it.
+The depth rules ``"paper"`` and ``"bound_opt"`` read the record count.  Under add/remove ``n`` is
+private, so they read the public count :func:`privsyn_core.synthesize` passes: the caller's
+``public_n`` or a noisy count released as its own ledger stage (:mod:`privsyn_core.pipeline`); an
+explicit integer depth reads no count and costs nothing extra.
 
 Accuracy.  ``E W1 <= 2 sqrt(2) S^2/(epsilon n) + 2^{-floor(r/d)}`` in the
 :math:`\ell_\infty` metric (Thm 4.3 with the corrected constant, spec B.4.6), which is
@@ -43,49 +45,13 @@ from ..noise import discrete_laplace
 from ..pmm_tree import (MAX_DEPTH, NoisePlan, accuracy_bound, bound_opt_depth, consistency as make_consistent,
                         cuts_per_axis, leaf_counts, level_boxes, level_corners, level_diameter, noise_plan,
                         paper_depth, sparse_leaf_counts, tree_counts)
-from ..registry import ParamSpec, register
+from ..registry import ParamSpec, register_staged
 from ..result import MechanismOutput
 from ..sampling import largest_remainder
-from ..staged import CellCounts, RowPlan, Stages, run_in_memory
+from ..staged import CellCounts, RowPlan, Stages
 
 #: Levels with more cells than this are left out of ``diagnostics`` (a figure cannot show them anyway).
 DIAGNOSTIC_MAX_CELLS = 2 ** 18
-
-
-@register(
-    "pmm",
-    title="Private Measure Mechanism (PMM)",
-    paper="004, Alg 3-4",
-    data_kind="continuous",
-    neighbouring=("add_remove", "replace"),
-    is_private=True,
-    params={
-        "depth": ParamSpec("paper", int, (0, MAX_DEPTH), choices=("paper", "bound_opt"),
-                           help="tree depth r: 'paper' = floor(log2(eps n)) (minus 1 if d = 1), 'bound_opt' = "
-                                "minimiser of the W1 bound, or an integer (does not read n)"),
-        "consistency": ParamSpec("proportional", str, choices=("proportional", "uniform"),
-                                 help="how a parent's count is split between noisy children (Algorithm 3)"),
-        "sample": ParamSpec("uniform", str, choices=("uniform", "center"),
-                            help="where the points of a leaf go: uniformly inside it, or at its centre"),
-    },
-    guarantee="epsilon-DP: discrete Laplace counts on every level of a binary partition, sum_j 1/sigma_j = epsilon "
-              "(add/remove; replace-one: no root noise, sensitivity 2); depth rules 'paper'/'bound_opt' treat n as public",
-    description="Noisy counts on a binary tree of boxes, made consistent top-down, then points drawn in the leaves. "
-                "W1 error about (eps n)^(-1/d), in time linear in n.",
-)
-def pmm(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-        rng: np.random.Generator, depth: int | str, consistency: str, sample: str) -> MechanismOutput:
-    """Run PMM on ``unit`` (``(n, d)`` points of ``[0,1]^d``; outside values are clipped).
-
-    ``n_synthetic``, when given, rescales the consistent leaf counts to that total by
-    largest-remainder rounding (post-processing); the W1 bound then gains the rounding
-    error.  Returns the synthetic points in ``unit`` (no weights).  In memory this calls the
-    stages below (:mod:`privsyn_core.staged`); the Dask path runs the same ones.
-    """
-    out = run_in_memory(STAGES, unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
-                        depth=depth, consistency=consistency, sample=sample)
-    out.unit, out.rows = out.rows, None
-    return out
 
 
 def pmm_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> tuple[int, tuple[str, ...]]:
@@ -136,8 +102,9 @@ def pmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbour
     diagnostics = _diagnostics(true, noisy, consistent, released, lambdas, plan, d)
     timings["diagnostics"] = time.perf_counter() - start
     params = {"depth": r, "depth_rule": depth if isinstance(depth, str) else "explicit", "leaves": 2 ** r,
-              "resolution": level_diameter(r, d), "accuracy_bound": accuracy_bound(n, epsilon, d, r, neighbouring),
-              "synthetic_size": rows.total}
+              "resolution": level_diameter(r, d), "synthetic_size": rows.total}
+    if n is not None:  # the bound reads the public count; without one it is not computed
+        params["accuracy_bound"] = accuracy_bound(n, epsilon, d, r, neighbouring)
     out = MechanismOutput(unit=np.empty((0, d)), ledger=plan.ledger, diagnostics=diagnostics, params=params,
                           timings=timings, warnings=warnings)
     return out, rows
@@ -160,11 +127,6 @@ def level_noise(plan: NoisePlan, rng: np.random.Generator) -> list[np.ndarray]:
     """Integer noise ``lambda`` of every level, drawn in level order (zero where ``sigma = inf``)."""
     return [discrete_laplace(sigma, 2 ** j, rng) if np.isfinite(sigma) else np.zeros(2 ** j, dtype=np.int64)
             for j, sigma in enumerate(plan.sigmas)]
-
-
-def sample_leaves(counts: np.ndarray, r: int, d: int, how: str, rng: np.random.Generator) -> np.ndarray:
-    """``counts[t]`` points in leaf ``t``: uniform inside it, or at its centre (see :func:`leaf_plan`)."""
-    return leaf_plan(counts, r, d, how, rng).all_rows()
 
 
 def leaf_plan(counts: np.ndarray, r: int, d: int, how: str, rng: np.random.Generator) -> RowPlan:
@@ -198,8 +160,31 @@ def _checked_unit(unit: Any) -> np.ndarray:
     return np.clip(unit, 0.0, 1.0) if low < 0 or high > 1 else unit
 
 
-STAGES = Stages(layout=pmm_layout, count=pmm_counts, release=pmm_release, prepare=_checked_unit)
-pmm.stages = STAGES
+STAGES = Stages(layout=pmm_layout, count=pmm_counts, release=pmm_release, prepare=_checked_unit, rows_as_unit=True)
+SPEC = register_staged(
+    "pmm", STAGES,
+    title="Private Measure Mechanism (PMM)",
+    paper="004, Alg 3-4",
+    data_kind="continuous",
+    neighbouring=("add_remove", "replace"),
+    is_private=True,
+    params={
+        "depth": ParamSpec("paper", int, (0, MAX_DEPTH), choices=("paper", "bound_opt"),
+                           help="tree depth r: 'paper' = floor(log2(eps n)) (minus 1 if d = 1), 'bound_opt' = "
+                                "minimiser of the W1 bound, or an integer (does not read n)"),
+        "consistency": ParamSpec("proportional", str, choices=("proportional", "uniform"),
+                                 help="how a parent's count is split between noisy children (Algorithm 3)"),
+        "sample": ParamSpec("uniform", str, choices=("uniform", "center"),
+                            help="where the points of a leaf go: uniformly inside it, or at its centre"),
+    },
+    guarantee="epsilon-DP: discrete Laplace counts on every level of a binary partition, sum_j 1/sigma_j = epsilon "
+              "(add/remove; replace-one: no root noise, sensitivity 2); under add/remove the depth rules read public_n or a "
+              "noisy record count (its own ledger stage)",
+    description="Noisy counts on a binary tree of boxes, made consistent top-down, then points drawn in the leaves. "
+                "W1 error about (eps n)^(-1/d), in time linear in n.",
+    released=("depth", "depth_rule", "leaves", "resolution", "accuracy_bound"),
+    uses_n=lambda params: isinstance(params["depth"], str),
+)
 
 
 def _diagnostics(true: list[np.ndarray], noisy: list[np.ndarray], consistent: list[np.ndarray],

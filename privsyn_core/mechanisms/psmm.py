@@ -12,7 +12,7 @@ r"""PSMM, the Private Signed Measure Mechanism ([HVZ23] Algorithm 1, with Algori
      ([HVZ23] Prop. 3.4).
 
 3. Signed measure ``nu_i = (n_i + lambda_i) / N`` with ``N = n`` (``normalise="n"``,
-   paper-faithful: under add/remove ``n`` is then treated as public metadata) or
+   paper-faithful; under add/remove ``n`` is the public count of :mod:`privsyn_core.pipeline`) or
    ``N = max(1, sum_i (n_i + lambda_i))`` (``normalise="noisy_total"``, post-processing).
 4. ``tau = argmin_{probability tau} d_BL(tau, nu)`` by the **corrected** LP of spec B.3.2
    (:func:`privsyn_core.dbl_lp.project_dbl`).  [ERRATUM] The LP printed as Alg. 2 has no
@@ -24,9 +24,10 @@ r"""PSMM, the Private Signed Measure Mechanism ([HVZ23] Algorithm 1, with Algori
    astronomically large), uniform inside each cell (``sample="uniform"``) or at the centre.
 
 Privacy: step 2 is the Laplace mechanism on a histogram of a data-independent partition;
-steps 3-5 are post-processing.  The grid size ``k`` read from ``n`` (when
-``cells_per_axis`` is auto) and ``normalise="n"`` treat ``n`` as public, which is exact
-under replace-one; under add/remove a warning says so.
+steps 3-5 are post-processing.  The grid size ``k`` (when ``cells_per_axis`` is auto), the
+normaliser ``N = n`` and the default output size read the record count: under replace-one the
+exact ``n`` (public), under add/remove the public count :func:`privsyn_core.synthesize` passes
+(the caller's ``public_n`` or a noisy count released as its own ledger stage).
 
 Accuracy ([HVZ23] Thm. 3.6, proof in App. A.5), pathwise:
 ``W1(mu_X, tau) <= max_i diam(Omega_i) + 2 d_BL(mu_Y, nu)``, with ``mu_Y`` the noiseless
@@ -51,10 +52,10 @@ from ..dbl_lp import king_edge_count, king_edges, project_dbl
 from ..errors import DataError, ParameterError
 from ..grid import cell_boxes, cell_counts
 from ..noise import discrete_laplace
-from ..registry import ParamSpec, register
+from ..registry import ParamSpec, register_staged
 from ..result import MechanismOutput
 from ..sampling import largest_remainder
-from ..staged import CellCounts, RowPlan, Stages, run_in_memory
+from ..staged import CellCounts, RowPlan, Stages
 
 #: Size limits of the LP, measured with ``benchmarks/bench_psmm.py --limits`` on a 2-core machine so
 #: that one HiGHS solve at the limit takes about 30 s when the machine is lightly loaded
@@ -66,45 +67,8 @@ MAX_KING_FLOWS = 200_000
 MAX_DENSE_CELLS = 1_024
 
 
-@register(
-    "psmm",
-    title="Private Signed Measure Mechanism (PSMM)",
-    paper="004, Alg 1-2",
-    data_kind="continuous",
-    neighbouring=("replace", "add_remove"),
-    is_private=True,
-    params={
-        "cells_per_axis": ParamSpec(None, int, (1, 16_384),
-                                    help="grid cells per axis k (m = k^d cells); auto: round((epsilon n)^(1/d))"),
-        "lp": ParamSpec(None, str, choices=("king", "dense"),
-                        help="LP flows on neighbouring cells only (king, exact on the grid) or on all pairs "
-                             "(dense); auto: king"),
-        "normalise": ParamSpec("n", str, choices=("n", "noisy_total"),
-                               help="divide noisy counts by n (paper; n public) or by the noisy total"),
-        "sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="where rows go inside a cell"),
-    },
-    guarantee="epsilon-DP: discrete Laplace cell counts (scale 2/epsilon replace-one, 1/epsilon add/remove); "
-              "the d_BL projection and sampling are post-processing",
-    description="Noisy grid counts form a signed measure; a linear program finds the closest probability "
-                "measure in the bounded-Lipschitz distance. Accurate, but the LP limits the grid size.",
-)
-def psmm(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-         rng: np.random.Generator, cells_per_axis: int | None, lp: str | None, normalise: str,
-         sample: str) -> MechanismOutput:
-    """Run PSMM on data in ``[0,1]^d`` (see the module docstring).
-
-    In memory this calls the stages below (:mod:`privsyn_core.staged`); the Dask path runs the same ones.
-    """
-    if len(unit) == 0:
-        raise DataError("psmm needs at least one record")
-    return run_in_memory(STAGES, unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
-                         cells_per_axis=cells_per_axis, lp=lp, normalise=normalise, sample=sample)
-
-
 def psmm_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> tuple[int, str]:
     """Cells per axis ``k`` and the LP kind, checked against the LP size limits."""
-    if n == 0:
-        raise DataError("psmm needs at least one record")
     k = params["cells_per_axis"] if params["cells_per_axis"] is not None else auto_cells_per_axis(n, d, epsilon)
     lp = params["lp"] or "king"  # auto: the equal-cube grid makes the king graph exact and it is never larger
     check_lp_size(k, d, lp)
@@ -151,7 +115,7 @@ def psmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
                      "signed": signed, "projected": tau},
         params={"cells_per_axis": k, "cells": k ** d, "lp": lp, "noise_scale": scale, "normaliser": normaliser,
                 "lp_flow_variables": projection.n_flow, "lp_value": projection.value},
-        timings=timings, warnings=_public_n_warnings(neighbouring, params["cells_per_axis"], normalise, n_synthetic))
+        timings=timings)
     return out, plan
 
 
@@ -184,19 +148,28 @@ def check_lp_size(k: int, d: int, lp: str) -> None:
             f"use fewer cells (cells_per_axis), a lower epsilon*n, lp='king', or another mechanism (pmm scales linearly)")
 
 
-def _public_n_warnings(neighbouring: str, cells_per_axis: int | None, normalise: str,
-                       n_synthetic: int | None) -> list[str]:
-    """Under add/remove, say where the record count n is used as if it were public."""
-    if neighbouring != "add_remove":
-        return []
-    uses = [use for use, used in (("grid size (cells_per_axis auto)", cells_per_axis is None),
-                                  ("normaliser (normalise='n')", normalise == "n"),
-                                  ("default n_synthetic", normalise == "n" and n_synthetic is None)) if used]
-    if not uses:
-        return []
-    return [f"add/remove neighbouring: the record count n is treated as public metadata for the {', '.join(uses)}; "
-            "set cells_per_axis and normalise='noisy_total' to keep n private"]
-
-
 STAGES = Stages(layout=psmm_layout, count=psmm_counts, release=psmm_release)
-psmm.stages = STAGES
+SPEC = register_staged(
+    "psmm", STAGES,
+    title="Private Signed Measure Mechanism (PSMM)",
+    paper="004, Alg 1-2",
+    data_kind="continuous",
+    neighbouring=("replace", "add_remove"),
+    is_private=True,
+    params={
+        "cells_per_axis": ParamSpec(None, int, (1, 16_384),
+                                    help="grid cells per axis k (m = k^d cells); auto: round((epsilon n)^(1/d))"),
+        "lp": ParamSpec(None, str, choices=("king", "dense"),
+                        help="LP flows on neighbouring cells only (king, exact on the grid) or on all pairs "
+                             "(dense); auto: king"),
+        "normalise": ParamSpec("n", str, choices=("n", "noisy_total"),
+                               help="divide noisy counts by n (paper; n public) or by the noisy total"),
+        "sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="where rows go inside a cell"),
+    },
+    guarantee="epsilon-DP: discrete Laplace cell counts (scale 2/epsilon replace-one, 1/epsilon add/remove); "
+              "the d_BL projection and sampling are post-processing",
+    description="Noisy grid counts form a signed measure; a linear program finds the closest probability "
+                "measure in the bounded-Lipschitz distance. Accurate, but the LP limits the grid size.",
+    released=("cells_per_axis", "cells", "lp", "noise_scale", "normaliser"),
+    uses_n=lambda params: params["cells_per_axis"] is None or params["normalise"] == "n",
+)

@@ -27,11 +27,12 @@ Privacy.  ``Z`` has density ``exp(-V)/beta`` with ``V = ||lambda(z)||_1 / b``, a
   on the measure is ``(2/epsilon) Z`` on the counts, whose :math:`\ell_1` change is 2:
   the loss is at most ``epsilon`` (exactly ``epsilon L / (2b)`` at worst, because the
   level-0 coefficient of a zero-sum change vanishes).
-* ``add_remove`` (extension, not in the paper: ``n`` is then private).  A tenth of the
-  budget releases ``n~ = n + Lap_Z(1/epsilon_0)`` (exact discrete Laplace), which sets
-  the resolution, the normaliser and the default output size; the walk gets
-  ``epsilon_1`` and noise ``(1/epsilon_1) Z`` on the counts (a count vector changes by
-  one unit vector; ``||lambda(e_k)||_1 = 1 + L/2 <= b``).
+* ``add_remove`` (extension, not in the paper: ``n`` is then private).  The resolution, the
+  normaliser and the default output size read the public count ``n~`` that
+  :func:`privsyn_core.synthesize` passes as ``size``: the caller's ``public_n`` or a noisy count
+  ``n + Lap_Z(1/epsilon_0)`` released as its own ledger stage (:mod:`privsyn_core.pipeline`); the
+  walk gets the rest, ``epsilon``, and noise ``(1/epsilon) Z`` on the counts (a count vector
+  changes by one unit vector; ``||lambda(e_k)||_1 = 1 + L/2 <= b``).
 
 With ``epsilon n < 2`` there is a single cell (``K = 1``): the output is its centre, which
 is data-independent; the walk's one coefficient is still drawn so seeded streams stay
@@ -55,17 +56,13 @@ import numpy as np
 from ..accounting import Ledger
 from ..errors import ParameterError
 from ..grid import cell_coords
-from ..noise import discrete_laplace
 from ..registry import ParamSpec, register
 from ..result import MechanismOutput
-from ..staged import RowPlan
+from ..staged import EXACT_N, RowPlan
 from .. import walks
 
 #: Auto resolution cap on the interval (spec 15, ``K_max``): accuracy is then limited by ``1/(2 K_max)``.
 MAX_AUTO_BINS_1D = 2**18
-#: Budget share of the noisy record count under add/remove.
-COUNT_SHARE = 0.1
-
 SCALE_PARAM = ParamSpec("paper", str, choices=("paper", "tight"),
                         help="Laplace scale of the walk: paper b = 2L+1 (Thm 3.1), tight b = 1 + L/2 (exact l1 norm, "
                              "spec 3.4; same guarantee, about 4x less noise)")
@@ -112,18 +109,18 @@ class Calibration:
         return self.count_sensitivity / self.walk_epsilon
 
 
-def calibrate(n: int, epsilon: float, neighbouring: str, rng: np.random.Generator) -> Calibration:
-    """The noise calibration for ``neighbouring`` (see the module docstring)."""
+def calibrate(n: int, epsilon: float, neighbouring: str) -> Calibration:
+    """The noise calibration for ``neighbouring`` (see the module docstring).
+
+    ``n`` is the public record count: the exact one under replace-one, else the count
+    :func:`privsyn_core.synthesize` passes (the caller's ``public_n`` or a noisy count).
+    """
     if neighbouring == "replace":
         ledger = [("superregular walk on the path (alpha = epsilon n, noise (2/alpha) Z; Prop 5.1, Lemma 4.1)",
                    epsilon)]
         return Calibration(float(n), epsilon, 2, ledger)
-    walk_epsilon = epsilon - COUNT_SHARE * epsilon
-    count_epsilon = epsilon - walk_epsilon  # exact (Sterbenz): the two stages sum to epsilon exactly
-    ledger = [("record count n, discrete Laplace (add/remove extension)", count_epsilon),
-              ("superregular walk on the cell counts, noise Z/epsilon_1", walk_epsilon)]
-    noisy_n = max(1, n + int(discrete_laplace(1.0 / count_epsilon, size=1, rng=rng)[0]))
-    return Calibration(float(noisy_n), walk_epsilon, 1, ledger)
+    ledger = [("superregular walk on the cell counts, noise Z/epsilon (add/remove extension)", epsilon)]
+    return Calibration(float(max(1, n)), epsilon, 1, ledger)
 
 
 def privacy_loss_bound(cal: Calibration, depth: int, scale: float) -> float:
@@ -270,17 +267,19 @@ def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
     guarantee="epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, Prop 5.1); "
               "add/remove with a noisy record count (extension)",
     max_dim=1,
+    released=("bins", "cells", "depth", "walk_length", "laplace_scale", "alpha", "delta", "path_length"),
+    uses_n=lambda params: True,
     description="One column: cell counts plus a hierarchical (superregular) random walk, then the closest "
                 "probability measure in W1. Error about log^1.5(epsilon n)/(epsilon n).",
 )
 def srw(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None, rng: np.random.Generator,
-        bins: int | None, scale: str, rounding: str, sample: str) -> MechanismOutput:
+        bins: int | None, scale: str, rounding: str, sample: str, size: int | str | None = EXACT_N) -> MechanismOutput:
+    """The walk on the interval; ``size`` is the public record count (:meth:`privsyn_core.staged.Stages.run`)."""
     n, dim = unit.shape
     if dim != 1:
         raise ParameterError(f"srw works on one column, this data has {dim}; use mechanism 'srw_tsp' for d >= 2")
-    count_rng, release_rng = rng.spawn(2)
-    cal = calibrate(n, epsilon, neighbouring, count_rng)
+    cal = calibrate(n if size == EXACT_N else size, epsilon, neighbouring)
     k = bins if bins is not None else auto_bins(cal.alpha, 1)
     folding = Folding(np.arange(k)[:, None], k, "chebyshev", {})
-    return release_on_grid(unit, cal, folding, n_synthetic=n_synthetic, rng=release_rng, scale=scale,
+    return release_on_grid(unit, cal, folding, n_synthetic=n_synthetic, rng=rng, scale=scale,
                            rounding=rounding, sample=sample, timings={})

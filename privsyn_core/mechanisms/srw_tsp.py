@@ -33,53 +33,15 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..grid import cell_ids
-from ..registry import ParamSpec, register
+from ..registry import ParamSpec, register_staged
 from ..result import MechanismOutput
-from ..staged import CellCounts, RowPlan, Stages, run_in_memory
+from ..staged import CellCounts, RowPlan, Stages
 from .. import walks
 from .srw import (ROUNDING_PARAM, SAMPLE_PARAM, SCALE_PARAM, WALK_FLOAT_EXPOSURE, Calibration, Folding, auto_bins,
                   calibrate, release_path_counts)
 
 #: Snake paths are O(K), the MST path O(K log K) on a neighbour graph; 2-opt costs O(K^2) per pass.
 MAX_CELLS = {"snake": 2**21, "mst": 2**18, "mst_2opt": 1024}
-
-
-@register(
-    "srw_tsp",
-    title="Superregular random walk along a folding path (TSP/MST)",
-    paper="000, Sec 6-7, 9 (Prop 6.5, Thm 7.2, Cor 7.3-7.4, Cor 9.2)",
-    data_kind="continuous",
-    neighbouring=("replace", "add_remove"),
-    is_private=True,
-    floating_point_exposure=WALK_FLOAT_EXPOSURE,
-    params={
-        "bins": ParamSpec(None, int, (1, 2**22), help="cells per axis M; auto: round((epsilon n / log^1.5(epsilon n))"
-                                                     "^(1/d)), floor(epsilon n) in 1-D"),
-        "path": ParamSpec("snake", str, choices=("snake", "mst"),
-                          help="folding path: boustrophedon through the cells, or MST depth-first preorder"),
-        "metric": ParamSpec("chebyshev", str, choices=walks.METRICS,
-                            help="metric of the cube: chebyshev = l-infinity (the paper's), euclidean, cityblock"),
-        "two_opt": ParamSpec(False, bool, help="shorten the MST path by 2-opt (path='mst' only)"),
-        "scale": SCALE_PARAM,
-        "rounding": ROUNDING_PARAM,
-        "sample": SAMPLE_PARAM,
-    },
-    guarantee="epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, Thm 7.2); "
-              "add/remove with a noisy record count (extension)",
-    description="Any dimension: fold the grid cells onto a line along a path, add a superregular random walk, "
-                "project in W1, map back. Error about (log^1.5(epsilon n)/(epsilon n))^(1/d).",
-)
-def srw_tsp(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-            rng: np.random.Generator, bins: int | None, path: str, metric: str, two_opt: bool, scale: str,
-            rounding: str, sample: str) -> MechanismOutput:
-    """Run the folded walk (module docstring) through the stages below (:mod:`privsyn_core.staged`).
-
-    The layout draws the calibration (the noisy record count under add/remove) from the first of
-    ``rng.spawn(2)``, the release everything else from the second; the Dask path runs the same stages.
-    """
-    return run_in_memory(STAGES, unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
-                         bins=bins, path=path, metric=metric, two_opt=two_opt, scale=scale, rounding=rounding,
-                         sample=sample)
 
 
 @dataclass(frozen=True)
@@ -92,13 +54,12 @@ class TspLayout:
     fold_seconds: float
 
 
-def tsp_layout(n: int, dim: int, epsilon: float, neighbouring: str, params: dict[str, Any], *,
-               rng: np.random.Generator) -> TspLayout:
-    """Calibrate (reads ``n``; draws the noisy count under add/remove), resolve the bins, fold the grid."""
+def tsp_layout(n: int, dim: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> TspLayout:
+    """Calibrate (reads the public count ``n``), resolve the bins, fold the grid."""
     path, two_opt = params["path"], params["two_opt"]
     if two_opt and path != "mst":
         raise ParameterError("two_opt improves the MST path only: set path='mst' or two_opt=False")
-    cal = calibrate(n, epsilon, neighbouring, rng)
+    cal = calibrate(n, epsilon, neighbouring)
     warnings: list[str] = []
     m_bins = _resolve_bins(params["bins"], cal.alpha, dim, "mst_2opt" if two_opt else path, warnings)
     start = time.perf_counter()
@@ -159,5 +120,31 @@ def _fold(bins: int, dim: int, path: str, metric: str, improve: bool) -> Folding
                                                  "mst_weight": mst_weight})
 
 
-STAGES = Stages(layout=tsp_layout, count=tsp_counts, release=tsp_release, split_rng=True)
-srw_tsp.stages = STAGES
+STAGES = Stages(layout=tsp_layout, count=tsp_counts, release=tsp_release)
+SPEC = register_staged(
+    "srw_tsp", STAGES,
+    title="Superregular random walk along a folding path (TSP/MST)",
+    paper="000, Sec 6-7, 9 (Prop 6.5, Thm 7.2, Cor 7.3-7.4, Cor 9.2)",
+    data_kind="continuous",
+    neighbouring=("replace", "add_remove"),
+    is_private=True,
+    floating_point_exposure=WALK_FLOAT_EXPOSURE,
+    params={
+        "bins": ParamSpec(None, int, (1, 2**22), help="cells per axis M; auto: round((epsilon n / log^1.5(epsilon n))"
+                                                     "^(1/d)), floor(epsilon n) in 1-D"),
+        "path": ParamSpec("snake", str, choices=("snake", "mst"),
+                          help="folding path: boustrophedon through the cells, or MST depth-first preorder"),
+        "metric": ParamSpec("chebyshev", str, choices=walks.METRICS,
+                            help="metric of the cube: chebyshev = l-infinity (the paper's), euclidean, cityblock"),
+        "two_opt": ParamSpec(False, bool, help="shorten the MST path by 2-opt (path='mst' only)"),
+        "scale": SCALE_PARAM,
+        "rounding": ROUNDING_PARAM,
+        "sample": SAMPLE_PARAM,
+    },
+    guarantee="epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, Thm 7.2); "
+              "add/remove with a noisy record count (extension)",
+    description="Any dimension: fold the grid cells onto a line along a path, add a superregular random walk, "
+                "project in W1, map back. Error about (log^1.5(epsilon n)/(epsilon n))^(1/d).",
+    released=("bins", "cells", "depth", "walk_length", "laplace_scale", "alpha", "delta", "path_length"),
+    uses_n=lambda params: True,
+)

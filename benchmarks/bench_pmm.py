@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from privsyn_core.mechanisms.pmm import pmm
+from privsyn_core.mechanisms.pmm import SPEC as PMM
 from privsyn_core.metrics import w1
 from privsyn_core.pmm_tree import accuracy_bound, bound_opt_depth, paper_depth
 
@@ -33,7 +33,7 @@ SLOPE_NS = (500, 1000, 2000, 4000, 8000)
 
 
 def run(X: np.ndarray, epsilon: float, seed: int, depth="paper", neighbouring="add_remove"):
-    return pmm(X, epsilon, neighbouring=neighbouring, n_synthetic=None, rng=np.random.default_rng(seed),
+    return PMM.run(X, epsilon, neighbouring=neighbouring, n_synthetic=None, rng=np.random.default_rng(seed),
                depth=depth, consistency="proportional", sample="uniform")
 
 

@@ -76,7 +76,7 @@ DEFAULT_BLOCK_SIZE = 10
     description="Groups similar records into blocks of equal size and releases block averages, rounded back to "
                 "0/1: means are kept exactly, correlations approximately. Anonymity, not differential privacy.",
     codec=boolean_codec,
-    released=("k", "k_prime", "alpha", "t", "s", "blocks", "anonymity", "m"),
+    released=("k", "k_prime", "alpha", "t", "s", "m"),
 )
 def microagg_anon(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
                   rng: np.random.Generator, k: int | None, t: int | str, within_cell_order: str, size: int | str | None = None) -> MechanismOutput:

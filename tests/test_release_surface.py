@@ -1,0 +1,241 @@
+"""The release surface: nothing leaves the library, the CLI or the reports but what the ledger pays for.
+
+For crafted neighbouring datasets ``D, D'`` every registered mechanism runs under every relation it
+supports with the same explicit seed, so every noise draw is the same.  Every released field other
+than the noise-derived rows (and their number) must then be identical: a field that differs is
+read off the raw data, which is a leak (often a deterministic one: infinite epsilon).
+
+Under add/remove the record count is private.  Rules that need it read either a count the caller
+declares public (``public_n``, the same for ``D`` and ``D'``) or a noisy count; for the latter the
+test *couples* the noise, the standard argument of a DP proof: ``D'`` has one more record, so its
+count noise is shifted by -1 and both noisy counts coincide.  Everything derived from them must
+then coincide too.
+
+Channels: the API (:meth:`SynthResult.release` and its ``to_dict``, the output's columns and
+dtypes, whether and how it fails), the CLI (``--report`` JSON, stdout, stderr, the CSV's header
+and dtypes) and the HTML report in release mode.  The app's release mode has its own test
+(``tests/test_app_release_surface.py``).  A new private mechanism is covered by registering it; a
+non-private one (``bootstrap``, ``microagg_anon``) releases records or k-anonymous averages, so its
+release only has to say that it is not private.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from contextlib import redirect_stderr, redirect_stdout
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import privsyn_core as ps
+from privsyn_core import pipeline, report
+from privsyn_core.cli import main as cli_main
+from privsyn_core.io import to_csv_bytes
+
+SEED = 7
+EPSILON = 1.0
+#: A public record count for the add/remove runs that declare one (same for D and D').
+PUBLIC_N = 600
+
+
+def _base(n: int, d: int) -> pd.DataFrame:
+    """``n`` records in the corner ``[0, 0.4]^d``: most of the cube is empty."""
+    x = np.random.default_rng(123).random((n, d)) * 0.4
+    return pd.DataFrame(x, columns=[f"x{j}" for j in range(d)])
+
+
+def _schema(d: int, integer: bool = False) -> dict[str, Any]:
+    return {"columns": [{"name": f"x{j}", "kind": "numeric", "lo": 0, "hi": 100 if integer else 1,
+                         "integer": integer} for j in range(d)]}
+
+
+def _pairs(relation: str, d: int) -> dict[str, tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]]:
+    """Neighbouring pairs ``(D, D', schema)`` for a relation, on ``d`` columns."""
+    base = _base(200, d)
+    far = pd.DataFrame([[0.97] * d], columns=base.columns)
+    outside = pd.DataFrame([[1.5] + [-0.2] * (d - 1)], columns=base.columns)
+    ints = (_base(200, d) * 250).round().astype(np.int64)  # integer values in [0, 100]
+    with_fraction = ints.astype(float)
+    if relation == "replace":
+        moved = base.copy()
+        moved.iloc[0] = far.iloc[0]
+        clipped = base.copy()
+        clipped.iloc[0] = outside.iloc[0]
+        with_fraction.iloc[0, 0] = 3.5
+        return {"record moved into an empty region": (base, moved, _schema(d)),
+                "record outside the public bounds": (base, clipped, _schema(d)),
+                "integer column with one non-integer value": (ints, with_fraction, _schema(d, integer=False)),
+                "declared integer column with one non-integer value": (ints, with_fraction, _schema(d, integer=True))}
+    boundary = {f"n = {n} against {n + 1}": (_base(n, d), _base(n + 1, d), _schema(d)) for n in (255, 511)}
+    return {"record added in an empty region": (base, pd.concat([base, far], ignore_index=True), _schema(d)),
+            "record added outside the public bounds": (base, pd.concat([base, outside], ignore_index=True), _schema(d)),
+            "integer column, added non-integer value": (
+                ints, pd.concat([with_fraction, pd.DataFrame([[3.5] * d], columns=ints.columns)], ignore_index=True),
+                _schema(d, integer=False)),
+            **boundary}
+
+
+def _cases() -> list[Any]:
+    cases = []
+    for spec in ps.list_mechanisms():
+        if not spec.is_private:  # nothing of theirs is private (test_non_private_releases_say_so)
+            continue
+        for relation in spec.neighbouring:
+            modes = ["public_n", "noisy_n"] if relation == "add_remove" else ["n_public"]
+            cases += [pytest.param(spec.name, relation, mode, id=f"{spec.name}-{relation}-{mode}") for mode in modes]
+    return cases
+
+
+def _dim(name: str) -> int:
+    spec = ps.get_mechanism(name)
+    return 1 if spec.max_dim == 1 else 2
+
+
+def _shifted_count_noise(monkeypatch: pytest.MonkeyPatch, shift: int) -> None:
+    """Couple the noisy record count: ``D'`` (one more record) draws the same noise minus one."""
+    draw = pipeline.discrete_laplace
+    monkeypatch.setattr(pipeline, "discrete_laplace", lambda *a, **k: draw(*a, **k) + shift)
+
+
+def _run(data: pd.DataFrame, name: str, relation: str, schema: dict, public_n: int | None) -> dict[str, Any]:
+    """The API channel: the release's metadata, the output's columns and dtypes, or the failure."""
+    try:
+        result = ps.synthesize(data, name, EPSILON, schema=schema, neighbouring=relation, rng=SEED, public_n=public_n)
+    except Exception as exc:  # an exception is a release too: it must not depend on the data
+        return {"raised": f"{type(exc).__name__}: {exc}"}
+    release = result.release()
+    meta = release.to_dict()
+    meta.pop("n_synthetic")  # noise-derived (under add/remove the output size is a noisy count)
+    return {"release": meta, "columns": list(release.data.columns),
+            "dtypes": [str(t) for t in release.data.dtypes], "result": result}
+
+
+def _without(run: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in run.items() if k != key}
+
+
+@pytest.mark.parametrize("name, relation, mode", _cases())
+def test_api_release_is_identical_on_neighbours(name, relation, mode, monkeypatch):
+    public_n = PUBLIC_N if mode == "public_n" else None
+    for label, (before, after, schema) in _pairs(relation, _dim(name)).items():
+        first = _run(before, name, relation, schema, public_n)
+        if mode == "noisy_n":
+            _shifted_count_noise(monkeypatch, len(before) - len(after))
+        second = _run(after, name, relation, schema, public_n)
+        monkeypatch.undo()
+        assert _without(first, "result") == _without(second, "result"), f"{name}, {relation}: {label}"
+
+
+def _cli(tmp_path, data: pd.DataFrame, name: str, relation: str, schema: dict, public_n: int | None,
+         tag: str) -> dict[str, Any]:
+    folder = tmp_path / tag
+    folder.mkdir()
+    (folder / "in.csv").write_bytes(to_csv_bytes(data))
+    (folder / "schema.json").write_text(json.dumps(schema))
+    argv = ["synth", str(folder / "in.csv"), str(folder / "out.csv"), "--mechanism", name, "--epsilon", str(EPSILON),
+            "--schema", str(folder / "schema.json"), "--neighbouring", relation, "--seed", str(SEED),
+            "--report", str(folder / "report.json")]
+    argv += ["--public-n", str(public_n)] if public_n is not None else []
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        status = cli_main(argv)
+    seen: dict[str, Any] = {"status": status, "stderr": err.getvalue(),
+                            "stdout": re.sub(r"wrote \d+ synthetic rows", "wrote N synthetic rows", out.getvalue())
+                            .replace(str(folder), "FOLDER")}
+    if status == 0:
+        report_json = json.loads((folder / "report.json").read_text())
+        report_json.pop("n_synthetic")
+        synthetic = pd.read_csv(folder / "out.csv")
+        seen.update(report=report_json, header=list(synthetic.columns), dtypes=[str(t) for t in synthetic.dtypes])
+    return seen
+
+
+@pytest.mark.parametrize("name, relation, mode", _cases())
+def test_cli_report_and_output_are_identical_on_neighbours(name, relation, mode, monkeypatch, tmp_path):
+    public_n = PUBLIC_N if mode == "public_n" else None
+    pairs = _pairs(relation, _dim(name))
+    label = next(iter(pairs))  # the empty-region pair; the others go through the same code as the API test
+    before, after, schema = pairs[label]
+    first = _cli(tmp_path, before, name, relation, schema, public_n, "d")
+    if mode == "noisy_n":
+        _shifted_count_noise(monkeypatch, len(before) - len(after))
+    second = _cli(tmp_path, after, name, relation, schema, public_n, "d_prime")
+    assert first == second, f"{name}, {relation}: {label}"
+
+
+def _html(result: ps.SynthResult) -> str:
+    run = report.run_report(result, params={}, data_name="data.csv", data_sha256="not shown", release_mode=True)
+    page = report.html_report(title="release", run=run, ledger=[{"release": result.mechanism,
+                                                                 "epsilon": result.epsilon}])
+    page = re.sub(r"Generated [^ ]+ by", "Generated DATE by", page)
+    return re.sub(r"<th>synthetic rows</th><td>\d+</td>", "<th>synthetic rows</th><td>N</td>", page)
+
+
+@pytest.mark.parametrize("name, relation, mode", _cases())
+def test_html_report_in_release_mode_is_identical_on_neighbours(name, relation, mode, monkeypatch):
+    public_n = PUBLIC_N if mode == "public_n" else None
+    before, after, schema = next(iter(_pairs(relation, _dim(name)).values()))
+    first = _run(before, name, relation, schema, public_n)
+    if mode == "noisy_n":
+        _shifted_count_noise(monkeypatch, len(before) - len(after))
+    second = _run(after, name, relation, schema, public_n)
+    if "raised" in first or "raised" in second:
+        assert first == second
+        return
+    assert _html(first["result"]) == _html(second["result"])
+    assert "not shown" not in _html(first["result"])
+
+
+def test_the_check_detects_a_layout_read_off_the_exact_n(monkeypatch):
+    """Detection: the pre-fix behaviour (PMM's depth rule reading the exact n under add/remove) is caught."""
+    before, after, schema = _pairs("add_remove", 2)["n = 511 against 512"]
+    honest = [_run(data, "pmm", "add_remove", schema, PUBLIC_N) for data in (before, after)]
+    assert _without(honest[0], "result") == _without(honest[1], "result")
+    exact = pipeline.PublicSize("exact", "declared", [], EPSILON)  # the mechanism then reads len(unit)
+    monkeypatch.setattr("privsyn_core.api.public_size", lambda *args: exact)
+    leaky = [_run(data, "pmm", "add_remove", schema, PUBLIC_N) for data in (before, after)]
+    assert leaky[0]["release"]["params"]["depth"] == 8 and leaky[1]["release"]["params"]["depth"] == 9
+
+
+def test_noisy_count_is_its_own_ledger_stage_and_sums_to_epsilon():
+    X = _base(300, 2)
+    result = ps.synthesize(X, "pmm", 0.7, schema=_schema(2), neighbouring="add_remove", rng=1)
+    stage, share = result.ledger[0]
+    assert stage.startswith("record count n") and share == 0.7 - (0.7 - pipeline.SIZE_SHARE * 0.7)
+    assert sum(1 for s, _ in result.ledger if s.startswith("record count")) == 1
+    assert ps.accounting.ledger_total(result.ledger) == 0.7
+    assert result.params["size"] == result.release().params["noisy_n"]
+
+
+def test_a_mechanism_that_reads_no_count_spends_nothing_on_it():
+    result = ps.synthesize(_base(300, 2), "pmm", 1.0, schema=_schema(2), neighbouring="add_remove", rng=1, depth=6)
+    assert not any(s.startswith("record count") for s, _ in result.ledger)
+    assert "noisy_n" not in result.release().params and "accuracy_bound" not in result.params
+
+
+def test_public_n_is_refused_under_replace():
+    with pytest.raises(ps.errors.ParameterError, match="public_n"):
+        ps.synthesize(_base(50, 2), "pmm", 1.0, schema=_schema(2), public_n=50)
+
+
+def test_no_seed_is_chosen_or_recorded_by_default():
+    result = ps.synthesize(_base(100, 2), "pmm", 1.0, schema=_schema(2))
+    assert result.seed is None and "seed" not in result.release().params
+    assert type(ps.noise.resolve_rng(None)[0].bit_generator).__name__ == "ChaCha"
+
+
+def test_registering_without_a_release_declaration_is_refused():
+    with pytest.raises(RuntimeError, match="released"):
+        ps.registry.register("undeclared", title="t", paper="p", data_kind="continuous", neighbouring=("replace",),
+                             is_private=True, params={}, guarantee="g", description="d")(lambda unit, epsilon: None)
+
+
+@pytest.mark.parametrize("name", [s.name for s in ps.list_mechanisms() if not s.is_private])
+def test_non_private_releases_say_so(name):
+    release = ps.synthesize(_base(100, 2), name, EPSILON, schema=_schema(2), rng=1).release()
+    assert release.dp_valid is False and release.epsilon == float("inf")
+    assert any("not" in w and "private" in w for w in release.warnings)

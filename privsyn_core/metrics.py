@@ -1016,7 +1016,7 @@ def _top_share(P: np.ndarray) -> tuple[float, int]:
     """Share of the most frequent row and the number of distinct rows."""
     _, inverse = _unique_rows(P)
     counts = np.bincount(inverse)
-    return float(counts.max() / len(P)), int(len(counts))
+    return float(counts.max() / len(P)), len(counts)
 
 
 def rank_runs(entries: dict, *, higher_is_better: bool = False) -> pd.DataFrame:

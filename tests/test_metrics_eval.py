@@ -5,8 +5,7 @@ import pandas as pd
 import pytest
 from scipy.stats import binom
 
-import privsyn_core.metrics as metrics
-from privsyn_core import Schema, report
+from privsyn_core import Schema, metrics, report
 from privsyn_core.errors import ParameterError
 from privsyn_core.metrics import evaluate, mmd, mmd2, rank_runs, w1
 
@@ -27,7 +26,7 @@ def _table(n, seed, power=1.0):
 def good_and_collapsed():
     real, good = _table(3000, 0), _table(3000, 1)
     collapsed = good.iloc[[7] * 3000].reset_index(drop=True)
-    kwargs = dict(schema=SCHEMA, subsample=300, repeats=4, bootstrap=10, mmd_sample=200)
+    kwargs = {"schema": SCHEMA, "subsample": 300, "repeats": 4, "bootstrap": 10, "mmd_sample": 200}
     return evaluate(real, good, **kwargs), evaluate(real, collapsed, **kwargs)
 
 

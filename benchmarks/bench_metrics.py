@@ -1,14 +1,17 @@
-"""Metric benchmark: wall time of W1 (exact POT and the grid method with its error bound) and of MMD.
+"""Metric benchmark: MMD at scale (random Fourier features), W1 at 10^5 (grid and min-cost flow), evaluate's memory.
 
 Usage::
 
-    PYTHONPATH=. python benchmarks/bench_metrics.py [--big 100000] [--exact 2000 5000] [--budgets 4000000 16000000]
+    PYTHONPATH=. python benchmarks/bench_metrics.py [--n 100000] [--flow-cells 200 300] [--eval-rows 1000000]
 
-* exact: ``w1(method="exact")`` (POT network simplex, l-infinity) at n = m = 2000 and 5000 in d = 2, uniform
-  against clipped Gaussian points (no shared atoms, so nothing cancels).
-* grid: ``w1`` ("auto", which is the grid method here) at n = m = 10^5 in d = 2 and d = 3, for each cost-matrix
-  budget, with the additive error bound it reports; at the smallest size also the true error against exact.
-* mmd: ``mmd`` (biased, chunked kernel sums) at n = m = 10^4 and the linear-time estimator at 10^5.
+* mmd: ``mmd2`` by random Fourier features (the "auto" choice above ``MMD_EXACT_PAIRS``) at n = m = ``--n`` in
+  d = 2 with its stated 95% error, and at 10^4 against the exact V-statistic (the measured error beside the
+  stated one).
+* w1: a good output, PMM (eps = 1, seed 0) on ``--n`` uniform points in d = 2, against the real points:
+  ``w1`` "auto" (dense grid, default budget) and ``method="flow"`` (OR-tools min-cost flow on the king graph)
+  for each ``--flow-cells``, with error bound / value and time.
+* evaluate: peak RSS of a child process that builds two tables of ``--eval-rows`` rows and 5 columns and runs
+  ``evaluate`` on them (``resource.getrusage(RUSAGE_CHILDREN)``; includes the interpreter and the input tables).
 
 Times are wall-clock seconds on the machine at hand (shared cores inflate them); seed 0 throughout.
 ``--doc docs/reproduction.md`` also writes the printed lines into that report's ``w1-timings`` section.
@@ -17,18 +20,35 @@ Times are wall-clock seconds on the machine at hand (shared cores inflate them);
 from __future__ import annotations
 
 import argparse
+import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-from privsyn_core.metrics import mmd, mmd2, w1
+import privsyn_core as ps
+from privsyn_core.metrics import mmd2, w1
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from docsection import update_section  # noqa: E402
 
 LINES: list[str] = []
+EVAL_CHILD = """
+import sys, time, numpy as np, pandas as pd
+from privsyn_core import Schema
+from privsyn_core.metrics import evaluate
+n = int(sys.argv[1]); rng = np.random.default_rng(0)
+cols = [f"x{i}" for i in range(5)]
+real = pd.DataFrame(rng.random((n, 5)), columns=cols)
+synth = pd.DataFrame(rng.random((n, 5)) ** 1.1, columns=cols)
+schema = Schema.from_dict({"columns": [{"name": c, "kind": "numeric", "lo": 0, "hi": 1} for c in cols]})
+start = time.perf_counter()
+out = evaluate(real, synth, schema)
+print(time.perf_counter() - start, out["_about"]["rows_evaluated"]["real"], out["w1"]["value"])
+"""
 
 
 def say(line: str) -> None:
@@ -37,67 +57,59 @@ def say(line: str) -> None:
     LINES.append(line)
 
 
-def clouds(n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return rng.random((n, d)), np.clip(rng.normal(0.5, 0.2, (n, d)), 0, 1)
-
-
 def timed(fn):
     start = time.perf_counter()
     value = fn()
     return value, time.perf_counter() - start
 
 
-def exact_section(sizes: list[int]) -> dict[int, float]:
-    say("## exact W1 (POT ot.emd2, chebyshev, d = 2)")
-    values = {}
-    for n in sizes:
-        X, Y = clouds(n, 2)
-        value, seconds = timed(lambda: w1(X, Y, method="exact"))
-        values[n] = float(value)
-        say(f"n = m = {n:>6}: W1 = {value:.6f}  time {seconds:6.2f} s")
-    return values
+def mmd_section(n: int) -> None:
+    say("## MMD (Gaussian kernel, bandwidth 0.4, d = 2: uniform vs clipped normal)")
+    rng = np.random.default_rng(0)
+    X, Y = rng.random((10_000, 2)), np.clip(rng.normal(0.5, 0.25, (10_000, 2)), 0, 1)
+    exact, seconds = timed(lambda: mmd2(X, Y, bandwidth=0.4, estimator="biased"))
+    approx, rff_seconds = timed(lambda: mmd2(X, Y, bandwidth=0.4, estimator="rff"))
+    say(f"n = m = 10^4: exact MMD^2 {exact:.6f} ({seconds:.2f} s); RFF {approx:.6f} +- {approx.error:.6f} "
+        f"(stated 95%), measured |error| {abs(approx - exact):.6f} ({rff_seconds:.2f} s)")
+    X, Y = rng.random((n, 2)), np.clip(rng.normal(0.5, 0.25, (n, 2)), 0, 1)
+    approx, seconds = timed(lambda: mmd2(X, Y, bandwidth=0.4))
+    say(f"n = m = {n}: {approx.estimator} MMD^2 {approx:.6f} +- {approx.error:.6f} (stated 95%, "
+        f"{approx.features} features, relative {approx.error / approx:.1%})  time {seconds:.2f} s")
 
 
-def grid_section(big: int, budgets: list[int]) -> None:
-    say(f"## grid W1 at n = m = {big} (chebyshev)")
-    for d in (2, 3):
-        X, Y = clouds(big, d)
-        for budget in budgets:
-            value, seconds = timed(lambda: w1(X, Y, max_entries=budget))
-            say(f"d = {d}, budget {budget:>9}: W1 = {value:.6f} +- {value.error_bound:.6f} ({value.method}, "
-                  f"{value.cells_per_axis} cells/axis)  time {seconds:6.2f} s")
+def w1_section(n: int, cells: list[int]) -> None:
+    say(f"## W1 (chebyshev) at n = m = {n}, d = 2: PMM eps = 1 on uniform data against the real points")
+    frame = pd.DataFrame(np.random.default_rng(0).random((n, 2)), columns=["a", "b"])
+    schema = ps.Schema.from_dict({"columns": [{"name": c, "kind": "numeric", "lo": 0, "hi": 1} for c in "ab"]})
+    synth = ps.synthesize(frame, "pmm", 1.0, schema=schema, rng=0).unit_rows
+    real = schema.encode(frame)[0]
+    for label, call in [("auto (dense grid)", lambda: w1(real, synth))] + [
+            (f"flow, k = {k}", lambda k=k: w1(real, synth, method="flow", cells_per_axis=k)) for k in cells]:
+        value, seconds = timed(call)
+        say(f"{label:18s}: W1 = {value:.6f} +- {value.error_bound:.6f} ({value.method}, {value.cells_per_axis} "
+            f"cells/axis), bound / value = {value.error_bound / value:.2f}  time {seconds:6.2f} s")
 
 
-def grid_vs_exact(n: int, exact: float) -> None:
-    X, Y = clouds(n, 2)
-    for budget in (250_000, 1_000_000, 4_000_000):
-        value, seconds = timed(lambda: w1(X, Y, method="grid", max_entries=budget))
-        say(f"grid vs exact at n = {n}, budget {budget:>8}: |grid - exact| = {abs(value - exact):.2e} "
-              f"<= bound {value.error_bound:.2e} ({value.cells_per_axis} cells/axis, {seconds:.2f} s)")
-
-
-def mmd_section() -> None:
-    say("## MMD (Gaussian kernel, median bandwidth)")
-    X, Y = clouds(10_000, 2)
-    value, seconds = timed(lambda: mmd(X, Y))
-    say(f"biased, n = m = 10^4: MMD = {value:.6f}  time {seconds:6.2f} s")
-    X, Y = clouds(100_000, 2)
-    value, seconds = timed(lambda: mmd2(X, Y, bandwidth=0.3, estimator="linear"))
-    say(f"linear MMD^2, n = m = 10^5, bandwidth 0.3: {value:.6f}  time {seconds:6.2f} s")
+def evaluate_section(rows: int) -> None:
+    say(f"## evaluate at {rows} vs {rows} rows, 5 numeric columns (child process)")
+    proc = subprocess.run([sys.executable, "-c", EVAL_CHILD, str(rows)], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parent.parent)
+    seconds, used, value = proc.stdout.split()
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    say(f"peak RSS {peak:.0f} MB (interpreter, imports, both input tables and evaluate); evaluate {float(seconds):.1f} s "
+        f"on {used} rows per side; W1 {float(value):.4f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--big", type=int, default=100_000)
-    parser.add_argument("--exact", type=int, nargs="+", default=[2000, 5000])
-    parser.add_argument("--budgets", type=int, nargs="+", default=[4_000_000, 16_000_000])
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--flow-cells", type=int, nargs="+", default=[200, 300])
+    parser.add_argument("--eval-rows", type=int, default=1_000_000)
     parser.add_argument("--doc", type=Path, help="also write the output into this Markdown file's w1-timings section")
     args = parser.parse_args()
-    exact = exact_section(args.exact)
-    grid_vs_exact(min(exact), exact[min(exact)])
-    grid_section(args.big, args.budgets)
-    mmd_section()
+    evaluate_section(args.eval_rows)
+    mmd_section(args.n)
+    w1_section(args.n, args.flow_cells)
     if args.doc:
         command = " ".join(["python benchmarks/bench_metrics.py", *sys.argv[1:]])
         update_section("w1-timings", f"Output of `{command}` (wall seconds, 2 shared cores):\n\n```text\n"

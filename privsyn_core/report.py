@@ -3,7 +3,8 @@
 * :func:`run_report` is the JSON the app offers for download: the release's metadata (schema,
   parameters, ledger), package versions and the ``python -m privsyn_core synth ...`` command
   (:func:`cli_command`); in teaching mode also a section of what was read off the raw data.
-* :func:`metrics_table` flattens whatever :func:`privsyn_core.metrics.evaluate` returns.
+* :func:`metrics_table` flattens whatever :func:`privsyn_core.metrics.evaluate` returns; :func:`rank_table`
+  ranks runs on one metric, tying runs whose intervals overlap.
 * :func:`tradeoff_sweep` and :func:`theoretical_rate` feed the trade-off curve.
 * :func:`html_report` writes one HTML file with plotly.js inlined, which opens offline.
 
@@ -138,47 +139,77 @@ def subsample_frame(df: pd.DataFrame, max_rows: int = EVAL_ROWS, seed: int = 0) 
 
 def evaluate_subsampled(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema | None,
                         max_rows: int = EVAL_ROWS, target: str | None = None) -> dict[str, Any]:
-    """:func:`privsyn_core.metrics.evaluate` on at most ``max_rows`` rows of each side (stated in the result);
+    """:func:`privsyn_core.metrics.evaluate` reading at most ``max_rows`` rows of each side (stated in the result);
     ``target`` adds train-on-synthetic/test-on-real for that column."""
     from .metrics import evaluate
 
-    out = dict(evaluate(subsample_frame(real, max_rows, 1), subsample_frame(synthetic, max_rows, 2), schema=schema,
-                        target=target))
+    out = dict(evaluate(real, synthetic, schema=schema, target=target, max_rows=max_rows))
     out["_subsample"] = {"real": min(len(real), max_rows), "synthetic": min(len(synthetic), max_rows),
-                         "note": f"uniform subsamples of at most {max_rows} rows per side, seeds 1 and 2"}
+                         "note": f"uniform subsamples of at most {max_rows} rows per side "
+                                 f"(W1, sliced W1, MMD: {out['_about']['repeats']} repeats of "
+                                 f"{out['_about']['subsample_rows']} rows per side)"}
     return out
 
 
-def metrics_table(evaluation: dict[str, Any]) -> pd.DataFrame:
-    """One row per scalar metric: ``metric, value, real-vs-real floor, details``.
+METRICS_COLUMNS = ["metric", "value", "low", "high", "real-vs-real floor", "floor low", "floor high", "details"]
 
-    Entries that are ``{"value": ..., ...}`` give their other scalar items as details and
-    a floor when one of ``floor``, ``real_vs_real``, ``baseline``, ``train_on_real`` is present (for TSTR
-    the train-on-real score is the reference); nested dicts
-    are flattened with dotted names; tables, lists and keys starting with ``_`` (bookkeeping)
-    are left out (see the JSON report).
+
+def metrics_table(evaluation: dict[str, Any]) -> pd.DataFrame:
+    """One row per scalar metric: ``metric, value, low, high, real-vs-real floor, floor low, floor high, details``.
+
+    Entries that are ``{"value": ..., ...}`` give their interval (``low``, ``high``; NaN when the entry has
+    none), their floor when one of ``floor``, ``real_vs_real``, ``baseline``, ``train_on_real`` is present (for
+    TSTR the train-on-real score is the reference) with its interval (``floor_low``, ``floor_high``), and their
+    other scalar items as details; nested dicts are flattened with dotted names; tables, lists and keys starting
+    with ``_`` (bookkeeping) are left out (see the JSON report).
     """
     rows = []
     for name, entry in evaluation.items():
         if str(name).startswith("_"):
             continue
         rows.extend(_metric_rows(str(name), entry))
-    return pd.DataFrame(rows, columns=["metric", "value", "real-vs-real floor", "details"])
+    return pd.DataFrame(rows, columns=METRICS_COLUMNS)
+
+
+def rank_table(evaluations: dict[str, dict[str, Any]], metric: str = "w1", *,
+               higher_is_better: bool = False) -> pd.DataFrame:
+    """Rank runs (name -> :func:`privsyn_core.metrics.evaluate` output) on one metric; overlapping intervals tie.
+
+    Wraps :func:`privsyn_core.metrics.rank_runs`: runs whose intervals overlap (directly or through a chain of
+    overlaps) share a rank and are never ordered. Adds the floor and whether each run's interval overlaps the
+    floor's (``at floor``: indistinguishable from real data at this resolution) and the coverage flags, because a
+    collapsed output can have a small W1.
+    """
+    from .metrics import rank_runs
+
+    table = rank_runs({name: ev[metric] for name, ev in evaluations.items()}, higher_is_better=higher_is_better)
+    floors = {name: ev[metric] for name, ev in evaluations.items()}
+    table["floor"] = [floors[r].get("floor", np.nan) for r in table["run"]]
+    table["at floor"] = [bool(e.get("floor_high") is not None and e["low"] <= e["floor_high"])
+                         for e in (floors[r] for r in table["run"])]
+    table["coverage flags"] = [evaluations[r].get("coverage", {}).get("flags", "") for r in table["run"]]
+    return table
 
 
 _FLOOR_KEYS = ("floor", "real_vs_real", "baseline", "real_floor", "train_on_real")
+_INTERVAL_KEYS = ("low", "high", "floor_low", "floor_high")
 
 
 def _metric_rows(name: str, entry: Any) -> list[dict]:
+    empty = {"low": None, "high": None, "floor low": None, "floor high": None}
     if _is_number(entry):
-        return [{"metric": name, "value": float(entry), "real-vs-real floor": None, "details": ""}]
+        return [{"metric": name, "value": float(entry), **empty, "real-vs-real floor": None, "details": ""}]
     if not isinstance(entry, dict):
         return []
     if "value" in entry and _is_number(entry["value"]):
         floor = next((_floor_value(entry[k]) for k in _FLOOR_KEYS if k in entry), None)
         details = ", ".join(f"{k}={_short(v)}" for k, v in entry.items()
-                            if k != "value" and k not in _FLOOR_KEYS and _is_scalar(v))
-        return [{"metric": name, "value": float(entry["value"]), "real-vs-real floor": floor, "details": details}]
+                            if k != "value" and k not in _FLOOR_KEYS and k not in _INTERVAL_KEYS and _is_scalar(v))
+        bounds = {column: float(entry[key]) if _is_number(entry.get(key)) else None
+                  for column, key in (("low", "low"), ("high", "high"), ("floor low", "floor_low"),
+                                      ("floor high", "floor_high"))}
+        return [{"metric": name, "value": float(entry["value"]), **bounds, "real-vs-real floor": floor,
+                 "details": details}]
     if any(_is_number(v) or isinstance(v, dict) for v in entry.values()):
         return [row for key, value in entry.items() for row in _metric_rows(f"{name}.{key}", value)]
     return []

@@ -105,7 +105,7 @@ def test_evaluate_reports_every_metric_with_provenance_and_floor():
     report = evaluate(real, synth, schema=SCHEMA)
     for name in ("w1", "sliced_w1", "mmd", "marginal_tvd_1way", "marginal_tvd_2way", "correlation_gap"):
         assert np.isfinite(report[name]["value"]) and np.isfinite(report[name]["floor"]), name
-    assert report["w1"]["method"] in ("exact_emd", "grid_emd") and report["w1"]["metric"] == "chebyshev"
+    assert report["w1"]["method"] == "exact_emd" and report["w1"]["metric"] == "chebyshev"
     # a shifted synthetic table is further from the real one than the real halves are from each other
     for name in ("w1", "mmd", "marginal_tvd_1way"):
         assert report[name]["value"] > report[name]["floor"], name
@@ -113,12 +113,15 @@ def test_evaluate_reports_every_metric_with_provenance_and_floor():
     assert report["_about"]["n_real"] == 1000 and len(report["_tables"]["marginal_tvd_2way"]) == 3
 
 
-def test_evaluate_of_a_table_with_itself_is_zero_and_boolean_data_gets_k_way_errors():
+def test_evaluate_of_a_table_with_itself_is_at_its_floor_and_boolean_data_gets_k_way_errors():
     rng = np.random.default_rng(9)
     bits = pd.DataFrame(rng.random((300, 4)) < 0.5, columns=list("abcd"))
     report = evaluate(bits, bits, target="a")
-    assert report["w1"]["value"] == 0 and report["mmd"]["value"] <= 1e-6
-    assert report["marginal_tvd_2way"]["value"] == 0
+    # subsample W1 / MMD of a table with itself is sampling noise, never above the disjoint real-vs-real floor
+    for name in ("w1", "mmd"):
+        assert report[name]["low"] <= report[name]["floor_high"], name
+    assert report["w1"]["full_sample"]["value"] == 0 and report["w1"]["full_sample"]["method"] == "exact_emd"
+    assert report["marginal_tvd_2way"]["value"] == 0 and not report["coverage"]["collapsed"]
     assert report["boolean_marginals"]["order_3"] == 0 and report["boolean_marginals"]["floor"] > 0
     assert report["tstr"]["task"] == "classification"
 

@@ -1,0 +1,180 @@
+"""The honest evaluation: intervals, floors, coverage flags, ranking with ties, RFF MMD and the min-cost-flow W1."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import binom
+
+from privsyn_core import Schema, metrics, report
+from privsyn_core.errors import ParameterError
+from privsyn_core.metrics import evaluate, mmd, mmd2, rank_runs, w1
+
+SCHEMA = Schema.from_dict({"columns": [{"name": "x", "kind": "numeric", "lo": 0, "hi": 1},
+                                       {"name": "y", "kind": "numeric", "lo": 0, "hi": 1},
+                                       {"name": "c", "kind": "categorical", "categories": ["a", "b", "z"]}]})
+ALPHA = 1e-6  # false-failure rate of the concentration checks below (normal approximation where stated)
+
+
+def _table(n, seed, power=1.0):
+    rng = np.random.default_rng(seed)
+    x = rng.random(n) ** power
+    return pd.DataFrame({"x": x, "y": np.clip(x + rng.normal(0, 0.1, n), 0, 1),
+                         "c": np.where(x > 0.6, "a", rng.choice(["b", "z"], n))})
+
+
+@pytest.fixture(scope="module")
+def good_and_collapsed():
+    real, good = _table(3000, 0), _table(3000, 1)
+    collapsed = good.iloc[[7] * 3000].reset_index(drop=True)
+    kwargs = {"schema": SCHEMA, "subsample": 300, "repeats": 4, "bootstrap": 10, "mmd_sample": 200}
+    return evaluate(real, good, **kwargs), evaluate(real, collapsed, **kwargs)
+
+
+def test_every_number_carries_an_interval_and_a_floor_with_its_interval(good_and_collapsed):
+    for ev in good_and_collapsed:
+        for name, entry in ev.items():
+            if name.startswith("_") or name == "coverage":
+                continue
+            assert entry["low"] <= entry["value"] <= entry["high"], name
+            assert entry["floor_low"] <= entry["floor"] <= entry["floor_high"], name
+            assert entry["interval"], name
+        assert ev["w1"]["method"] == "exact_emd" and ev["w1"]["subsample_rows"] == 300
+        assert ev["_about"]["repeats"] == 4 and ev["_about"]["max_rows"] == metrics.EVAL_MAX_ROWS
+        assert {"marginal_tvd_1way", "marginal_tvd_2way", "correlation_gap"} <= set(ev)
+
+
+def test_a_collapsed_output_is_flagged_and_beaten_on_tvd_by_a_good_one(good_and_collapsed):
+    good, collapsed = good_and_collapsed
+    assert not good["coverage"]["collapsed"] and good["coverage"]["flags"] == ""
+    cov = collapsed["coverage"]
+    assert cov["collapsed"] and cov["value"] == 1.0 and cov["distinct_rows_synthetic"] == 1
+    assert "collapsed" in cov["flags"] and "constant:x" in cov["flags"] and "missing_categories:c" in cov["flags"]
+    # a good output sits at its floor, the collapsed one far above it on every marginal metric
+    for name in ("marginal_tvd_1way", "marginal_tvd_2way", "w1"):
+        assert good[name]["low"] <= good[name]["floor_high"] * 1.5, name
+        assert collapsed[name]["low"] > good[name]["high"], name
+
+
+def test_real_vs_real_floor_is_disjoint_halves_at_the_same_subsample_size():
+    real = _table(500, 2)
+    ev = evaluate(real, _table(5000, 3), schema=SCHEMA, subsample=1000, repeats=2, bootstrap=2)
+    assert ev["w1"]["subsample_rows"] == 250  # min(subsample, n_real // 2, n_synth): floor halves are disjoint
+    ev = evaluate(real, _table(5000, 3), schema=SCHEMA, subsample=1000, repeats=2, bootstrap=2, floor=False)
+    assert ev["w1"]["subsample_rows"] == 500 and "floor" not in ev["w1"]
+
+
+def test_evaluate_reads_at_most_max_rows_per_side_and_says_so():
+    ev = evaluate(_table(20_000, 4), _table(30_000, 5), schema=SCHEMA, max_rows=2000, subsample=200, repeats=2,
+                  bootstrap=2)
+    assert ev["_about"]["rows_evaluated"] == {"real": 2000, "synthetic": 2000}
+    assert ev["_about"]["n_real"] == 20_000 and ev["_about"]["max_rows"] == 2000
+    assert ev["coverage"]["rows_compared"] == 2000
+
+
+def test_full_sample_grid_w1_is_dropped_when_its_bound_is_not_below_ten_percent():
+    rng = np.random.default_rng(6)
+    X, Y = rng.random((3000, 2)), rng.random((3000, 2))
+    kept = metrics._full_sample_w1(X, Y + 0.3, max_entries=250_000)  # large value: bound is small beside it
+    dropped = metrics._full_sample_w1(X, Y, max_entries=10_000)
+    assert kept["used"] and kept["error_bound"] < 0.1 * kept["value"] and kept["low"] <= kept["value"]
+    assert not dropped["used"] and "value" not in dropped and "10%" in dropped["reason"]
+
+
+def test_evaluate_rejects_bad_sizes():
+    for bad in ({"repeats": 1}, {"subsample": 6000}, {"max_rows": 0}, {"bootstrap": "x"}):
+        with pytest.raises(ParameterError):
+            evaluate(_table(50, 0), _table(50, 1), schema=SCHEMA, **bad)
+
+
+# -- ranking -----------------------------------------------------------------------------------------
+def test_rank_runs_ties_overlapping_chains_and_orders_only_disjoint_groups():
+    runs = {"a": (0.10, 0.08, 0.12), "b": (0.13, 0.11, 0.15), "c": (0.16, 0.145, 0.17),  # a-b-c chained
+            "d": (0.30, 0.25, 0.35), "e": (0.05, 0.04, 0.06)}
+    table = rank_runs(runs).set_index("run")
+    assert table.loc["e", "rank"] == 1
+    assert table.loc["a", "rank"] == table.loc["b", "rank"] == table.loc["c", "rank"] == 2  # a, c disjoint: tied
+    assert table.loc["d", "rank"] == 3 and table.loc["b", "tied_with"] == "a, c"
+    better = rank_runs(runs, higher_is_better=True).set_index("run")
+    assert better.loc["d", "rank"] == 1 and better.loc["e", "rank"] == 3
+    for i, j in [(i, j) for i in runs for j in runs if table.loc[i, "rank"] < table.loc[j, "rank"]]:
+        assert table.loc[i, "high"] < table.loc[j, "low"]  # every ordered pair is separated
+    with pytest.raises(ParameterError):
+        rank_runs({"x": {"value": 0.1}})
+    with pytest.raises(ParameterError):
+        rank_runs({"x": (0.5, 0.1, 0.2)})
+
+
+def test_rank_table_and_metrics_table_show_intervals(good_and_collapsed):
+    good, collapsed = good_and_collapsed
+    ranked = report.rank_table({"good": good, "collapsed": collapsed}, "marginal_tvd_2way").set_index("run")
+    assert ranked.loc["good", "rank"] == 1 and ranked.loc["collapsed", "rank"] == 2
+    assert "collapsed" in ranked.loc["collapsed", "coverage flags"] and ranked.loc["good", "at floor"]
+    table = report.metrics_table(good).set_index("metric")
+    assert list(table.columns) == report.METRICS_COLUMNS[1:]
+    assert table.loc["w1", "low"] <= table.loc["w1", "value"] <= table.loc["w1", "high"]
+    assert table.loc["w1", "floor low"] <= table.loc["w1", "real-vs-real floor"]
+    assert "coverage" in table.index
+
+
+# -- MMD by random Fourier features ----------------------------------------------------------------
+def test_rff_mmd_matches_the_exact_value_at_ten_thousand_within_its_stated_error():
+    rng = np.random.default_rng(20)
+    X, Y = rng.random((10_000, 2)), np.clip(rng.normal(0.5, 0.25, (10_000, 2)), 0, 1)
+    exact = mmd2(X, Y, bandwidth=0.4, estimator="biased")
+    approx = mmd2(X, Y, bandwidth=0.4, estimator="rff", seed=3)
+    assert approx.estimator == "rff" and approx.error == pytest.approx(1.959963984540054 * approx.standard_error)
+    # the estimate is a mean of 1024 i.i.d. features, unbiased for the exact V-statistic: normal tail at ALPHA
+    assert abs(approx - exact) <= 4.89 * approx.standard_error
+    assert approx.error < 0.1 * exact  # and the stated error is useful
+
+
+def test_rff_intervals_cover_the_exact_value_at_their_level():
+    rng = np.random.default_rng(21)
+    X, Y = rng.random((1500, 3)), rng.random((1500, 3)) ** 1.3
+    exact = mmd2(X, Y, bandwidth=0.5, estimator="biased")
+    seeds = 60
+    inside = sum(abs(mmd2(X, Y, bandwidth=0.5, estimator="rff", features=256, seed=s) - exact)
+                 <= mmd2(X, Y, bandwidth=0.5, estimator="rff", features=256, seed=s).error for s in range(seeds))
+    # 95% intervals: fewer than `least` hits out of 60 has probability below ALPHA (binomial with p = 0.9,
+    # allowing for the normal approximation at 256 features)
+    least = int(binom.ppf(ALPHA, seeds, 0.9))
+    assert inside >= least
+
+
+def test_mmd_auto_switches_to_rff_above_the_exact_size(monkeypatch):
+    rng = np.random.default_rng(22)
+    X, Y = rng.random((300, 2)), rng.random((200, 2))
+    assert mmd(X, Y).estimator == "biased" and mmd(X, Y).error == 0
+    monkeypatch.setattr(metrics, "MMD_EXACT_PAIRS", 1000)
+    value = mmd(X, Y, weights_y=np.ones(200))
+    assert value.estimator == "rff" and value.error > 0
+    assert mmd(X, X).estimator == "rff" and float(mmd(X, X)) == 0.0  # identical samples: every feature cancels
+    with pytest.raises(ParameterError):
+        mmd(X, Y, estimator="rff", features=1)
+
+
+# -- W1 by min-cost flow on the grid graph ---------------------------------------------------------------
+@pytest.mark.parametrize("metric", ["chebyshev", "cityblock"])
+def test_flow_w1_equals_pot_on_the_gridded_measures_and_is_within_its_bound(metric):
+    rng = np.random.default_rng(23)
+    X, Y = rng.random((600, 2)), np.clip(rng.normal(0.5, 0.2, (500, 2)), 0, 1)
+    k = 15
+    flow = w1(X, Y, metric=metric, method="flow", cells_per_axis=k)
+    lo = np.minimum(X.min(axis=0), Y.min(axis=0))
+    width = float(np.max(np.maximum(X.max(axis=0), Y.max(axis=0)) - lo)) / k
+    gridded = w1(metrics._cell_centres(X, lo, width, k), metrics._cell_centres(Y, lo, width, k), metric=metric,
+                 method="exact")
+    assert flow.method == "grid_flow" and flow.cells_per_axis == k
+    assert flow == pytest.approx(gridded, abs=1e-9)  # the graph metric is the ground metric between centres
+    assert abs(flow - w1(X, Y, metric=metric, method="exact")) <= flow.error_bound
+
+
+def test_flow_w1_in_three_dimensions_and_its_refusals():
+    rng = np.random.default_rng(24)
+    X, Y = rng.random((300, 3)), rng.random((300, 3)) ** 1.5
+    flow = w1(X, Y, method="flow", cells_per_axis=10)
+    assert abs(flow - w1(X, Y, method="exact")) <= flow.error_bound
+    with pytest.raises(ParameterError):
+        w1(X, Y, method="flow", metric="euclidean")
+    with pytest.raises(ParameterError):
+        w1(X, Y, method="flow", cells_per_axis=200)  # 8e6 nodes > FLOW_MAX_NODES

@@ -180,6 +180,21 @@ def test_scaled_noise_scales_and_restores():
             pass
 
 
+def test_scaled_noise_reaches_the_walk_and_the_empty_cells():
+    """srw's walk calls ``noise.laplace`` through the module; kd_empty's laws are rescaled once, not twice."""
+    from privsyn_core import kd_empty, walks
+
+    plain = walks.superregular_walk(4, np.random.default_rng(5), "tight", size=3)[1]
+    with audit.scaled_noise(0.5):
+        half = walks.superregular_walk(4, np.random.default_rng(5), "tight", size=3)[1]
+        tail = kd_empty.tail_probability(2, 1.0)
+        ids, weights = kd_empty.sample_empty_cells(1000, np.arange(3), 2, 1.0, np.random.default_rng(6), 1e6)
+    assert np.allclose(half, 0.5 * plain)
+    assert tail == pytest.approx(kd_empty.tail_probability(2, 0.5))
+    expected = kd_empty.sample_empty_cells(1000, np.arange(3), 2, 0.5, np.random.default_rng(6), 1e6)
+    assert np.array_equal(ids, expected[0]) and np.array_equal(weights, expected[1])
+
+
 def test_audit_refuses_non_private_and_bad_arguments():
     with pytest.raises(ParameterError, match="not differentially private"):
         audit.audit("bootstrap")

@@ -213,11 +213,17 @@ def record_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
 
 
 def group_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
-    """Microaggregation: the largest released group centre coordinate sum and noisy group weight."""
+    """Microaggregation: the largest released group centre coordinate sum, maximum and minimum, and noisy weights.
+
+    The largest per-centre minimum coordinate is the tight one when the changed record's cell is
+    the only one (``t = 0``): ``{min_i c_i >= shift}`` has ratio ``exp(sum_i shift_i / scale)``,
+    as long as the shift stays below the clip at 1.
+    """
     groups = out.diagnostics["groups"]
     centres = np.asarray(groups["centres"], dtype=float).reshape(-1, pair.base.shape[1])
     weights = np.asarray(groups["noisy_weights"], dtype=float)
-    return np.array([centres.sum(axis=1).max(), centres.max(), weights.max(), weights.min()])
+    return np.array([centres.sum(axis=1).max(), centres.max(), weights.max(), weights.min(),
+                     centres.min(axis=1).max()])
 
 
 def walk_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:

@@ -10,8 +10,8 @@ budgets of :data:`privsyn_core.audit.FEATURES` (fallback: :func:`audit.release_f
 default budget), and paired with a *detection* case at the same budget and event-selection
 procedure whose noise is scaled by the factor ``f`` that makes the mechanism spend ``2 epsilon``
 on what the features read: ``f = L / (2 epsilon)`` with ``L`` the loss of those stages at the
-claimed noise (``epsilon``; srw's own ``privacy_loss_bound``; the leaf stage of kd_adaptive and
-the weight stage of microagg_dp), capped at 1/2.  Every noise scale times ``f`` divides every
+claimed noise (``epsilon``; srw's own ``privacy_loss_bound``; the leaf stage of kd_adaptive; for
+microagg_dp the part of its centre stage that the pair realises), capped at 1/2.  Every noise scale times ``f`` divides every
 Laplace loss by ``f``.  The detection case must give ``eps_lower > epsilon``.  Its false-failure
 rate is ``1 - audit.detection_power``: for the tight event (at most ``k`` independent noise
 coordinates past their shift, mass ``>= 2^-k``, ratio ``e^{2 epsilon}``) it is below 1e-6 at
@@ -38,7 +38,7 @@ PRIVATE = [(s.name, s.neighbouring[0]) for s in ps.list_mechanisms() if s.is_pri
 #: Every private mechanism x every relation it supports: a new mechanism is covered automatically.
 ALL_RELATIONS = [(s.name, relation) for s in ps.list_mechanisms() if s.is_private for relation in s.neighbouring]
 #: Ledger stages whose noise the features read, where not all are (default: the whole ledger).
-READ_STAGES = {"kd_adaptive": ("leaf counts",), "microagg_dp": ("cell weights",)}
+READ_STAGES = {"kd_adaptive": ("leaf counts",)}
 #: Independent noise coordinates of the tight event (default 4; the power model's mass is 2^-k); psmm and
 #: kd_adaptive (smaller budgets): the origin and far cells or leaves, 2.
 TIGHT_EVENT_COORDINATES = {"psmm": 2, "kd_adaptive": 2}
@@ -58,6 +58,15 @@ def detection_factor(name: str, relation: str, epsilon: float = 1.0) -> float:
                    **spec.resolve_params(case.params))
     if "privacy_loss_bound" in out.params:
         loss = float(out.params["privacy_loss_bound"])
+    elif name == "microagg_dp":
+        # The pair moves the damped averages of [BSV23] (5.4) (one cell when t = 0) by an l1 distance
+        # Delta (in 1/sqrt(p) units), far below their sensitivity 4 sqrt(p)/b: the centre stage's
+        # Laplace(vector_noise_scale) spends Delta / scale on this pair (the weights of a single
+        # cell are always 1, and t = 0 skips the projection).
+        moved = spec.run(pair.neighbour, epsilon, neighbouring=relation, n_synthetic=None,
+                         rng=np.random.default_rng(0), **spec.resolve_params(case.params))
+        delta = np.abs(moved.diagnostics["noise"]["damped"] - out.diagnostics["noise"]["damped"]).sum()
+        loss = float(delta) / out.params["vector_noise_scale"]
     else:
         prefixes = READ_STAGES.get(name, ("",))
         loss = math.fsum(e for stage, e in out.ledger if stage.startswith(prefixes))

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import math
 import sys
 import time
@@ -52,7 +53,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 from scipy.stats import beta
 
-from . import noise
+from . import noise, walks
 from .validation import check_epsilon
 from .errors import ParameterError
 from .registry import MechanismSpec, get_mechanism, list_mechanisms
@@ -212,11 +213,52 @@ def record_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
 
 
 def group_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
-    """Microaggregation: the largest released group centre coordinate sum and noisy group weight."""
+    """Microaggregation: the largest released group centre coordinate sum, maximum and minimum, and noisy weights.
+
+    The largest per-centre minimum coordinate is the tight one when the changed record's cell is
+    the only one (``t = 0``): ``{min_i c_i >= shift}`` has ratio ``exp(sum_i shift_i / scale)``,
+    as long as the shift stays below the clip at 1.
+    """
     groups = out.diagnostics["groups"]
     centres = np.asarray(groups["centres"], dtype=float).reshape(-1, pair.base.shape[1])
     weights = np.asarray(groups["noisy_weights"], dtype=float)
-    return np.array([centres.sum(axis=1).max(), centres.max(), weights.max(), weights.min()])
+    return np.array([centres.sum(axis=1).max(), centres.max(), weights.max(), weights.min(),
+                     centres.min(axis=1).max()])
+
+
+def walk_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
+    r"""srw / srw_tsp: the walk's Laplace coefficients read back from the noisy counts, shifted to ~0 under ``D``.
+
+    The noisy counts in path order are ``c + s W Lambda`` with ``Lambda`` i.i.d. ``Lap(b)`` and
+    ``W`` the walk synthesis (Sect. 3 of [BSV23r]), which the Haar analysis inverts when the path
+    has ``2^L`` cells: ``haar(noisy) / s = haar(c) / s + Lambda``.  From ``D`` to ``D'`` coefficient
+    ``j`` moves by ``Delta_j = haar(c' - c)_j / s``; each ``x_j = (haar(noisy)_j/s - haar(c)_j/s) / Delta_j``
+    is ``Lap(b/|Delta_j|)`` centred at 0 under ``D`` and at 1 under ``D'``.  Under add/remove the
+    released noisy ``n`` (the rows' count ``m``) adds ``m - n``.  The last feature is the minimum
+    of these: its upper tail at ``t >= 1`` has likelihood ratio ``exp(sum_j |Delta_j| / b + epsilon_n)``,
+    the mechanism's whole privacy loss on the pair (``params["privacy_loss_bound"]`` when the pair
+    is the worst case).  Only released values and public scales are read.  Falls back to
+    :func:`cell_features` when the path length is not a power of two.
+
+    .. [BSV23r] M. Boedihardjo, T. Strohmer, R. Vershynin, "Private measures, random walks, and
+       synthetic data", Probab. Theory Relat. Fields (2024).
+    """
+    cells = out.diagnostics["cells"]
+    noisy = np.asarray(cells["noisy_count"], dtype=float)
+    if len(noisy) & (len(noisy) - 1):
+        return cell_features(out, pair)
+    s, b = float(out.diagnostics["noise"]["count_noise_scale"]), float(out.params["laplace_scale"])
+    holds_origin = np.all(np.asarray(cells["lo"]) <= 0.0, axis=1)
+    holds_far = np.all(np.asarray(cells["hi"]) >= 1.0, axis=1)
+    base = np.where(holds_origin, float(pair.n), 0.0)
+    neighbour = base + holds_far - (holds_origin if pair.relation == "replace" else 0.0)
+    centre = walks.haar_coefficients(base) / s
+    delta = walks.haar_coefficients(neighbour) / s - centre
+    moved = np.abs(delta) > 1e-12
+    values = (walks.haar_coefficients(noisy)[moved] / s - centre[moved]) / delta[moved]
+    if pair.relation == "add_remove":
+        values = np.append(values, float(out.params["m"]) - pair.n)
+    return np.append(values, values.min())
 
 
 _released_cells = functools.partial(cell_features, key="count")
@@ -229,8 +271,8 @@ FEATURES: dict[str, AuditCase] = {
     "pmm": AuditCase(params={"depth": 2, "sample": "center"}, features=cell_features),
     "psmm": AuditCase(params={"cells_per_axis": 2, "sample": "center"}, features=cell_features,
                       trials=4_000, selection_trials=1_000),
-    "srw": AuditCase(params={"bins": 2, "scale": "tight"}, features=cell_features),
-    "srw_tsp": AuditCase(d=2, params={"bins": 2, "scale": "tight"}, features=cell_features),
+    "srw": AuditCase(params={"bins": 2, "scale": "tight"}, features=walk_features),
+    "srw_tsp": AuditCase(d=2, params={"bins": 2, "scale": "tight"}, features=walk_features),
     "kd_grid": AuditCase(params={"w": 0.5}, features=_released_cells),
     "kd_adaptive": AuditCase(features=_released_cells, trials=10_000, selection_trials=2_500),
     "microagg_dp": AuditCase(n=4, d=2, features=group_features),
@@ -308,6 +350,31 @@ def epsilon_lower_bound(likely: np.ndarray, rare: np.ndarray, trials: int, alpha
         return np.maximum(np.log(lower) - np.log(upper), 0.0)
 
 
+def detection_power(mass: float, true_epsilon: float, epsilon: float, trials: int, alpha: float) -> float:
+    r"""Probability that the audit detects (``eps_lower > epsilon``) an event of ratio ``e^{true_epsilon}``.
+
+    For a fixed event with probability ``p_1 = mass`` on the dataset where it is likelier and
+    ``p_0 = p_1 e^{-true_epsilon}`` on the other, the counts are independent
+    ``X_1 ~ Bin(T, p_1)`` and ``X_0 ~ Bin(T, p_0)``; the audit detects when
+    :func:`epsilon_lower_bound` of ``(X_1, X_0)`` exceeds ``epsilon``.  Exact: for every ``x_1``,
+    the largest detecting ``x_0`` comes from the monotone upper Clopper-Pearson bound, so
+
+    .. math:: P = \sum_{x_1} P(X_1 = x_1)\, P\big(X_0 \le x_0^*(x_1)\big).
+
+    ``1 - P`` is the false-failure rate of a detection test whose chosen event is that one.
+    """
+    from scipy.stats import binom
+
+    x = np.arange(trials + 1)
+    lower = np.where(x > 0, beta.ppf(alpha / 2, np.maximum(x, 1), trials - x + 1), 0.0)
+    upper = np.where(x < trials, beta.ppf(1 - alpha / 2, x + 1, np.maximum(trials - x, 1)), 1.0)
+    # log(lower[x1]) - log(upper[x0]) > epsilon  <=>  upper[x0] < lower[x1] e^{-epsilon}; upper increases in x0.
+    largest = np.searchsorted(upper, lower * math.exp(-epsilon), side="left") - 1
+    p0 = mass * math.exp(-true_epsilon)
+    detect = np.where(largest >= 0, binom.cdf(largest, trials, p0), 0.0)
+    return float(np.sum(binom.pmf(x, trials, mass) * detect))
+
+
 def choose_event(base: np.ndarray, neighbour: np.ndarray, alpha: float = SELECTION_ALPHA) -> Event:
     """The event with the largest :func:`epsilon_lower_bound` (at level ``alpha``) on the selection runs.
 
@@ -328,22 +395,36 @@ def choose_event(base: np.ndarray, neighbour: np.ndarray, alpha: float = SELECTI
     return best
 
 
+#: The noise laws that :func:`scaled_noise` rescales: ``(module, function, position of the scale argument)``.
+#: ``kd_empty``'s two functions are the law of the empty cells' discrete Laplace counts (their tail mass
+#: and conditional draws, [KD23] Lemma 9): scaling them with ``discrete_laplace`` keeps the implicit
+#: empty cells equal in law to explicit ones at the scaled noise.
+SCALED_LAWS = (("noise", "discrete_laplace", 0), ("noise", "laplace", 0),
+               ("kd_empty", "tail_probability", 1), ("kd_empty", "conditional_weights", 1))
+
+
 @contextlib.contextmanager
 def scaled_noise(factor: float) -> Iterator[None]:
     """Multiply the scale of every noise draw in privsyn_core's mechanisms by ``factor``.
 
-    Rebinds ``discrete_laplace`` and ``laplace`` in every loaded ``privsyn_core`` module that
-    imported them, and restores them on exit.  For audits and tests only (not thread-safe).
+    Rebinds the functions of :data:`SCALED_LAWS` in their own module (reaching calls through
+    the module attribute, ``noise.laplace(...)``, as in :mod:`privsyn_core.walks`) and in every
+    loaded ``privsyn_core`` module that imported them by name, and restores them on exit.
+    Each wrapper calls the original function, so no draw is scaled twice.  For audits and
+    tests only (not thread-safe).
     """
     if factor == 1.0:
         yield
         return
     if not (math.isfinite(factor) and factor > 0):
         raise ParameterError(f"noise_factor must be finite and > 0, got {factor!r}")
-    originals = {"discrete_laplace": noise.discrete_laplace, "laplace": noise.laplace}
-    scaled = {name: _scaled(fn, factor) for name, fn in originals.items()}
+    from . import kd_empty  # noqa: F401  (loaded so that its laws are rebound)
+
+    homes = {"noise": noise, "kd_empty": sys.modules[f"{__package__}.kd_empty"]}
+    originals = {name: getattr(homes[home], name) for home, name, _ in SCALED_LAWS}
+    scaled = {name: _scaled(originals[name], factor, position) for _, name, position in SCALED_LAWS}
     patched = [(module, name) for module in list(sys.modules.values())
-               if getattr(module, "__name__", "").startswith("privsyn_core.") and module is not noise
+               if getattr(module, "__name__", "").startswith(f"{__package__}.")
                for name, fn in originals.items() if getattr(module, name, None) is fn]
     try:
         for module, name in patched:
@@ -379,10 +460,16 @@ def _thresholds(values: np.ndarray) -> np.ndarray:
     return np.unique(np.quantile(values, np.linspace(0.0, 1.0, N_THRESHOLDS)))
 
 
-def _scaled(fn: Callable, factor: float) -> Callable:
-    def draw(scale, *args, **kwargs):
-        return fn(np.asarray(scale, dtype=float) * factor, *args, **kwargs)
-    return draw
+def _scaled(fn: Callable, factor: float, position: int) -> Callable:
+    name = list(inspect.signature(fn).parameters)[position]
+
+    def law(*args, **kwargs):
+        if len(args) > position:
+            args = (*args[:position], args[position] * np.float64(factor), *args[position + 1:])
+        else:
+            kwargs[name] = kwargs[name] * np.float64(factor)
+        return fn(*args, **kwargs)
+    return law
 
 
 def _relation(spec: MechanismSpec, neighbouring: str | None) -> str:
@@ -404,4 +491,5 @@ def _check_counts(trials: int, selection_trials: int, confidence: float) -> None
 
 __all__ = ["AuditCase", "AuditResult", "Event", "NeighbourPair", "FEATURES", "audit", "audit_all", "choose_event",
            "epsilon_lower_bound", "format_table", "neighbour_pair", "release_features", "cell_features",
-           "record_features", "group_features", "scaled_noise"]
+           "record_features", "group_features", "walk_features", "scaled_noise", "SCALED_LAWS",
+           "detection_power"]

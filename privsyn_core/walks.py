@@ -30,6 +30,8 @@ from scipy.sparse.csgraph import connected_components, depth_first_order, minimu
 from scipy.spatial import cKDTree
 from scipy.spatial.distance import cdist
 
+from . import noise
+
 ScaleMode = Literal["paper", "tight"]
 METRICS = ("chebyshev", "euclidean", "cityblock")
 
@@ -141,7 +143,7 @@ def superregular_walk(n_steps: int, rng: np.random.Generator, mode: ScaleMode = 
     depth = walk_depth(n_steps)
     scale = laplace_scale(depth, mode)
     shape = (1 << depth,) if size is None else (size, 1 << depth)
-    coefficients = rng.laplace(0.0, scale, shape)
+    coefficients = noise.laplace(scale, shape, rng)
     return walk_steps(coefficients, n_steps), coefficients, scale
 
 

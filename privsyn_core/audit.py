@@ -56,6 +56,7 @@ from scipy.stats import beta
 from . import noise, walks
 from .validation import check_epsilon
 from .errors import ParameterError
+from .pipeline import public_size
 from .registry import MechanismSpec, get_mechanism, list_mechanisms
 from .result import MechanismOutput
 
@@ -449,8 +450,20 @@ def format_table(results: list[AuditResult]) -> str:
 
 def _features_of_runs(spec: MechanismSpec, data: np.ndarray, trials: int, *, epsilon: float, relation: str,
                       params: dict, features: FeatureFn, pair: NeighbourPair, rng: np.random.Generator) -> np.ndarray:
-    return np.array([features(spec.run(data, epsilon, neighbouring=relation, n_synthetic=None, rng=rng, **params), pair)
+    return np.array([features(_release(spec, data, epsilon, relation, params, rng), pair)
                      for _ in range(trials)], dtype=float)
+
+
+def _release(spec: MechanismSpec, data: np.ndarray, epsilon: float, relation: str, params: dict,
+             rng: np.random.Generator) -> MechanismOutput:
+    """One run as :func:`privsyn_core.synthesize` makes it: the public record count of
+    :func:`privsyn_core.pipeline.public_size` (a noisy count under add/remove when the mechanism reads
+    one, so the audited release includes that stage), then the mechanism on the rest of epsilon."""
+    size = public_size(spec, params, len(data), epsilon, relation, None, rng)
+    out = spec.run(data, size.mechanism_epsilon, neighbouring=relation, n_synthetic=None, rng=rng, size=size.value,
+                   **params)
+    out.ledger = [*size.ledger, *out.ledger]
+    return out
 
 
 def _thresholds(values: np.ndarray) -> np.ndarray:

@@ -138,6 +138,14 @@ class MechanismSpec:
         is private, so :func:`privsyn_core.synthesize` then passes a public count instead: the
         caller's ``public_n`` or a noisy count released as its own ledger stage.  Under replace-one
         ``n`` is public and passed as it is.
+    reference : str
+        The paper by authors, title and venue (``paper`` holds the seed and algorithm).
+    rate : callable, optional
+        ``rate(epsilon, n, d) -> float``: the shape of the mechanism's expected-W1 bound (unspecified
+        constant), for the trade-off curves and the reproduction report.
+    audit : AuditCase, optional
+        How the privacy audit runs it (:class:`privsyn_core.audit.AuditCase`); ``None``: through its
+        released rows.
     floating_point_exposure : str, optional
         ``None`` when every noise draw is exact integer noise (discrete Laplace as a difference of
         geometrics), so the floating-point attack on textbook Laplace sampling (Mironov, "On
@@ -162,6 +170,9 @@ class MechanismSpec:
     released: tuple[str, ...] = ()
     uses_n: Callable[[dict[str, Any]], bool] = field(default=lambda params: False, repr=False, compare=False)
     max_dim: int | None = None
+    reference: str = ""
+    rate: Callable[[float, int, int], float] | None = field(default=None, repr=False, compare=False)
+    audit: Any = field(default=None, repr=False, compare=False)
     floating_point_exposure: str | None = None
 
     def resolve_params(self, given: dict[str, Any]) -> dict[str, Any]:

@@ -18,8 +18,8 @@ is close to the diameter, the data is modelled by a tree of 2-D marginals (docs/
 4. Consistency: each column's 1-D marginal is the average of the marginals of the edges touching
    it (spread to the column's finest bins); every edge's histogram is raked (iterative proportional
    fitting) to the marginals of its two columns.
-5. Rows: the root column (column 0) from its marginal, then each column given its parent, along the
-   tree from the root outward: the parent's bin picks a row of the raked edge histogram, the child's
+5. Rows: the root column (column 0) and its first child jointly from their raked edge histogram, then
+   each further column given its parent, along the tree from the root outward: the parent's bin picks a row of the raked edge histogram, the child's
    bin is drawn from that row, then a fine bin inside it from the child's consolidated marginal, then
    a uniform point of the fine bin.  A categorical value is a uniform point of its category's own
    sub-interval, so it decodes to that category.
@@ -316,17 +316,23 @@ class TreeSampler:
     columns: list[ColumnModel]
     root: int
     steps: list[tuple[int, int, int, int, np.ndarray]]  # parent, child, parent cuts, child cuts, block CDF
+    first_joint: np.ndarray  # CDF of the raked histogram of the first edge (root and its first child drawn jointly)
 
     def sample(self, total: int, rng: np.random.Generator) -> np.ndarray:
         rows = np.empty((total, self.d))
         fine: dict[int, np.ndarray] = {}
         caches: list[dict] = [{} for _ in range(self.d)]
         root = self.columns[self.root]
-        fine[self.root] = root.refine(np.zeros(total, dtype=np.int64), 0, rng, caches[self.root])
+        first = self.steps[0]
+        cell = sample_blocks(self.first_joint, np.zeros(total, dtype=np.int64), len(self.first_joint), rng)
+        fine[self.root] = root.refine(cell >> first[3], first[2], rng, caches[self.root])
         rows[:, self.root] = root.to_unit(fine[self.root], rng)
-        for parent, child, pc, cc, cdf in self.steps:
-            parent_bin = fine[parent] >> (self.columns[parent].fine_bits - pc)
-            child_bin = sample_blocks(cdf, parent_bin, 2 ** cc, rng) - parent_bin * 2 ** cc
+        for k, (parent, child, pc, cc, cdf) in enumerate(self.steps):
+            if k == 0:
+                child_bin = cell & (2 ** cc - 1)
+            else:
+                parent_bin = fine[parent] >> (self.columns[parent].fine_bits - pc)
+                child_bin = sample_blocks(cdf, parent_bin, 2 ** cc, rng) - parent_bin * 2 ** cc
             model = self.columns[child]
             fine[child] = model.refine(child_bin, cc, rng, caches[child])
             rows[:, child] = model.to_unit(fine[child], rng)
@@ -367,8 +373,11 @@ def build_sampler(releases: list[PairRelease], levels: tuple[int, ...], d: int) 
             conditional = smoothed_conditional(joint, _leaf_sigma(rel))
             raked = rake(parent_marginal[:, None] * conditional, parent_marginal, columns[child].at(cc))
             fallback = np.broadcast_to(columns[child].at(cc), raked.shape)
+            if not steps:
+                direct = rake(joint, parent_marginal, columns[child].at(cc)).ravel()
+                first_joint = block_cdf(direct[None, :], direct[None, :])
             steps.append((parent, child, pc, cc, block_cdf(raked, fallback)))
-    return TreeSampler(d, columns, 0, steps)
+    return TreeSampler(d, columns, 0, steps, first_joint)
 
 
 def _leaf_sigma(rel: PairRelease) -> float:

@@ -29,9 +29,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import privsyn_core as ps  # noqa: E402
-from privsyn_core.domain import Schema  # noqa: E402
-from privsyn_core.metrics import marginal_tvd  # noqa: E402
+import privsyn_core as ps
+from privsyn_core.domain import Schema
+from privsyn_core.metrics import marginal_tvd
 
 PEERS = ROOT / "benchmarks" / "peers"
 QUALITY_SCRIPT = r"""
@@ -81,7 +81,7 @@ def run_mst(folder: Path, eps: float, seed: int, peer_python: str) -> tuple[pd.D
         (work / "synth.csv").unlink(missing_ok=True)
         subprocess.run([peer_python, str(PEERS / "run_opendp.py"), "--algorithm", "mst", "--dataset", folder.name,
                         "--epsilon", repr(eps * factor), "--seed", str(seed), "--out", str(work)],
-                       cwd=PEERS, capture_output=True, text=True, timeout=900)
+                       cwd=PEERS, capture_output=True, text=True, timeout=900, check=False)
         if (work / "synth.csv").exists():
             run = json.loads((work / "run.json").read_text())
             _, schema, _ = load(folder)
@@ -122,7 +122,7 @@ def quality_grid(args: argparse.Namespace) -> list[dict]:
     tables = args.tables or sorted(p.name for p in args.out.iterdir() if (p / "meta.json").exists())
     for table in tables:
         folder = args.out / table
-        real, schema, meta = load(folder)
+        real, schema, _ = load(folder)
         d = len(schema.names)
         systems = args.systems or (["marginal_tree", "pmm", "opendp_mst"] + (["psmm"] if d <= 3 else []))
         for eps in args.epsilons:

@@ -64,6 +64,7 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
                     neighbouring: str, n_synthetic: int | None, rng: Any, params: dict[str, Any]) -> SynthResult:
     """The Dask path of :func:`privsyn_core.synthesize` (module docstring); arguments already checked there."""
     stages, schema, codec, ddf = _checked_input(ddf, spec, schema)
+    params = {**params, **getattr(codec, "stage_params", {})}  # public facts of the schema a codec hands its stages
     generator, seed = resolve_rng(rng)
     timings: dict[str, float] = {}
 
@@ -78,8 +79,9 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
     start = time.perf_counter()
     counts, clipped = count_partitions(ddf, codec, stages, layout, n)
     timings["count"] = time.perf_counter() - start
-    if counts.total != n:
-        raise RuntimeError(f"internal error: the partitions' counts sum to {counts.total}, not n={n}")
+    per_row = getattr(layout, "counts_per_row", 1)  # a layout that counts every row in several partitions says so
+    if counts.total != n * per_row:
+        raise RuntimeError(f"internal error: the partitions' counts sum to {counts.total}, not {per_row} n={n}")
 
     start = time.perf_counter()
     out, plan = stages.release(counts, n, d, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,

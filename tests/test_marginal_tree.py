@@ -12,7 +12,12 @@ import privsyn_core as ps
 from privsyn_core.domain import Column, Schema
 from privsyn_core.errors import ParameterError
 from privsyn_core.mechanisms import marginal_tree as mt
-from privsyn_core.mechanisms._tree_pieces import PairTree, consistent_counts, cut_schedule, release_pair
+from privsyn_core.mechanisms._tree_pieces import (
+    PairTree,
+    consistent_counts,
+    cut_schedule,
+    release_pair,
+)
 
 CATS = ("a", "b", "c", "d")
 
@@ -167,3 +172,15 @@ def test_consistency_splits_an_empty_pair_by_domain_weights():
     noisy = [np.array([10]), np.array([0, 0])]
     below = [np.array([3]), np.array([3, 0])]
     assert consistent_counts(noisy, below)[1].tolist() == [10, 0]
+
+
+@pytest.mark.parametrize("neighbouring", ["replace", "add_remove"])
+def test_dask_path_gives_the_in_memory_release(neighbouring):
+    dd = pytest.importorskip("dask.dataframe")
+    frame, schema = chain_table(4000)
+    memory = ps.synthesize(frame, "marginal_tree", 1.0, schema=schema, neighbouring=neighbouring, rng=5)
+    lazy = ps.synthesize(dd.from_pandas(frame, npartitions=3), "marginal_tree", 1.0, schema=schema,
+                         neighbouring=neighbouring, rng=5)
+    assert lazy.ledger == memory.ledger and lazy.params["tree_edges"] == memory.params["tree_edges"]
+    computed = lazy.data.compute().reset_index(drop=True)
+    assert (computed.astype(object).to_numpy() == memory.data.astype(object).to_numpy()).all()

@@ -40,7 +40,7 @@ def category_bits(levels: int) -> int:
     """``p = ceil(log2 K)`` bits of a categorical axis with ``K`` categories; numeric (``K = 0``): the cap."""
     if levels == 0:
         return MAX_AXIS_BITS
-    return int(math.ceil(math.log2(levels))) if levels > 1 else 0
+    return math.ceil(math.log2(levels)) if levels > 1 else 0
 
 
 def axis_index(values: np.ndarray, levels: int, bits: int) -> np.ndarray:

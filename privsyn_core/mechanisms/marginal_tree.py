@@ -56,8 +56,21 @@ from ..noise import discrete_laplace
 from ..registry import ParamSpec, register
 from ..result import MechanismOutput
 from ..staged import CellCounts, RowPlan, Stages, run_in_memory
-from ._tree_pieces import (ColumnModel, PairRelease, PairTree, block_cdf, category_bits, coarsen, cut_schedule,
-                           rake, release_pair, sample_blocks, smoothed_conditional, spread, valid_bins)
+from ._tree_pieces import (
+    ColumnModel,
+    PairRelease,
+    PairTree,
+    block_cdf,
+    category_bits,
+    coarsen,
+    cut_schedule,
+    rake,
+    release_pair,
+    sample_blocks,
+    smoothed_conditional,
+    spread,
+    valid_bins,
+)
 
 #: Leaves of all pair trees counted in one pass: at most 2^24 int64 (128 MiB), depths shrink to fit.
 PAIR_CELL_BUDGET = 2 ** 24
@@ -83,6 +96,8 @@ class TreeCodec:
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
         self.levels = tuple(len(c.categories) if c.kind == "categorical" else 0 for c in schema.columns)
+        #: What the Dask path adds to the stages' parameters (the in-memory path reads ``TreeUnit.levels``).
+        self.stage_params = {"levels": self.levels}
 
     def encode(self, frame: pd.DataFrame) -> tuple[np.ndarray, dict[str, int]]:
         unit, clipped = self.schema.encode(frame)
@@ -139,6 +154,11 @@ class TreeLayout:
     coarse: tuple[int, ...]
     warnings: tuple[str, ...] = ()
 
+    @property
+    def counts_per_row(self) -> int:
+        """Every row is counted once in each pair tree (the Dask path checks the total against it)."""
+        return len(self.pairs)
+
     def share(self, name: str) -> float:
         return dict(self.shares).get(name, 0.0)
 
@@ -174,7 +194,7 @@ def tree_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[
         r = max(0, math.floor(math.log2(scale))) if scale >= 2 else 0
     else:
         r = int(params["depth"])
-    r_budget = int(math.floor(math.log2(PAIR_CELL_BUDGET / len(pairs_ab))))
+    r_budget = math.floor(math.log2(PAIR_CELL_BUDGET / len(pairs_ab)))
     warnings = []
     if r > r_budget:
         warnings.append(f"marginal_tree: edge depth {r} capped at {r_budget} (all {len(pairs_ab)} pair trees are "
@@ -189,6 +209,9 @@ def tree_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[
 
 def tree_counts_stage(unit: np.ndarray, layout: TreeLayout) -> CellCounts:
     """Leaf-grid counts of every pair tree, concatenated (pair ``k`` at ``offsets[k]``)."""
+    given = getattr(unit, "levels", ())
+    if given and tuple(given) != layout.levels:
+        raise ParameterError("marginal_tree: the encoded columns' category counts differ from the layout's")
     out = np.zeros(layout.offsets[-1], dtype=np.int64)
     for pair, start, stop in zip(layout.pairs, layout.offsets[:-1], layout.offsets[1:]):
         out[start:stop] = np.bincount(pair.grid_ids(unit), minlength=stop - start)
@@ -392,7 +415,7 @@ class TreePlan(RowPlan):
 
     sampler: TreeSampler | None = field(default=None, repr=False)
 
-    def piece(self, start: int, stop: int, rng: np.random.Generator) -> "TreePlan":
+    def piece(self, start: int, stop: int, rng: np.random.Generator) -> TreePlan:
         return replace(self, counts=np.array([stop - start], dtype=np.int64), rng=rng,
                        block_rows=max(1, stop - start))
 

@@ -64,7 +64,7 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
                     neighbouring: str, n_synthetic: int | None, rng: Any, params: dict[str, Any]) -> SynthResult:
     """The Dask path of :func:`privsyn_core.synthesize` (module docstring); arguments already checked there."""
     stages, schema, codec, ddf = _checked_input(ddf, spec, schema)
-    params = {**params, **getattr(codec, "stage_params", {})}  # public facts of the schema a codec hands its stages
+    stage_params = {**params, **getattr(codec, "stage_params", {})}  # public facts of the schema for the stages
     generator, seed = resolve_rng(rng)
     timings: dict[str, float] = {}
 
@@ -74,7 +74,7 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
     if n == 0:
         raise DataError("the table has no rows")
     d = len(schema.names)
-    layout, release_rng = resolve_layout(stages, n, d, epsilon, neighbouring, params, generator)
+    layout, release_rng = resolve_layout(stages, n, d, epsilon, neighbouring, stage_params, generator)
 
     start = time.perf_counter()
     counts, clipped = count_partitions(ddf, codec, stages, layout, n)
@@ -85,7 +85,7 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
 
     start = time.perf_counter()
     out, plan = stages.release(counts, n, d, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,
-                               rng=release_rng, layout=layout, params=params)
+                               rng=release_rng, layout=layout, params=stage_params)
     timings["release"] = time.perf_counter() - start
     timings.update({f"mechanism.{k}": v for k, v in out.timings.items()})
     total = ledger_total(out.ledger)

@@ -207,7 +207,8 @@ class Schema:
             else:
                 k = len(col.categories)
                 idx = np.minimum((u * k).astype(np.int64), k - 1)
-                out[col.name] = _category_array(col.categories)[idx]
+                values = _category_array(col.categories)
+                out[col.name] = pd.Series(values[idx], dtype=_category_dtype(values))
         return pd.DataFrame(out, columns=self.names)
 
 
@@ -229,6 +230,12 @@ def _category_array(categories: tuple) -> np.ndarray:
     arr = np.empty(len(values), dtype=object)
     arr[:] = values
     return arr
+
+
+def _category_dtype(values: np.ndarray) -> Any:
+    """The dtype pandas gives the categories themselves (e.g. ``str`` for text under pandas 3): a function of
+    the public categories only, the same for an empty output and a full one."""
+    return values.dtype if values.dtype != object else pd.Series(values).dtype
 
 
 def _check_frame(df: pd.DataFrame, columns: Sequence[str] | None) -> pd.DataFrame:

@@ -87,7 +87,8 @@ def released_params(spec: MechanismSpec, resolved: dict[str, Any], out: Mechanis
                     n_synthetic: int | None, seed: int | None) -> dict[str, Any]:
     """What of the parameters may be published: the user's (resolved), the mechanism's declared ones,
     the public count when it was declared or released noisily, and an explicit seed."""
-    params = {**resolved, **{k: out.params[k] for k in spec.released if k in out.params}, "n_synthetic": n_synthetic}
+    names = (*spec.released, *spec.released_noisy)
+    params = {**resolved, **{k: out.params[k] for k in names if k in out.params}, "n_synthetic": n_synthetic}
     if size.source in ("declared", "noisy"):
         params["public_n" if size.source == "declared" else "noisy_n"] = size.value
     if seed is not None:

@@ -132,6 +132,11 @@ class MechanismSpec:
         quantities only.  Everything else the run function returns stays teaching-only diagnostics
         (:meth:`privsyn_core.SynthResult.release`).  Mandatory: :func:`register` refuses a mechanism
         that does not declare it.
+    released_noisy : tuple of str
+        Output parameters that may be published but are functions of *noisy* released quantities
+        (e.g. a privately selected structure): they may differ between neighbours even under the same
+        noise, so the release-surface test does not compare them.  Keep this list short and justify
+        each entry in the mechanism's docstring.
     uses_n : callable
         ``uses_n(params) -> bool``: whether the run reads the record count ``n`` (a layout rule, a
         normaliser, a default output size) with these resolved parameters.  Under add/remove ``n``
@@ -168,6 +173,7 @@ class MechanismSpec:
     codec: Callable | None = field(default=None, repr=False, compare=False)
     stages: Stages | None = field(default=None, repr=False, compare=False)
     released: tuple[str, ...] = ()
+    released_noisy: tuple[str, ...] = ()
     uses_n: Callable[[dict[str, Any]], bool] = field(default=lambda params: False, repr=False, compare=False)
     max_dim: int | None = None
     reference: str = ""

@@ -110,6 +110,8 @@ def _run(data: pd.DataFrame, name: str, relation: str, schema: dict, public_n: i
     release = result.release()
     meta = release.to_dict()
     meta.pop("n_synthetic")  # noise-derived (under add/remove the output size is a noisy count)
+    for noisy in ps.get_mechanism(name).released_noisy:  # declared functions of noisy released quantities
+        meta["params"].pop(noisy, None)
     return {"release": meta, "columns": list(release.data.columns),
             "dtypes": [str(t) for t in release.data.dtypes], "result": result}
 

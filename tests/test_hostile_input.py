@@ -127,7 +127,7 @@ def test_subprocess_cli_no_traceback_no_hang_bounded_memory(tmp_path):
 
 def test_cli_output_escapes_formula_cells(tmp_path):
     for name in ("formula_injection.csv", "formula_in_header.csv"):
-        assert cli.main(_synth_args(name, tmp_path)) == 0
+        assert cli.main([*_synth_args(name, tmp_path), "--force"]) == 0  # the second file replaces the first
         rows = list(csv.reader(io.StringIO((tmp_path / "out.csv").read_bytes().decode("utf-8"), newline="")))
         cells = [cell for row in rows for cell in row]
         assert not [c for c in cells if c.startswith(FORMULA_START)], name

@@ -92,6 +92,8 @@ def read_schema(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Schema:
     except UnicodeDecodeError as exc:
         raise SchemaError(f"schema file {path} is not UTF-8 text (bad byte at position {exc.start}); "
                           "save it as UTF-8") from None
+    if "\x00" in text:
+        raise SchemaError(f"schema file {path} is not UTF-8 text (it has NUL bytes, as UTF-16 has); save it as UTF-8")
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:

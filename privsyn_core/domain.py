@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import reprlib
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Sequence
 
@@ -25,6 +26,10 @@ from .errors import DataError, SchemaError
 ColumnKind = Literal["numeric", "categorical"]
 SCHEMA_VERSION = 1
 MAX_INFERRED_CATEGORIES = 100
+#: Largest ``|lo|``, ``|hi|`` of a numeric column: half the largest float, so that for any ``a, b`` in
+#: ``[lo, hi]`` the span ``b - a``, the sum ``a + b`` (midpoints of cells) and hence every decoded value
+#: ``lo + u (hi - lo)`` are finite.
+MAX_ABS_BOUND = sys.float_info.max / 2
 
 
 @dataclass(frozen=True)
@@ -77,9 +82,9 @@ class Column:
             raise SchemaError(f"column {self.name!r}: bounds must be finite, got [{lo}, {hi}]")
         if not lo < hi:
             raise SchemaError(f"column {self.name!r}: bounds need lo < hi, got lo={lo:g}, hi={hi:g}")
-        if not math.isfinite(hi - lo):
-            raise SchemaError(f"column {self.name!r}: the range hi - lo = {hi:g} - ({lo:g}) overflows a float; "
-                              "use bounds whose span is below 1.8e308")
+        if max(abs(lo), abs(hi)) > MAX_ABS_BOUND:
+            raise SchemaError(f"column {self.name!r}: bounds [{lo:g}, {hi:g}] are too wide (hi - lo or a midpoint "
+                              f"overflows); keep them within +-{MAX_ABS_BOUND:.4g}, half the largest float")
         object.__setattr__(self, "lo", lo)
         object.__setattr__(self, "hi", hi)
 

@@ -15,6 +15,7 @@ import os
 import resource
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -336,3 +337,18 @@ def test_seed_errors_are_parameter_errors():
     for bad in (-1, True, 1.5, "seed", [1]):
         with pytest.raises(ps.ParameterError):
             resolve_rng(bad)
+
+
+@pytest.mark.parametrize("spec", ps.list_mechanisms(), ids=lambda s: s.name)
+def test_widest_accepted_bounds_give_finite_output_without_warnings(spec):
+    """At ``|lo|, |hi| = MAX_ABS_BOUND`` every mechanism writes finite values and numpy does not overflow."""
+    from privsyn_core.domain import MAX_ABS_BOUND
+
+    d = spec.max_dim or 2
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({f"x{j}": rng.uniform(-MAX_ABS_BOUND, MAX_ABS_BOUND, 200) for j in range(d)})
+    schema = {"columns": [{"name": f"x{j}", "lo": -MAX_ABS_BOUND, "hi": MAX_ABS_BOUND} for j in range(d)]}
+    with np.errstate(over="raise", invalid="raise", divide="raise"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = ps.synthesize(frame, spec.name, 1.0, schema=schema, rng=0).data.to_numpy(dtype=float)
+    assert np.isfinite(out).all() and np.abs(out).max() <= MAX_ABS_BOUND

@@ -93,4 +93,5 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
     timings["decode"] = time.perf_counter() - start
     return assemble(spec, out, data=synthetic, schema=schema, epsilon=epsilon, neighbouring=neighbouring,
                     resolved=resolved, size=size, n_synthetic=n_synthetic, seed=seed, unit_rows=rows,
-                    clipped=clipped, timings=timings)
+                    clipped=clipped, timings=timings, n_records=len(unit),
+                    left_out=[str(c) for c in frame.columns if c not in schema.names])

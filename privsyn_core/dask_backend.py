@@ -66,6 +66,7 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
                     neighbouring: str, n_synthetic: int | None, rng: Any, params: dict[str, Any],
                     public_n: int | None = None) -> SynthResult:
     """The Dask path of :func:`privsyn_core.synthesize` (module docstring); arguments already checked there."""
+    columns = list(ddf.columns)
     stages, schema, codec, ddf = _checked_input(ddf, spec, schema)
     stage_params = {**params, **getattr(codec, "stage_params", {})}  # public facts of the schema for the stages
     generator, seed = resolve_rng(rng)
@@ -97,7 +98,8 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
                  "synthetic_rows": plan.total}
     return assemble(spec, out, data=data, schema=schema, epsilon=epsilon, neighbouring=neighbouring,
                     resolved=params, size=size, n_synthetic=n_synthetic, seed=seed, unit_rows=None,
-                    clipped=clipped, timings=timings, diagnostics={"dask": dask_info})
+                    clipped=clipped, timings=timings, n_records=n, diagnostics={"dask": dask_info},
+                    left_out=[str(c) for c in columns if c not in schema.names])
 
 
 def _checked_input(ddf: Any, spec: MechanismSpec, schema: Schema | dict | None) -> tuple[Stages, Schema, Any, Any]:

@@ -206,7 +206,7 @@ def release_with_opendp(codes: np.ndarray, sizes: list[int], epsilon: float, alg
         raise PrivsynError(f"OpenDP's {algorithm.upper()} failed under pure epsilon-DP ({type(exc).__name__}); "
                            "try another epsilon or mechanism") from exc
     if rows is None:
-        rows = max(1, int(round(float(table.model.total))))
+        rows = max(1, round(float(table.model.total)))
     released = table.synthesize(rows, method="sample")
     return np.column_stack([released[name].cast(pl.Float64).to_numpy() for name in names])
 
@@ -219,5 +219,17 @@ def check_columns(unit: np.ndarray, minimum: int, maximum: int | None, name: str
         raise ParameterError(f"{name} needs {allowed} columns, got {d}")
 
 
-__all__ = ["PEERS", "INSTALL_NOTE", "DEFAULT_BINS", "available", "opendp_available", "PeerCodec", "LevelledUnit",
-           "ledger", "to_codes", "from_codes", "fill_nulls", "release_with_opendp"]
+__all__ = [
+    "DEFAULT_BINS",
+    "INSTALL_NOTE",
+    "PEERS",
+    "LevelledUnit",
+    "PeerCodec",
+    "available",
+    "fill_nulls",
+    "from_codes",
+    "ledger",
+    "opendp_available",
+    "release_with_opendp",
+    "to_codes",
+]

@@ -19,14 +19,14 @@ from ..result import MechanismOutput
 
 _BINS = ParamSpec(peers.DEFAULT_BINS, int, (2, 256),
                   help="equal bins per numeric column, cut from its public bounds (categories stay as they are)")
-_COMMON = dict(
-    data_kind="continuous",
-    neighbouring=("replace", "add_remove"),
-    is_private=True,
-    params={"bins": _BINS},
-    codec=peers.PeerCodec,
-    released=("bins", "key_sizes"),
-)
+_COMMON = {
+    "data_kind": "continuous",
+    "neighbouring": ("replace", "add_remove"),
+    "is_private": True,
+    "params": {"bins": _BINS},
+    "codec": peers.PeerCodec,
+    "released": ("bins", "key_sizes"),
+}
 
 
 def _run(algorithm: str, unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
@@ -77,6 +77,6 @@ if peers.opendp_available():
     )
     def opendp_aim(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
                    rng: np.random.Generator, bins: int, size: int | None = None) -> MechanismOutput:
-        peers.check_columns(unit, 2, 2, "opendp_aim")
+        peers.check_columns(unit, 1, 2, "opendp_aim")
         return _run("aim", unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng, bins=bins,
                     size=size)

@@ -63,8 +63,8 @@ class FakeOpenDP:
         self.null_every = null_every
 
     def __call__(self, codes, sizes, epsilon, algorithm, neighbouring, rows):
-        self.calls.append(dict(codes=codes, sizes=sizes, epsilon=epsilon, algorithm=algorithm,
-                               neighbouring=neighbouring, rows=rows))
+        self.calls.append({"codes": codes, "sizes": sizes, "epsilon": epsilon, "algorithm": algorithm,
+                               "neighbouring": neighbouring, "rows": rows})
         m = rows if rows is not None else 250  # "the model's noisy total": not a function of the data here
         keys = np.floor(np.random.default_rng(99).random((m, len(sizes))) * sizes)
         keys.flat[::self.null_every] = np.nan
@@ -194,7 +194,7 @@ def _masked(release: dict) -> dict:
     """The release's metadata with the count of filled null cells masked: a function of the noisy rows, which
     OpenDP's unseedable noise makes differ between any two runs (neighbours or not)."""
     text = re.sub(r"^\d+ of \d+ synthetic cells were null", "N of M synthetic cells were null",
-                  "\n".join(release["warnings"]), flags=re.M)
+                  "\n".join(release["warnings"]), flags=re.MULTILINE)
     return {**{k: v for k, v in release.items() if k not in ("warnings", "n_synthetic")}, "warnings": text}
 
 

@@ -15,6 +15,11 @@ MMD, 1-/2-way marginal TVD, TSTR on a real hold-out that no system saw).  Result
 The peers need ``pip install -r requirements-bench.txt``; install them in a separate
 virtual environment (they pull jax, polars, matplotlib) and pass its interpreter with
 ``--peer-python``.  A peer that cannot be imported or fails is recorded with its error.
+
+``--via-registry`` runs ``opendp_mst`` and ``opendp_aim`` through privsyn_core's registry
+(:mod:`privsyn_core.peers`, ``run_ours.py``) instead of ``run_opendp.py``: the same public keys,
+relation, ledger and null filling as in the library.  The peer interpreter then needs privsyn_core's
+dependencies too (``python -m venv --system-site-packages`` and ``pip install -r requirements-peers.txt``).
 """
 
 from __future__ import annotations
@@ -42,14 +47,18 @@ PEERS = {"opendp_mst": ("run_opendp.py", ["--algorithm", "mst"]),
          "opendp_aim_zcdp": ("run_opendp.py", ["--algorithm", "aim_zcdp"]),
          "privbayes": ("run_privbayes.py", [])}
 HOLDOUT = 0.3
+#: The peers that ``--via-registry`` runs through privsyn_core's registry (privsyn_core.peers.PEERS).
+REGISTRY_PEERS = ("opendp_mst", "opendp_aim")
 
 
 def our_mechanisms(d: int | None = None) -> list[str]:
     """Every private continuous mechanism of the registry (that accepts ``d`` columns, when given)."""
     import privsyn_core as ps
 
+    from privsyn_core.peers import PEERS as REGISTERED_PEERS
+
     return [s.name for s in ps.list_mechanisms() if s.data_kind == "continuous" and s.is_private
-            and (d is None or s.max_dim is None or d <= s.max_dim)]
+            and s.name not in REGISTERED_PEERS and (d is None or s.max_dim is None or d <= s.max_dim)]
 
 
 def main() -> None:
@@ -63,6 +72,8 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=None)
     parser.add_argument("--systems", nargs="+", default=None)
     parser.add_argument("--peer-python", default=sys.executable, help="interpreter with the peers installed")
+    parser.add_argument("--via-registry", action="store_true",
+                        help="run opendp_mst/opendp_aim through privsyn_core's registry (privsyn_core.peers)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per run")
     parser.add_argument("--aim-timeout", type=float, default=120, help="seconds per AIM run (recorded as a timeout)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/privsyn_peers"))
@@ -132,6 +143,8 @@ def run_one(system: str, dataset: str, eps: float, args: argparse.Namespace, met
         (folder / stale).unlink(missing_ok=True)
     if system not in PEERS:
         command = [sys.executable, str(HERE / "run_ours.py"), "--mechanism", system]
+    elif args.via_registry and system in REGISTRY_PEERS:
+        command = [args.peer_python, str(HERE / "run_ours.py"), "--mechanism", system]
     else:
         script, extra = PEERS[system]
         command = [args.peer_python, str(HERE / script), *extra]

@@ -52,7 +52,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 from scipy.stats import beta
 
-from . import noise
+from . import noise, walks
 from .api import check_epsilon
 from .errors import ParameterError
 from .registry import MechanismSpec, get_mechanism, list_mechanisms
@@ -219,6 +219,32 @@ def group_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
     return np.array([centres.sum(axis=1).max(), centres.max(), weights.max(), weights.min()])
 
 
+def walk_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
+    r"""srw / srw_tsp: :func:`cell_features` and the walk's likelihood-ratio statistic.
+
+    With ``c``, ``c'`` the cell counts of ``D`` and ``D'`` in path order (the auditor builds
+    both datasets; the counts are placed by the corners' cells in the diagnostics) and ``y``
+    the released noisy counts,
+
+    .. math:: T(y) = \|\lambda(y - c')\|_1 - \|\lambda(y - c)\|_1,
+
+    ``lambda`` the Haar analysis (:func:`privsyn_core.walks.haar_coefficients`, zero-padded
+    to ``2^L`` cells).  For ``K = 2^L`` cells ``T / (s b)`` is the log-likelihood ratio
+    ``log p_D(y) / p_D'(y)`` of the walk (``docs/srw_privacy.md``), so its tails reach the
+    walk's full privacy loss (Neyman-Pearson); it reads no noise scale.
+    """
+    cells = out.diagnostics["cells"]
+    lo, hi = np.asarray(cells["lo"]), np.asarray(cells["hi"])
+    noisy = np.asarray(cells["noisy_count"], dtype=float)
+    origin, far = np.all(lo <= 0.0, axis=1), np.all(hi >= 1.0, axis=1)
+    counts = origin * float(pair.n)
+    other = counts + far - (origin if pair.relation == "replace" else 0.0)
+    padded = np.zeros((2, 1 << walks.walk_depth(len(noisy))))
+    padded[:, :len(noisy)] = noisy - np.stack([other, counts])
+    norms = np.abs(walks.haar_coefficients(padded)).sum(axis=1)
+    return np.append(cell_features(out, pair), norms[0] - norms[1])
+
+
 _released_cells = functools.partial(cell_features, key="count")
 
 #: Per-mechanism audit settings: few cells and small n so that thousands of runs take seconds,
@@ -229,8 +255,8 @@ FEATURES: dict[str, AuditCase] = {
     "pmm": AuditCase(params={"depth": 2, "sample": "center"}, features=cell_features),
     "psmm": AuditCase(params={"cells_per_axis": 2, "sample": "center"}, features=cell_features,
                       trials=4_000, selection_trials=1_000),
-    "srw": AuditCase(params={"bins": 2, "scale": "tight"}, features=cell_features),
-    "srw_tsp": AuditCase(d=2, params={"bins": 2, "scale": "tight"}, features=cell_features),
+    "srw": AuditCase(params={"bins": 2, "scale": "tight"}, features=walk_features),
+    "srw_tsp": AuditCase(d=2, params={"bins": 2, "scale": "tight"}, features=walk_features),
     "kd_grid": AuditCase(params={"w": 0.5}, features=_released_cells),
     "kd_adaptive": AuditCase(features=_released_cells, trials=10_000, selection_trials=2_500),
     "microagg_dp": AuditCase(n=4, d=2, features=group_features),
@@ -404,4 +430,4 @@ def _check_counts(trials: int, selection_trials: int, confidence: float) -> None
 
 __all__ = ["AuditCase", "AuditResult", "Event", "NeighbourPair", "FEATURES", "audit", "audit_all", "choose_event",
            "epsilon_lower_bound", "format_table", "neighbour_pair", "release_features", "cell_features",
-           "record_features", "group_features", "scaled_noise"]
+           "record_features", "group_features", "walk_features", "scaled_noise"]

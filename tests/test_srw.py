@@ -15,7 +15,7 @@ from scipy import stats
 from scipy.optimize import linprog
 
 import privsyn_core as ps
-from privsyn_core import walks
+from privsyn_core import audit, walks
 from privsyn_core.mechanisms.srw import calibrate, privacy_loss_bound
 
 ALPHA = 1e-6
@@ -239,6 +239,26 @@ def test_exact_privacy_loss_by_enumerating_every_neighbouring_pair(k, relation):
         pair = diffs[np.argmax(np.abs(coefficients).sum(axis=1))]
         b = walks.laplace_scale(depth, "tight", relation)
         assert walks.walk_potential(pair / cal.count_noise_scale, b) == pytest.approx(cal.walk_epsilon, rel=1e-12)
+
+
+@pytest.mark.parametrize("name, relation, trials", [("srw", "replace", (2_000, 600)), ("srw", "add_remove", (2_000, 600)),
+                                                   ("srw_tsp", "replace", (2_000, 600)),
+                                                   ("srw_tsp", "add_remove", (4_000, 1_000))])
+def test_audit_passes_at_the_tight_scale_and_detects_half_of_it(name, relation, trials, monkeypatch):
+    """The statistical audit (privsyn_core.audit, walk likelihood-ratio feature) at the default tight scale.
+
+    At confidence 1 - 1e-6 the correct mechanism passes (``eps_lower <= epsilon`` fails with probability
+    <= 1e-6).  The same budget of runs with every walk scale halved (true loss 2 epsilon_walk) must be detected,
+    which shows that the test can fail: the tight scale has no slack left to hide a factor 2.
+    """
+    run = functools.partial(audit.audit, name, 1.0, neighbouring=relation, trials=trials[0],
+                            selection_trials=trials[1], confidence=1 - 1e-6, rng=2)
+    correct = run()
+    assert 0.0 <= correct.eps_lower <= 1.0 and not correct.detected, correct
+    original = walks.laplace_scale
+    monkeypatch.setattr(walks, "laplace_scale", lambda *a, **k: 0.5 * original(*a, **k))
+    half = run()
+    assert half.detected and half.eps_lower > 1.0, half
 
 
 def test_mechanism_uses_noise_two_over_alpha_on_the_measure():

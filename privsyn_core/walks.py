@@ -132,7 +132,8 @@ def walk_steps(coefficients: np.ndarray, n_steps: int) -> np.ndarray:
 
 
 def superregular_walk(n_steps: int, rng: np.random.Generator, mode: ScaleMode = "paper",
-                      size: int | None = None, neighbouring: str = "add_remove") -> tuple[np.ndarray, np.ndarray, float]:
+                      size: int | None = None,
+                      neighbouring: str = "add_remove") -> tuple[np.ndarray, np.ndarray, float]:
     r"""Draw the superregular random walk of Theorem 3.1 (spec A1).
 
     ``N = 2^L`` i.i.d. ``Lap(b)`` coefficients are drawn in one call, in paper index

@@ -208,8 +208,9 @@ def test_exact_privacy_loss_by_enumerating_every_neighbouring_pair(k, relation):
     cells; ``lambda`` from the definition of Sect. 3.4 via the dense Haar matrix, not the library), so the
     walk's privacy loss is the max over neighbouring pairs of ``||lambda(c') - lambda(c)||_1 / (s b)``.  Every
     dataset of 2 records on the path (1 record beyond 16 cells) and every neighbour of it is enumerated (the
-    loss only depends on ``c' - c``, and one record already reaches every change).  The tight scale spends exactly the walk's budget; the
-    paper's ``2L + 1`` spends ``L / (2(2L+1)) < 1/4`` of it under replace, ``(L+2) / (2(2L+1))`` under add/remove.
+    loss only depends on ``c' - c``, and one record already reaches every change).  The tight scale spends
+    exactly the walk's budget; the paper's ``2L + 1`` spends ``L / (2(2L+1)) < 1/4`` of it under replace and
+    ``(L+2) / (2(2L+1))`` under add/remove.
     """
     eps, depth = 0.7, walks.walk_depth(k)
     n_cells = 2 ** depth
@@ -241,7 +242,8 @@ def test_exact_privacy_loss_by_enumerating_every_neighbouring_pair(k, relation):
         assert walks.walk_potential(pair / cal.count_noise_scale, b) == pytest.approx(cal.walk_epsilon, rel=1e-12)
 
 
-@pytest.mark.parametrize("name, relation, trials", [("srw", "replace", (2_000, 600)), ("srw", "add_remove", (2_000, 600)),
+@pytest.mark.parametrize("name, relation, trials", [("srw", "replace", (2_000, 600)),
+                                                   ("srw", "add_remove", (2_000, 600)),
                                                    ("srw_tsp", "replace", (2_000, 600)),
                                                    ("srw_tsp", "add_remove", (4_000, 1_000))])
 def test_audit_passes_at_the_tight_scale_and_detects_half_of_it(name, relation, trials, monkeypatch):

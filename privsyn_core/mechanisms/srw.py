@@ -25,7 +25,7 @@ output is a prefix of that walk, post-processing, so the loss is at most this). 
 paper's proof bounds it through ``V(z) = ||lambda(z)||_1 / b`` being 1-Lipschitz (3.1),
 (5.1) with ``b = 2L + 1`` (Lemma 3.2); the exact sensitivities give ``scale="tight"``
 (the default): ``b = L/2`` under replace and ``b = 1 + L/2`` under add/remove, which spend
-exactly the declared budget, where ``b = 2L + 1`` (``scale="paper"``) spends
+exactly the declared budget (attained for ``K = 2^L``), where ``b = 2L + 1`` (``scale="paper"``) spends
 ``epsilon L / (2(2L + 1)) < epsilon/4`` under replace.
 
 * ``replace`` (the paper's relation: one record changed, ``n`` public).  The paper
@@ -46,8 +46,9 @@ exactly the declared budget, where ``b = 2L + 1`` (``scale="paper"``) spends
 
 With ``epsilon n < 2`` there is a single cell (``K = 1``): the output is its centre, which
 is data-independent; the walk's one coefficient is still drawn so seeded streams stay
-aligned.  The cells, ``K`` and the path are public (they depend on ``n`` only under ``replace``,
-where ``n`` is public), and empty cells stay on the walk.  Everything after the noise is
+aligned (under replace the tight scale of that coefficient is 0: the count ``n`` is public).
+The cells, ``K`` and the path are public (they depend on ``n`` only under ``replace``, where
+``n`` is public), and empty cells stay on the walk.  Everything after the noise is
 post-processing.  The walk noise is continuous float64 Laplace: see
 :func:`privsyn_core.walks.superregular_walk` for the floating-point exposure.
 
@@ -289,8 +290,8 @@ def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
     },
     guarantee="epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, Prop 5.1); "
               "add/remove with a noisy record count (extension). Default walk scale b = L/2 (replace) or 1 + L/2 "
-              "(add/remove): the exact l1 sensitivity of the walk's coefficients, loss exactly epsilon "
-              "(docs/srw_privacy.md); scale='paper' (b = 2L+1, Thm 3.1) spends under epsilon/4 under replace",
+              "(add/remove): the exact l1 sensitivity of the walk's coefficients, loss epsilon (attained for 2^L "
+              "cells; docs/srw_privacy.md); scale='paper' (b = 2L+1, Thm 3.1) spends under epsilon/4 under replace",
     max_dim=1,
     description="One column: cell counts plus a hierarchical (superregular) random walk, then the closest "
                 "probability measure in W1. Error about log^1.5(epsilon n)/(epsilon n).",

@@ -24,7 +24,8 @@ in 1-D and the same exact sensitivities hold: the default ``scale="tight"`` (``b
 under replace, ``1 + L/2`` under add/remove, ``L = ceil(log2 K)``) spends epsilon (attained
 for ``K = 2^L``), the paper's ``b = 2L + 1`` (Thm 3.1) under ``epsilon/4`` under replace
 (``docs/srw_privacy.md``).  Accuracy (Cor. 9.2):
-``E W1 <= C (log^{3/2}(epsilon n) / (epsilon n))^{1/d}`` plus the rounding term ``r diam / m`` (``params["rounding_w1_bound"]``).
+``E W1 <= C (log^{3/2}(epsilon n) / (epsilon n))^{1/d}`` plus the rounding term ``r diam / m``
+(``params["rounding_w1_bound"]``).
 """
 
 from __future__ import annotations

@@ -231,7 +231,11 @@ def walk_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
     ``lambda`` the Haar analysis (:func:`privsyn_core.walks.haar_coefficients`, zero-padded
     to ``2^L`` cells).  For ``K = 2^L`` cells ``T / (s b)`` is the log-likelihood ratio
     ``log p_D(y) / p_D'(y)`` of the walk (``docs/srw_privacy.md``), so its tails reach the
-    walk's full privacy loss (Neyman-Pearson); it reads no noise scale.
+    walk's full privacy loss (Neyman-Pearson); it reads no noise scale.  ``T`` is rounded to 9
+    decimals: at its extremes ``+-S`` the float64 rounding pattern of ``y = c + s Z`` depends on
+    ``c``, and the unrounded statistic measures that (documented) floating-point exposure
+    instead of the calibration (with ``scale="paper"`` under add/remove, ``L = 1``, the event
+    ``T >= 1.5000000000000036`` gave ``eps_lower = 0.66`` against a real-number loss of 0.45).
     """
     cells = out.diagnostics["cells"]
     lo, hi = np.asarray(cells["lo"]), np.asarray(cells["hi"])
@@ -242,7 +246,7 @@ def walk_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
     padded = np.zeros((2, 1 << walks.walk_depth(len(noisy))))
     padded[:, :len(noisy)] = noisy - np.stack([other, counts])
     norms = np.abs(walks.haar_coefficients(padded)).sum(axis=1)
-    return np.append(cell_features(out, pair), norms[0] - norms[1])
+    return np.append(cell_features(out, pair), np.round(norms[0] - norms[1], 9))
 
 
 _released_cells = functools.partial(cell_features, key="count")

@@ -253,38 +253,33 @@ def group_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
 
 
 def walk_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
-    r"""srw / srw_tsp: the walk's Laplace coefficients read back from the noisy counts, shifted to ~0 under ``D``.
+    r"""srw / srw_tsp: :func:`cell_features` and the walk's likelihood-ratio statistic.
 
-    The noisy counts in path order are ``c + s W Lambda`` with ``Lambda`` i.i.d. ``Lap(b)`` and
-    ``W`` the walk synthesis (Sect. 3 of [BSV23r]), which the Haar analysis inverts when the path
-    has ``2^L`` cells: ``haar(noisy) / s = haar(c) / s + Lambda``.  From ``D`` to ``D'`` coefficient
-    ``j`` moves by ``Delta_j = haar(c' - c)_j / s``; each ``x_j = (haar(noisy)_j/s - haar(c)_j/s) / Delta_j``
-    is ``Lap(b/|Delta_j|)`` centred at 0 under ``D`` and at 1 under ``D'``.  Under add/remove the
-    released noisy ``n`` (the rows' count ``m``) adds ``m - n``.  The last feature is the minimum
-    of these: its upper tail at ``t >= 1`` has likelihood ratio ``exp(sum_j |Delta_j| / b + epsilon_n)``,
-    the mechanism's whole privacy loss on the pair (``params["privacy_loss_bound"]`` when the pair
-    is the worst case).  Only released values and public scales are read.  Falls back to
-    :func:`cell_features` when the path length is not a power of two.
+    With ``c``, ``c'`` the cell counts of ``D`` and ``D'`` in path order (the auditor builds
+    both datasets; the counts are placed by the corners' cells in the diagnostics) and ``y``
+    the released noisy counts,
 
-    .. [BSV23r] M. Boedihardjo, T. Strohmer, R. Vershynin, "Private measures, random walks, and
-       synthetic data", Probab. Theory Relat. Fields (2024).
+    .. math:: T(y) = \|\lambda(y - c')\|_1 - \|\lambda(y - c)\|_1,
+
+    ``lambda`` the Haar analysis (:func:`privsyn_core.walks.haar_coefficients`, zero-padded
+    to ``2^L`` cells).  For ``K = 2^L`` cells ``T / (s b)`` is the log-likelihood ratio
+    ``log p_D(y) / p_D'(y)`` of the walk (``docs/srw_privacy.md``), so its tails reach the
+    walk's full privacy loss (Neyman-Pearson); it reads no noise scale.  ``T`` is rounded to 9
+    decimals: at its extremes ``+-S`` the float64 rounding pattern of ``y = c + s Z`` depends on
+    ``c``, and the unrounded statistic measures that (documented) floating-point exposure
+    instead of the calibration (with ``scale="paper"`` under add/remove, ``L = 1``, the event
+    ``T >= 1.5000000000000036`` gave ``eps_lower = 0.66`` against a real-number loss of 0.45).
     """
     cells = out.diagnostics["cells"]
+    lo, hi = np.asarray(cells["lo"]), np.asarray(cells["hi"])
     noisy = np.asarray(cells["noisy_count"], dtype=float)
-    if len(noisy) & (len(noisy) - 1):
-        return cell_features(out, pair)
-    s, b = float(out.diagnostics["noise"]["count_noise_scale"]), float(out.params["laplace_scale"])
-    holds_origin = np.all(np.asarray(cells["lo"]) <= 0.0, axis=1)
-    holds_far = np.all(np.asarray(cells["hi"]) >= 1.0, axis=1)
-    base = np.where(holds_origin, float(pair.n), 0.0)
-    neighbour = base + holds_far - (holds_origin if pair.relation == "replace" else 0.0)
-    centre = walks.haar_coefficients(base) / s
-    delta = walks.haar_coefficients(neighbour) / s - centre
-    moved = np.abs(delta) > 1e-12
-    values = (walks.haar_coefficients(noisy)[moved] / s - centre[moved]) / delta[moved]
-    if pair.relation == "add_remove":
-        values = np.append(values, float(out.params["m"]) - pair.n)
-    return np.append(values, values.min())
+    origin, far = np.all(lo <= 0.0, axis=1), np.all(hi >= 1.0, axis=1)
+    counts = origin * float(pair.n)
+    other = counts + far - (origin if pair.relation == "replace" else 0.0)
+    padded = np.zeros((2, 1 << walks.walk_depth(len(noisy))))
+    padded[:, :len(noisy)] = noisy - np.stack([other, counts])
+    norms = np.abs(walks.haar_coefficients(padded)).sum(axis=1)
+    return np.append(cell_features(out, pair), np.round(norms[0] - norms[1], 9))
 
 
 #: ``cell_features`` on the released counts (kd_grid, kd_adaptive).

@@ -47,23 +47,49 @@ def walk_depth(n_steps: int) -> int:
     return int(n_steps - 1).bit_length()
 
 
-def laplace_scale(depth: int, mode: ScaleMode = "paper") -> float:
+def coefficient_sensitivity(depth: int, neighbouring: str) -> float:
+    r"""``max ||lambda(c) - lambda(c')||_1`` over neighbouring count vectors on ``N = 2^L`` cells.
+
+    ``lambda`` is the Haar analysis map (:func:`haar_coefficients`; Boedihardjo, Strohmer,
+    Vershynin, Sect. 3.4), under which the walk's coefficients are i.i.d. Laplace, so this is
+    the :math:`\ell_1` sensitivity of the coefficient vector (``docs/srw_privacy.md``):
+
+    * ``"add_remove"``: ``c' - c = +-e_k``; ``lambda(e_k)`` has level-0 coefficient 1 and
+      exactly one coefficient ``+-1/2`` per level ``l = 1..L``, so ``1 + L/2`` for every ``k``;
+    * ``"replace"``: ``c' - c = e_a - e_c``; the level-0 coefficient cancels, levels coarser
+      than the first one separating ``a`` and ``c`` cancel, that level gives 1 and each finer
+      level ``1/2 + 1/2``, so ``L - l* + 1``, at most ``L`` (``a``, ``c`` in different halves).
+    """
+    if neighbouring == "replace":
+        return float(depth)
+    if neighbouring == "add_remove":
+        return 1.0 + depth / 2.0
+    raise ValueError(f"neighbouring must be 'replace' or 'add_remove', got {neighbouring!r}")
+
+
+def laplace_scale(depth: int, mode: ScaleMode = "paper", neighbouring: str = "add_remove") -> float:
     r"""Common Laplace scale ``b`` of the walk's ``2^L`` coefficients.
 
-    ``"paper"``: ``b = 2L + 1`` (Theorem 3.1, Lemma 3.2: every column of the Haar
-    analysis map has :math:`\ell_1` norm at most ``2L+1``).  ``"tight"``: ``b = 1 + L/2``,
-    the exact :math:`\ell_1 \to \ell_1` norm of the analysis map ``x -> lambda(x)`` (spec
-    3.3-3.4, derived: each level-``l >= 1`` coefficient of ``lambda(e_k)`` is exactly
-    ``+-1/2`` and the level-0 coefficient is 1).  Either way the potential
-    ``V(z) = ||lambda(z)||_1 / b`` is 1-Lipschitz in :math:`\ell_1`, which is all the
-    privacy proofs of Prop. 5.1 use; ``"tight"`` has about 4x less noise.  (For zero-sum
-    changes, i.e. replace-one, ``b = L/2`` would also do; the spec asks not to ship it
-    without review, so it is not offered.)
+    The mechanisms add ``(Delta/epsilon) Z`` to the cell counts, ``Delta = ||c - c'||_1`` (2
+    under replace, 1 under add/remove), so the coefficients of the released vector are
+    ``lambda(c) + (Delta/epsilon) Lap(b)``: a Laplace mechanism on ``lambda(c)`` whose
+    privacy loss is exactly ``epsilon S / (Delta b)`` with ``S`` the
+    :func:`coefficient_sensitivity` (``docs/srw_privacy.md``).
+
+    ``"paper"``: ``b = 2L + 1`` (Boedihardjo, Strohmer, Vershynin, Theorem 3.1 and Lemma 3.2:
+    every column of the Haar analysis map has :math:`\ell_1` norm at most ``2L+1``); it spends
+    ``epsilon L / (2(2L+1)) < epsilon/4`` under replace and
+    ``epsilon (L+2) / (2(2L+1))`` under add/remove.  ``"tight"``: ``b = S / Delta``, the
+    smallest scale with loss ``<= epsilon``, attained: ``L/2`` under replace (the
+    :math:`\ell_1 \to \ell_1` norm of ``lambda`` on zero-sum vectors) and ``1 + L/2`` under
+    add/remove (its norm on all vectors).  ``neighbouring`` only matters for ``"tight"``;
+    its default ``"add_remove"`` is valid for either relation.  Under replace with ``L = 0``
+    (one cell, whose count ``n`` is public) the tight scale is 0: no noise is needed.
     """
     if mode == "paper":
         return 2.0 * depth + 1.0
     if mode == "tight":
-        return 1.0 + depth / 2.0
+        return coefficient_sensitivity(depth, neighbouring) / (2.0 if neighbouring == "replace" else 1.0)
     raise ValueError(f"scale mode must be 'paper' or 'tight', got {mode!r}")
 
 
@@ -108,7 +134,8 @@ def walk_steps(coefficients: np.ndarray, n_steps: int) -> np.ndarray:
 
 
 def superregular_walk(n_steps: int, rng: np.random.Generator, mode: ScaleMode = "paper",
-                      size: int | None = None) -> tuple[np.ndarray, np.ndarray, float]:
+                      size: int | None = None,
+                      neighbouring: str = "add_remove") -> tuple[np.ndarray, np.ndarray, float]:
     r"""Draw the superregular random walk of Theorem 3.1 (spec A1).
 
     ``N = 2^L`` i.i.d. ``Lap(b)`` coefficients are drawn in one call, in paper index
@@ -130,6 +157,8 @@ def superregular_walk(n_steps: int, rng: np.random.Generator, mode: ScaleMode = 
         Laplace scale rule, see :func:`laplace_scale`.
     size : int, optional
         Number of independent walks (leading axis); ``None`` for one walk.
+    neighbouring : {"add_remove", "replace"}
+        Relation the ``"tight"`` scale is calibrated for (see :func:`laplace_scale`).
 
     Returns
     -------
@@ -141,7 +170,7 @@ def superregular_walk(n_steps: int, rng: np.random.Generator, mode: ScaleMode = 
         ``b``.
     """
     depth = walk_depth(n_steps)
-    scale = laplace_scale(depth, mode)
+    scale = laplace_scale(depth, mode, neighbouring)
     shape = (1 << depth,) if size is None else (size, 1 << depth)
     coefficients = noise.laplace(scale, shape, rng)
     return walk_steps(coefficients, n_steps), coefficients, scale

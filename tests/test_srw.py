@@ -5,6 +5,8 @@ Statistical tests use fixed seeds and a stated false-failure rate (z/KS tests at
 ``ALPHA = 1e-6`` overall, Bonferroni-split over the checks of one test).
 """
 
+import functools
+import itertools
 import math
 
 import numpy as np
@@ -13,7 +15,7 @@ from scipy import stats
 from scipy.optimize import linprog
 
 import privsyn_core as ps
-from privsyn_core import walks
+from privsyn_core import audit, walks
 from privsyn_core.mechanisms.srw import calibrate, privacy_loss_bound
 
 ALPHA = 1e-6
@@ -112,8 +114,12 @@ def test_sensitivity_of_the_haar_coefficients(depth):
 
 def test_scale_modes():
     assert walks.laplace_scale(10, "paper") == 21.0 and walks.laplace_scale(10, "tight") == 6.0
+    assert walks.laplace_scale(10, "tight", "add_remove") == 6.0 and walks.laplace_scale(10, "tight", "replace") == 5.0
+    assert walks.laplace_scale(10, "paper", "replace") == 21.0 and walks.laplace_scale(0, "tight", "replace") == 0.0
     with pytest.raises(ValueError):
         walks.laplace_scale(3, "loose")
+    with pytest.raises(ValueError):
+        walks.coefficient_sensitivity(3, "swap")
 
 
 # ------------------------------------------------------------------ exact privacy accounting
@@ -132,7 +138,7 @@ def test_exact_privacy_loss_replace_one_is_at_most_epsilon(mode):
     k = 2 ** depth
     cal = calibrate(n, eps, "replace")
     assert cal.alpha == eps * n and cal.count_noise_scale / n == pytest.approx(2 / (eps * n), rel=1e-15)
-    b = walks.laplace_scale(depth, mode)
+    b = walks.laplace_scale(depth, mode, "replace")
     s = cal.count_noise_scale / cal.normaliser
     worst = 0.0
     for _ in range(400):
@@ -148,12 +154,14 @@ def test_exact_privacy_loss_replace_one_is_at_most_epsilon(mode):
             loss = _log_density(point, h, s, b) - _log_density(point, h2, s, b)
             assert loss <= eps + 1e-9
             worst = max(worst, loss)
-    assert worst <= privacy_loss_bound(cal, depth, b) + 1e-9
+    assert worst <= privacy_loss_bound(cal, depth, b, "replace") + 1e-9
     pair = np.zeros(k)
     pair[0], pair[-1] = 1 / n, -1 / n  # the worst pair: one record moves across the middle
     exact = walks.walk_potential(pair / s, b)
-    assert exact == pytest.approx(privacy_loss_bound(cal, depth, b), rel=1e-12)
+    assert exact == pytest.approx(privacy_loss_bound(cal, depth, b, "replace"), rel=1e-12)
     assert exact == pytest.approx(eps * depth / (2 * b), rel=1e-12)
+    if mode == "tight":
+        assert exact == pytest.approx(eps, rel=1e-12)
 
 
 @pytest.mark.parametrize("mode", ["paper", "tight"])
@@ -163,21 +171,103 @@ def test_exact_privacy_loss_add_remove(mode):
     cal = calibrate(100, 1.0, "add_remove")
     assert cal.count_sensitivity == 1
     depth = 5
-    b = walks.laplace_scale(depth, mode)
+    b = walks.laplace_scale(depth, mode, "add_remove")
     k = 2 ** depth
     losses = [walks.walk_potential(np.eye(k)[j] / cal.count_noise_scale, b) for j in range(k)]
     assert max(losses) == pytest.approx(cal.walk_epsilon * (1 + depth / 2) / b, rel=1e-12)
     assert max(losses) <= cal.walk_epsilon + 1e-12
-    assert privacy_loss_bound(cal, depth, b) <= 1.0 + 1e-12
+    assert privacy_loss_bound(cal, depth, b, "add_remove") <= 1.0 + 1e-12
     if mode == "tight":
-        assert privacy_loss_bound(cal, depth, b) == pytest.approx(1.0, rel=1e-12)
+        assert privacy_loss_bound(cal, depth, b, "add_remove") == pytest.approx(1.0, rel=1e-12)
+
+
+def _neighbouring_differences(k: int, records: int, relation: str) -> np.ndarray:
+    """``c' - c`` for every dataset of ``records`` records on ``k`` path cells and every neighbour of it.
+
+    Replace: one record moves from its cell ``a`` to any cell ``c``.  Add/remove: one record is added to
+    any cell (a removal is the same pair read backwards, with the same ``|c' - c|``).
+    """
+    diffs = []
+    eye = np.eye(k, dtype=np.int64)
+    for cells in itertools.combinations_with_replacement(range(k), records):
+        counts = np.bincount(cells, minlength=k)
+        if relation == "replace":
+            neighbours = [counts - eye[a] + eye[c] for a in set(cells) for c in range(k)]
+        else:
+            neighbours = [counts + eye[c] for c in range(k)]
+        diffs += [other - counts for other in neighbours]
+    return np.array(diffs, dtype=float)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32, 64])
+@pytest.mark.parametrize("relation", ["replace", "add_remove"])
+def test_exact_privacy_loss_by_enumerating_every_neighbouring_pair(k, relation):
+    """docs/srw_privacy.md, checked exactly on a path of k cells (depth L = ceil(log2 k)).
+
+    The noisy counts ``c + s Z`` have Haar coefficients ``lambda(c) + s Lap(b)`` (zero-padded to ``N = 2^L``
+    cells; ``lambda`` from the definition of Sect. 3.4 via the dense Haar matrix, not the library), so the
+    walk's privacy loss is the max over neighbouring pairs of ``||lambda(c') - lambda(c)||_1 / (s b)``.  Every
+    dataset of 2 records on the path (1 record beyond 16 cells) and every neighbour of it is enumerated (the
+    loss only depends on ``c' - c``, and one record already reaches every change).  The tight scale spends
+    exactly the walk's budget; the paper's ``2L + 1`` spends ``L / (2(2L+1)) < 1/4`` of it under replace and
+    ``(L+2) / (2(2L+1))`` under add/remove.
+    """
+    eps, depth = 0.7, walks.walk_depth(k)
+    n_cells = 2 ** depth
+    records = 2 if k <= 16 else 1  # a single record already reaches every change c' - c
+    cal = calibrate(records, eps, relation)
+    diffs = np.pad(_neighbouring_differences(k, records, relation), ((0, 0), (0, n_cells - k)))
+    coefficients = np.linalg.solve(_haar_matrix(n_cells).T, diffs.T).T
+    np.testing.assert_allclose(coefficients, walks.haar_coefficients(diffs), atol=1e-12)
+    worst = np.abs(coefficients).sum(axis=1).max()
+    assert worst == pytest.approx(walks.coefficient_sensitivity(depth, relation), abs=1e-12)
+    others = math.fsum(e for _, e in cal.ledger[:-1])  # stages before the walk (none: the pipeline draws n~)
+    for mode in ("tight", "paper"):
+        b = walks.laplace_scale(depth, mode, relation)
+        loss = worst / (cal.count_noise_scale * b) if worst > 0 else 0.0
+        assert loss == pytest.approx(privacy_loss_bound(cal, depth, b, relation) - others, rel=1e-12, abs=1e-15)
+        if mode == "tight" and depth > 0:
+            assert loss == pytest.approx(cal.walk_epsilon, rel=1e-12)
+            assert privacy_loss_bound(cal, depth, b, relation) == pytest.approx(eps, rel=1e-12)
+        elif mode == "paper" and relation == "replace":
+            assert loss == pytest.approx(eps * depth / (2 * (2 * depth + 1)), rel=1e-12, abs=1e-15)
+            assert loss <= eps / 4
+        elif mode == "paper":
+            assert loss == pytest.approx(cal.walk_epsilon * (depth + 2) / (2 * (2 * depth + 1)), rel=1e-12)
+    if relation == "replace" and depth == 0:
+        assert worst == 0.0 and walks.laplace_scale(0, "tight", "replace") == 0.0  # one public cell: no noise
+    if depth > 0:  # the sup of the density ratio is attained at y = c: log p_c(c) - log p_c'(c) = V((c - c')/s)
+        pair = diffs[np.argmax(np.abs(coefficients).sum(axis=1))]
+        b = walks.laplace_scale(depth, "tight", relation)
+        assert walks.walk_potential(pair / cal.count_noise_scale, b) == pytest.approx(cal.walk_epsilon, rel=1e-12)
+
+
+@pytest.mark.parametrize("name, relation, trials", [("srw", "replace", (2_000, 600)),
+                                                   ("srw", "add_remove", (2_000, 600)),
+                                                   ("srw_tsp", "replace", (4_000, 1_000)),
+                                                   ("srw_tsp", "add_remove", (4_000, 1_000))])
+def test_audit_passes_at_the_tight_scale_and_detects_half_of_it(name, relation, trials, monkeypatch):
+    """The statistical audit (privsyn_core.audit, walk likelihood-ratio feature) at the default tight scale.
+
+    At confidence 1 - 1e-6 the correct mechanism passes (``eps_lower <= epsilon`` fails with probability
+    <= 1e-6).  The same budget of runs with every walk scale halved (true loss 2 epsilon_walk) must be detected,
+    which shows that the test can fail: the tight scale has no slack left to hide a factor 2.
+    """
+    run = functools.partial(audit.audit, name, 1.0, neighbouring=relation, trials=trials[0],
+                            selection_trials=trials[1], confidence=1 - 1e-6, rng=2)
+    correct = run()
+    assert 0.0 <= correct.eps_lower <= 1.0 and not correct.detected, correct
+    original = walks.laplace_scale
+    monkeypatch.setattr(walks, "laplace_scale", lambda *a, **k: 0.5 * original(*a, **k))
+    half = run()
+    assert half.detected and half.eps_lower > 1.0, half
 
 
 def test_mechanism_uses_noise_two_over_alpha_on_the_measure():
     """End to end at K = N = 256: signed - mu_N == (2/alpha) Z, Z from the reported coefficients of scale 2L+1."""
     rng = np.random.default_rng(1)
     x = rng.beta(2, 5, size=(512, 1))
-    res = ps.synthesize(x, "srw", 0.5, schema=ps.unit_schema(1), rng=3)
+    res = ps.synthesize(x, "srw", 0.5, schema=ps.unit_schema(1), rng=3, scale="paper")
     diag, alpha = res.diagnostics, 0.5 * 512
     assert res.params["cells"] == 256 == res.params["walk_length"] and res.params["alpha"] == alpha
     assert diag["noise"]["laplace_scale"] == 2 * 8 + 1
@@ -356,15 +446,18 @@ def test_srw_tiny_inputs(n, eps):
         np.testing.assert_array_equal(res.unit, [[0.5]])
 
 
-def test_srw_same_seed_same_rows_and_tight_mode_less_noise():
+@pytest.mark.parametrize("relation, tight", [("replace", 11 / 2), ("add_remove", 1 + 11 / 2)])
+def test_srw_same_seed_same_rows_and_tight_default_less_noise(relation, tight):
     x = np.random.default_rng(1).random((2000, 1))
-    a = ps.synthesize(x, "srw", 1.0, schema=ps.unit_schema(1), rng=9)
-    b = ps.synthesize(x, "srw", 1.0, schema=ps.unit_schema(1), rng=9)
-    c = ps.synthesize(x, "srw", 1.0, schema=ps.unit_schema(1), rng=10)
-    np.testing.assert_array_equal(a.unit_rows, b.unit_rows)
-    assert not np.array_equal(a.unit_rows, c.unit_rows)
-    t = ps.synthesize(x, "srw", 1.0, schema=ps.unit_schema(1), rng=9, scale="tight")
-    assert t.params["laplace_scale"] == 1 + 11 / 2 and a.params["laplace_scale"] == 23
-    # same draws, scaled: the tight walk is the paper walk times 6.5 / 23
-    scaled = a.diagnostics["walk"] * 6.5 / 23
+    run = functools.partial(ps.synthesize, x, "srw", 1.0, schema=ps.unit_schema(1), neighbouring=relation)
+    t, b, c = run(rng=9), run(rng=9), run(rng=10)
+    np.testing.assert_array_equal(t.unit_rows, b.unit_rows)
+    assert not np.array_equal(t.unit_rows, c.unit_rows)
+    a = run(rng=9, scale="paper")
+    assert a.params["depth"] == 11 and t.params["laplace_scale"] == tight and a.params["laplace_scale"] == 23
+    walk_epsilon = t.ledger[-1][1]  # under add/remove the pipeline's noisy count takes its share first
+    assert t.params["privacy_loss_bound"] == pytest.approx(walk_epsilon, rel=1e-12)
+    assert a.params["privacy_loss_bound"] < walk_epsilon
+    # same draws, scaled: the tight walk is the paper walk times tight / 23
+    scaled = a.diagnostics["walk"] * tight / 23
     np.testing.assert_allclose(t.diagnostics["walk"], scaled, rtol=1e-9, atol=1e-12 * np.abs(scaled).max())

@@ -16,33 +16,46 @@ Pipeline (shared with ``srw_tsp``, which only changes the grid and the folding p
    paper); ``rounding="paper"`` is Cor. 7.3 (cost ``kappa diam <= r diam / m``, which
    needs the paper's ``m = ceil(r diam / delta)``, far more rows than ``n``).
 
-Privacy.  ``Z`` has density ``exp(-V)/beta`` with ``V = ||lambda(z)||_1 / b``, and
-``||lambda(x)||_1 <= (1 + L/2) ||x||_1 <= b ||x||_1`` (Lemma 3.2; spec 3.3), so ``V`` is
-1-Lipschitz in :math:`\ell_1` and ``s Z`` has log-density ratio at most
-``||x - y||_1 / s`` (5.1).
+Privacy (derivation: ``docs/srw_privacy.md``).  ``Z`` is the image of ``N = 2^L`` i.i.d.
+``Lap(b)`` coefficients under the Haar synthesis map, whose inverse is the analysis map
+``lambda`` (Sect. 3.4), so for ``K = N`` the noisy counts ``c + s Z`` have Haar
+coefficients ``lambda(c) + s Lap(b)``: a Laplace mechanism on ``lambda(c)`` with loss
+exactly ``max ||lambda(c) - lambda(c')||_1 / (s b)`` over neighbours (for ``K < N`` the
+output is a prefix of that walk, post-processing, so the loss is at most this).  The
+paper's proof bounds it through ``V(z) = ||lambda(z)||_1 / b`` being 1-Lipschitz (3.1),
+(5.1) with ``b = 2L + 1`` (Lemma 3.2); the exact sensitivities give ``scale="tight"``
+(the default): ``b = L/2`` under replace and ``b = 1 + L/2`` under add/remove, which spend
+exactly the declared budget (attained for ``K = 2^L``), where ``b = 2L + 1`` (``scale="paper"``) spends
+``epsilon L / (2(2L + 1)) < epsilon/4`` under replace.
 
 * ``replace`` (the paper's relation: one record changed, ``n`` public).  The paper
   works with alpha-metric privacy in TV and sets ``alpha = epsilon n`` (Lemma 4.1:
   neighbouring empirical measures are ``1/n`` apart in TV).  Its noise ``(2/alpha) Z``
-  on the measure is ``(2/epsilon) Z`` on the counts, whose :math:`\ell_1` change is 2:
-  the loss is at most ``epsilon`` (exactly ``epsilon L / (2b)`` at worst, because the
-  level-0 coefficient of a zero-sum change vanishes).
+  on the measure is ``(2/epsilon) Z`` on the counts, whose :math:`\ell_1` change is 2.
+  A change ``e_a - e_c`` has no level-0 coefficient and ``||lambda(e_a - e_c)||_1 <= L``
+  (equality when ``a`` and ``c`` lie in different halves of the path), so the loss is
+  ``epsilon L / (2b)``: ``epsilon`` for the tight ``b = L/2``.  The bound holds for every
+  pair of measures (zero-sum differences), so the alpha-metric privacy in TV of Prop. 5.1
+  holds too.
 * ``add_remove`` (extension, not in the paper: ``n`` is then private).  The resolution, the
   normaliser and the default output size read the public count ``n~`` that
   :func:`privsyn_core.synthesize` passes as ``size``: the caller's ``public_n`` or a noisy count
   ``n + Lap_Z(1/epsilon_0)`` released as its own ledger stage (:mod:`privsyn_core.pipeline`); the
   walk gets the rest, ``epsilon``, and noise ``(1/epsilon) Z`` on the counts (a count vector
-  changes by one unit vector; ``||lambda(e_k)||_1 = 1 + L/2 <= b``).
+  changes by one unit vector; ``||lambda(e_k)||_1 = 1 + L/2`` for every ``k``), so the walk's
+  loss is ``epsilon (1 + L/2) / b``: ``epsilon`` for the tight ``b = 1 + L/2``.
 
 With ``epsilon n < 2`` there is a single cell (``K = 1``): the output is its centre, which
 is data-independent; the walk's one coefficient is still drawn so seeded streams stay
-aligned.  The cells, ``K`` and the path are public (they depend on ``n`` only under ``replace``,
-where ``n`` is public), and empty cells stay on the walk.  Everything after the noise is
+aligned (under replace the tight scale of that coefficient is 0: the count ``n`` is public).
+The cells, ``K`` and the path are public (they depend on ``n`` only under ``replace``, where
+``n`` is public), and empty cells stay on the walk.  Everything after the noise is
 post-processing.  The walk noise is continuous float64 Laplace: see
 :func:`privsyn_core.walks.superregular_walk` for the floating-point exposure.
 
 Accuracy (Thm 5.4 with ``alpha = epsilon n``): ``E W1 <= 1/(2K) + 2 beta`` with
-``beta = (2/alpha) b sqrt(2(L+1))`` (spec 6, explicit), i.e. ``O(log^{3/2}(alpha)/alpha)``.
+``beta = (2/alpha) b sqrt(2(L+1))`` (spec 6, explicit), i.e. ``O(log^{3/2}(alpha)/alpha)``;
+the tight scale divides the noise term by ``(2L + 1)/(L/2)``, about 4.
 """
 
 from __future__ import annotations
@@ -64,9 +77,10 @@ from ..audit import AuditCase, walk_features
 
 #: Auto resolution cap on the interval (spec 15, ``K_max``): accuracy is then limited by ``1/(2 K_max)``.
 MAX_AUTO_BINS_1D = 2**18
-SCALE_PARAM = ParamSpec("paper", str, choices=("paper", "tight"),
-                        help="Laplace scale of the walk: paper b = 2L+1 (Thm 3.1), tight b = 1 + L/2 (exact l1 norm, "
-                             "spec 3.4; same guarantee, about 4x less noise)")
+SCALE_PARAM = ParamSpec("tight", str, choices=("tight", "paper"),
+                        help="Laplace scale of the walk: tight b = L/2 (replace) or 1 + L/2 (add/remove), the exact l1 "
+                             "sensitivity of the walk's coefficients, spends exactly epsilon; paper b = 2L+1 (Thm 3.1, "
+                             "Lemma 3.2) spends less than epsilon/4 under replace with about 4x more noise")
 ROUNDING_PARAM = ParamSpec("path", str, choices=("path", "paper"),
                            help="weights to m rows: path = round the CDF along the folding path (W1 <= path "
                                 "length/(2m); post-processing, not in the paper); paper = floor, remainder on the "
@@ -124,14 +138,17 @@ def calibrate(n: int, epsilon: float, neighbouring: str) -> Calibration:
     return Calibration(float(max(1, n)), epsilon, 1, ledger)
 
 
-def privacy_loss_bound(cal: Calibration, depth: int, scale: float) -> float:
-    r"""Worst-case privacy loss of the calibration, ``<= epsilon`` (spec 3.4, derived).
+def privacy_loss_bound(cal: Calibration, depth: int, scale: float, neighbouring: str) -> float:
+    r"""Worst-case privacy loss of the calibration, ``<= epsilon`` (``docs/srw_privacy.md``).
 
-    The walk's loss is ``epsilon_w max ||lambda(Delta counts)||_1 / (Delta b)``: ``L`` for
-    a replace-one change ``e_a - e_c`` (no level-0 part), ``1 + L/2`` for ``e_k``.
+    The walk's loss is ``epsilon_w S / (Delta b)`` with ``S = max ||lambda(c) - lambda(c')||_1``
+    (:func:`privsyn_core.walks.coefficient_sensitivity`): ``L`` for a replace-one change
+    ``e_a - e_c`` (no level-0 part), ``1 + L/2`` for ``e_k``.  Exact for ``K = 2^L`` cells,
+    an upper bound otherwise; 0 when no change moves a coefficient (replace, one cell).
     """
-    worst = depth if cal.count_sensitivity == 2 else 1.0 + depth / 2.0
-    return math.fsum(e for _, e in cal.ledger[:-1]) + cal.walk_epsilon * worst / (cal.count_sensitivity * scale)
+    worst = walks.coefficient_sensitivity(depth, neighbouring)
+    walk_loss = cal.walk_epsilon * worst / (cal.count_sensitivity * scale) if worst > 0 else 0.0
+    return math.fsum([*(e for _, e in cal.ledger[:-1]), walk_loss])
 
 
 def auto_bins(alpha: float, dim: int) -> int:
@@ -174,14 +191,15 @@ def path_counts(unit: np.ndarray, folding: Folding) -> np.ndarray:
 
 
 def release_on_grid(unit: np.ndarray, cal: Calibration, folding: Folding, *, n_synthetic: int | None,
-                    rng: np.random.Generator, scale: str, rounding: str, sample: str,
+                    rng: np.random.Generator, neighbouring: str, scale: str, rounding: str, sample: str,
                     timings: dict[str, float]) -> MechanismOutput:
     """Steps 1-4 of the module docstring on the cells of ``folding`` (shared by srw and srw_tsp)."""
     start = time.perf_counter()
     counts = path_counts(unit, folding)
     timings["quantise"] = time.perf_counter() - start
     out, plan = release_path_counts(counts, unit.shape[1], cal, folding, n_synthetic=n_synthetic, rng=rng,
-                                    scale=scale, rounding=rounding, sample=sample, timings=timings)
+                                    neighbouring=neighbouring, scale=scale, rounding=rounding, sample=sample,
+                                    timings=timings)
     start = time.perf_counter()
     out.rows = plan.all_rows()
     timings["rows"] += time.perf_counter() - start
@@ -189,16 +207,19 @@ def release_on_grid(unit: np.ndarray, cal: Calibration, folding: Folding, *, n_s
 
 
 def release_path_counts(counts: np.ndarray, dim: int, cal: Calibration, folding: Folding, *,
-                        n_synthetic: int | None, rng: np.random.Generator, scale: str, rounding: str, sample: str,
-                        timings: dict[str, float]) -> tuple[MechanismOutput, RowPlan]:
-    """Steps 2-4 from the cell counts in path order: the output without rows and its row plan."""
+                        n_synthetic: int | None, rng: np.random.Generator, neighbouring: str, scale: str,
+                        rounding: str, sample: str, timings: dict[str, float]) -> tuple[MechanismOutput, RowPlan]:
+    """Steps 2-4 from the cell counts in path order: the output without rows and its row plan.
+
+    ``scale`` picks the walk's Laplace scale for ``neighbouring`` (:func:`privsyn_core.walks.laplace_scale`).
+    """
     bins, metric = folding.bins, folding.metric
     points = walks.grid_centres(folding.coords, bins)
     positions = walks.path_positions(points, metric)
 
     start = time.perf_counter()
     walk_rng, rows_rng = rng.spawn(2)
-    steps, coefficients, b = walks.superregular_walk(len(counts), walk_rng, scale)
+    steps, coefficients, b = walks.superregular_walk(len(counts), walk_rng, scale, neighbouring=neighbouring)
     noisy_counts = counts + cal.count_noise_scale * steps
     signed = noisy_counts / cal.normaliser
     timings["walk"] = time.perf_counter() - start
@@ -228,7 +249,7 @@ def release_path_counts(counts: np.ndarray, dim: int, cal: Calibration, folding:
         "bins": bins, "cells": len(counts), "depth": depth, "walk_length": len(coefficients), "laplace_scale": b,
         "alpha": cal.alpha, "delta": walks.covering_radius(bins, dim, metric), "path_length": float(positions[-1]),
         "rounding_w1_bound": _rounding_bound(rounding, projected, m, diam, float(positions[-1])),
-        "privacy_loss_bound": privacy_loss_bound(cal, depth, b),
+        "privacy_loss_bound": privacy_loss_bound(cal, depth, b, neighbouring),
         "m": m, **folding.extra,
     }
     out = MechanismOutput(unit=points[support], weights=projected[support], ledger=list(cal.ledger),
@@ -266,7 +287,9 @@ def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
         "sample": SAMPLE_PARAM,
     },
     guarantee="epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, Prop 5.1); "
-              "add/remove with a noisy record count (extension)",
+              "add/remove with a public or noisy record count (extension). Default walk scale b = L/2 (replace) or 1 + L/2 "
+              "(add/remove): the exact l1 sensitivity of the walk's coefficients, loss epsilon (attained for 2^L "
+              "cells; docs/srw_privacy.md); scale='paper' (b = 2L+1, Thm 3.1) spends under epsilon/4 under replace",
     max_dim=1,
     reference='Boedihardjo, Strohmer, Vershynin, "Private measures, random walks, and synthetic data", Probab. Theory Relat. Fields 2024',
     rate=lambda epsilon, n, d: (math.log(max(epsilon * n, 2.0)) ** 1.5 / max(epsilon * n, 2.0)) ** (1 / d),
@@ -285,5 +308,5 @@ def srw(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int
     cal = calibrate(n if size == EXACT_N else size, epsilon, neighbouring)
     k = bins if bins is not None else auto_bins(cal.alpha, 1)
     folding = Folding(np.arange(k)[:, None], k, "chebyshev", {})
-    return release_on_grid(unit, cal, folding, n_synthetic=n_synthetic, rng=rng, scale=scale,
-                           rounding=rounding, sample=sample, timings={})
+    return release_on_grid(unit, cal, folding, n_synthetic=n_synthetic, rng=rng, neighbouring=neighbouring,
+                           scale=scale, rounding=rounding, sample=sample, timings={})

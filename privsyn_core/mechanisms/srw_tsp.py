@@ -19,8 +19,13 @@ and map the result back; round the weights to synthetic rows.
 
 Privacy and calibration are those of ``srw`` (module :mod:`privsyn_core.mechanisms.srw`):
 replace-one with ``alpha = epsilon n`` (the paper), add/remove with a noisy record count
-(extension).  Accuracy (Cor. 9.2): ``E W1 <= C (log^{3/2}(epsilon n) / (epsilon n))^{1/d}``
-plus the rounding term ``r diam / m`` (``params["rounding_w1_bound"]``).
+(extension).  The folding path is public, so the walk runs on ``K = M^d`` cells exactly as
+in 1-D and the same exact sensitivities hold: the default ``scale="tight"`` (``b = L/2``
+under replace, ``1 + L/2`` under add/remove, ``L = ceil(log2 K)``) spends epsilon (attained
+for ``K = 2^L``), the paper's ``b = 2L + 1`` (Thm 3.1) under ``epsilon/4`` under replace
+(``docs/srw_privacy.md``).  Accuracy (Cor. 9.2):
+``E W1 <= C (log^{3/2}(epsilon n) / (epsilon n))^{1/d}`` plus the rounding term ``r diam / m``
+(``params["rounding_w1_bound"]``).
 """
 
 from __future__ import annotations
@@ -84,8 +89,8 @@ def tsp_release(counts: CellCounts, n: int, dim: int, epsilon: float, *, neighbo
     shape = (folding.bins,) * dim
     in_path_order = counts.dense(folding.bins ** dim)[np.ravel_multi_index(tuple(folding.coords.T), shape)]
     out, plan = release_path_counts(in_path_order, dim, layout.cal, folding, n_synthetic=n_synthetic, rng=rng,
-                                    scale=params["scale"], rounding=params["rounding"], sample=params["sample"],
-                                    timings={"fold": layout.fold_seconds})
+                                    neighbouring=neighbouring, scale=params["scale"], rounding=params["rounding"],
+                                    sample=params["sample"], timings={"fold": layout.fold_seconds})
     out.diagnostics["net"] = out.diagnostics["path"]
     out.warnings.extend(layout.warnings)
     return out, plan
@@ -145,7 +150,9 @@ SPEC = register_staged(
         "sample": SAMPLE_PARAM,
     },
     guarantee="epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, Thm 7.2); "
-              "add/remove with a noisy record count (extension)",
+              "add/remove with a public or noisy record count (extension). Default walk scale b = L/2 (replace) or "
+              "1 + L/2 (add/remove): the exact l1 sensitivity of the walk's coefficients, loss epsilon (attained for "
+              "2^L cells; docs/srw_privacy.md); scale='paper' (b = 2L+1, Thm 3.1) spends under epsilon/4 under replace",
     description="Any dimension: fold the grid cells onto a line along a path, add a superregular random walk, "
                 "project in W1, map back. Error about (log^1.5(epsilon n)/(epsilon n))^(1/d).",
     reference='Boedihardjo, Strohmer, Vershynin, "Private measures, random walks, and synthetic data", Probab. Theory Relat. Fields 2024',

@@ -17,11 +17,10 @@ import pytest
 from distributed import Client, LocalCluster
 
 import privsyn_core as ps
-from privsyn_core import Column, DataError, ParameterError, Schema, SchemaError
-from privsyn_core import dask_backend, staged
+from privsyn_core import Column, DataError, ParameterError, Schema, SchemaError, dask_backend, staged
+from privsyn_core.dask_backend import is_dask_frame, staged_mechanisms
 from privsyn_core.datasets import two_blobs
 from privsyn_core.pmm_tree import leaf_counts, sparse_leaf_counts
-from privsyn_core.dask_backend import is_dask_frame, staged_mechanisms
 
 EPSILON = 0.7
 N = 2000

@@ -12,8 +12,7 @@ import math
 
 import numpy as np
 import pandas as pd
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from privsyn_core import Column, Schema
 from privsyn_core.errors import PrivsynError
@@ -67,7 +66,8 @@ def test_read_csv_well_formed_tables_round_trip_shape(cells, delimiter):
 
 
 @FUZZ
-@given(st.lists(st.text(max_size=10), min_size=1, max_size=6), st.lists(st.floats(allow_nan=False), min_size=1, max_size=6))
+@given(st.lists(st.text(max_size=10), min_size=1, max_size=6),
+       st.lists(st.floats(allow_nan=False), min_size=1, max_size=6))
 def test_to_csv_bytes_never_writes_a_formula_cell(texts, numbers):
     size = min(len(texts), len(numbers))
     df = pd.DataFrame({"=text": texts[:size], "num": numbers[:size]})

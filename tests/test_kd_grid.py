@@ -12,8 +12,13 @@ from scipy import stats
 
 import privsyn_core as ps
 from privsyn_core import kd_empty
-from privsyn_core.kd_empty import (conditional_weights, integer_threshold, sample_empty_cells, sample_ids_excluding,
-                                   tail_probability)
+from privsyn_core.kd_empty import (
+    conditional_weights,
+    integer_threshold,
+    sample_empty_cells,
+    sample_ids_excluding,
+    tail_probability,
+)
 from privsyn_core.noise import discrete_laplace, discrete_laplace_pmf
 
 ALPHA = 1e-6
@@ -177,7 +182,7 @@ def test_boundary_points_and_clipping_through_a_schema():
     schema = ps.Schema((ps.Column("a", "numeric", lo=0.0, hi=1.0),))
     result = ps.synthesize(df, "kd_grid", 1.0, schema=schema, w=0.25, t=-5, rng=0)
     cells = result.diagnostics["cells"]
-    true = dict(zip(np.round(cells["lo"][:, 0], 3), cells["true_count"]))
+    true = dict(zip(np.round(cells["lo"][:, 0], 3), cells["true_count"], strict=True))
     assert true[0.75] == 2 and true[0.5] == 1 and true[0.25] == 1 and true[0.0] == 1
     assert result.clipped == {"a": 2}
 

@@ -17,9 +17,15 @@ from scipy import stats
 import privsyn_core as ps
 from privsyn_core.dbl_lp import all_pairs, dbl_distance, king_edge_count, king_edges, project_dbl, project_dbl_printed
 from privsyn_core.grid import cell_centres
-from privsyn_core.mechanisms.psmm import (MAX_CELLS, MAX_DENSE_CELLS, MAX_KING_FLOWS, auto_cells_per_axis,
-                                         check_lp_size, lp_flow_variables)
-from privsyn_core.mechanisms.psmm import SPEC as PSMM
+from privsyn_core.mechanisms.psmm import (
+    MAX_CELLS,
+    MAX_DENSE_CELLS,
+    MAX_KING_FLOWS,
+    SPEC as PSMM,
+    auto_cells_per_axis,
+    check_lp_size,
+    lp_flow_variables,
+)
 from privsyn_core.metrics import w1
 from privsyn_core.noise import discrete_laplace, discrete_laplace_pmf
 
@@ -167,7 +173,7 @@ def test_king_edges_join_exactly_the_cells_at_one_step():
     np.testing.assert_allclose(step, 1 / k)
     every = all_pairs(k ** d)
     at_one_step = np.isclose(np.max(np.abs(centres[every[0]] - centres[every[1]]), axis=1), 1 / k)
-    assert set(zip(tails, heads)) == set(zip(every[0][at_one_step], every[1][at_one_step]))
+    assert set(zip(tails, heads, strict=True)) == set(zip(every[0][at_one_step], every[1][at_one_step], strict=True))
 
 
 def test_dbl_equals_w1_for_probability_measures():

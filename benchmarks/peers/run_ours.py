@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from common import parse_args, read_real, write_run
 
 import privsyn_core as ps
-from common import parse_args, read_real, write_run
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from privsyn_core.mechanisms.pmm import pmm
+from privsyn_core import get_mechanism
 from privsyn_core.metrics import w1
 from privsyn_core.pmm_tree import accuracy_bound, bound_opt_depth, paper_depth
 
@@ -34,8 +34,9 @@ SLOPE_NS = (500, 1000, 2000, 4000, 8000)
 
 
 def run(X: np.ndarray, epsilon: float, seed: int, depth="paper", neighbouring="add_remove"):
-    return pmm(X, epsilon, neighbouring=neighbouring, n_synthetic=None, rng=np.random.default_rng(seed),
-               depth=depth, consistency="proportional", sample="uniform")
+    return get_mechanism("pmm").run(X, epsilon, neighbouring=neighbouring, n_synthetic=None,
+                                    rng=np.random.default_rng(seed), depth=depth, consistency="proportional",
+                                    sample="uniform")
 
 
 def timing() -> None:

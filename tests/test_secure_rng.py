@@ -15,24 +15,14 @@ from randomgen import ChaCha
 from scipy import stats
 
 import privsyn_core as ps
+from goodness_of_fit import ALPHA, discrete_laplace_pvalue
 from privsyn_core import cli
-from privsyn_core.noise import discrete_laplace, discrete_laplace_pmf, resolve_rng, secure_generator
-
-ALPHA = 1e-6
+from privsyn_core.noise import discrete_laplace, resolve_rng, secure_generator
 
 
 def _is_chacha20(generator: np.random.Generator) -> bool:
     state = generator.bit_generator.state
     return state["bit_generator"].endswith("ChaCha") and state["state"]["rounds"] == 20
-
-
-def _chi_square_pvalue(noise: np.ndarray, sigma: float, cut: int) -> float:
-    """Chi-square goodness of fit of integer noise to Lap_Z(sigma), tails pooled beyond +-cut."""
-    support = np.arange(-cut + 1, cut)
-    pmf = discrete_laplace_pmf(support, sigma)
-    expected = np.concatenate([[(1 - pmf.sum()) / 2], pmf, [(1 - pmf.sum()) / 2]]) * len(noise)
-    observed = np.concatenate([[np.sum(noise <= -cut)], [np.sum(noise == z) for z in support], [np.sum(noise >= cut)]])
-    return float(stats.chisquare(observed, expected).pvalue)
 
 
 def _unit_data(n: int = 400) -> np.ndarray:
@@ -75,13 +65,13 @@ def test_synthesize_secure_noise_has_the_calibrated_distribution():
         for r in (ps.synthesize(data, "dp_histogram", epsilon, schema=schema, rng="secure", bins=50, sample="center")
                   for _ in range(60))])
     assert len(noise) == 3000
-    assert _chi_square_pvalue(noise, 2 / epsilon, cut=8) > ALPHA
+    assert discrete_laplace_pvalue(noise, 2 / epsilon) > ALPHA
 
 
 def test_chacha_discrete_laplace_fits_its_pmf_fixed_key():
     generator = np.random.Generator(ChaCha(key=20261121, rounds=20))
     noise = discrete_laplace(3.0, 20_000, generator)
-    assert _chi_square_pvalue(noise, 3.0, cut=12) > ALPHA
+    assert discrete_laplace_pvalue(noise, 3.0) > ALPHA
 
 
 def test_chacha_uniforms_pass_kolmogorov_smirnov_fixed_key():

@@ -25,10 +25,6 @@ def _is_chacha20(generator: np.random.Generator) -> bool:
     return state["bit_generator"].endswith("ChaCha") and state["state"]["rounds"] == 20
 
 
-def _unit_data(n: int = 400) -> np.ndarray:
-    return np.random.default_rng(0).random((n, 1))
-
-
 def test_secure_generator_and_its_children_are_chacha20():
     generator, seed = resolve_rng("secure")
     assert seed is None and _is_chacha20(generator)
@@ -46,8 +42,8 @@ def test_bad_rng_strings_are_refused():
         resolve_rng("Secure!")
 
 
-def test_synthesize_secure_is_private_unseeded_and_not_reproducible():
-    data, schema = _unit_data(), ps.unit_schema(1)
+def test_synthesize_secure_is_private_unseeded_and_not_reproducible(unit_table):
+    data, schema = unit_table(400, 1)
     first = ps.synthesize(data, "dp_histogram", 1.0, schema=schema, rng="secure", bins=64)
     second = ps.synthesize(data, "dp_histogram", 1.0, schema=schema, rng="secure", bins=64)
     assert first.params["seed"] is None and second.params["seed"] is None
@@ -57,9 +53,9 @@ def test_synthesize_secure_is_private_unseeded_and_not_reproducible():
     assert not np.array_equal(first.diagnostics["cells"]["noisy_count"], second.diagnostics["cells"]["noisy_count"])
 
 
-def test_synthesize_secure_noise_has_the_calibrated_distribution():
+def test_synthesize_secure_noise_has_the_calibrated_distribution(unit_table):
     """Noisy minus true counts over many unseeded runs fit Lap_Z(2/epsilon) (false failure 1e-6)."""
-    data, schema, epsilon = _unit_data(), ps.unit_schema(1), 1.0
+    (data, schema), epsilon = unit_table(400, 1), 1.0
     noise = np.concatenate([
         np.subtract(*[r.diagnostics["cells"][k] for k in ("noisy_count", "true_count")])
         for r in (ps.synthesize(data, "dp_histogram", epsilon, schema=schema, rng="secure", bins=50, sample="center")
@@ -79,8 +75,9 @@ def test_chacha_uniforms_pass_kolmogorov_smirnov_fixed_key():
     assert stats.kstest(generator.random(20_000), "uniform").pvalue > ALPHA
 
 
-def test_cli_seed_secure_reports_no_seed(tmp_path):
-    (tmp_path / "in.csv").write_text("x\n" + "\n".join(f"{v:.3f}" for v in _unit_data(50)[:, 0]) + "\n")
+def test_cli_seed_secure_reports_no_seed(tmp_path, unit_table):
+    data, _ = unit_table(50, 1)
+    (tmp_path / "in.csv").write_text("x\n" + "\n".join(f"{v:.3f}" for v in data[:, 0]) + "\n")
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps({"columns": [{"name": "x", "kind": "numeric", "lo": 0, "hi": 1}]}))
     args = ["synth", str(tmp_path / "in.csv"), str(tmp_path / "out.csv"), "--mechanism", "dp_histogram",

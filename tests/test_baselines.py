@@ -84,6 +84,7 @@ def test_bootstrap_is_flagged_not_private():
     assert {tuple(r) for r in result.unit} <= {tuple(r) for r in X}
 
 
+@pytest.mark.slow
 def test_utility_ordering_histogram_beats_naive_laplace():
     from privsyn_core.datasets import two_blobs
 
@@ -94,6 +95,7 @@ def test_utility_ordering_histogram_beats_naive_laplace():
     assert ps.metrics.w1(X[sub], hist.unit_rows[sub]) < ps.metrics.w1(X[sub], naive.unit_rows[sub])
 
 
+@pytest.mark.slow
 def test_dp_histogram_has_no_positional_bias_on_reflection_symmetric_data():
     """A 20 x 20 lattice is symmetric under x -> 1 - x and no point lies on an edge of the 10 x 10 grid, so the
     output law is symmetric and the synthetic mean of axis 0 has expectation 1/2.  Ties of equal noisy counts are

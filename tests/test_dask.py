@@ -25,6 +25,9 @@ dd = pytest.importorskip("dask.dataframe", reason="the dask extra is not install
 distributed = pytest.importorskip("distributed", reason="the dask extra is not installed")
 Client, LocalCluster = distributed.Client, distributed.LocalCluster
 
+# Every test starts worker processes or compares full runs: seconds each.
+pytestmark = pytest.mark.slow
+
 EPSILON = 0.7
 N = 2000
 #: Small row blocks so that the synthetic rows span several blocks (several Dask partitions).

@@ -70,6 +70,7 @@ def test_no_noisy_levels_gives_the_whole_budget_to_the_leaves():
     assert stats.chisquare(obs, exp).pvalue > ALPHA
 
 
+@pytest.mark.slow
 def test_split_decision_uses_fresh_noise_at_the_tree_scale():
     """Root with 50 points, tau = 40, one noisy level: leaf iff 50 <= 40 + eta, eta ~ Lap_Z(2*1/0.5 = 4)."""
     X = np.full((50, 1), 0.3)
@@ -145,6 +146,7 @@ def explicit_adaptive(X, eps, h, h_max, tau, t, rng):
     return keys, true, noisy, noisy >= integer_threshold(t)
 
 
+@pytest.mark.slow
 def test_implicit_empty_subtrees_equal_the_explicit_algorithm_in_distribution():
     """d=2, h=4, h_max=8, tau=20 (empty nodes split w.p. q=0.14), t=6 (empty leaves pass w.p. 0.125)."""
     X = np.r_[np.tile([0.3, 0.3], (150, 1)), np.tile([0.8, 0.6], (50, 1)), [[0.55, 0.9]]]

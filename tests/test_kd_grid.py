@@ -136,6 +136,7 @@ def test_rejection_sampler_draws_distinct_free_ids_from_a_huge_space():
     assert np.array_equal(np.sort(ids), free)
 
 
+@pytest.mark.slow
 def test_mechanism_output_law_equals_the_explicit_algorithm_1():
     """Whole mechanism on 20 bins vs Algorithm 1 run literally (noise on all 20 bins)."""
     eps, t, reps = 1.0, 3.0, 1500
@@ -236,6 +237,7 @@ def test_automatic_width_minimises_theorem_3_and_grows_with_epsilon_n():
 
 
 # -- accuracy: Theorem 3 as a probabilistic inequality (spec A.9) -----------------------------------------------------
+@pytest.mark.slow
 def test_theorem_3_sup_kde_bound_holds_with_probability_one_minus_delta():
     """d=1, R=10, w=0.5 (k=20), n=10^4, eps=1, delta=0.05, t=0, Gaussian kernel sigma=1 in data units.
 

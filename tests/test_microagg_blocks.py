@@ -278,6 +278,7 @@ def test_damping_sensitivity_for_fractional_b_erratum():
     assert worst <= 2 / b
 
 
+@pytest.mark.slow
 def test_l1_simplex_projection_is_an_l1_minimiser():
     rng = np.random.default_rng(10)
     for s in (1, 2, 5, 9):

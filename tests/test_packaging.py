@@ -40,6 +40,7 @@ def test_import_does_not_load_heavy_libraries():
     assert json.loads(out.stdout) == []
 
 
+@pytest.mark.slow
 def test_metrics_loads_on_first_use():
     code = ("import sys, privsyn_core as ps; assert 'privsyn_core.metrics' not in sys.modules; "
             "assert ps.metrics.w1 is sys.modules['privsyn_core.metrics'].w1; "

@@ -205,6 +205,7 @@ def test_printed_sqrt2_constant_is_below_the_proofs_own_expectation():
     assert abs(np.abs(z[0]).mean() - _mean_abs(7.0)) < 4 * np.abs(z[0]).std() / math.sqrt(z.shape[1])
 
 
+@pytest.mark.slow
 def test_realised_mean_w1_is_below_the_corrected_bound():
     X = np.random.default_rng(11).random((600, 2))
     for depth in ("paper", "bound_opt"):

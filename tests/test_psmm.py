@@ -124,6 +124,7 @@ def test_corrected_lp_beats_printed_lp_on_random_2d_cases():
     assert min(gaps) > 1e-6  # strictly worse every time (the corrected LP is optimal, so never better)
 
 
+@pytest.mark.slow
 def test_no_dirichlet_probability_vector_beats_the_projection():
     rng = np.random.default_rng(7)
     atoms, nu = _random_atoms_case(rng, 12, 2)
@@ -175,6 +176,7 @@ PATHWISE_CASES = [(d, n, rel, norm) for d in (1, 2, 3) for n in (40, 150) for re
                   (("replace", "n"), ("add_remove", "n"), ("add_remove", "noisy_total"))]
 
 
+@pytest.mark.slow
 def test_pathwise_bound_holds_on_every_seeded_run():
     for seed, (d, n, neighbouring, normalise) in enumerate(PATHWISE_CASES):
         rng = np.random.default_rng(seed)

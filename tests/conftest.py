@@ -16,8 +16,9 @@ import pytest
 
 import privsyn_core as ps
 
-#: --doctest-modules would import the conftest files as plain modules, and two files named ``conftest`` (here and in
-#: ``browser/``) collide in pytest's default import mode; they hold no doctests.  (pytest still loads them as conftests.)
+#: --doctest-modules would import the conftest files as plain modules, and two files named ``conftest`` (here and
+#: in ``browser/``) collide in pytest's default import mode; they hold no doctests (pytest still loads them as
+#: conftests).
 collect_ignore = ["conftest.py", "browser/conftest.py"]
 
 #: The seed of the ``rng`` fixture: fixed, so a statistical test fails the same way every time it fails.

@@ -1,7 +1,7 @@
 """The KD-tree paper's MMD protocol on Balog et al.'s Gaussian mixture (spec pmm-psmm-kdtree.md A.10, target R1).
 
 The one implementation of the protocol (stated in :data:`PROTOCOL`, which the reproduction report quotes);
-``reproduce.py`` runs it for the report.  Run alone, ``PYTHONPATH=. python benchmarks/balog.py`` prints the table
+``reproduce.py`` runs it for the report.  Run alone, ``python -m benchmarks.balog`` prints the table
 (about 10 minutes on 2 shared cores).
 """
 

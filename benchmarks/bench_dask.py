@@ -26,8 +26,8 @@ the row-writing peak is bounded by the 2^22-row block (at most one atom per row)
 
 Usage::
 
-    PYTHONPATH=. python benchmarks/bench_dask.py                      # n = 10^7 and 10^8, 10^6 rows per file
-    PYTHONPATH=. python benchmarks/bench_dask.py --sizes 1e7 3e7 --rows-per-file 1000000 --depth paper
+    python -m benchmarks.bench_dask                      # n = 10^7 and 10^8, 10^6 rows per file
+    python -m benchmarks.bench_dask --sizes 1e7 3e7 --rows-per-file 1000000 --depth paper
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Usage::
 
-    PYTHONPATH=. python benchmarks/bench_kd.py [--repeats 3] [--doc docs/reproduction.md]
+    python -m benchmarks.bench_kd [--repeats 3] [--doc docs/reproduction.md]
 
 * ``kd_adaptive`` at d = 5 (h = 15, h_max = 20) and ``kd_grid`` at d = 10 (w = 1/16, i.e. 16^10 = 2^40 bins, almost
   all empty and handled implicitly), n = 10^6 rows of ``balog_mixture(d, N=10**6)``, eps = 1, ``n_synthetic = 1``.
@@ -20,12 +20,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import privsyn_core as ps  # noqa: E402
-from balog import schema  # noqa: E402
-from docsection import update_section  # noqa: E402
-from privsyn_core.datasets import balog_mixture  # noqa: E402
+import privsyn_core as ps
+from benchmarks.balog import schema
+from benchmarks.docsection import update_section
+from privsyn_core.datasets import balog_mixture
 
 CASES = (("kd_adaptive", 5, {"h": 15, "h_max": 20}), ("kd_grid", 10, {"w": 1 / 16}))
 
@@ -56,7 +54,7 @@ def main() -> None:
         lines.append(timing(mechanism, d, params, args.repeats))
         print(lines[-1], flush=True)
     if args.doc:
-        command = " ".join(["python benchmarks/bench_kd.py", *sys.argv[1:]])
+        command = " ".join(["python -m benchmarks.bench_kd", *sys.argv[1:]])
         update_section("kd-timings", f"Output of `{command}`:\n\n```text\n" + "\n".join(lines) + "\n```", doc=args.doc)
 
 

@@ -15,23 +15,19 @@ over ``--reps`` seeds.  Data: correlated Boolean records from a latent 2-factor 
 * ``microagg_anon idx``  the same with the input ("index") split order;
 * ``bootstrap``          resampled real rows (NOT private): the sampling-noise floor.
 
-Run: ``python benchmarks/bench_microagg.py [--reps 2] [--quick]``.
+Run: ``python -m benchmarks.bench_microagg [--reps 2] [--quick]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-import privsyn_core as ps  # noqa: E402
-from privsyn_core.microagg import marginal_table  # noqa: E402
-from privsyn_core.noise import discrete_laplace  # noqa: E402
+import privsyn_core as ps
+from privsyn_core.microagg import marginal_table
+from privsyn_core.noise import discrete_laplace
 
 DP_BASELINES = ("indep_marginals", "dp_histogram")
 

@@ -2,7 +2,8 @@
 
 Usage::
 
-    PYTHONPATH=. python benchmarks/bench_pmm.py [--sections timing accuracy slope] [--seeds 10] [--replace-seeds 5] [--slope-seeds-8000 10]
+    python -m benchmarks.bench_pmm [--sections timing accuracy slope] [--seeds 10] [--replace-seeds 5] \
+        [--slope-seeds-8000 10]
 
 * timing: wall and CPU seconds of the ``pmm`` run function (no DataFrame encode/decode) for
   n = 10^5, 10^6, 10^7 at d = 2 and d = 5, eps = 1, add/remove, paper depth, per stage.
@@ -22,7 +23,7 @@ import time
 
 import numpy as np
 
-from privsyn_core.mechanisms.pmm import SPEC as PMM
+from privsyn_core import get_mechanism
 from privsyn_core.metrics import w1
 from privsyn_core.pmm_tree import accuracy_bound, bound_opt_depth, paper_depth
 
@@ -33,8 +34,9 @@ SLOPE_NS = (500, 1000, 2000, 4000, 8000)
 
 
 def run(X: np.ndarray, epsilon: float, seed: int, depth="paper", neighbouring="add_remove"):
-    return PMM.run(X, epsilon, neighbouring=neighbouring, n_synthetic=None, rng=np.random.default_rng(seed),
-               depth=depth, consistency="proportional", sample="uniform")
+    return get_mechanism("pmm").run(X, epsilon, neighbouring=neighbouring, n_synthetic=None,
+                                    rng=np.random.default_rng(seed), depth=depth, consistency="proportional",
+                                    sample="uniform")
 
 
 def timing() -> None:
@@ -101,7 +103,7 @@ def slope(cache: W1Cache, seeds: int, seeds_8000: int) -> None:
             means.append(cache.mean(d, n, "paper", "add_remove", seeds_8000 if n == 8000 else seeds)[0])
         fit = np.polyfit(np.log(SLOPE_NS), np.log(means), 1)[0]
         theory = "-1/d = %.3f" % (-1 / d) if d > 1 else "spec P2 range [-1.1, -0.7]"
-        listing = ", ".join(f"{n}: {m:.4f}" for n, m in zip(SLOPE_NS, means))
+        listing = ", ".join(f"{n}: {m:.4f}" for n, m in zip(SLOPE_NS, means, strict=True))
         print(f"d={d}: slope {fit:+.3f} (theory {theory}); mean W1 {listing}", flush=True)
 
 

@@ -10,7 +10,7 @@ Prints
 3. with --limits: the LP time at the sizes where psmm's guard (MAX_CELLS, MAX_KING_FLOWS,
    MAX_DENSE_CELLS) is set.
 
-Usage: python benchmarks/bench_psmm.py [--seeds 10] [--limits]
+Usage: python -m benchmarks.bench_psmm [--seeds 10] [--limits]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ SIZES = (500, 1000, 2000, 4000)
 
 
 def timing(repeats: int = 3) -> None:
-    print("PSMM running time, d = 2, eps = 1, replace-one, king LP (median of %d runs)" % repeats)
+    print(f"PSMM running time, d = 2, eps = 1, replace-one, king LP (median of {repeats} runs)")
     print(f"{'cells':>6} {'n':>6} {'flows':>7} {'total s':>8} {'LP s':>7}")
     for k in (32, 64):
         n = k * k

@@ -2,7 +2,7 @@
 
 Usage::
 
-    PYTHONPATH=. python benchmarks/bench_throughput.py [--sizes 100000 1000000 10000000] [--d 2] [--repeats 3]
+    python -m benchmarks.bench_throughput [--sizes 100000 1000000 10000000] [--d 2] [--repeats 3]
 
 For every count-based mechanism (``pmm``, ``dp_histogram``, ``kd_grid``, ``kd_adaptive``, ``psmm``, ``srw_tsp``)
 and n in ``--sizes``: the wall time of the registered run function on ``n`` uniform rows in ``[0,1]^d`` (default
@@ -86,7 +86,7 @@ def main() -> None:
     print(f"ids+bincount exponent in n: {exponent(args.sizes, [reference[n][0] for n in args.sizes]):.2f}")
     for name in args.mechanisms:
         seconds = [mechanism_time(name, data[n], args.repeats) for n in args.sizes]
-        for n, s in zip(args.sizes, seconds):
+        for n, s in zip(args.sizes, seconds, strict=True):
             full, alone = reference[n]
             print(f"{name:<14}{n:>10}{s:>9.3f}{n / s:>11.3g}{s / full:>16.2f}{s / alone:>12.2f}", flush=True)
         print(f"{name} exponent in n: {exponent(args.sizes, seconds):.2f}", flush=True)

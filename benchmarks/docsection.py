@@ -1,4 +1,7 @@
-"""Write one generated section of ``docs/benchmarks.md`` between ``<!-- name:start -->`` / ``<!-- name:end -->`` markers."""
+"""Write one generated section of ``docs/benchmarks.md``.
+
+The section lies between ``<!-- name:start -->`` / ``<!-- name:end -->`` markers.
+"""
 
 from __future__ import annotations
 

@@ -10,13 +10,14 @@ process.  Every loop is bounded by ``--duration``; every wait by a timeout.
 
 Usage::
 
-    python benchmarks/load_test.py --sessions 20 --duration 120 [--mechanism pmm]
+    python -m benchmarks.load_test --sessions 20 --duration 120 [--mechanism pmm]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import socket
 import statistics
 import subprocess
@@ -28,8 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
-from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import Page, async_playwright
+from playwright.async_api import Error as PlaywrightError, Page, async_playwright
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -86,10 +86,8 @@ class PeakMemory(threading.Thread):
 
 async def wait_idle(page: Page) -> None:
     """Wait until the app's script has started (if it has not finished already) and is idle again."""
-    try:
+    with contextlib.suppress(PlaywrightError):  # the run may be quicker than the poll
         await page.wait_for_selector(f"{APP_STATE}:not([data-test-script-state='notRunning'])", timeout=1_500)
-    except PlaywrightError:
-        pass  # the run was quicker than the poll
     await page.wait_for_selector(f"{APP_STATE}[data-test-script-state='notRunning']", timeout=RUN_TIMEOUT_MS)
 
 
@@ -103,7 +101,8 @@ async def open_synthesize(page: Page, url: str, mechanism: str | None) -> None:
         await page.get_by_label("Mechanism").click()
         await page.get_by_role("option", name=f"[{mechanism}]", exact=False).click()
         await wait_idle(page)
-    await page.get_by_role("button", name="Run", exact=True).click()  # after a first run, setting changes re-run by themselves
+    # after a first run, setting changes re-run by themselves
+    await page.get_by_role("button", name="Run", exact=True).click()
     await wait_idle(page)
     await page.get_by_text("epsilon spent", exact=True).first.wait_for(timeout=RUN_TIMEOUT_MS)
 

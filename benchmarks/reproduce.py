@@ -2,7 +2,7 @@
 
 Usage::
 
-    PYTHONPATH=. python benchmarks/reproduce.py [--quick] [--out docs/reproduction.md] [--figures docs/figures]
+    python -m benchmarks.reproduce [--quick] [--out docs/reproduction.md] [--figures docs/figures]
 
 Writes ``docs/reproduction.md`` (tables, slopes, rate notes) and Plotly figures ``repro_*.html`` with the raw
 numbers ``repro_*.csv`` under ``docs/figures``.
@@ -29,7 +29,6 @@ import argparse
 import math
 import os
 import re
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,14 +37,12 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import balog  # noqa: E402
-import privsyn_core as ps  # noqa: E402
-from privsyn_core import datasets  # noqa: E402
-from privsyn_core.errors import PrivsynError  # noqa: E402
-from privsyn_core.metrics import w1  # noqa: E402
-from privsyn_core.report import theoretical_rate  # noqa: E402
+import privsyn_core as ps
+from benchmarks import balog
+from privsyn_core import datasets
+from privsyn_core.errors import PrivsynError
+from privsyn_core.metrics import w1
+from privsyn_core.report import theoretical_rate
 
 DATASETS = {"uniform": datasets.uniform_cube, "two_blobs": datasets.two_blobs}
 W1_BUDGET = 16_000_000  # cost-matrix entries: exact W1 up to 4000 x 4000 rows
@@ -155,7 +152,7 @@ def slopes_table(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def _theory_slope(mechanism: str, d: int, group: pd.DataFrame, over: str) -> float | None:
-    rates = [theoretical_rate(mechanism, e, int(n), d) for n, e in zip(group.n, group.epsilon)]
+    rates = [theoretical_rate(mechanism, e, int(n), d) for n, e in zip(group.n, group.epsilon, strict=True)]
     if any(r is None for r in rates):
         return None
     return loglog_slope(group[over].to_numpy(), np.array(rates))
@@ -261,7 +258,7 @@ def _slopes_markdown(slopes: pd.DataFrame) -> str:
 
 
 def _means_markdown(part: pd.DataFrame, sweep: str) -> str:
-    part = part.assign(cell=[f"{m:.4f} ({s:.4f})" for m, s in zip(part.mean_w1, part.sd_w1)])
+    part = part.assign(cell=[f"{m:.4f} ({s:.4f})" for m, s in zip(part.mean_w1, part.sd_w1, strict=True)])
     table = part.pivot_table(index=["mechanism", "data"], columns=sweep, values="cell", aggfunc="first", sort=False)
     header = "| mechanism | data | " + " | ".join(f"{sweep}={c:g}" for c in table.columns) + " |"
     out = [header, "|" + "---|" * (len(table.columns) + 2)]
@@ -303,7 +300,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("docs/reproduction.md"))
     parser.add_argument("--figures", type=Path, default=Path("docs/figures"))
     args = parser.parse_args()
-    command = "python benchmarks/reproduce.py" + (" --quick" if args.quick else "")
+    command = "python -m benchmarks.reproduce" + (" --quick" if args.quick else "")
     build_report(QUICK if args.quick else FULL, args.out, args.figures, command, lambda line: print(line, flush=True))
     print(f"wrote {args.out}")
 

@@ -3,17 +3,45 @@
 >>> import privsyn_core as ps
 >>> [m.name for m in ps.list_mechanisms()][:2]
 ['pmm', 'psmm']
+
+``import privsyn_core`` stays light (no POT, scikit-learn, Dask, Plotly or Streamlit): :mod:`privsyn_core.metrics`
+is loaded on first use of ``ps.metrics`` (module ``__getattr__``, PEP 562), and the heavy libraries are imported
+inside the functions that use them (``tests/test_packaging.py`` checks it).
 """
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from .api import synthesize
 from .domain import Column, Schema, unit_schema
 from .errors import DataError, ParameterError, PrivsynError, SchemaError
 from .registry import MechanismSpec, ParamSpec, get_mechanism, list_mechanisms
 from .result import MechanismOutput, SynthResult
-from . import metrics
 
+if TYPE_CHECKING:
+    from . import metrics
+
+#: The one place the version is written (pyproject.toml reads it: ``[tool.setuptools.dynamic]``).
 __version__ = "0.1.0"
 
 __all__ = ["synthesize", "Schema", "Column", "unit_schema", "list_mechanisms", "get_mechanism",
            "MechanismSpec", "ParamSpec", "SynthResult", "MechanismOutput", "PrivsynError", "DataError",
            "SchemaError", "ParameterError", "metrics", "__version__"]
+
+_LAZY_SUBMODULES = frozenset({"metrics"})
+
+
+def __getattr__(name: str) -> ModuleType:
+    """Import the submodules of ``_LAZY_SUBMODULES`` on first attribute access (PEP 562)."""
+    if name in _LAZY_SUBMODULES:
+        module = importlib.import_module(f".{name}", __name__)
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _LAZY_SUBMODULES)

@@ -9,19 +9,24 @@ import subprocess
 import sys
 from pathlib import Path
 
-import dask
-import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
-from distributed import Client, LocalCluster
 
 import privsyn_core as ps
-from privsyn_core import Column, DataError, ParameterError, Schema, SchemaError
-from privsyn_core import dask_backend, staged
+from privsyn_core import Column, DataError, ParameterError, Schema, SchemaError, dask_backend, staged
+from privsyn_core.dask_backend import is_dask_frame, staged_mechanisms
 from privsyn_core.datasets import two_blobs
 from privsyn_core.pmm_tree import leaf_counts, sparse_leaf_counts
-from privsyn_core.dask_backend import is_dask_frame, staged_mechanisms
+
+# The dask extra (pip install -e ".[dask]"; requirements-dev.txt includes it): without it this module is skipped.
+dask = pytest.importorskip("dask", reason="the dask extra is not installed")
+dd = pytest.importorskip("dask.dataframe", reason="the dask extra is not installed")
+distributed = pytest.importorskip("distributed", reason="the dask extra is not installed")
+Client, LocalCluster = distributed.Client, distributed.LocalCluster
+
+# Every test starts worker processes or compares full runs: seconds each.
+pytestmark = pytest.mark.slow
 
 EPSILON = 0.7
 N = 2000

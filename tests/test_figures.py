@@ -58,7 +58,7 @@ def test_partition_colour_bins_follow_the_values():
     fig = F.partition_figure(cells, value_key="count")
     # each fill trace holds exactly the cells whose value lies in its bin
     bins, edges = F.colour_bins(cells["count"])
-    for trace, b in zip([t for t in fig.data if t.fill == "toself"], np.unique(bins)):
+    for trace, b in zip([t for t in fig.data if t.fill == "toself"], np.unique(bins), strict=True):
         assert int(np.isnan(np.asarray(trace.x, float)).sum()) == int((bins == b).sum())
     assert edges[0] == 0 and edges[-1] == 15
 

@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 import pandas as pd
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from privsyn_core import Column, Schema
 from privsyn_core.errors import PrivsynError
@@ -56,6 +56,7 @@ def test_read_csv_csv_like_text(text):
 @FUZZ
 @given(st.lists(st.lists(st.text(alphabet=CSV_CHARS, max_size=6), min_size=3, max_size=3), min_size=1, max_size=8),
        st.sampled_from([",", ";", "\t", "|"]))
+@pytest.mark.slow
 def test_read_csv_well_formed_tables_round_trip_shape(cells, delimiter):
     buffer = io.StringIO()
     writer = csv.writer(buffer, delimiter=delimiter, lineterminator="\n")
@@ -67,7 +68,9 @@ def test_read_csv_well_formed_tables_round_trip_shape(cells, delimiter):
 
 
 @FUZZ
-@given(st.lists(st.text(max_size=10), min_size=1, max_size=6), st.lists(st.floats(allow_nan=False), min_size=1, max_size=6))
+@given(st.lists(st.text(max_size=10), min_size=1, max_size=6),
+       st.lists(st.floats(allow_nan=False), min_size=1, max_size=6))
+@pytest.mark.slow
 def test_to_csv_bytes_never_writes_a_formula_cell(texts, numbers):
     size = min(len(texts), len(numbers))
     df = pd.DataFrame({"=text": texts[:size], "num": numbers[:size]})
@@ -77,6 +80,7 @@ def test_to_csv_bytes_never_writes_a_formula_cell(texts, numbers):
     assert [float(r[1]) for r in rows[1:]] == df["num"].tolist()
 
 
+@pytest.mark.slow
 @FUZZ
 @given(json_values)
 def test_schema_from_arbitrary_json(value):
@@ -98,6 +102,7 @@ column_dicts = st.fixed_dictionaries(
               "integer": st.booleans(), "public": st.booleans()})
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.lists(column_dicts, max_size=4))
 def test_schema_from_column_like_dicts(columns):
@@ -115,6 +120,7 @@ def test_schema_from_column_like_dicts(columns):
 cell_values = st.one_of(st.floats(), st.integers(-10**6, 10**6), st.text(max_size=4), st.none(), st.booleans())
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.lists(st.tuples(cell_values, cell_values), min_size=0, max_size=12))
 def test_encode_hostile_values(rows):

@@ -12,8 +12,13 @@ from scipy import stats
 
 import privsyn_core as ps
 from privsyn_core import kd_empty
-from privsyn_core.kd_empty import (conditional_weights, integer_threshold, sample_empty_cells, sample_ids_excluding,
-                                   tail_probability)
+from privsyn_core.kd_empty import (
+    conditional_weights,
+    integer_threshold,
+    sample_empty_cells,
+    sample_ids_excluding,
+    tail_probability,
+)
 from privsyn_core.noise import discrete_laplace, discrete_laplace_pmf
 
 ALPHA = 1e-6
@@ -131,6 +136,7 @@ def test_rejection_sampler_draws_distinct_free_ids_from_a_huge_space():
     assert np.array_equal(np.sort(ids), free)
 
 
+@pytest.mark.slow
 def test_mechanism_output_law_equals_the_explicit_algorithm_1():
     """Whole mechanism on 20 bins vs Algorithm 1 run literally (noise on all 20 bins)."""
     eps, t, reps = 1.0, 3.0, 1500
@@ -177,7 +183,7 @@ def test_boundary_points_and_clipping_through_a_schema():
     schema = ps.Schema((ps.Column("a", "numeric", lo=0.0, hi=1.0),))
     result = ps.synthesize(df, "kd_grid", 1.0, schema=schema, w=0.25, t=-5, rng=0)
     cells = result.diagnostics["cells"]
-    true = dict(zip(np.round(cells["lo"][:, 0], 3), cells["true_count"]))
+    true = dict(zip(np.round(cells["lo"][:, 0], 3), cells["true_count"], strict=True))
     assert true[0.75] == 2 and true[0.5] == 1 and true[0.25] == 1 and true[0.0] == 1
     assert result.clipped == {"a": 2}
 
@@ -231,6 +237,7 @@ def test_automatic_width_minimises_theorem_3_and_grows_with_epsilon_n():
 
 
 # -- accuracy: Theorem 3 as a probabilistic inequality (spec A.9) -----------------------------------------------------
+@pytest.mark.slow
 def test_theorem_3_sup_kde_bound_holds_with_probability_one_minus_delta():
     """d=1, R=10, w=0.5 (k=20), n=10^4, eps=1, delta=0.05, t=0, Gaussian kernel sigma=1 in data units.
 

@@ -14,11 +14,26 @@ from scipy import stats
 from scipy.optimize import linprog
 
 from privsyn_core.errors import ParameterError
-from privsyn_core.microagg import (alg1_params, alg4_params, avg_sq_marginal_error, bootstrap_indices,
-                                   covariance_loss, damped_microaggregate, equipartition, lattice_covering,
-                                   marginal_table, microaggregate, moment_distance, nearest_point_labels,
-                                   project_box, project_simplex_l1, randomized_rounding, second_moment,
-                                   tensorization_constant, top_eigenvectors)
+from privsyn_core.microagg import (
+    alg1_params,
+    alg4_params,
+    avg_sq_marginal_error,
+    bootstrap_indices,
+    covariance_loss,
+    damped_microaggregate,
+    equipartition,
+    lattice_covering,
+    marginal_table,
+    microaggregate,
+    moment_distance,
+    nearest_point_labels,
+    project_box,
+    project_simplex_l1,
+    randomized_rounding,
+    second_moment,
+    tensorization_constant,
+    top_eigenvectors,
+)
 
 ALPHA_TEST = 1e-6  # false-failure rate of the statistical tests
 
@@ -108,7 +123,7 @@ def test_nearest_point_labels_match_brute_force_and_break_ties_by_index():
 # -- microaggregation identities (4.1), (4.2), Lemmas 3.1-3.3, 3.6 ------------------------
 def test_mean_preserved_and_law_of_total_covariance():
     X = factor_data(3000, 8)
-    scaled, S, _, U, G, cells = partition(X, 2, 0.5)
+    scaled, S, _, _U, G, cells = partition(X, 2, 0.5)
     counts, w, Y = microaggregate(scaled, cells, len(G))
     assert counts.sum() == len(X)
     np.testing.assert_allclose(w @ Y, scaled.mean(axis=0), rtol=0, atol=1e-14)  # (4.2)
@@ -174,8 +189,8 @@ def test_equipartition_structure(n, s, k, seed, keyed):
 
 def test_equipartition_loss_bound_and_means():
     X = factor_data(5000, 10, seed=5)
-    k_prime, alpha, t = alg1_params(1000)
-    scaled, S, lam, U, G, cells = partition(X, t, alpha)
+    _k_prime, alpha, t = alg1_params(1000)
+    scaled, S, _lam, _U, G, cells = partition(X, t, alpha)
     _, w_f, y_f = microaggregate(scaled, cells, len(G))
     loss_f = covariance_loss(S, w_f, y_f)
     _, U_all = top_eigenvectors(S, 10)
@@ -195,10 +210,10 @@ def test_prop_3_14_lower_bound_on_a_separated_set():
     scaled = X / math.sqrt(p)
     distances = np.linalg.norm(scaled[:, None] - scaled[None], axis=2)[np.triu_indices(n, 1)]
     assert distances.min() > 0.5  # the construction's precondition (Lemma 3.15)
-    k_prime, alpha, t = alg1_params(k)
-    _, S, _, V, G, cells = partition(X, t, alpha)
+    _k_prime, alpha, t = alg1_params(k)
+    _, S, _, _V, _G, cells = partition(X, t, alpha)
     blocks, _ = equipartition(cells, k, None)
-    sizes, w, Y = microaggregate(scaled, blocks, k)
+    _sizes, w, Y = microaggregate(scaled, blocks, k)
     assert np.trace(S - (Y.T * w) @ Y) >= (n - k) / (8 * n)
     assert covariance_loss(S, w, Y) >= (n - k) / (8 * n * math.sqrt(p))
 
@@ -213,7 +228,7 @@ def dense_moment(points, weights, d):
 
 def test_moment_distance_and_tensorization():
     X = factor_data(1500, 6, seed=7)
-    scaled, S, _, V, G, cells = partition(X, 1, 0.77)
+    scaled, S, _, _V, _G, cells = partition(X, 1, 0.77)
     blocks, _ = equipartition(cells, 100, None)
     _, w, Y = microaggregate(scaled, blocks, 100)
     a = np.full(len(X), 1 / len(X))
@@ -263,6 +278,7 @@ def test_damping_sensitivity_for_fractional_b_erratum():
     assert worst <= 2 / b
 
 
+@pytest.mark.slow
 def test_l1_simplex_projection_is_an_l1_minimiser():
     rng = np.random.default_rng(10)
     for s in (1, 2, 5, 9):

@@ -14,9 +14,18 @@ from scipy import stats
 
 import privsyn_core as ps
 from privsyn_core.errors import ParameterError
-from privsyn_core.microagg import (alg4_params, damped_microaggregate, lattice_covering, marginal_table,
-                                   microaggregate, moment_distance, nearest_point_labels, project_simplex_l1,
-                                   second_moment, tensorization_constant)
+from privsyn_core.microagg import (
+    alg4_params,
+    damped_microaggregate,
+    lattice_covering,
+    marginal_table,
+    microaggregate,
+    moment_distance,
+    nearest_point_labels,
+    project_simplex_l1,
+    second_moment,
+    tensorization_constant,
+)
 
 ALPHA_TEST = 1e-6
 EPSILONS = [1e-3, 0.1, 1 / 3, 0.7, 1.0, 2.5, 7.3, 10.0]
@@ -147,7 +156,7 @@ def _bool_schema(p):
 def test_dp_noise_scales_follow_section_5():
     X = factor_data(10_000, 10, seed=5)
     out = run("microagg_dp", X, epsilon=1.0)
-    alpha, t, b = alg4_params(10_000, 10, 1.0, 1 / 3)
+    _alpha, t, b = alg4_params(10_000, 10, 1.0, 1 / 3)
     assert (out.params["t"], out.params["s"], out.params["b"]) == (t, 3, b)
     assert (t, b) == (1, math.sqrt(10 * 10_000 ** (1 - 1 / 3)))
     assert out.params["weight_noise_scale"] == 6 / (10_000 * 1.0)

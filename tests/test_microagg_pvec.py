@@ -109,6 +109,7 @@ def circle_log_density(A, theta):
     return energy - (np.log(np.mean(np.exp(energy - energy.max()))) + energy.max())
 
 
+@pytest.mark.slow
 def test_pvec_privacy_for_neighbouring_datasets():
     """Spec 6 item 1: with A = (n eps/6t) S, neighbours' PVEC densities differ by at most e^{eps/(3t)}."""
     rng = np.random.default_rng(9)

@@ -6,23 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from goodness_of_fit import ALPHA, chi_square_pvalue
 from privsyn_core import noise
-
-ALPHA = 1e-6  # false-failure rate of each statistical test (OpenDP's convention)
-
-
-def _chi_square_pvalue(samples: np.ndarray, pmf, support: np.ndarray) -> float:
-    """Chi-square test of integer samples against a pmf on ``support`` (tails pooled)."""
-    observed = np.array([np.count_nonzero(samples == z) for z in support], dtype=float)
-    expected = pmf(support) * len(samples)
-    observed = np.append(observed, len(samples) - observed.sum())
-    expected = np.append(expected, len(samples) - expected.sum())
-    keep = expected >= 5
-    pooled_obs = np.append(observed[keep], observed[~keep].sum())
-    pooled_exp = np.append(expected[keep], expected[~keep].sum())
-    if pooled_exp[-1] == 0:
-        pooled_obs, pooled_exp = pooled_obs[:-1], pooled_exp[:-1]
-    return stats.chisquare(pooled_obs, pooled_exp).pvalue
 
 
 @pytest.mark.parametrize("sigma", [0.3, 1.0, 5.0])
@@ -31,7 +16,7 @@ def test_discrete_laplace_matches_its_pmf(sigma):
     z = noise.discrete_laplace(sigma, 40_000, rng)
     assert z.dtype == np.int64
     support = np.arange(-int(12 * sigma) - 3, int(12 * sigma) + 4)
-    p = _chi_square_pvalue(z, lambda s: noise.discrete_laplace_pmf(s, sigma), support)
+    p = chi_square_pvalue(z, lambda s: noise.discrete_laplace_pmf(s, sigma), support)
     assert p > ALPHA, f"chi-square p={p:.2e} < {ALPHA}: the sampler does not follow Lap_Z({sigma})"
 
 

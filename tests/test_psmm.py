@@ -12,18 +12,23 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
 
 import privsyn_core as ps
+from goodness_of_fit import ALPHA, discrete_laplace_pvalue
 from privsyn_core.dbl_lp import all_pairs, dbl_distance, king_edge_count, king_edges, project_dbl, project_dbl_printed
 from privsyn_core.grid import cell_centres
-from privsyn_core.mechanisms.psmm import (MAX_CELLS, MAX_DENSE_CELLS, MAX_KING_FLOWS, auto_cells_per_axis,
-                                         check_lp_size, lp_flow_variables)
-from privsyn_core.mechanisms.psmm import SPEC as PSMM
+from privsyn_core.mechanisms.psmm import (
+    MAX_CELLS,
+    MAX_DENSE_CELLS,
+    MAX_KING_FLOWS,
+    SPEC as PSMM,
+    auto_cells_per_axis,
+    check_lp_size,
+    lp_flow_variables,
+)
 from privsyn_core.metrics import w1
-from privsyn_core.noise import discrete_laplace, discrete_laplace_pmf
+from privsyn_core.noise import discrete_laplace
 
-ALPHA = 1e-6
 LP_TOL = 1e-6
 
 
@@ -59,20 +64,6 @@ def test_ledger_sums_exactly_to_epsilon_and_scale_matches_relation(neighbouring,
     assert result.dp_valid
 
 
-def _chi_square_pvalue(noise, sigma):
-    """Goodness of fit of integer draws to Lap_Z(sigma); bins with expected count >= 5, tails lumped."""
-    N = len(noise)
-    p = math.exp(-1 / sigma)
-    z_max = 0
-    while N * discrete_laplace_pmf(z_max + 1, sigma) >= 5 and N * p ** (z_max + 2) / (1 + p) >= 5:
-        z_max += 1
-    support = np.arange(-z_max, z_max + 1)
-    tail = p ** (z_max + 1) / (1 + p)  # P(Z >= z_max + 1) = P(Z <= -z_max - 1)
-    expected = N * np.r_[tail, discrete_laplace_pmf(support, sigma), tail]
-    observed = np.r_[np.sum(noise < -z_max), [np.sum(noise == z) for z in support], np.sum(noise > z_max)]
-    return stats.chisquare(observed, expected).pvalue
-
-
 @pytest.mark.parametrize("neighbouring, sigma, wrong_sigma", [("replace", 2.0, 1.0), ("add_remove", 1.0, 2.0)])
 def test_cell_noise_is_discrete_laplace_with_the_relations_scale(neighbouring, sigma, wrong_sigma):
     # eps = 1, 2000 cells in d = 1: the noise lambda = noisy - true count has 2000 i.i.d. draws.
@@ -81,8 +72,8 @@ def test_cell_noise_is_discrete_laplace_with_the_relations_scale(neighbouring, s
     cells = out.diagnostics["cells"]
     noise = cells["noisy_count"] - cells["true_count"]
     assert noise.dtype.kind == "i"
-    assert _chi_square_pvalue(noise, sigma) > ALPHA
-    assert _chi_square_pvalue(noise, wrong_sigma) < ALPHA  # the test has power against the other calibration
+    assert discrete_laplace_pvalue(noise, sigma) > ALPHA
+    assert discrete_laplace_pvalue(noise, wrong_sigma) < ALPHA  # the test has power against the other calibration
 
 
 # -- the corrected LP and the erratum ------------------------------------------------------------------------
@@ -133,6 +124,7 @@ def test_corrected_lp_beats_printed_lp_on_random_2d_cases():
     assert min(gaps) > 1e-6  # strictly worse every time (the corrected LP is optimal, so never better)
 
 
+@pytest.mark.slow
 def test_no_dirichlet_probability_vector_beats_the_projection():
     rng = np.random.default_rng(7)
     atoms, nu = _random_atoms_case(rng, 12, 2)
@@ -167,7 +159,7 @@ def test_king_edges_join_exactly_the_cells_at_one_step():
     np.testing.assert_allclose(step, 1 / k)
     every = all_pairs(k ** d)
     at_one_step = np.isclose(np.max(np.abs(centres[every[0]] - centres[every[1]]), axis=1), 1 / k)
-    assert set(zip(tails, heads)) == set(zip(every[0][at_one_step], every[1][at_one_step]))
+    assert set(zip(tails, heads, strict=True)) == set(zip(every[0][at_one_step], every[1][at_one_step], strict=True))
 
 
 def test_dbl_equals_w1_for_probability_measures():
@@ -184,6 +176,7 @@ PATHWISE_CASES = [(d, n, rel, norm) for d in (1, 2, 3) for n in (40, 150) for re
                   (("replace", "n"), ("add_remove", "n"), ("add_remove", "noisy_total"))]
 
 
+@pytest.mark.slow
 def test_pathwise_bound_holds_on_every_seeded_run():
     for seed, (d, n, neighbouring, normalise) in enumerate(PATHWISE_CASES):
         rng = np.random.default_rng(seed)

@@ -12,8 +12,7 @@ import pandas as pd
 import pytest
 
 import privsyn_core as ps
-from privsyn_core import figures as F
-from privsyn_core import report
+from privsyn_core import figures as F, report
 from privsyn_core.cli import main as cli_main
 from privsyn_core.datasets import two_blobs
 from privsyn_core.io import to_csv_bytes

@@ -3,8 +3,8 @@ including one registered only inside the test, gets its rows without any change 
 
 from __future__ import annotations
 
+import importlib
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,16 +12,11 @@ import pytest
 from privsyn_core import registry
 from privsyn_core.result import MechanismOutput
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
 
 @pytest.fixture()
-def reproduce(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    sys.modules.pop("reproduce", None)
-    import reproduce
-
-    return reproduce
+def reproduce():
+    sys.modules.pop("benchmarks.reproduce", None)  # a fresh module: it reads the registry at import
+    return importlib.import_module("benchmarks.reproduce")
 
 
 @pytest.fixture()
@@ -30,8 +25,8 @@ def extra_mechanism(monkeypatch):
     registry.list_mechanisms()  # discover the real ones before the registry is swapped
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
 
-    @registry.register("test_uniform_rows", title="uniform rows (test)", paper="test", data_kind="continuous", released=(),
-                       neighbouring=("replace", "add_remove"), is_private=True, params={},
+    @registry.register("test_uniform_rows", title="uniform rows (test)", paper="test", data_kind="continuous",
+                       released=(), neighbouring=("replace", "add_remove"), is_private=True, params={},
                        guarantee="ignores the data", description="test only")
     def _run(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
              rng: np.random.Generator, size: int | str | None = None) -> MechanismOutput:

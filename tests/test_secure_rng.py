@@ -15,28 +15,14 @@ from randomgen import ChaCha
 from scipy import stats
 
 import privsyn_core as ps
+from goodness_of_fit import ALPHA, discrete_laplace_pvalue
 from privsyn_core import cli
-from privsyn_core.noise import discrete_laplace, discrete_laplace_pmf, resolve_rng, secure_generator
-
-ALPHA = 1e-6
+from privsyn_core.noise import discrete_laplace, resolve_rng, secure_generator
 
 
 def _is_chacha20(generator: np.random.Generator) -> bool:
     state = generator.bit_generator.state
     return state["bit_generator"].endswith("ChaCha") and state["state"]["rounds"] == 20
-
-
-def _chi_square_pvalue(noise: np.ndarray, sigma: float, cut: int) -> float:
-    """Chi-square goodness of fit of integer noise to Lap_Z(sigma), tails pooled beyond +-cut."""
-    support = np.arange(-cut + 1, cut)
-    pmf = discrete_laplace_pmf(support, sigma)
-    expected = np.concatenate([[(1 - pmf.sum()) / 2], pmf, [(1 - pmf.sum()) / 2]]) * len(noise)
-    observed = np.concatenate([[np.sum(noise <= -cut)], [np.sum(noise == z) for z in support], [np.sum(noise >= cut)]])
-    return float(stats.chisquare(observed, expected).pvalue)
-
-
-def _unit_data(n: int = 400) -> np.ndarray:
-    return np.random.default_rng(0).random((n, 1))
 
 
 def test_secure_generator_and_its_children_are_chacha20():
@@ -56,8 +42,8 @@ def test_bad_rng_strings_are_refused():
         resolve_rng("Secure!")
 
 
-def test_synthesize_secure_is_private_unseeded_and_not_reproducible():
-    data, schema = _unit_data(), ps.unit_schema(1)
+def test_synthesize_secure_is_private_unseeded_and_not_reproducible(unit_table):
+    data, schema = unit_table(400, 1)
     first = ps.synthesize(data, "dp_histogram", 1.0, schema=schema, rng="secure", bins=64)
     second = ps.synthesize(data, "dp_histogram", 1.0, schema=schema, rng="secure", bins=64)
     assert first.params["seed"] is None and second.params["seed"] is None
@@ -67,21 +53,21 @@ def test_synthesize_secure_is_private_unseeded_and_not_reproducible():
     assert not np.array_equal(first.diagnostics["cells"]["noisy_count"], second.diagnostics["cells"]["noisy_count"])
 
 
-def test_synthesize_secure_noise_has_the_calibrated_distribution():
+def test_synthesize_secure_noise_has_the_calibrated_distribution(unit_table):
     """Noisy minus true counts over many unseeded runs fit Lap_Z(2/epsilon) (false failure 1e-6)."""
-    data, schema, epsilon = _unit_data(), ps.unit_schema(1), 1.0
+    (data, schema), epsilon = unit_table(400, 1), 1.0
     noise = np.concatenate([
         np.subtract(*[r.diagnostics["cells"][k] for k in ("noisy_count", "true_count")])
         for r in (ps.synthesize(data, "dp_histogram", epsilon, schema=schema, rng="secure", bins=50, sample="center")
                   for _ in range(60))])
     assert len(noise) == 3000
-    assert _chi_square_pvalue(noise, 2 / epsilon, cut=8) > ALPHA
+    assert discrete_laplace_pvalue(noise, 2 / epsilon) > ALPHA
 
 
 def test_chacha_discrete_laplace_fits_its_pmf_fixed_key():
     generator = np.random.Generator(ChaCha(key=20261121, rounds=20))
     noise = discrete_laplace(3.0, 20_000, generator)
-    assert _chi_square_pvalue(noise, 3.0, cut=12) > ALPHA
+    assert discrete_laplace_pvalue(noise, 3.0) > ALPHA
 
 
 def test_chacha_uniforms_pass_kolmogorov_smirnov_fixed_key():
@@ -89,8 +75,9 @@ def test_chacha_uniforms_pass_kolmogorov_smirnov_fixed_key():
     assert stats.kstest(generator.random(20_000), "uniform").pvalue > ALPHA
 
 
-def test_cli_seed_secure_reports_no_seed(tmp_path):
-    (tmp_path / "in.csv").write_text("x\n" + "\n".join(f"{v:.3f}" for v in _unit_data(50)[:, 0]) + "\n")
+def test_cli_seed_secure_reports_no_seed(tmp_path, unit_table):
+    data, _ = unit_table(50, 1)
+    (tmp_path / "in.csv").write_text("x\n" + "\n".join(f"{v:.3f}" for v in data[:, 0]) + "\n")
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps({"columns": [{"name": "x", "kind": "numeric", "lo": 0, "hi": 1}]}))
     args = ["synth", str(tmp_path / "in.csv"), str(tmp_path / "out.csv"), "--mechanism", "dp_histogram",

@@ -2,8 +2,8 @@
 
 Usage (from the repository root)::
 
-    python benchmarks/peers/driver.py --quick --peer-python /path/to/venv/bin/python   # a few minutes
-    python benchmarks/peers/driver.py --peer-python /path/to/venv/bin/python   # full grid
+    python -m benchmarks.peers.driver --quick --peer-python /path/to/venv/bin/python   # a few minutes
+    python -m benchmarks.peers.driver --peer-python /path/to/venv/bin/python   # full grid
 
 Every (system, dataset, epsilon) run is one child process on the same private table
 (written once per dataset and seed); the driver measures the child's wall time, the child
@@ -36,11 +36,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from benchmarks.peers.common import dataset_names, load_dataset
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path[:0] = [str(HERE), str(ROOT)]
-
-from common import dataset_names, load_dataset  # noqa: E402
 
 PEERS = {"opendp_mst": ("run_opendp.py", ["--algorithm", "mst"]),
          "opendp_aim": ("run_opendp.py", ["--algorithm", "aim"]),
@@ -67,7 +66,8 @@ def main() -> None:
                         help="4 datasets, eps = 1, no AIM; results to /tmp, docs untouched")
     parser.add_argument("--n", type=int, default=2000, help="rows of the generated datasets (70%% private)")
     parser.add_argument("--w1-entries", type=int, default=2_000_000,
-                        help="cost-matrix budget of W1: exact up to it (1400 x 1400 private rows fit), else grid + bound")
+                        help="cost-matrix budget of W1: exact up to it (1400 x 1400 private rows fit), "
+                             "else grid + bound")
     parser.add_argument("--epsilons", type=float, nargs="+", default=None, help="run in this order")
     parser.add_argument("--datasets", nargs="+", default=None)
     parser.add_argument("--systems", nargs="+", default=None)
@@ -90,14 +90,14 @@ def main() -> None:
     if not args.report_only:
         rows = run_grid(args, rows)
     if not args.quick:
-        from peer_report import write_report
+        from benchmarks.peers.peer_report import write_report
 
         write_report(rows, ROOT / "docs")
 
 
 def run_grid(args: argparse.Namespace, rows: list[dict]) -> list[dict]:
     """Every (epsilon, dataset, system) in that order; results and the report are saved after each epsilon."""
-    from peer_report import write_report
+    from benchmarks.peers.peer_report import write_report
 
     epsilons = args.epsilons or ([1.0] if args.quick else [1.0, 0.5, 4.0])
     names = args.datasets or dataset_names(args.quick)
@@ -122,8 +122,9 @@ def _prepare(name: str, n: int, folder: Path) -> tuple[pd.DataFrame, pd.DataFram
     """Split the dataset into the private table (70%) and a real hold-out for TSTR (30%)."""
     data = load_dataset(name, n)
     order = np.random.default_rng(12345).permutation(len(data.frame))
-    cut = int(round(len(order) * (1 - HOLDOUT)))
-    real, test = data.frame.iloc[order[:cut]].reset_index(drop=True), data.frame.iloc[order[cut:]].reset_index(drop=True)
+    cut = round(len(order) * (1 - HOLDOUT))
+    real = data.frame.iloc[order[:cut]].reset_index(drop=True)
+    test = data.frame.iloc[order[cut:]].reset_index(drop=True)
     folder.mkdir(parents=True, exist_ok=True)
     real.to_csv(folder / "real.csv", index=False)
     meta = {"schema": data.schema, "target": data.target, "n": len(real), "folder": str(folder)}
@@ -150,14 +151,13 @@ def run_one(system: str, dataset: str, eps: float, args: argparse.Namespace, met
         command = [args.peer_python, str(HERE / script), *extra]
     command += ["--dataset", dataset, "--epsilon", str(eps), "--out", str(folder)]
     record = {"system": system, "dataset": dataset, "epsilon": eps, "n": meta["n"], "d": len(meta["schema"]["columns"])}
-    log = open(folder / "log.txt", "w")
-    start = time.perf_counter()
-    child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=HERE,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     timeout = args.aim_timeout if system.startswith("opendp_aim") else args.timeout
-    status = _wait(child, timeout)
-    record["process_seconds"] = time.perf_counter() - start
-    log.close()
+    with open(folder / "log.txt", "w") as log:
+        start = time.perf_counter()
+        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=HERE,
+                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
+        status = _wait(child, timeout)
+        record["process_seconds"] = time.perf_counter() - start
     if status == "timeout":
         record["error"] = f"timeout: stopped after the {timeout:g} s budget"
         return record

@@ -7,14 +7,13 @@ each system's guarantee and failures in ``notes.md``; both are pasted into the s
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import pandas as pd
 
+from benchmarks.docsection import update_section
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-from docsection import update_section  # noqa: E402
 
 COLUMNS = [("w1", "W1 (l-inf, unit cube)", "{:.4f}"), ("mmd", "MMD", "{:.4f}"), ("tvd1", "1-way TVD", "{:.3f}"),
            ("tvd2", "2-way TVD", "{:.3f}"), ("tstr", "TSTR", "{:.3f}"), ("seconds", "synthesis s", "{:.2f}"),
@@ -62,7 +61,8 @@ def _markdown(frame: pd.DataFrame) -> str:
             "model trained on the synthetic rows and tested on a real hold-out no system saw; `train-on-real` is "
             "the same model trained on the private table. `synthesis s` is timed inside the child (no imports), "
             "`process s` is the whole child process (interpreter start, imports, I/O); peak RSS is the child's "
-            "`VmHWM`. W1 is exact unless a method and its error bound follow the value. Measured on a 2-core machine shared with other jobs: times are indicative only.", ""]
+            "`VmHWM`. W1 is exact unless a method and its error bound follow the value. Measured on a 2-core machine "
+            "shared with other jobs: times are indicative only.", ""]
     out += _tables(frame)
     out.append("Figures: " + ", ".join(f"[{key}](figures/{name})" for key, name in FIGURES.items()) + ".")
     return "\n".join(out)
@@ -72,7 +72,8 @@ def _winners(ok: pd.DataFrame) -> list[str]:
     ok = ok[ok["system"] != "opendp_aim_zcdp"]  # weaker guarantee: not a like-for-like candidate
     lines = ["| dataset | epsilon | best W1 | best 2-way TVD | best TSTR |", "|---|---|---|---|---|"]
     for (dataset, eps), part in ok.groupby(["dataset", "epsilon"], sort=False):
-        best = [_best(part, "w1", min, "{:.4f}"), _best(part, "tvd2", min, "{:.3f}"), _best(part, "tstr", max, "{:.3f}")]
+        best = [_best(part, "w1", min, "{:.4f}"), _best(part, "tvd2", min, "{:.3f}"),
+                _best(part, "tstr", max, "{:.3f}")]
         lines.append(f"| {dataset} | {eps:g} | " + " | ".join(best) + " |")
     return lines
 

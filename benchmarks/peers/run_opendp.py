@@ -18,7 +18,6 @@ import time
 
 import numpy as np
 import pandas as pd
-
 from common import fill_missing, from_bins, parse_args, read_real, to_bins, write_run
 
 

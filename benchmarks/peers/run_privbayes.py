@@ -16,7 +16,6 @@ import time
 
 import numpy as np
 import pandas as pd
-
 from common import fill_missing, parse_args, read_real, write_run
 
 GUARANTEE = ("epsilon-DP by DataSynthesizer's accounting: eps/2 exponential mechanism for the network "
@@ -39,7 +38,8 @@ def main() -> None:
     domain_file = args.out / "categories.json"
     domain_file.write_text(json.dumps(categorical))
     start = time.perf_counter()
-    describer = DataDescriber(histogram_bins=args.bins, category_threshold=max([2] + [len(v) for v in categorical.values()]))
+    threshold = max([2] + [len(v) for v in categorical.values()])
+    describer = DataDescriber(histogram_bins=args.bins, category_threshold=threshold)
     describer.describe_dataset_in_correlated_attribute_mode(
         str(args.out / "real.csv"), k=args.parents, epsilon=args.epsilon,
         attribute_to_datatype={c["name"]: "Float" if c["kind"] == "numeric" else "String" for c in columns},

@@ -6,22 +6,17 @@ per axis a column takes k distinct values, which fall into at most k of the 20 e
 least ``1 - k/20`` for k < 20, whatever the counts (e.g. 0.8 for k = 4), while W1 only pays the
 distance to the centre.  ``sample='uniform'`` (same release, post-processing) removes it.
 
-Usage: ``python benchmarks/peers/tvd_centres.py`` (prints one line per mechanism and sampling).
+Usage: ``python -m benchmarks.peers.tvd_centres`` (prints one line per mechanism and sampling).
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 
-sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]
-
-import privsyn_core as ps  # noqa: E402
-from common import load_dataset  # noqa: E402
-from privsyn_core.domain import Schema  # noqa: E402
-from privsyn_core.metrics import evaluate  # noqa: E402
+import privsyn_core as ps
+from benchmarks.peers.common import load_dataset
+from privsyn_core.domain import Schema
+from privsyn_core.metrics import evaluate
 
 TVD_BINS = 20
 

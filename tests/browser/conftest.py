@@ -49,7 +49,7 @@ def chromium_path() -> str:
 def app_url():
     """Start the app on a free port (output to a temp file, never a pipe) and wait for /_stcore/health."""
     port = _free_port()
-    log = tempfile.TemporaryFile()
+    log = tempfile.TemporaryFile()  # noqa: SIM115 (outlives this frame: the server writes to it until teardown)
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",

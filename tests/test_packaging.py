@@ -1,0 +1,128 @@
+"""The package as a user gets it: a wheel built from pyproject.toml installs, imports and runs its console script;
+its metadata declares exactly pyproject's dependencies (the single list: requirements.txt is ``-e .``); and
+``import privsyn_core`` does not load the heavy libraries (POT, scikit-learn, Dask, Streamlit, Plotly)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+HEAVY = ("ot", "sklearn", "dask", "distributed", "streamlit", "plotly")
+
+
+def _canonical(requirements: list[str]) -> set[str]:
+    """Requirement strings in one spelling (name lower-cased, specifiers sorted), for a set comparison."""
+    out = set()
+    for text in requirements:
+        req = Requirement(text)
+        extras = ",".join(sorted(req.extras))
+        spec = ",".join(sorted(str(s) for s in req.specifier))
+        out.add(f"{req.name.lower().replace('_', '-')}[{extras}]{spec}")
+    return out
+
+
+def test_import_does_not_load_heavy_libraries():
+    code = ("import json, sys, privsyn_core as ps; ps.list_mechanisms(); "
+            f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
+
+
+@pytest.mark.slow
+def test_metrics_loads_on_first_use():
+    code = ("import sys, privsyn_core as ps; assert 'privsyn_core.metrics' not in sys.modules; "
+            "assert ps.metrics.w1 is sys.modules['privsyn_core.metrics'].w1; "
+            "from privsyn_core import metrics; assert metrics is ps.metrics; assert 'metrics' in dir(ps)")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_requirements_files_defer_to_pyproject():
+    """requirements*.txt hold no list of their own: they install the package and its extras from pyproject."""
+    def lines(name: str) -> list[str]:
+        text = (ROOT / name).read_text(encoding="utf-8").splitlines()
+        return [line.strip() for line in text if line.strip() and not line.lstrip().startswith("#")]
+
+    assert lines("requirements.txt") == ["-e ."]
+    assert lines("requirements-dev.txt") == ["-e .[dev]"]
+    assert {"dev", "dask", "bench"} <= set(PYPROJECT["project"]["optional-dependencies"])
+
+
+def test_version_is_written_once():
+    import privsyn_core
+
+    assert PYPROJECT["project"]["dynamic"] == ["version"] and "version" not in PYPROJECT["project"]
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "privsyn_core.__version__"}
+    assert privsyn_core.__version__.count(".") == 2
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """A wheel built offline (the installed setuptools, no build isolation) from a copy of the sources."""
+    src = tmp_path_factory.mktemp("src")
+    shutil.copy(ROOT / "pyproject.toml", src)
+    shutil.copy(ROOT / "README.md", src)
+    shutil.copytree(ROOT / "privsyn_core", src / "privsyn_core", ignore=shutil.ignore_patterns("__pycache__"))
+    dist = tmp_path_factory.mktemp("dist")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+                    "-w", str(dist), str(src)], check=True, capture_output=True, text=True)
+    (found,) = dist.glob("privsyn_core-*.whl")
+    return found
+
+
+@pytest.mark.slow
+def test_wheel_metadata_declares_pyproject_dependencies(wheel):
+    import privsyn_core
+
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        (meta_name,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        meta = Parser().parsestr(zf.read(meta_name).decode())
+        (entry_name,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+        entry_points = zf.read(entry_name).decode()
+    assert meta["Version"] == privsyn_core.__version__
+    requires = meta.get_all("Requires-Dist")
+    base = [r for r in requires if "extra ==" not in r]
+    assert _canonical(base) == _canonical(PYPROJECT["project"]["dependencies"])
+    for extra, listed in PYPROJECT["project"]["optional-dependencies"].items():
+        declared = [r.split(";")[0] for r in requires if f'extra == "{extra}"' in r]
+        assert _canonical(declared) == _canonical(listed), extra
+    assert "privsyn = privsyn_core.__main__:run" in entry_points
+    # sub-packages are found (packages.find include = privsyn_core*): every module of the tree is in the wheel
+    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "privsyn_core").rglob("*.py")}
+    assert modules <= set(names)
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_runs(wheel, tmp_path):
+    """Install the wheel (no dependencies: they are the interpreter's, the previous test checks the declared list)
+    into a fresh venv, then, from outside the checkout, import it and run the ``privsyn`` console script."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    bindir = venv / ("Scripts" if os.name == "nt" else "bin")
+    python = bindir / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q",
+                    str(wheel)], check=True, capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    where = subprocess.run([str(python), "-c", "import privsyn_core; print(privsyn_core.__file__)"], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(where).is_relative_to(venv), where  # the installed copy, not the checkout
+    listing = subprocess.run([str(bindir / "privsyn"), "mechanisms"], cwd=tmp_path, env=env, capture_output=True,
+                             text=True)
+    assert listing.returncode == 0, listing.stderr
+    assert listing.stdout.startswith("pmm")
+    bad = subprocess.run([str(bindir / "privsyn"), "synth", "missing.csv", "out.csv", "--mechanism", "pmm",
+                          "--epsilon", "1"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert bad.returncode == 2, (bad.returncode, bad.stderr)  # main's int reaches the exit status
+    assert len(bad.stderr.strip().splitlines()) == 1

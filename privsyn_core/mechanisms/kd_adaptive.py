@@ -304,7 +304,7 @@ SPEC = register_staged(
         "tau": ParamSpec(None, float, (0.0, 1e15), help="a node splits if count > tau + noise; auto: b_tree*h*log 2"),
         "t": ParamSpec(None, float, help="leaf filtering threshold; auto: b_leaf*h*log 2"),
         "tree_fraction": ParamSpec(0.5, float, (0.0, 1.0), help="share of epsilon for the split decisions (eps')"),
-        "sample": ParamSpec("center", str, choices=("center", "uniform"), help="rows at leaf centres or uniform in the leaf"),
+        "sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="rows uniform in their leaf (default) or at its centre (the paper's output)"),
         "bandwidth": ParamSpec(0.1, float, (1e-6, 10.0), help="kernel bandwidth (unit coordinates) the automatic h is tuned for"),
     },
     guarantee="epsilon-DP: split decisions with discrete Laplace scale 2L/eps' and leaf counts with scale 2/eps'' "

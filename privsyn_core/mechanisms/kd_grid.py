@@ -151,7 +151,7 @@ SPEC = register_staged(
         "w": ParamSpec(None, float, (1e-6, 1.0), help="bin width in unit coordinates (rounded down to 1/ceil(1/w)); "
                                                        "auto: minimises the Theorem 3 bound"),
         "t": ParamSpec(None, float, help="filtering threshold on noisy counts; auto: (noise scale) * log(#bins)"),
-        "sample": ParamSpec("center", str, choices=("center", "uniform"), help="rows at bin centres or uniform in the bin"),
+        "sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="rows uniform in their bin (default) or at its centre (the paper's output)"),
         "bandwidth": ParamSpec(0.1, float, (1e-6, 10.0), help="kernel bandwidth (unit coordinates) the automatic w is tuned for"),
     },
     guarantee="epsilon-DP: discrete Laplace bin counts of scale 2/epsilon (replace-one) or 1/epsilon (add/remove), "

@@ -79,8 +79,9 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
 
     size = public_size(spec, resolved, len(unit), epsilon, neighbouring, public_n, generator)
     start = time.perf_counter()
+    stage_params = getattr(codec, "stage_params", {})  # public facts of the schema (e.g. category counts)
     out = spec.run(unit, size.mechanism_epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=generator,
-                   size=size.value, **resolved)
+                   size=size.value, **resolved, **stage_params)
     timings["mechanism"] = time.perf_counter() - start
     timings.update({f"mechanism.{k}": v for k, v in out.timings.items()})
     rows = out.rows if out.rows is not None else out.unit
@@ -92,4 +93,5 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
     timings["decode"] = time.perf_counter() - start
     return assemble(spec, out, data=synthetic, schema=schema, epsilon=epsilon, neighbouring=neighbouring,
                     resolved=resolved, size=size, n_synthetic=n_synthetic, seed=seed, unit_rows=rows,
-                    clipped=clipped, timings=timings)
+                    clipped=clipped, timings=timings, n_records=len(unit),
+                    left_out=[str(c) for c in frame.columns if c not in schema.names])

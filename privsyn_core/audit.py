@@ -27,8 +27,9 @@ failure rate alpha); a mechanism that spends more than it claims is *detected* w
 ``eps_lower > epsilon``.  :func:`scaled_noise` builds deliberately mis-calibrated variants
 (noise scales multiplied by a factor) to show that the audit can fail.
 
-The features per mechanism live in :data:`FEATURES`; a mechanism without an entry is
-audited through its released rows (:func:`release_features`), which is valid but weaker.
+Each mechanism declares its audit case in its registration (``MechanismSpec.audit``, an
+:class:`AuditCase`); a mechanism without one is audited through its released rows
+(:func:`release_features`), which is valid but weaker.
 An audit gives a *lower* bound: passing it does not prove privacy, failing it proves a bug.
 
 References
@@ -51,7 +52,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import numpy as np
-from scipy.stats import beta
 
 from . import noise, walks
 from .validation import check_epsilon
@@ -91,7 +91,29 @@ FeatureFn = Callable[[MechanismOutput, NeighbourPair], np.ndarray]
 
 @dataclass(frozen=True)
 class AuditCase:
-    """How one mechanism is audited: data size, parameters, features."""
+    """How one mechanism is audited (declared in its registration, ``MechanismSpec.audit``).
+
+    Attributes
+    ----------
+    n, d : int
+        Size of the neighbouring pair (:func:`neighbour_pair`).
+    params : dict
+        Mechanism parameters: few cells, so that thousands of runs take seconds, in the configuration
+        whose calibration is tightest.
+    features : callable, optional
+        ``features(output, pair) -> array`` reading the DP output only; default :func:`release_features`.
+    trials, selection_trials : int
+        Runs per dataset counting the chosen event, and choosing it.
+    read_stages : tuple of str
+        Prefixes of the ledger stages whose noise the features read (``("",)``: all of them); their
+        loss sets the detection factor (:func:`detection_factor`).
+    tight_coordinates : int
+        Independent noise coordinates of the tight event (its mass is about ``2^-k``), for the
+        detection power (:func:`detection_power`).
+    pair_loss : callable, optional
+        ``pair_loss(spec, pair, epsilon, params) -> float``: the loss the pair realises, where it is below
+        the ledger's (microagg_dp's damped centres).
+    """
 
     n: int = 20
     d: int = 1
@@ -99,6 +121,9 @@ class AuditCase:
     features: FeatureFn | None = None
     trials: int = DEFAULT_TRIALS
     selection_trials: int = DEFAULT_SELECTION_TRIALS
+    read_stages: tuple[str, ...] = ("",)
+    tight_coordinates: int = 4
+    pair_loss: Callable[..., float] | None = None
 
 
 @dataclass(frozen=True)
@@ -262,24 +287,45 @@ def walk_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
     return np.append(values, values.min())
 
 
-_released_cells = functools.partial(cell_features, key="count")
+#: ``cell_features`` on the released counts (kd_grid, kd_adaptive).
+released_cells = functools.partial(cell_features, key="count")
 
-#: Per-mechanism audit settings: few cells and small n so that thousands of runs take seconds,
-#: the configuration whose calibration is tightest (e.g. srw's ``scale="tight"``), and features
-#: that read the DP output.  Mechanisms not listed use :class:`AuditCase` with
-#: :func:`release_features`.
-FEATURES: dict[str, AuditCase] = {
-    "pmm": AuditCase(params={"depth": 2, "sample": "center"}, features=cell_features),
-    "psmm": AuditCase(params={"cells_per_axis": 2, "sample": "center"}, features=cell_features,
-                      trials=4_000, selection_trials=1_000),
-    "srw": AuditCase(params={"bins": 2, "scale": "tight"}, features=walk_features),
-    "srw_tsp": AuditCase(d=2, params={"bins": 2, "scale": "tight"}, features=walk_features),
-    "kd_grid": AuditCase(params={"w": 0.5}, features=_released_cells),
-    "kd_adaptive": AuditCase(features=_released_cells, trials=10_000, selection_trials=2_500),
-    "microagg_dp": AuditCase(n=4, d=2, features=group_features),
-    "laplace_points": AuditCase(n=4, params={"resolution": 64}, features=record_features),
-    "dp_histogram": AuditCase(params={"bins": 2, "sample": "center"}, features=cell_features),
-}
+
+def case_of(spec: MechanismSpec) -> AuditCase:
+    """The mechanism's declared audit case, else :class:`AuditCase` with :func:`release_features`."""
+    return spec.audit if spec.audit is not None else AuditCase(features=release_features)
+
+
+def detection_factor(spec: MechanismSpec, relation: str, epsilon: float = 1.0) -> float:
+    """``f = L / (2 epsilon)`` (at most 1/2): the noise factor that makes the read stages spend ``2 epsilon``.
+
+    ``L`` is the loss of the stages the features read at the claimed noise: the mechanism's own
+    ``privacy_loss_bound`` parameter when it reports one, the case's ``pair_loss`` when the pair
+    realises less than the ledger, else the sum of the ledger stages named by ``read_stages``.
+    Every noise scale times ``f`` divides every Laplace loss by ``f``.
+    """
+    case = case_of(spec)
+    pair = neighbour_pair(spec.data_kind, relation, case.n, case.d if spec.data_kind == "continuous" else max(case.d, 2))
+    params = spec.resolve_params(case.params)
+    out = spec.run(pair.base, epsilon, neighbouring=relation, n_synthetic=None, rng=np.random.default_rng(0), **params)
+    if "privacy_loss_bound" in out.params:
+        loss = float(out.params["privacy_loss_bound"])
+    elif case.pair_loss is not None:
+        loss = case.pair_loss(spec, pair, epsilon, params)
+    else:
+        loss = math.fsum(e for stage, e in out.ledger if stage.startswith(case.read_stages))
+    return min(0.5, loss / (2 * epsilon))
+
+
+def microagg_pair_loss(spec: MechanismSpec, pair: NeighbourPair, epsilon: float, params: dict[str, Any]) -> float:
+    """The loss microagg_dp's pair realises: it moves the damped averages of [BSV23] (5.4) (one cell when
+    ``t = 0``) by an l1 distance ``Delta``, far below their sensitivity ``4 sqrt(p)/b``, so the centre
+    stage's ``Laplace(vector_noise_scale)`` spends ``Delta / scale`` (the weights of a single cell are
+    always 1, and ``t = 0`` skips the projection)."""
+    runs = [spec.run(data, epsilon, neighbouring=pair.relation, n_synthetic=None, rng=np.random.default_rng(0),
+                     **params) for data in (pair.base, pair.neighbour)]
+    delta = np.abs(runs[1].diagnostics["noise"]["damped"] - runs[0].diagnostics["noise"]["damped"]).sum()
+    return float(delta) / runs[0].params["vector_noise_scale"]
 
 
 # -- the audit -------------------------------------------------------------------------
@@ -308,12 +354,12 @@ def audit(mechanism: str, epsilon: float = 1.0, *, neighbouring: str | None = No
         Multiply every noise scale by this factor (:func:`scaled_noise`); ``< 1`` makes a
         deliberately mis-calibrated variant that spends more than it claims.
     case : AuditCase, optional
-        Overrides the entry of :data:`FEATURES`.
+        Overrides the mechanism's declared case (:func:`case_of`).
     """
     spec = get_mechanism(mechanism)
     epsilon = check_epsilon(epsilon)
     relation = _relation(spec, neighbouring)
-    case = case or FEATURES.get(spec.name, AuditCase())
+    case = case or case_of(spec)
     trials = case.trials if trials is None else trials
     selection_trials = case.selection_trials if selection_trials is None else selection_trials
     _check_counts(trials, selection_trials, confidence)
@@ -345,8 +391,8 @@ def audit_all(epsilon: float = 1.0, **kwargs: Any) -> list[AuditResult]:
 def epsilon_lower_bound(likely: np.ndarray, rare: np.ndarray, trials: int, alpha: float) -> np.ndarray:
     """``max(0, log(CP_lower(likely) / CP_upper(rare)))``, each one-sided bound at level ``alpha/2``."""
     likely, rare = np.asarray(likely), np.asarray(rare)
-    lower = np.where(likely > 0, beta.ppf(alpha / 2, np.maximum(likely, 1), trials - likely + 1), 0.0)
-    upper = np.where(rare < trials, beta.ppf(1 - alpha / 2, rare + 1, np.maximum(trials - rare, 1)), 1.0)
+    lower = np.where(likely > 0, _beta().ppf(alpha / 2, np.maximum(likely, 1), trials - likely + 1), 0.0)
+    upper = np.where(rare < trials, _beta().ppf(1 - alpha / 2, rare + 1, np.maximum(trials - rare, 1)), 1.0)
     with np.errstate(divide="ignore"):
         return np.maximum(np.log(lower) - np.log(upper), 0.0)
 
@@ -367,8 +413,8 @@ def detection_power(mass: float, true_epsilon: float, epsilon: float, trials: in
     from scipy.stats import binom
 
     x = np.arange(trials + 1)
-    lower = np.where(x > 0, beta.ppf(alpha / 2, np.maximum(x, 1), trials - x + 1), 0.0)
-    upper = np.where(x < trials, beta.ppf(1 - alpha / 2, x + 1, np.maximum(trials - x, 1)), 1.0)
+    lower = np.where(x > 0, _beta().ppf(alpha / 2, np.maximum(x, 1), trials - x + 1), 0.0)
+    upper = np.where(x < trials, _beta().ppf(1 - alpha / 2, x + 1, np.maximum(trials - x, 1)), 1.0)
     # log(lower[x1]) - log(upper[x0]) > epsilon  <=>  upper[x0] < lower[x1] e^{-epsilon}; upper increases in x0.
     largest = np.searchsorted(upper, lower * math.exp(-epsilon), side="left") - 1
     p0 = mass * math.exp(-true_epsilon)
@@ -502,7 +548,13 @@ def _check_counts(trials: int, selection_trials: int, confidence: float) -> None
         raise ParameterError(f"confidence must be in (0, 1), got {confidence!r}")
 
 
-__all__ = ["AuditCase", "AuditResult", "Event", "NeighbourPair", "FEATURES", "audit", "audit_all", "choose_event",
+__all__ = ["AuditCase", "AuditResult", "Event", "NeighbourPair", "case_of", "detection_factor", "audit", "audit_all", "choose_event",
            "epsilon_lower_bound", "format_table", "neighbour_pair", "release_features", "cell_features",
            "record_features", "group_features", "walk_features", "scaled_noise", "SCALED_LAWS",
            "detection_power"]
+
+
+def _beta() -> Any:
+    """scipy's beta distribution, imported on first use (keeps ``import privsyn_core`` light)."""
+    from scipy.stats import beta
+    return beta

@@ -1,41 +1,93 @@
-"""Command line: ``python -m privsyn_core mechanisms | synth | evaluate``.
+"""Command line: ``python -m privsyn_core mechanisms | synth | evaluate | audit``.
 
-Bad input ends with a one-line error naming the problem and exit status 2, never a traceback.
+Bad input, including a bad command line, ends with a one-line error naming the problem and
+exit status 2, never a traceback.  Files are written atomically (:func:`~privsyn_core.io.atomic_open`):
+``synth`` refuses an output or report path that is one of its inputs or each other, and an
+existing file unless ``--force`` is given.  SIGINT and SIGTERM end the command with one line
+and exit status 130 or 143, after removing any file not yet complete.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NoReturn
 
 from .api import synthesize
 from .domain import Schema
-from .errors import PrivsynError
-from .io import read_csv, to_csv_bytes
+from .errors import OutputError, PrivsynError
+from .io import atomic_open, read_csv, read_schema, write_csv
 from .registry import get_mechanism, list_mechanisms
 
 EXIT_USAGE = 2
+#: Exit statuses after a signal, ``128 + signal number`` as shells report them.
+EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM
+
+
+class UsageError(PrivsynError):
+    """A malformed command line (unknown option, missing argument, a value of the wrong type)."""
+
+
+class Terminated(BaseException):
+    """Raised by the SIGTERM handler so that pending ``finally`` blocks remove unfinished files."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    with _signals_as_exceptions():
+        try:
+            args = _parser().parse_args(argv)
+            return args.handler(args)
+        except (PrivsynError, OSError, json.JSONDecodeError) as exc:
+            print(f"error: {_one_line(exc)}", file=sys.stderr)
+            return EXIT_USAGE
+        except MemoryError:
+            print("error: out of memory; use fewer rows, fewer cells or a smaller n_synthetic", file=sys.stderr)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            print("error: interrupted (SIGINT); unfinished files were removed", file=sys.stderr)
+            return EXIT_SIGINT
+        except Terminated:
+            print("error: interrupted (SIGTERM); unfinished files were removed", file=sys.stderr)
+            return EXIT_SIGTERM
+
+
+@contextlib.contextmanager
+def _signals_as_exceptions() -> Iterator[None]:
+    """SIGINT raises ``KeyboardInterrupt`` and SIGTERM :class:`Terminated` (main thread only); restored after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        return args.handler(args)
-    except (PrivsynError, OSError, json.JSONDecodeError) as exc:
-        print(f"error: {_one_line(exc)}", file=sys.stderr)
-        return EXIT_USAGE
-    except MemoryError:
-        print("error: out of memory; use fewer rows, fewer cells or a smaller n_synthetic", file=sys.stderr)
-        return EXIT_USAGE
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _raise_terminated(signum: int, frame: object) -> NoReturn:
+    raise Terminated
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line (a :class:`UsageError`) instead of the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m privsyn_core",
-                                     description="Differentially private synthetic data with provable W1 accuracy.")
+    parser = _Parser(prog="python -m privsyn_core",
+                     description="Differentially private synthetic data with provable W1 accuracy.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     mech = sub.add_parser("mechanisms", help="list the registered mechanisms and their parameters")
@@ -60,6 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     synth.add_argument("--param", action="append", default=[], metavar="K=V", help="mechanism parameter (repeatable)")
     synth.add_argument("--report", type=Path, help="also write the release's JSON metadata (ledger, parameters, "
                                                    "schema): safe to publish with the rows")
+    synth.add_argument("--force", action="store_true", help="overwrite the output and report files if they exist")
     synth.set_defaults(handler=_cmd_synth)
 
     ev = sub.add_parser("evaluate", help="compare a synthetic CSV with the real one")
@@ -118,15 +171,19 @@ def _spec_dict(spec) -> dict[str, Any]:
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
+    _check_outputs([args.output, args.report], [args.input, args.schema], force=args.force)
     data = read_csv(args.input)
     schema = _load_schema(args.schema)
     params = dict(_split_param(p) for p in args.param)
     result = synthesize(data, args.mechanism, args.epsilon, schema=schema, neighbouring=args.neighbouring,
                         n_synthetic=args.n_synthetic, rng=_seed(args.seed), public_n=args.public_n, **params)
     release = result.release()
-    args.output.write_bytes(to_csv_bytes(release.data))
-    if args.report:
-        args.report.write_text(json.dumps(release.to_dict(), indent=2, default=str))
+    # Both files are complete on disk before either is renamed into place; any failure removes both.
+    with contextlib.ExitStack() as stack:
+        write_csv(release.data, stack.enter_context(atomic_open(args.output)))
+        if args.report:
+            report = stack.enter_context(atomic_open(args.report))
+            report.write(json.dumps(release.to_dict(), indent=2, default=str).encode("utf-8"))
     for warning in release.to_dict()["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
     if args.diagnostics:
@@ -197,12 +254,45 @@ def _json_default(value: Any) -> Any:
 
 
 def _load_schema(path: Path | None) -> Schema | None:
-    if path is None:
-        return None
+    return None if path is None else read_schema(path)
+
+
+def _check_outputs(outputs: list[Path | None], inputs: list[Path | None], *, force: bool) -> None:
+    """Refuse, before any work, output paths that would destroy an input, each other or an existing file.
+
+    Two paths name the same file when they resolve to the same path or, for existing files,
+    have the same device and inode (hard links, bind mounts, case-insensitive file systems).
+    """
+    outputs_given = [p for p in outputs if p is not None]
+    inputs_given = [p for p in inputs if p is not None]
+    for k, out in enumerate(outputs_given):
+        for other in inputs_given:
+            if _same_file(out, other):
+                raise OutputError(f"refusing to write {out}: it is the input file {other}; choose another path")
+        for other in outputs_given[:k]:
+            if _same_file(out, other):
+                raise OutputError(f"the output and the report are the same file {out}; give two paths")
+        folder = out.resolve().parent
+        if not folder.is_dir():
+            raise OutputError(f"no such folder: {folder}")
+        if out.is_dir():
+            raise OutputError(f"{out} is a folder; give the path of a file to write")
+        if out.exists() and not out.is_file():
+            raise OutputError(f"not a regular file: {out}; give the path of a file to write")
+        if out.exists() and not force:
+            raise OutputError(f"{out} exists; pass --force to overwrite it")
+        if not os.access(folder, os.W_OK):
+            raise OutputError(f"cannot write in folder {folder}: permission denied")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.resolve() == b.resolve():
+        return True
     try:
-        return Schema.from_dict(json.loads(path.read_text()))
-    except json.JSONDecodeError as exc:
-        raise PrivsynError(f"schema file {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        sa, sb = a.stat(), b.stat()
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def _split_param(text: str) -> tuple[str, str]:

@@ -66,7 +66,9 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
                     neighbouring: str, n_synthetic: int | None, rng: Any, params: dict[str, Any],
                     public_n: int | None = None) -> SynthResult:
     """The Dask path of :func:`privsyn_core.synthesize` (module docstring); arguments already checked there."""
+    columns = list(ddf.columns)
     stages, schema, codec, ddf = _checked_input(ddf, spec, schema)
+    stage_params = {**params, **getattr(codec, "stage_params", {})}  # public facts of the schema for the stages
     generator, seed = resolve_rng(rng)
     timings: dict[str, float] = {}
 
@@ -77,17 +79,18 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
         raise DataError("the table has no rows")
     d = len(schema.names)
     size = public_size(spec, params, n, epsilon, neighbouring, public_n, generator)
-    layout = stages.layout(size.value, d, size.mechanism_epsilon, neighbouring, params)
+    layout = stages.layout(size.value, d, size.mechanism_epsilon, neighbouring, stage_params)
 
     start = time.perf_counter()
     counts, clipped = count_partitions(ddf, codec, stages, layout, n)
     timings["count"] = time.perf_counter() - start
-    if counts.total != n:
-        raise RuntimeError(f"internal error: the partitions' counts sum to {counts.total}, not n={n}")
+    per_row = getattr(layout, "counts_per_row", 1)  # a layout that counts every row in several partitions says so
+    if counts.total != n * per_row:
+        raise RuntimeError(f"internal error: the partitions' counts sum to {counts.total}, not {per_row} n={n}")
 
     start = time.perf_counter()
     out, plan = stages.release(counts, size.value, d, size.mechanism_epsilon, neighbouring=neighbouring,
-                               n_synthetic=n_synthetic, rng=generator, layout=layout, params=params)
+                               n_synthetic=n_synthetic, rng=generator, layout=layout, params=stage_params)
     timings["release"] = time.perf_counter() - start
     timings.update({f"mechanism.{k}": v for k, v in out.timings.items()})
     data = synthetic_frame(plan, codec)
@@ -95,7 +98,8 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
                  "synthetic_rows": plan.total}
     return assemble(spec, out, data=data, schema=schema, epsilon=epsilon, neighbouring=neighbouring,
                     resolved=params, size=size, n_synthetic=n_synthetic, seed=seed, unit_rows=None,
-                    clipped=clipped, timings=timings, diagnostics={"dask": dask_info})
+                    clipped=clipped, timings=timings, n_records=n, diagnostics={"dask": dask_info},
+                    left_out=[str(c) for c in columns if c not in schema.names])
 
 
 def _checked_input(ddf: Any, spec: MechanismSpec, schema: Schema | dict | None) -> tuple[Stages, Schema, Any, Any]:

@@ -13,6 +13,8 @@ private: the min, max and observed categories leak.  Such columns carry
 from __future__ import annotations
 
 import math
+import reprlib
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Sequence
 
@@ -24,6 +26,10 @@ from .errors import DataError, SchemaError
 ColumnKind = Literal["numeric", "categorical"]
 SCHEMA_VERSION = 1
 MAX_INFERRED_CATEGORIES = 100
+#: Largest ``|lo|``, ``|hi|`` of a numeric column: half the largest float, so that for any ``a, b`` in
+#: ``[lo, hi]`` the span ``b - a``, the sum ``a + b`` (midpoints of cells) and hence every decoded value
+#: ``lo + u (hi - lo)`` are finite.
+MAX_ABS_BOUND = sys.float_info.max / 2
 
 
 @dataclass(frozen=True)
@@ -58,26 +64,61 @@ class Column:
         if self.kind == "numeric":
             self._check_bounds()
         elif self.kind == "categorical":
-            if not self.categories:
-                raise SchemaError(f"column {self.name!r}: a categorical column needs a non-empty category list")
-            if len(set(self.categories)) != len(self.categories):
-                raise SchemaError(f"column {self.name!r}: the category list has duplicates")
+            self._check_categories()
         else:
-            raise SchemaError(f"column {self.name!r}: kind must be 'numeric' or 'categorical', got {self.kind!r}")
+            raise SchemaError(f"column {self.name!r}: kind must be 'numeric' or 'categorical', got {_show(self.kind)}")
 
     def _check_bounds(self) -> None:
+        if isinstance(self.lo, (bool, np.bool_)) or isinstance(self.hi, (bool, np.bool_)):
+            raise SchemaError(f"column {self.name!r}: numeric bounds must be numbers, not true/false")
         try:
             lo, hi = float(self.lo), float(self.hi)
         except (TypeError, ValueError):
-            raise SchemaError(f"column {self.name!r}: numeric bounds must be numbers, got lo={self.lo!r}, hi={self.hi!r}") from None
+            raise SchemaError(f"column {self.name!r}: numeric bounds must be numbers, "
+                              f"got lo={_show(self.lo)}, hi={_show(self.hi)}") from None
+        except OverflowError:
+            raise SchemaError(f"column {self.name!r}: bounds must be finite floating-point numbers") from None
         if not (math.isfinite(lo) and math.isfinite(hi)):
             raise SchemaError(f"column {self.name!r}: bounds must be finite, got [{lo}, {hi}]")
         if not lo < hi:
             raise SchemaError(f"column {self.name!r}: bounds need lo < hi, got lo={lo:g}, hi={hi:g}")
-        if not math.isfinite(hi - lo):
-            raise SchemaError(f"column {self.name!r}: the range hi - lo overflows; use smaller bounds")
+        if max(abs(lo), abs(hi)) > MAX_ABS_BOUND:
+            raise SchemaError(f"column {self.name!r}: bounds [{lo:g}, {hi:g}] are too wide (hi - lo or a midpoint "
+                              f"overflows); keep them within +-{MAX_ABS_BOUND:.4g}, half the largest float")
         object.__setattr__(self, "lo", lo)
         object.__setattr__(self, "hi", hi)
+
+    def _check_categories(self) -> None:
+        """Categories are a non-empty list of distinct scalars (text, numbers, booleans) with distinct texts.
+
+        A CSV file gives every value as text, so two categories whose ``str`` agree
+        (``1`` and ``"1"``) could not be told apart when encoding; they are refused too.
+        """
+        cats = self.categories
+        if not isinstance(cats, (tuple, list, np.ndarray)):
+            raise SchemaError(f"column {self.name!r}: categories must be a list of values, got {_show(cats)}")
+        cats = tuple(cats)
+        object.__setattr__(self, "categories", cats)
+        if not cats:
+            raise SchemaError(f"column {self.name!r}: a categorical column needs a non-empty category list")
+        bad = [t for t in set(map(type, cats)) if not issubclass(t, _CATEGORY_TYPES)]
+        if bad:
+            example = next(c for c in cats if type(c) in bad)
+            raise SchemaError(f"column {self.name!r}: categories must be text, numbers or booleans, "
+                              f"got {_show(example)}")
+        floats = [c for c in cats if isinstance(c, (float, np.floating))]
+        if not all(math.isfinite(c) for c in floats):
+            raise SchemaError(f"column {self.name!r}: categories must be finite numbers, not NaN or infinity")
+        if len(set(cats)) != len(cats):
+            dup = _first_duplicate(cats)
+            first = next(c for c in cats if c == dup)
+            same = f"{_show(first)} and {_show(dup)} are equal" if repr(first) != repr(dup) else _show(dup)
+            raise SchemaError(f"column {self.name!r}: the category list has duplicates: {same}")
+        if len(set(map(str, cats))) != len(cats):
+            text = _first_duplicate([str(c) for c in cats])
+            same = [c for c in cats if str(c) == text][:2]
+            raise SchemaError(f"column {self.name!r}: categories {_show(same[0])} and {_show(same[1])} are the same "
+                              f"text {text!r} in a CSV file; keep one")
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "kind": self.kind, "public": self.public}
@@ -120,21 +161,32 @@ class Schema:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Schema":
-        """Read a schema written by :meth:`to_dict` (the CLI's ``--schema`` JSON)."""
+        """Read a schema written by :meth:`to_dict` (the CLI's ``--schema`` JSON).
+
+        The reading is strict, so that a typo cannot silently change the domain: the
+        object has the keys ``columns`` (and optionally ``version``); each column has a
+        non-empty string ``name``, ``kind`` ``"numeric"`` (the default) or
+        ``"categorical"``; a numeric column has numbers ``lo < hi`` (finite, with a finite
+        span ``hi - lo``) and optionally the JSON boolean ``integer``; a categorical column
+        has ``categories``, a list of distinct text, number or boolean values (no
+        ``null``); ``public`` is a JSON boolean (default ``true``).  Any other key, or a key
+        of the other kind, is an error naming it.
+
+        Raises
+        ------
+        SchemaError
+            With a one-line message naming the column and the offending key.
+        """
         if not isinstance(d, dict) or not isinstance(d.get("columns"), list):
             raise SchemaError("a schema must be a JSON object with a 'columns' list")
-        cols = []
-        for i, c in enumerate(d["columns"]):
-            if not isinstance(c, dict):
-                raise SchemaError(f"schema column {i} must be an object")
-            unknown = set(c) - {"name", "kind", "lo", "hi", "categories", "integer", "public"}
-            if unknown:
-                raise SchemaError(f"schema column {c.get('name', i)!r}: unknown keys {sorted(unknown)}")
-            cats = c.get("categories")
-            cols.append(Column(name=c.get("name"), kind=c.get("kind", "numeric"), lo=c.get("lo"), hi=c.get("hi"),
-                               categories=tuple(cats) if cats is not None else None,
-                               integer=bool(c.get("integer", False)), public=bool(c.get("public", True))))
-        return cls(tuple(cols))
+        unknown = set(d) - {"version", "columns"}
+        if unknown:
+            raise SchemaError(f"unknown schema keys [{_keys(unknown)}]; a schema has 'columns' and 'version'")
+        version = d.get("version", SCHEMA_VERSION)
+        if isinstance(version, bool) or version != SCHEMA_VERSION:
+            raise SchemaError(f"schema version {_show(version)} is not supported; this library reads version "
+                              f"{SCHEMA_VERSION}")
+        return cls(tuple(_column_from_dict(i, c) for i, c in enumerate(d["columns"])))
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": SCHEMA_VERSION, "columns": [c.to_dict() for c in self.columns]}
@@ -207,8 +259,81 @@ class Schema:
             else:
                 k = len(col.categories)
                 idx = np.minimum((u * k).astype(np.int64), k - 1)
-                out[col.name] = _category_array(col.categories)[idx]
+                values = _category_array(col.categories)
+                out[col.name] = pd.Series(values[idx], dtype=_category_dtype(values))
         return pd.DataFrame(out, columns=self.names)
+
+
+_NUMERIC_KEYS = frozenset({"lo", "hi", "integer"})
+_CATEGORICAL_KEYS = frozenset({"categories"})
+_COLUMN_KEYS = frozenset({"name", "kind", "public"}) | _NUMERIC_KEYS | _CATEGORICAL_KEYS
+_CATEGORY_TYPES = (str, bool, int, float, np.integer, np.floating, np.bool_)
+_SHOW = reprlib.Repr()
+_SHOW.maxstring, _SHOW.maxother, _SHOW.maxlist, _SHOW.maxdict, _SHOW.maxlevel = 40, 40, 3, 3, 2
+
+
+def _show(value: Any) -> str:
+    """A short one-line rendering of a value from a user's schema (bounded even for huge or deep values)."""
+    return _SHOW.repr(value)
+
+
+def _keys(keys: Iterable[Any]) -> str:
+    return ", ".join(sorted(_show(k) for k in keys))
+
+
+def _first_duplicate(values: Sequence[Any]) -> Any:
+    seen: set = set()
+    for v in values:
+        if v in seen:
+            return v
+        seen.add(v)
+    return None
+
+
+def _column_from_dict(i: int, c: Any) -> Column:
+    """One column of :meth:`Schema.from_dict`, every key type-checked (see there)."""
+    if not isinstance(c, dict):
+        raise SchemaError(f"schema column {i} must be an object with 'name' and 'kind', got {_show(c)}")
+    name = c.get("name")
+    if not isinstance(name, str) or not name:
+        raise SchemaError(f"schema column {i}: 'name' must be a non-empty string, got {_show(name)}")
+    unknown = set(c) - _COLUMN_KEYS
+    if unknown:
+        raise SchemaError(f"schema column {name!r}: unknown keys [{_keys(unknown)}]; "
+                          f"allowed: {', '.join(sorted(_COLUMN_KEYS))}")
+    kind = c.get("kind", "numeric")
+    if not isinstance(kind, str) or kind not in ("numeric", "categorical"):
+        raise SchemaError(f"column {name!r}: 'kind' must be 'numeric' or 'categorical', got {_show(kind)}")
+    misplaced = set(c) & (_CATEGORICAL_KEYS if kind == "numeric" else _NUMERIC_KEYS)
+    if misplaced:
+        raise SchemaError(f"column {name!r}: key(s) {_keys(misplaced)} do not apply to a {kind} column")
+    public = _flag(c, "public", True, name)
+    if kind == "categorical":
+        cats = c.get("categories")
+        if not isinstance(cats, (list, tuple)):
+            raise SchemaError(f"column {name!r}: 'categories' must be a list of values, got {_show(cats)}")
+        return Column(name, "categorical", categories=tuple(cats), public=public)
+    if "lo" not in c or "hi" not in c:
+        raise SchemaError(f"column {name!r}: a numeric column needs 'lo' and 'hi' (public bounds)")
+    lo, hi = (_number(c, key, name) for key in ("lo", "hi"))
+    return Column(name, "numeric", lo=lo, hi=hi, integer=_flag(c, "integer", False, name), public=public)
+
+
+def _flag(c: dict, key: str, default: bool, name: str) -> bool:
+    value = c.get(key, default)
+    if not isinstance(value, (bool, np.bool_)):
+        raise SchemaError(f"column {name!r}: {key!r} must be true or false (a JSON boolean), got {_show(value)}")
+    return bool(value)
+
+
+def _number(c: dict, key: str, name: str) -> float:
+    value = c[key]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise SchemaError(f"column {name!r}: {key!r} must be a number, got {_show(value)}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise SchemaError(f"column {name!r}: {key!r} is too large for a floating-point number") from None
 
 
 def _plain(value: Any) -> Any:
@@ -229,6 +354,12 @@ def _category_array(categories: tuple) -> np.ndarray:
     arr = np.empty(len(values), dtype=object)
     arr[:] = values
     return arr
+
+
+def _category_dtype(values: np.ndarray) -> Any:
+    """The dtype pandas gives the categories themselves (e.g. ``str`` for text under pandas 3): a function of
+    the public categories only, the same for an empty output and a full one."""
+    return values.dtype if values.dtype != object else pd.Series(values).dtype
 
 
 def _check_frame(df: pd.DataFrame, columns: Sequence[str] | None) -> pd.DataFrame:

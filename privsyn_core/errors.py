@@ -20,3 +20,7 @@ class SchemaError(PrivsynError):
 
 class ParameterError(PrivsynError):
     """A mechanism parameter, epsilon or the neighbouring relation is out of range."""
+
+
+class OutputError(PrivsynError):
+    """An output file cannot be written as asked (it is an input, exists without ``--force``, no space, ...)."""

@@ -20,6 +20,8 @@ from typing import Union
 
 import numpy as np
 
+from .errors import ParameterError
+
 RandomLike = Union[None, int, np.integer, np.random.Generator, str]
 
 _INT64_SAFE = 2**62
@@ -41,21 +43,27 @@ def resolve_rng(rng: RandomLike = None) -> tuple[np.random.Generator, int | None
     generator : numpy.random.Generator
     seed : int or None
         The seed to pass again for the same output (``None`` when not reproducible).
+
+    Raises
+    ------
+    ParameterError
+        For a negative seed, a bool, a float or any other type (a user-facing
+        :class:`~privsyn_core.errors.PrivsynError`, so the CLI answers with one line).
     """
     if isinstance(rng, np.random.Generator):
         return rng, None
     if rng is None or isinstance(rng, str):
         if rng is not None and rng != "secure":
-            raise ValueError(f"rng must be None, an int, a numpy Generator or 'secure', got {rng!r}")
+            raise ParameterError(f"rng must be None, an int, a numpy Generator or 'secure', got {rng[:40]!r}")
         return secure_generator(), None
     if isinstance(rng, (bool, np.bool_)):
-        raise TypeError("rng must be None, an int seed or a numpy Generator, not a bool")
+        raise ParameterError("rng must be None, an int seed or a numpy Generator, not a bool")
     elif isinstance(rng, (int, np.integer)):
         seed = int(rng)
         if seed < 0:
-            raise ValueError(f"a seed must be a non-negative integer, got {seed}")
+            raise ParameterError(f"a seed must be a non-negative integer, got {seed}")
     else:
-        raise TypeError(f"rng must be None, an int seed or a numpy Generator, got {type(rng).__name__}")
+        raise ParameterError(f"rng must be None, an int seed or a numpy Generator, got {type(rng).__name__}")
     return np.random.default_rng(seed), seed
 
 

@@ -36,6 +36,8 @@ from .result import MechanismOutput, SynthResult
 
 #: Share of epsilon spent on the noisy record count under add/remove when no ``public_n`` is given.
 SIZE_SHARE = 0.05
+#: Share of a column's values outside its public bounds above which the (teaching) warning says so loudly.
+CLIP_WARN_SHARE = 0.01
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,8 @@ def released_params(spec: MechanismSpec, resolved: dict[str, Any], out: Mechanis
                     n_synthetic: int | None, seed: int | None) -> dict[str, Any]:
     """What of the parameters may be published: the user's (resolved), the mechanism's declared ones,
     the public count when it was declared or released noisily, and an explicit seed."""
-    params = {**resolved, **{k: out.params[k] for k in spec.released if k in out.params}, "n_synthetic": n_synthetic}
+    names = (*spec.released, *spec.released_noisy)
+    params = {**resolved, **{k: out.params[k] for k in names if k in out.params}, "n_synthetic": n_synthetic}
     if size.source in ("declared", "noisy"):
         params["public_n" if size.source == "declared" else "noisy_n"] = size.value
     if seed is not None:
@@ -100,14 +103,22 @@ def released_params(spec: MechanismSpec, resolved: dict[str, Any], out: Mechanis
 def assemble(spec: MechanismSpec, out: MechanismOutput, *, data: Any, schema: Schema, epsilon: float,
              neighbouring: str, resolved: dict[str, Any], size: PublicSize, n_synthetic: int | None,
              seed: int | None, unit_rows: np.ndarray | None, clipped: dict[str, int], timings: dict[str, float],
+             n_records: int, left_out: list[str] | None = None,
              diagnostics: dict[str, Any] | None = None) -> SynthResult:
-    """The :class:`SynthResult` of a run (both paths); checks the whole ledger first."""
+    """The :class:`SynthResult` of a run (both paths); checks the whole ledger first.
+
+    ``n_records`` (the exact input size) and ``clipped`` only feed teaching warnings; ``left_out`` names
+    the table's columns that the schema does not have (the column set is not private: neighbouring
+    tables differ in one record, never in their columns).
+    """
     ledger = [*size.ledger, *out.ledger]
     total = check_ledger(spec, ledger, epsilon)
     warnings = list(out.warnings) + collapse_warnings(data, schema)
+    if left_out:
+        warnings.append(f"column(s) {left_out} of the table are not in the schema and were left out")
     if not schema.dp_valid:
         warnings.append("the domain (bounds/categories) was read off the data: the result is not differentially private")
-    teaching_warnings = clipping_warnings(clipped)
+    teaching_warnings = clipping_warnings(clipped, n_records)
     return SynthResult(
         data=data, unit=out.unit, weights=out.weights, epsilon=total, ledger=ledger,
         neighbouring=neighbouring, dp_valid=bool(spec.is_private and schema.dp_valid),
@@ -141,8 +152,17 @@ def collapse_warnings(data: Any, schema: Schema) -> list[str]:
             "shape on them"]
 
 
-def clipping_warnings(clipped: dict[str, int]) -> list[str]:
-    """Teaching-only warnings about input rows clipped into the public bounds (read off the raw data)."""
-    return [f"{count} input value(s) of column {name!r} lay outside its public bounds and were clipped"
-            for name, count in clipped.items() if count]
+def clipping_warnings(clipped: dict[str, int], n_records: int) -> list[str]:
+    """Teaching-only warnings about input values clipped into the public bounds (read off the raw data).
+
+    Above :data:`CLIP_WARN_SHARE` of a column the warning says the bounds look wrong (all values outside
+    them means the synthetic column says nothing about the data)."""
+    out = []
+    for name, count in clipped.items():
+        if not count:
+            continue
+        share = count / max(n_records, 1)
+        text = f"{count} of {n_records} values ({share:.1%}) of column {name!r} lay outside its public bounds and were clipped"
+        out.append(text + ("; check the bounds" if share > CLIP_WARN_SHARE else ""))
+    return out
 

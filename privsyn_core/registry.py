@@ -132,12 +132,25 @@ class MechanismSpec:
         quantities only.  Everything else the run function returns stays teaching-only diagnostics
         (:meth:`privsyn_core.SynthResult.release`).  Mandatory: :func:`register` refuses a mechanism
         that does not declare it.
+    released_noisy : tuple of str
+        Output parameters that may be published but are functions of *noisy* released quantities
+        (e.g. a privately selected structure): they may differ between neighbours even under the same
+        noise, so the release-surface test does not compare them.  Keep this list short and justify
+        each entry in the mechanism's docstring.
     uses_n : callable
         ``uses_n(params) -> bool``: whether the run reads the record count ``n`` (a layout rule, a
         normaliser, a default output size) with these resolved parameters.  Under add/remove ``n``
         is private, so :func:`privsyn_core.synthesize` then passes a public count instead: the
         caller's ``public_n`` or a noisy count released as its own ledger stage.  Under replace-one
         ``n`` is public and passed as it is.
+    reference : str
+        The paper by authors, title and venue (``paper`` holds the seed and algorithm).
+    rate : callable, optional
+        ``rate(epsilon, n, d) -> float``: the shape of the mechanism's expected-W1 bound (unspecified
+        constant), for the trade-off curves and the reproduction report.
+    audit : AuditCase, optional
+        How the privacy audit runs it (:class:`privsyn_core.audit.AuditCase`); ``None``: through its
+        released rows.
     floating_point_exposure : str, optional
         ``None`` when every noise draw is exact integer noise (discrete Laplace as a difference of
         geometrics), so the floating-point attack on textbook Laplace sampling (Mironov, "On
@@ -160,8 +173,12 @@ class MechanismSpec:
     codec: Callable | None = field(default=None, repr=False, compare=False)
     stages: Stages | None = field(default=None, repr=False, compare=False)
     released: tuple[str, ...] = ()
+    released_noisy: tuple[str, ...] = ()
     uses_n: Callable[[dict[str, Any]], bool] = field(default=lambda params: False, repr=False, compare=False)
     max_dim: int | None = None
+    reference: str = ""
+    rate: Callable[[float, int, int], float] | None = field(default=None, repr=False, compare=False)
+    audit: Any = field(default=None, repr=False, compare=False)
     floating_point_exposure: str | None = None
 
     def resolve_params(self, given: dict[str, Any]) -> dict[str, Any]:

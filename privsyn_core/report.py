@@ -30,6 +30,7 @@ import pandas as pd
 from .api import synthesize
 from .domain import Schema
 from .metrics import w1
+from .registry import get_mechanism
 from .result import SynthResult
 
 #: Rows of each side given to the metrics; larger tables are subsampled (the metrics' cost grows with n).
@@ -260,28 +261,10 @@ def _jsonable(value: Any) -> Any:
 
 # -- trade-off sweep ---------------------------------------------------------------------------
 def theoretical_rate(mechanism: str, epsilon: float, n: int, d: int) -> float | None:
-    """The shape of the expected-W1 bound of a mechanism (unspecified constant), or None.
-
-    pmm: ``log^2(en)/(en)`` (d = 1), ``(en)^(-1/d)`` (d >= 2) [004, Cor 4.4];
-    psmm: ``(en)^(-1/2)``, ``log(en)(en)^(-1/2)``, ``(en)^(-1/d)`` for d = 1, 2, >= 3 [004, Cor 3.7];
-    srw, srw_tsp: ``(log^(3/2)(en)/(en))^(1/d)`` [000, Cor 9.2];
-    kd_grid, kd_adaptive: ``(en)^(-1/3)`` [002, Thm 6];
-    dp_histogram: ``(en)^(-1/(d+1))`` (balancing ``k^-1`` and ``k^d/(en)``);
-    laplace_points: ``1/e`` (does not shrink with n); bootstrap: ``n^(-1/max(d,2))`` (sampling floor).
-    """
-    en = max(epsilon * n, 2.0)
-    rates: dict[str, Callable[[], float]] = {
-        "pmm": lambda: math.log(en) ** 2 / en if d == 1 else en ** (-1 / d),
-        "psmm": lambda: en ** -0.5 if d == 1 else (math.log(en) * en ** -0.5 if d == 2 else en ** (-1 / d)),
-        "srw": lambda: (math.log(en) ** 1.5 / en) ** (1 / d),
-        "srw_tsp": lambda: (math.log(en) ** 1.5 / en) ** (1 / d),
-        "kd_grid": lambda: en ** (-1 / 3),
-        "kd_adaptive": lambda: en ** (-1 / 3),
-        "dp_histogram": lambda: en ** (-1 / (d + 1)),
-        "laplace_points": lambda: 1 / epsilon,
-        "bootstrap": lambda: n ** (-1 / max(d, 2)),
-    }
-    return rates[mechanism]() if mechanism in rates else None
+    """The shape of a mechanism's expected-W1 bound (unspecified constant), as its registration
+    declares it (``MechanismSpec.rate``), or None."""
+    rate = get_mechanism(mechanism).rate
+    return None if rate is None else float(rate(epsilon, n, d))
 
 
 def tradeoff_sweep(frame: pd.DataFrame, schema: Schema, mechanisms: Sequence[str], epsilons: Sequence[float],

@@ -6,7 +6,7 @@ Clopper-Pearson bounds are exact and the event is chosen on separate runs), so a
 of a "passes" case is evidence of a real overspend.
 
 Full power (``slow``): every private mechanism x every relation it supports is audited at the
-budgets of :data:`privsyn_core.audit.FEATURES` (fallback: :func:`audit.release_features` at the
+budgets each mechanism declares in its registration (``MechanismSpec.audit``; fallback: :func:`audit.release_features` at the
 default budget), and paired with a *detection* case at the same budget and event-selection
 procedure whose noise is scaled by the factor ``f`` that makes the mechanism spend ``2 epsilon``
 on what the features read: ``f = L / (2 epsilon)`` with ``L`` the loss of those stages at the
@@ -37,54 +37,29 @@ CONFIDENCE = 1 - 1e-6
 PRIVATE = [(s.name, s.neighbouring[0]) for s in ps.list_mechanisms() if s.is_private]
 #: Every private mechanism x every relation it supports: a new mechanism is covered automatically.
 ALL_RELATIONS = [(s.name, relation) for s in ps.list_mechanisms() if s.is_private for relation in s.neighbouring]
-#: Ledger stages whose noise the features read, where not all are (default: the whole ledger).
-READ_STAGES = {"kd_adaptive": ("leaf counts",)}
-#: Independent noise coordinates of the tight event (default 4; the power model's mass is 2^-k); psmm and
-#: kd_adaptive (smaller budgets): the origin and far cells or leaves, 2.
-TIGHT_EVENT_COORDINATES = {"psmm": 2, "kd_adaptive": 2}
 DETECTION_MISS = 1e-6
 
 
 def _case(name: str) -> audit.AuditCase:
-    return audit.FEATURES.get(name, audit.AuditCase(features=audit.release_features))
+    return audit.case_of(ps.get_mechanism(name))
 
 
 def detection_factor(name: str, relation: str, epsilon: float = 1.0) -> float:
-    """``f = L / (2 epsilon)`` (at most 1/2): the noise factor that makes the read stages spend ``2 epsilon``."""
-    spec, case = ps.get_mechanism(name), _case(name)
-    d = case.d if spec.data_kind == "continuous" else max(case.d, 2)
-    pair = audit.neighbour_pair(spec.data_kind, relation, case.n, d)
-    out = spec.run(pair.base, epsilon, neighbouring=relation, n_synthetic=None, rng=np.random.default_rng(0),
-                   **spec.resolve_params(case.params))
-    if "privacy_loss_bound" in out.params:
-        loss = float(out.params["privacy_loss_bound"])
-    elif name == "microagg_dp":
-        # The pair moves the damped averages of [BSV23] (5.4) (one cell when t = 0) by an l1 distance
-        # Delta (in 1/sqrt(p) units), far below their sensitivity 4 sqrt(p)/b: the centre stage's
-        # Laplace(vector_noise_scale) spends Delta / scale on this pair (the weights of a single
-        # cell are always 1, and t = 0 skips the projection).
-        moved = spec.run(pair.neighbour, epsilon, neighbouring=relation, n_synthetic=None,
-                         rng=np.random.default_rng(0), **spec.resolve_params(case.params))
-        delta = np.abs(moved.diagnostics["noise"]["damped"] - out.diagnostics["noise"]["damped"]).sum()
-        loss = float(delta) / out.params["vector_noise_scale"]
-    else:
-        prefixes = READ_STAGES.get(name, ("",))
-        loss = math.fsum(e for stage, e in out.ledger if stage.startswith(prefixes))
-    return min(0.5, loss / (2 * epsilon))
+    return audit.detection_factor(ps.get_mechanism(name), relation, epsilon)
 
 
 def test_registry_has_the_private_mechanisms_of_the_contract():
     names = {name for name, _ in PRIVATE}
     assert {"pmm", "psmm", "srw", "srw_tsp", "kd_grid", "kd_adaptive", "microagg_dp", "laplace_points",
             "dp_histogram"} <= names
-    assert names <= set(audit.FEATURES), "every private mechanism has tuned audit features"
+    assert all(ps.get_mechanism(name).audit is not None for name in names), "every private mechanism declares its audit"
 
 
 @pytest.mark.parametrize("name, relation", ALL_RELATIONS)
 def test_detection_factor_has_power_at_the_budget(name, relation):
     """At ``2 epsilon`` the tight event is detected at the case's budget except with probability < 1e-6."""
     case = _case(name)
-    k = TIGHT_EVENT_COORDINATES.get(name, 4)
+    k = case.tight_coordinates
     assert 0 < detection_factor(name, relation) <= 0.5
     miss = 1 - audit.detection_power(2.0 ** -k, 2.0, 1.0, case.trials, 1 - CONFIDENCE)
     assert miss < DETECTION_MISS, (name, relation, miss)

@@ -1,14 +1,21 @@
 """Command line: the contract's three subcommands; bad input exits 2 with one line."""
 
+import errno
 import json
+import os
+import signal
+import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from privsyn_core.cli import main
+from privsyn_core.errors import OutputError
+from privsyn_core.io import atomic_open, atomic_write, to_csv_bytes, write_csv
 
 SCHEMA = {"columns": [{"name": "a", "kind": "numeric", "lo": 0, "hi": 1},
                       {"name": "b", "kind": "numeric", "lo": 0, "hi": 10, "integer": True},
@@ -124,3 +131,146 @@ def test_bad_input_through_python_m_has_no_traceback(files):
     proc = run_cli("synth", real, tmp / "o.csv", "--mechanism", "dp_histogram", "--epsilon", "-1")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == "error: epsilon must be finite and > 0, got -1.0"
+
+
+# -- file safety ----------------------------------------------------------------------------------
+SYNTH = ["--mechanism", "dp_histogram", "--epsilon", "1", "--seed", "3", "--param", "sample=center"]
+
+
+class _DiskFillsUp:
+    """A file object whose writes hit ENOSPC once ``room`` bytes are written (the bytes before really are written)."""
+
+    def __init__(self, fh, room: int):
+        self._fh, self.room = fh, room
+
+    def write(self, data) -> int:
+        data = memoryview(data).cast("B")
+        if len(data) > self.room:
+            self._fh.write(data[:self.room])
+            self._fh.flush()
+            self.room = 0
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.room -= len(data)
+        return self._fh.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self._fh, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._fh.close()
+
+
+def _fill_disk_after(monkeypatch, room: int, nth_file: int = 0) -> None:
+    """Make the ``nth_file``-th file opened by ``os.fdopen`` (atomic_open's temporary file) run out of space."""
+    real_fdopen, opened = os.fdopen, []
+
+    def fdopen(fd, *args, **kwargs):
+        fh = real_fdopen(fd, *args, **kwargs)
+        opened.append(fh)
+        return _DiskFillsUp(fh, room) if len(opened) == nth_file + 1 else fh
+
+    monkeypatch.setattr(os, "fdopen", fdopen)
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".part"))
+
+
+def test_full_disk_mid_write_leaves_the_old_file_and_no_partial_file(files, monkeypatch, capsys):
+    tmp, real, schema = files
+    out = tmp / "synth.csv"
+    out.write_bytes(b"old content\n")
+    _fill_disk_after(monkeypatch, room=1000)
+    proc = run_main(capsys, "synth", real, out, *SYNTH, "--schema", schema, "--force")
+    assert proc.returncode == 2
+    expected = f"error: could not write {out}: No space left on device; it was left unchanged"
+    assert proc.stderr.strip().splitlines() == [expected]
+    assert out.read_bytes() == b"old content\n" and _leftovers(tmp) == []
+
+
+def test_full_disk_on_the_report_writes_neither_file(files, monkeypatch, capsys):
+    tmp, real, schema = files
+    _fill_disk_after(monkeypatch, room=10, nth_file=1)
+    proc = run_main(capsys, "synth", real, tmp / "synth.csv", *SYNTH, "--schema", schema, "--report", tmp / "r.json")
+    assert proc.returncode == 2 and "No space left on device" in proc.stderr
+    assert not (tmp / "synth.csv").exists() and not (tmp / "r.json").exists() and _leftovers(tmp) == []
+
+
+def test_force_overwrites_atomically_and_keeps_the_mode(files, capsys):
+    tmp, real, schema = files
+    out, report = tmp / "synth.csv", tmp / "report.json"
+    out.write_bytes(b"old\n")
+    out.chmod(0o640)
+    refused = run_main(capsys, "synth", real, out, *SYNTH, "--schema", schema)
+    assert refused.returncode == 2 and out.read_bytes() == b"old\n"
+    assert run_main(capsys, "synth", real, out, *SYNTH, "--schema", schema, "--force",
+                    "--report", report).returncode == 0
+    assert len(pd.read_csv(out)) == 300 and json.loads(report.read_text())["params"]["seed"] == 3
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640 and _leftovers(tmp) == []
+
+
+def test_atomic_open_removes_the_temporary_file_on_any_exception(tmp_path):
+    target = tmp_path / "t.bin"
+    target.write_bytes(b"old")
+    for exc in (ValueError("boom"), KeyboardInterrupt()):
+        with pytest.raises(type(exc)), atomic_open(target) as fh:
+            fh.write(b"new, half")
+            raise exc
+        assert target.read_bytes() == b"old" and _leftovers(tmp_path) == []
+    atomic_write(target, "new")
+    assert target.read_bytes() == b"new"
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    atomic_write(link, b"through the link")
+    assert link.is_symlink() and target.read_bytes() == b"through the link"
+    for bad, message in ((tmp_path / "no" / "t", "no such folder"), (tmp_path, "not a regular file")):
+        with pytest.raises(OutputError, match=message):
+            atomic_write(bad, b"x")
+
+
+def test_write_csv_in_blocks_equals_to_csv_bytes(tmp_path):
+    df = pd.DataFrame({"=a\r\nb": ["=1+1", "x\ry", "plain", "-3", "@"] * 7, "n": np.arange(35) / 3})
+    write_csv(df, tmp_path / "blocks.csv", chunk_rows=4)
+    assert (tmp_path / "blocks.csv").read_bytes() == to_csv_bytes(df)
+
+
+#: A child process that runs the CLI and, at a chosen point, says READY and blocks until signalled.
+_CHILD = """
+import sys, time
+import privsyn_core.cli as cli, privsyn_core.io as pio
+where = sys.argv[1]
+def block(*args, **kwargs):
+    print("READY", flush=True)
+    time.sleep(120)
+if where == "write":      # the temporary file is fully written, not yet renamed
+    pio.os.fsync = block
+else:                     # the mechanism is running, nothing written yet
+    cli.synthesize = block
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("sig, code, where", [(signal.SIGTERM, 143, "write"), (signal.SIGINT, 130, "write"),
+                                              (signal.SIGTERM, 143, "run")])
+def test_signal_ends_with_one_line_and_removes_partial_files(files, sig, code, where):
+    tmp, real, schema = files
+    out, report = tmp / "synth.csv", tmp / "report.json"
+    out.write_bytes(b"old\n")
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, where, "synth", str(real), str(out), *SYNTH, "--schema",
+                             str(schema), "--report", str(report), "--force"],
+                            cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline().strip() == "READY"
+        if where == "write":
+            assert len(_leftovers(tmp)) == 2  # both temporary files are written, the first fsync is blocked
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == code
+    assert err.strip().splitlines() == [f"error: interrupted ({sig.name}); unfinished files were removed"]
+    assert out.read_bytes() == b"old\n" and not report.exists() and _leftovers(tmp) == []

@@ -28,7 +28,7 @@ N = 2000
 #: Small row blocks so that the synthetic rows span several blocks (several Dask partitions).
 BLOCK_ROWS = 700
 #: Small grids keep every mechanism to well under a second (psmm's LP grows with the cells).
-PARAMS = {"pmm": {}, "psmm": {"cells_per_axis": 8}, "kd_grid": {}, "kd_adaptive": {}, "dp_histogram": {},
+PARAMS = {"pmm": {}, "psmm": {"cells_per_axis": 8}, "kd_grid": {}, "kd_adaptive": {}, "dp_histogram": {}, "marginal_tree": {},
           "srw_tsp": {"sample": "uniform"}}
 SCHEMA = Schema((Column("a", "numeric", lo=-5.0, hi=5.0), Column("k", "numeric", lo=0, hi=1000, integer=True)))
 
@@ -184,7 +184,7 @@ def test_pmm_sparse_partition_counts_equal_the_dense_leaf_counts(d, r):
     assert np.array_equal(ids, np.flatnonzero(dense)) and np.array_equal(counts, dense[ids])
 
 
-def test_the_staged_mechanisms_are_the_six_count_based_ones():
+def test_the_staged_mechanisms_are_the_count_based_ones():
     assert sorted(staged_mechanisms()) == sorted(PARAMS)
     assert not is_dask_frame(pd.DataFrame({"a": [1.0]}))
 

@@ -42,7 +42,7 @@ def _data(spec: ps.MechanismSpec):
         X = (np.random.default_rng(0).random((400, 6)) < 0.3).astype(int)
         return X, ps.Schema.from_dict({"columns": [{"name": f"x{j}", "kind": "numeric", "lo": 0, "hi": 1,
                                                     "integer": True} for j in range(6)]})
-    d = spec.max_dim or 2
+    d = spec.max_dim or 3  # three columns: marginal_tree selects its tree (its Gumbel draws) only from d = 3
     return two_blobs(400, d, rng=0), ps.unit_schema(d)
 
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import resource
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +25,7 @@ import pytest
 import privsyn_core as ps
 from privsyn_core import cli
 from privsyn_core.errors import DataError, PrivsynError
-from privsyn_core.io import read_csv, to_csv_bytes
+from privsyn_core.io import read_csv, read_schema, to_csv_bytes
 
 CORPUS = Path(__file__).parent / "data" / "bad_csv"
 MANIFEST = json.loads((CORPUS / "manifest.json").read_text())
@@ -127,7 +129,7 @@ def test_subprocess_cli_no_traceback_no_hang_bounded_memory(tmp_path):
 
 def test_cli_output_escapes_formula_cells(tmp_path):
     for name in ("formula_injection.csv", "formula_in_header.csv"):
-        assert cli.main(_synth_args(name, tmp_path)) == 0
+        assert cli.main([*_synth_args(name, tmp_path), "--force"]) == 0  # the second file replaces the first
         rows = list(csv.reader(io.StringIO((tmp_path / "out.csv").read_bytes().decode("utf-8"), newline="")))
         cells = [cell for row in rows for cell in row]
         assert not [c for c in cells if c.startswith(FORMULA_START)], name
@@ -174,3 +176,179 @@ def test_app_data_page_upload_shows_one_error_and_no_exception():
     at.file_uploader[0].set_value(("bom_utf8.csv", (CORPUS / "bom_utf8.csv").read_bytes(), "text/csv")).run()
     assert not at.exception and not at.error
     assert at.session_state["data"]["name"] == "bom_utf8.csv"
+
+
+# -- schema files -------------------------------------------------------------------------------
+SCHEMA_CORPUS = Path(__file__).parent / "data" / "bad_schema"
+#: File name -> a fragment of the one-line error every reader of it must give.
+SCHEMA_MANIFEST = json.loads((SCHEMA_CORPUS / "manifest.json").read_text())
+GOOD_SCHEMA = {"columns": [{"name": "a", "kind": "numeric", "lo": 0, "hi": 1},
+                           {"name": "b", "kind": "numeric", "lo": 0, "hi": 10, "integer": True},
+                           {"name": "c", "kind": "categorical", "categories": ["x", "y"]}]}
+
+
+@pytest.fixture
+def table(tmp_path) -> Path:
+    """A CSV the good schema fits (so a failure can only come from the schema under test)."""
+    rng = np.random.default_rng(1)
+    path = tmp_path / "real.csv"
+    pd.DataFrame({"a": rng.random(50), "b": rng.integers(0, 10, 50), "c": rng.choice(["x", "y"], 50)}).to_csv(
+        path, index=False)
+    return path
+
+
+def _one_error_line(code: int, err: str, fragment: str) -> None:
+    assert "Traceback" not in err
+    assert code == cli.EXIT_USAGE, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    _assert_clear(lines[0], fragment)
+
+
+def test_schema_corpus_matches_manifest():
+    assert sorted(p.name for p in SCHEMA_CORPUS.glob("*.json") if p.name != "manifest.json") == sorted(SCHEMA_MANIFEST)
+    assert len(SCHEMA_MANIFEST) >= 40
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMA_MANIFEST))
+def test_bad_schema_file_synth_exits_2_with_one_line(name, table, tmp_path, capsys):
+    code = cli.main(["synth", str(table), str(tmp_path / "out.csv"), "--mechanism", "dp_histogram", "--epsilon", "1",
+                     "--seed", "0", "--schema", str(SCHEMA_CORPUS / name)])
+    _one_error_line(code, capsys.readouterr().err, SCHEMA_MANIFEST[name])
+    assert not (tmp_path / "out.csv").exists()
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMA_MANIFEST))
+def test_bad_schema_file_evaluate_exits_2_with_one_line(name, table, capsys):
+    code = cli.main(["evaluate", str(table), str(table), "--schema", str(SCHEMA_CORPUS / name)])
+    _one_error_line(code, capsys.readouterr().err, SCHEMA_MANIFEST[name])
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMA_MANIFEST))
+def test_bad_schema_file_library_raises_schema_error(name):
+    with pytest.raises(ps.SchemaError) as info:
+        read_schema(SCHEMA_CORPUS / name)
+    _assert_clear(str(info.value), SCHEMA_MANIFEST[name])
+    try:  # the same object handed to the library directly (files that parse as JSON)
+        obj = json.loads((SCHEMA_CORPUS / name).read_bytes().decode("utf-8"))
+    except (ValueError, RecursionError):
+        return
+    with pytest.raises(ps.SchemaError) as info:
+        ps.synthesize(pd.DataFrame({"a": [0.5], "b": [1], "c": ["x"]}), "dp_histogram", 1.0, schema=obj, rng=0)
+    _assert_clear(str(info.value), SCHEMA_MANIFEST[name] if isinstance(obj, dict) else "schema")
+
+
+@pytest.mark.parametrize("schema", [
+    GOOD_SCHEMA,
+    {"version": 1, **GOOD_SCHEMA},
+    {"columns": [{"name": "n", "lo": -1.5, "hi": 2, "public": False},  # kind defaults to numeric
+                 {"name": "k", "kind": "categorical", "categories": [7, 2.5, True, "t"]}]},
+    {"columns": [{"name": "f", "kind": "categorical", "categories": [False, True]}]},
+    {"columns": [{"name": "w", "kind": "numeric", "lo": -8e307, "hi": 8e307}]},
+])
+def test_valid_schemas_are_read_and_round_trip(schema, tmp_path):
+    path = tmp_path / "schema.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(schema).encode())  # a UTF-8 byte-order mark is fine
+    parsed = read_schema(path)
+    assert ps.Schema.from_dict(parsed.to_dict()) == parsed
+    assert parsed.names == [c["name"] for c in schema["columns"]]
+
+
+def test_read_schema_refuses_large_and_special_files(tmp_path):
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps(GOOD_SCHEMA))
+    with pytest.raises(DataError, match="limit"):
+        read_schema(path, max_bytes=10)
+    with pytest.raises(DataError, match="not a regular file: /dev/zero"):
+        read_schema("/dev/zero")
+
+
+# -- command lines ------------------------------------------------------------------------------
+def _command_cases(tmp: Path, real: Path) -> dict[str, tuple[list[str], str]]:
+    """Label -> (arguments, fragment of the one error line); every case must leave ``real`` untouched."""
+    synth = ["--mechanism", "dp_histogram", "--epsilon", "1", "--seed", "0"]
+    (tmp / "exists.csv").write_text("keep me\n")
+    (tmp / "link.csv").symlink_to(real)
+    os.link(real, tmp / "hardlink.csv")
+    (tmp / "schema.json").write_text(json.dumps(GOOD_SCHEMA))
+    return {
+        "--seed -1": (["synth", real, tmp / "o.csv", *synth[:4], "--seed", "-1"], "non-negative integer"),
+        "--seed text": (["synth", real, tmp / "o.csv", *synth[:4], "--seed", "abc"], "--seed must be an integer"),
+        "--epsilon abc": (["synth", real, tmp / "o.csv", "--mechanism", "dp_histogram", "--epsilon", "abc"],
+                          "epsilon must be a number"),
+        "--n-synthetic 1.5": (["synth", real, tmp / "o.csv", *synth, "--n-synthetic", "1.5"], "invalid int value"),
+        "missing arguments": (["synth", real], "the following arguments are required"),
+        "no subcommand": ([], "the following arguments are required: command"),
+        "unknown subcommand": (["synthesise"], "invalid choice"),
+        "unknown option": (["synth", real, tmp / "o.csv", *synth, "--epsilom", "1"], "unrecognized arguments"),
+        "bad --neighbouring": (["synth", real, tmp / "o.csv", *synth, "--neighbouring", "swap"], "invalid choice"),
+        "input /dev/zero": (["synth", "/dev/zero", tmp / "o.csv", *synth], "not a regular file: /dev/zero"),
+        "input a folder": (["synth", tmp, tmp / "o.csv", *synth], f"not a regular file: {tmp}"),
+        "evaluate input a folder": (["evaluate", real, tmp], f"not a regular file: {tmp}"),
+        "schema /dev/zero": (["synth", real, tmp / "o.csv", *synth, "--schema", "/dev/zero"],
+                             "not a regular file: /dev/zero"),
+        "output folder missing": (["synth", real, tmp / "nope" / "o.csv", *synth], f"no such folder: {tmp / 'nope'}"),
+        "output a folder": (["synth", real, tmp, *synth], "is a folder"),
+        "output /dev/null": (["synth", real, "/dev/null", *synth, "--force"], "not a regular file: /dev/null"),
+        "output == input": (["synth", real, real, *synth], "is the input file"),
+        "output == input, --force": (["synth", real, real, *synth, "--force"], "is the input file"),
+        "output == input by another path": (["synth", real, tmp / "sub" / ".." / "real.csv", *synth, "--force"],
+                                            "is the input file"),
+        "output a symlink to the input": (["synth", real, tmp / "link.csv", *synth, "--force"], "is the input file"),
+        "output a hard link of the input": (["synth", real, tmp / "hardlink.csv", *synth, "--force"],
+                                            "is the input file"),
+        "output == schema": (["synth", real, tmp / "schema.json", *synth, "--schema", tmp / "schema.json", "--force"],
+                             "is the input file"),
+        "report == input": (["synth", real, tmp / "o.csv", *synth, "--report", real, "--force"], "is the input file"),
+        "report == output": (["synth", real, tmp / "o.csv", *synth, "--report", tmp / "o.csv"],
+                             "the output and the report are the same file"),
+        "output exists": (["synth", real, tmp / "exists.csv", *synth], "exists; pass --force"),
+        "report exists": (["synth", real, tmp / "o.csv", *synth, "--report", tmp / "exists.csv"],
+                          "exists; pass --force"),
+    }
+
+
+def _labels() -> list[str]:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        real = Path(tmp) / "real.csv"
+        real.write_text("a\n1\n")
+        (Path(tmp) / "sub").mkdir()
+        return list(_command_cases(Path(tmp), real))
+
+
+@pytest.mark.parametrize("label", _labels())
+def test_bad_command_line_exits_2_with_one_line(label, table, capsys):
+    tmp = table.parent
+    (tmp / "sub").mkdir()
+    before = table.read_bytes()
+    args, fragment = _command_cases(tmp, table)[label]
+    code = cli.main([str(a) for a in args])
+    _one_error_line(code, capsys.readouterr().err, fragment)
+    assert table.read_bytes() == before
+    assert (tmp / "exists.csv").read_text() == "keep me\n"
+    assert not (tmp / "o.csv").exists() and not list(tmp.glob(".*.part"))
+
+
+def test_seed_errors_are_parameter_errors():
+    from privsyn_core.noise import resolve_rng
+
+    for bad in (-1, True, 1.5, "seed", [1]):
+        with pytest.raises(ps.ParameterError):
+            resolve_rng(bad)
+
+
+@pytest.mark.parametrize("spec", ps.list_mechanisms(), ids=lambda s: s.name)
+def test_widest_accepted_bounds_give_finite_output_without_warnings(spec):
+    """At ``|lo|, |hi| = MAX_ABS_BOUND`` every mechanism writes finite values and numpy does not overflow."""
+    from privsyn_core.domain import MAX_ABS_BOUND
+
+    d = spec.max_dim or 2
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({f"x{j}": rng.uniform(-MAX_ABS_BOUND, MAX_ABS_BOUND, 200) for j in range(d)})
+    schema = {"columns": [{"name": f"x{j}", "lo": -MAX_ABS_BOUND, "hi": MAX_ABS_BOUND} for j in range(d)]}
+    with np.errstate(over="raise", invalid="raise", divide="raise"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = ps.synthesize(frame, spec.name, 1.0, schema=schema, rng=0).data.to_numpy(dtype=float)
+    assert np.isfinite(out).all() and np.abs(out).max() <= MAX_ABS_BOUND

@@ -121,6 +121,8 @@ def _run(data: pd.DataFrame, name: str, relation: str, schema: dict, public_n: i
     release = result.release()
     meta = release.to_dict()
     meta.pop("n_synthetic")  # noise-derived (under add/remove the output size is a noisy count)
+    for noisy in ps.get_mechanism(name).released_noisy:  # declared functions of noisy released quantities
+        meta["params"].pop(noisy, None)
     return {"release": meta, "columns": list(release.data.columns),
             "dtypes": [str(t) for t in release.data.dtypes], "result": result}
 
@@ -251,3 +253,22 @@ def test_non_private_releases_say_so(name):
     release = ps.synthesize(before, name, EPSILON, schema=schema, rng=1).release()
     assert release.dp_valid is False and release.epsilon == float("inf")
     assert any("not" in w and "private" in w for w in release.warnings)
+
+
+def test_raw_data_warnings_are_teaching_only_and_the_cli_prints_them_on_request(tmp_path):
+    df = _base(100, 2)
+    df.loc[:9, "x0"] = 3.0  # 10% outside the public bounds
+    df["extra"] = 1
+    result = ps.synthesize(df, "pmm", 1.0, schema=_schema(2), rng=1)
+    assert result.release().warnings == ("column(s) ['extra'] of the table are not in the schema and were left out",)
+    assert result.diagnostics["teaching_warnings"] == [
+        "10 of 100 values (10.0%) of column 'x0' lay outside its public bounds and were clipped; check the bounds"]
+    (tmp_path / "in.csv").write_bytes(to_csv_bytes(df))
+    (tmp_path / "schema.json").write_text(json.dumps(_schema(2)))
+    argv = ["synth", str(tmp_path / "in.csv"), str(tmp_path / "out.csv"), "--mechanism", "pmm", "--epsilon", "1",
+            "--schema", str(tmp_path / "schema.json")]
+    for extra, shown in (([], False), (["--diagnostics", "--force"], True)):
+        err = io.StringIO()
+        with redirect_stderr(err), redirect_stdout(io.StringIO()):
+            assert cli_main(argv + extra) == 0
+        assert ("10 of 100 values" in err.getvalue()) == shown and "not in the schema" in err.getvalue()

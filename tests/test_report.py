@@ -113,7 +113,7 @@ def test_theoretical_rates_follow_the_papers():
     assert report.theoretical_rate("psmm", 2.0, 50, 3) == pytest.approx(100 ** (-1 / 3))
     assert report.theoretical_rate("srw_tsp", 1.0, 1000, 2) == pytest.approx((math.log(1000) ** 1.5 / 1000) ** 0.5)
     assert report.theoretical_rate("laplace_points", 4.0, 10, 2) == 0.25
-    assert report.theoretical_rate("unknown", 1.0, 10, 2) is None
+    assert report.theoretical_rate("microagg_anon", 1.0, 10, 2) is None  # registered without a W1 rate
 
 
 def test_fitted_rate_matches_measurements_that_follow_it_exactly():

@@ -24,6 +24,8 @@ from ..result import MechanismOutput
     params={},
     guarantee="none: copies real records",
     description="Resamples the real data: the floor any synthesizer is compared with. Never release it.",
+    reference='reference: resampling the real data (not private)',
+    rate=lambda epsilon, n, d: max(n, 2) ** (-1 / max(d, 2)),
     released=(),
 )
 def bootstrap(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,

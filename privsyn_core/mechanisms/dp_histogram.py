@@ -19,6 +19,8 @@ count released as its own ledger stage).
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 import numpy as np
@@ -32,6 +34,7 @@ from ..registry import ParamSpec, register_staged
 from ..result import MechanismOutput
 from ..sampling import largest_remainder
 from ..staged import CellCounts, RowPlan, Stages
+from ..audit import AuditCase, cell_features
 
 MAX_CELLS = 2_000_000
 
@@ -109,6 +112,9 @@ SPEC = register_staged(
     },
     guarantee="epsilon-DP: discrete Laplace counts (scale 2/epsilon replace-one, 1/epsilon add/remove)",
     description="Counts on a regular grid plus noise: simple, but every empty cell gets noise too.",
+    reference='baseline: a noisy flat histogram',
+    rate=lambda epsilon, n, d: max(epsilon * n, 2.0) ** (-1 / (d + 1)),
+    audit=AuditCase(params={"bins": 2, "sample": "center"}, features=cell_features),
     released=("bins", "cells"),
     uses_n=lambda params: params["bins"] is None,
 )

@@ -14,11 +14,14 @@ naive competitor every mechanism should beat.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..noise import discrete_laplace
 from ..registry import ParamSpec, register
 from ..result import MechanismOutput
+from ..audit import AuditCase, record_features
 
 
 @register(
@@ -31,6 +34,9 @@ from ..result import MechanismOutput
     params={"resolution": ParamSpec(1024, int, (1, 2**20), help="public grid steps per axis before integer noise")},
     guarantee="epsilon-DP under replace-one: discrete Laplace of scale d/epsilon on every coordinate",
     description="The naive approach: perturb every record independently. Its error does not shrink with n.",
+    reference='baseline: the Laplace mechanism on every record (Dwork, McSherry, Nissim, Smith, TCC 2006)',
+    rate=lambda epsilon, n, d: 1 / epsilon,
+    audit=AuditCase(n=4, params={"resolution": 64}, features=record_features),
     released=("noise_scale_unit",),
 )
 def laplace_points(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,

@@ -57,6 +57,7 @@ from ..microagg import (alg4_params, bootstrap_indices, damped_microaggregate, l
 from ..noise import laplace
 from ..registry import ParamSpec, register
 from ..result import MechanismOutput
+from ..audit import AuditCase, group_features, microagg_pair_loss
 
 STAGES = (("private PCA projection PROJ (Alg 3)", 1.0), ("cell weights, Laplace 6/(n eps)", 1.0),
           ("cell averages, Laplace 12 sqrt(p)/(b eps)", 1.0))
@@ -89,6 +90,8 @@ STAGES = (("private PCA projection PROJ (Alg 3)", 1.0), ("cell weights, Laplace 
                 "group averages and sizes are released and rounded back to 0/1. Needs very large n to beat "
                 "simple baselines.",
     codec=partial(strict_boolean_codec, mechanism="microagg_dp"),
+    reference='Boedihardjo, Strohmer, Vershynin, "Covariance\'s loss is privacy\'s gain: computationally efficient, private and accurate synthetic data", Found. Comput. Math. 2024',
+    audit=AuditCase(n=4, d=2, features=group_features, pair_loss=microagg_pair_loss),
     released=("alpha", "t", "s", "b", "kappa", "weight_noise_scale", "vector_noise_scale", "m"),
 )
 def microagg_dp(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,

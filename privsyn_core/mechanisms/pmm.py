@@ -35,6 +35,8 @@ References
 
 from __future__ import annotations
 
+import math
+
 import time
 from typing import Any
 
@@ -50,6 +52,7 @@ from ..registry import ParamSpec, register_staged
 from ..result import MechanismOutput
 from ..sampling import largest_remainder
 from ..staged import CellCounts, RowPlan, Stages
+from ..audit import AuditCase, cell_features
 
 #: Levels with more cells than this are left out of ``diagnostics`` (a figure cannot show them anyway).
 DIAGNOSTIC_MAX_CELLS = 2 ** 18
@@ -109,6 +112,12 @@ def pmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbour
     out = MechanismOutput(unit=np.empty((0, d)), ledger=plan.ledger, diagnostics=diagnostics, params=params,
                           timings=timings, warnings=warnings)
     return out, rows
+
+
+def w1_rate(epsilon: float, n: int, d: int) -> float:
+    """Shape of the expected-W1 bound ([HVZ23] Cor. 4.4): ``log^2(en)/(en)`` for d = 1, ``(en)^(-1/d)`` for d >= 2."""
+    en = max(epsilon * n, 2.0)
+    return math.log(en) ** 2 / en if d == 1 else en ** (-1 / d)
 
 
 def resolve_depth(depth: int | str, n: int, epsilon: float, d: int, neighbouring: str) -> tuple[int, list[str]]:
@@ -200,6 +209,9 @@ SPEC = register_staged(
               "noisy record count (its own ledger stage)",
     description="Noisy counts on a binary tree of boxes, made consistent top-down, then points drawn in the leaves. "
                 "W1 error about (eps n)^(-1/d), in time linear in n.",
+    reference='He, Vershynin, Zhu, "Algorithmically Effective Differentially Private Synthetic Data", COLT 2023',
+    rate=w1_rate,
+    audit=AuditCase(params={"depth": 2, "sample": "center"}, features=cell_features),
     released=("depth", "depth_rule", "leaves", "resolution", "accuracy_bound"),
     uses_n=lambda params: isinstance(params["depth"], str),
 )

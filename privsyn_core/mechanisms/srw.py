@@ -60,6 +60,7 @@ from ..registry import ParamSpec, register
 from ..result import MechanismOutput
 from ..staged import EXACT_N, RowPlan
 from .. import walks
+from ..audit import AuditCase, walk_features
 
 #: Auto resolution cap on the interval (spec 15, ``K_max``): accuracy is then limited by ``1/(2 K_max)``.
 MAX_AUTO_BINS_1D = 2**18
@@ -268,6 +269,9 @@ def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
     guarantee="epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, Prop 5.1); "
               "add/remove with a noisy record count (extension)",
     max_dim=1,
+    reference='Boedihardjo, Strohmer, Vershynin, "Private measures, random walks, and synthetic data", Probab. Theory Relat. Fields 2024',
+    rate=lambda epsilon, n, d: (math.log(max(epsilon * n, 2.0)) ** 1.5 / max(epsilon * n, 2.0)) ** (1 / d),
+    audit=AuditCase(params={"bins": 2, "scale": "tight"}, features=walk_features),
     released=("bins", "cells", "depth", "walk_length", "laplace_scale", "alpha", "delta", "path_length"),
     uses_n=lambda params: True,
     description="One column: cell counts plus a hierarchical (superregular) random walk, then the closest "

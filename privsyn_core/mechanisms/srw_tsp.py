@@ -27,6 +27,8 @@ plus the rounding term ``r diam / m`` (``params["rounding_w1_bound"]``).
 
 from __future__ import annotations
 
+import math
+
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +42,7 @@ from ..registry import ParamSpec, register_staged
 from ..result import MechanismOutput
 from ..staged import CellCounts, RowPlan, Stages
 from .. import walks
+from ..audit import AuditCase, walk_features
 from .srw import (ROUNDING_PARAM, SAMPLE_PARAM, SCALE_PARAM, WALK_FLOAT_EXPOSURE, Calibration, Folding, auto_bins,
                   calibrate, release_path_counts)
 
@@ -158,6 +161,9 @@ SPEC = register_staged(
               "add/remove with a noisy record count (extension)",
     description="Any dimension: fold the grid cells onto a line along a path, add a superregular random walk, "
                 "project in W1, map back. Error about (log^1.5(epsilon n)/(epsilon n))^(1/d).",
+    reference='Boedihardjo, Strohmer, Vershynin, "Private measures, random walks, and synthetic data", Probab. Theory Relat. Fields 2024',
+    rate=lambda epsilon, n, d: (math.log(max(epsilon * n, 2.0)) ** 1.5 / max(epsilon * n, 2.0)) ** (1 / d),
+    audit=AuditCase(d=2, params={"bins": 2, "scale": "tight"}, features=walk_features),
     released=("bins", "cells", "depth", "walk_length", "laplace_scale", "alpha", "delta", "path_length"),
     uses_n=lambda params: True,
 )

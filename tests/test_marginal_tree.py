@@ -1,0 +1,189 @@
+"""marginal_tree: ledger, relations, tree recovery, schema, determinism (docs/marginal_tree.md)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import privsyn_core as ps
+from privsyn_core.domain import Column, Schema
+from privsyn_core.errors import ParameterError
+from privsyn_core.mechanisms import marginal_tree as mt
+from privsyn_core.mechanisms._tree_pieces import (
+    PairTree,
+    consistent_counts,
+    cut_schedule,
+    release_pair,
+)
+
+CATS = ("a", "b", "c", "d")
+
+
+def chain_table(n: int, seed: int = 0, keep: float = 0.9) -> tuple[pd.DataFrame, Schema]:
+    """Four categorical columns on the chain c0 - c1 - c2 - c3 - x4: each copies its parent w.p. ``keep``, else is
+    uniform (the numeric x4 in [0, 10] copies the quarter of c3's category)."""
+    rng = np.random.default_rng(seed)
+    codes = [rng.integers(0, 4, n)]
+    for _ in range(3):
+        copy = rng.random(n) < keep
+        codes.append(np.where(copy, codes[-1], rng.integers(0, 4, n)))
+    copy = rng.random(n) < keep
+    x4 = (np.where(copy, codes[3], rng.integers(0, 4, n)) + rng.random(n)) / 4
+    frame = pd.DataFrame({f"c{j}": np.array(CATS)[c] for j, c in enumerate(codes)} | {"x4": 10 * x4})
+    schema = Schema(tuple([Column(f"c{j}", "categorical", categories=CATS) for j in range(4)]
+                          + [Column("x4", "numeric", lo=0.0, hi=10.0)]))
+    return frame, schema
+
+
+TRUE_TREE = {frozenset(e) for e in ([0, 1], [1, 2], [2, 3], [3, 4])}
+
+
+@pytest.mark.parametrize("neighbouring", ["replace", "add_remove"])
+@pytest.mark.parametrize("epsilon", [0.3, 1.0, 7.0])
+@pytest.mark.parametrize("d", [2, 3, 5])
+def test_ledger_sums_exactly(neighbouring, epsilon, d):
+    frame, schema = chain_table(500)
+    frame, schema = frame.iloc[:, -d:], schema.select(schema.names[-d:])
+    result = ps.synthesize(frame, "marginal_tree", epsilon, schema=schema, neighbouring=neighbouring, rng=1)
+    assert math.fsum(e for _, e in result.ledger) == epsilon
+    stages = [s for s, _ in result.ledger]
+    assert sum(s.startswith("edge ") for s in stages) == d - 1
+    assert any(s.startswith("record count") for s in stages) == (neighbouring == "add_remove")
+    assert any(s.startswith("tree selection") for s in stages) == (d >= 3)
+
+
+def test_replace_releases_n_rows_add_remove_the_noisy_count():
+    frame, schema = chain_table(3000)
+    replace = ps.synthesize(frame, "marginal_tree", 1.0, schema=schema, neighbouring="replace", rng=3)
+    assert len(replace.data) == len(frame) and "noisy_n" not in replace.release().params
+    add_remove = ps.synthesize(frame, "marginal_tree", 1.0, schema=schema, neighbouring="add_remove", rng=3)
+    assert len(add_remove.data) == add_remove.release().params["noisy_n"]
+
+
+@pytest.mark.parametrize("n", [511, 512, 513])
+def test_add_remove_layout_reads_only_the_public_count(n):
+    """Depths are floor(log2(eps_edge n~)) of the public count the pipeline passes, never of n itself."""
+    frame = pd.DataFrame(np.random.default_rng(n).random((n, 4)), columns=[f"x{j}" for j in range(4)])
+    for seed in range(5):
+        result = ps.synthesize(frame, "marginal_tree", 1.0, schema=ps.unit_schema(4), neighbouring="add_remove",
+                               rng=seed)
+        noisy = result.release().params["noisy_n"]
+        mechanism_epsilon = 1.0 - result.ledger[0][1]  # the rest after the noisy count's stage
+        layout = mt.tree_layout(noisy, 4, mechanism_epsilon, "add_remove",
+                                {"selection": 0.2, "coarse_bits": 3, "depth": "paper", "levels": (0,) * 4})
+        assert set(result.release().params["edge_depths"]) == {p.depth for p in layout.pairs}
+
+
+def test_known_tree_is_chosen_at_high_epsilon():
+    """Chain data: adjacent categorical columns agree w.p. 0.9 + 0.1/4, non-adjacent ones w.p. at most 0.81 + 0.19/4.
+
+    The scores (L1 distance from independence on the 4 x 4 tables) are 1.5 a n for agreement excess a, so at
+    n = 20000 adjacent pairs beat non-adjacent ones by about 0.1 * 1.5 * 20000 * 0.75 > 2000 counts; the
+    exponential mechanism at epsilon = 5 (0.167 per round) then errs with probability below exp(-150).  Not vacuous: at epsilon = 1e-4 the choice is close to
+    uniform and the true tree comes out in well under half of the 20 seeds (checked below).
+    """
+    frame, schema = chain_table(20_000)
+    hits = [{frozenset(e) for e in ps.synthesize(frame, "marginal_tree", 5.0, schema=schema, rng=s)
+             .params["tree_edges"]} == TRUE_TREE for s in range(10)]
+    assert all(hits)
+    low = [{frozenset(e) for e in ps.synthesize(frame, "marginal_tree", 1e-4, schema=schema, rng=s)
+            .params["tree_edges"]} == TRUE_TREE for s in range(20)]
+    assert sum(low) < 10
+
+
+def test_dependence_along_edges_survives_at_high_epsilon():
+    """At epsilon = 20, n = 20000 every edge tree has level noise of a few counts, so the agreement rate of each
+    adjacent pair in the synthetic data is within 0.03 of the real one (real: about 0.925)."""
+    frame, schema = chain_table(20_000)
+    synth = ps.synthesize(frame, "marginal_tree", 20.0, schema=schema, rng=4).data
+    for j in range(3):
+        real_rate = (frame[f"c{j}"] == frame[f"c{j + 1}"]).mean()
+        assert abs((synth[f"c{j}"] == synth[f"c{j + 1}"]).mean() - real_rate) < 0.03
+
+
+@pytest.mark.parametrize("neighbouring", ["replace", "add_remove"])
+def test_output_respects_the_schema(neighbouring):
+    frame, schema = chain_table(2000)
+    frame["x4"] = frame["x4"] * 1.5  # some values beyond the public bound: clipped on encoding
+    result = ps.synthesize(frame, "marginal_tree", 0.5, schema=schema, neighbouring=neighbouring, rng=0)
+    assert list(result.data.columns) == schema.names
+    for column in schema.columns:
+        values = result.data[column.name]
+        if column.kind == "categorical":
+            assert set(values) <= set(column.categories)
+        else:
+            assert values.between(column.lo, column.hi).all()
+    assert np.all((result.unit_rows >= 0) & (result.unit_rows <= 1))
+
+
+def test_categories_outside_a_power_of_two_never_appear():
+    """Five categories use 3 bits: the virtual indices 5, 6, 7 are outside the domain and get no mass."""
+    rng = np.random.default_rng(0)
+    cats = ("p", "q", "r", "s", "t")
+    frame = pd.DataFrame({"k": np.array(cats)[rng.integers(0, 5, 4000)], "x": rng.random(4000)})
+    schema = Schema((Column("k", "categorical", categories=cats), Column("x", "numeric", lo=0.0, hi=1.0)))
+    for seed in range(5):
+        result = ps.synthesize(frame, "marginal_tree", 0.2, schema=schema, rng=seed)
+        assert np.all(result.unit_rows[:, 0] < 1.0)
+        assert set(result.data["k"]) <= set(cats)
+
+
+def test_same_seed_same_release_and_another_seed_differs():
+    frame, schema = chain_table(3000)
+    a = ps.synthesize(frame, "marginal_tree", 1.0, schema=schema, rng=11)
+    b = ps.synthesize(frame, "marginal_tree", 1.0, schema=schema, rng=11)
+    c = ps.synthesize(frame, "marginal_tree", 1.0, schema=schema, rng=12)
+    pd.testing.assert_frame_equal(a.data, b.data)
+    assert a.params == b.params
+    assert not a.data.equals(c.data)
+
+
+def test_params_hold_only_the_released_tree():
+    frame, schema = chain_table(1000)
+    result = ps.synthesize(frame, "marginal_tree", 1.0, schema=schema, neighbouring="add_remove", rng=0)
+    released = {"tree_edges", "root", "edge_depths", "edge_cuts", "noisy_n"}
+    assert released <= set(result.release().params)
+    assert "true_count" not in str(result.params)
+    tree = result.diagnostics["tree"]
+    assert tree["edges"] == result.params["tree_edges"] and len(tree["scores"]) == 10
+
+
+def test_one_column_is_refused():
+    frame, schema = chain_table(100)
+    with pytest.raises(ParameterError, match="at least 2 columns"):
+        ps.synthesize(frame[["x4"]], "marginal_tree", 1.0, schema=schema.select(["x4"]), rng=0)
+
+
+def test_pair_release_is_consistent_and_stays_in_domain():
+    """Leaf counts sum to the root, cells outside the 3-category domain stay 0, replace keeps n exactly."""
+    tree = PairTree(0, 1, (3, 0), cut_schedule(8, (2, 16)))
+    rng = np.random.default_rng(0)
+    unit = np.column_stack([(rng.integers(0, 3, 500) + 0.5) / 3, rng.random(500)])
+    leaves = np.bincount(tree.grid_ids(unit), minlength=2 ** tree.depth)[tree.heap_to_grid()]
+    for neighbouring in ("replace", "add_remove"):
+        release = release_pair(tree, leaves, 0.5, neighbouring, np.random.default_rng(1))
+        assert release.joint[3].sum() == 0  # category index 3 does not exist
+        if neighbouring == "replace":
+            assert release.joint.sum() == 500
+        assert math.fsum(release.level_epsilons) == pytest.approx(0.5, rel=1e-12)
+
+
+def test_consistency_splits_an_empty_pair_by_domain_weights():
+    noisy = [np.array([10]), np.array([0, 0])]
+    below = [np.array([3]), np.array([3, 0])]
+    assert consistent_counts(noisy, below)[1].tolist() == [10, 0]
+
+
+@pytest.mark.parametrize("neighbouring", ["replace", "add_remove"])
+def test_dask_path_gives_the_in_memory_release(neighbouring):
+    dd = pytest.importorskip("dask.dataframe")
+    frame, schema = chain_table(4000)
+    memory = ps.synthesize(frame, "marginal_tree", 1.0, schema=schema, neighbouring=neighbouring, rng=5)
+    lazy = ps.synthesize(dd.from_pandas(frame, npartitions=3), "marginal_tree", 1.0, schema=schema,
+                         neighbouring=neighbouring, rng=5)
+    assert lazy.ledger == memory.ledger and lazy.params["tree_edges"] == memory.params["tree_edges"]
+    computed = lazy.data.compute().reset_index(drop=True)
+    assert (computed.astype(object).to_numpy() == memory.data.astype(object).to_numpy()).all()

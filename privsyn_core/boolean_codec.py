@@ -181,6 +181,28 @@ def boolean_codec(schema: Schema) -> BooleanCodec:
     return BooleanCodec(schema)
 
 
+def is_boolean_column(col: Column) -> bool:
+    """A 0/1 column by its public declaration: numeric ``lo = 0, hi = 1, integer``, or two categories."""
+    if col.kind == "categorical":
+        return len(col.categories) == 2
+    return bool(col.integer) and col.lo == 0.0 and col.hi == 1.0 and not getattr(col, "atoms", ())
+
+
+def strict_boolean_codec(schema: Schema, mechanism: str) -> BooleanCodec:
+    """The codec of the Boolean-only mechanisms: refuses any column that is not Boolean in the schema.
+
+    [BSV23]'s guarantees are for records in ``{0,1}^p``; a continuous column binned into a thermometer
+    code gives cells that average to the same few rows (the accuracy of Section 1.1 is about Boolean
+    marginals, not about a numeric column's distribution).  The check reads the public schema only.
+    """
+    bad = [col.name for col in schema.columns if not is_boolean_column(col)]
+    if bad:
+        raise SchemaError(f"{mechanism} works on Boolean columns only (numeric 0/1 with lo=0, hi=1, integer, or two "
+                          f"categories); {bad[:5]} {'is' if len(bad) == 1 else 'are'} not: choose Boolean columns, "
+                          f"or use pmm (any numeric or categorical table) or psmm (few columns)")
+    return BooleanCodec(schema)
+
+
 def _numeric_levels(col: Column, bins: int) -> tuple[np.ndarray, np.ndarray | None]:
     """Representative values of the levels, and bin edges (``None`` for one level per integer)."""
     if col.integer:
@@ -247,4 +269,4 @@ def _bit_names(block: BitBlock) -> list[str]:
     return [f"{name}.bit{block.width - 1 - j}" for j in range(block.width)]
 
 
-__all__ = ["BooleanCodec", "BitBlock", "boolean_codec", "DEFAULT_BINS"]
+__all__ = ["DEFAULT_BINS", "BitBlock", "BooleanCodec", "boolean_codec", "is_boolean_column", "strict_boolean_codec"]

@@ -32,6 +32,12 @@ costs exactly the direct distance, so nothing is lost.  On a ``k^d`` grid of equ
 cubes this holds for the "king" graph (:func:`king_edges`), with ``(3k-2)^d - k^d``
 directed edges instead of ``m(m-1)``.  It does **not** hold for boxes of unequal sides.
 
+On the ``2^d`` grid (``k = 2``) every two cell centres are ``1/2`` apart in :math:`\ell_\infty`, so
+the king graph is complete (``2^d (2^d - 1)`` edges).  A transit node (``hub``) at the centre of the
+cube, ``1/4`` from every cell centre, makes the star graph (:func:`star_edges`, ``2^{d+1}`` edges) exact:
+a flow through the hub costs ``1/4 + 1/4 = 1/2``, the direct distance.  The hub holds no mass (flow
+conservation is an equality there).
+
 References
 ----------
 .. [HVZ23] Y. He, R. Vershynin, Y. Zhu, "Algorithmically Effective Differentially
@@ -93,6 +99,12 @@ def king_edges(k: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(tails), np.concatenate(heads)
 
 
+def star_edges(m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Directed edges between each of ``m`` atoms and a hub, node ``m`` (both directions)."""
+    atoms, hub = np.arange(m), np.full(m, m)
+    return np.r_[atoms, hub], np.r_[hub, atoms]
+
+
 def king_edge_count(k: int, d: int) -> int:
     """Number of directed king edges of the ``k^d`` grid: ``(3k-2)^d - k^d``."""
     return (3 * k - 2) ** d - k ** d
@@ -135,7 +147,7 @@ def dbl_distance(mu: np.ndarray, nu: np.ndarray, atoms: np.ndarray, *, diam: flo
 
 
 def project_dbl(nu: np.ndarray, atoms: np.ndarray, *, diam: float = 1.0,
-                edges: tuple[np.ndarray, np.ndarray] | None = None) -> Projection:
+                edges: tuple[np.ndarray, np.ndarray] | None = None, hub: np.ndarray | None = None) -> Projection:
     """Closest probability measure to the signed measure ``nu`` in ``d_BL`` (corrected LP).
 
     Spec B.3.2 (corrected [HVZ23] Alg. 2): flow conservation restored, disposal cost
@@ -152,6 +164,9 @@ def project_dbl(nu: np.ndarray, atoms: np.ndarray, *, diam: float = 1.0,
         Restrict flows to these directed edges (exact when their shortest-path metric
         is the :math:`\\ell_\\infty` metric, e.g. :func:`king_edges` on an equal-cube
         grid); all ordered pairs when omitted.
+    hub : array (d,), optional
+        A transit point, node ``m`` of ``edges`` (e.g. :func:`star_edges` on the ``2^d`` grid, module
+        docstring): flows may pass through it, it holds no mass.
 
     Returns
     -------
@@ -162,8 +177,9 @@ def project_dbl(nu: np.ndarray, atoms: np.ndarray, *, diam: float = 1.0,
     nu = np.asarray(nu, dtype=float)
     m = len(atoms)
     tails, heads = all_pairs(m) if edges is None else edges
-    flow = _incidence(tails, heads, m)
-    return _solve_projection(nu, flow, chebyshev(atoms, tails, heads), diam)
+    nodes = atoms if hub is None else np.vstack([atoms, np.asarray(hub, dtype=float)[None, :]])
+    flow = _incidence(tails, heads, len(nodes))
+    return _solve_projection(nu, flow, chebyshev(nodes, tails, heads), diam)
 
 
 def project_dbl_printed(nu: np.ndarray, atoms: np.ndarray, *, diam: float = 1.0) -> Projection:
@@ -191,15 +207,23 @@ def _incidence(tails: np.ndarray, heads: np.ndarray, m: int) -> sp.csr_matrix:
 
 
 def _solve_projection(nu: np.ndarray, flow: sp.spmatrix, flow_cost: np.ndarray, diam: float) -> Projection:
-    """min cost.flow + 2 diam sum v  s.t.  flow x + v + tau >= nu,  sum tau = 1 (all >= 0)."""
+    """min cost.flow + 2 diam sum v  s.t.  flow x + v + tau >= nu,  sum tau = 1 (all >= 0).
+
+    Rows of ``flow`` beyond ``len(nu)`` are transit nodes: their net outflow is 0 (equality).
+    """
     m = len(nu)
     n_flow = flow.shape[1]
     eye = sp.identity(m, format="csr")
-    A_ub = -sp.hstack([flow, eye, eye], format="csr")
+    flow = sp.csr_matrix(flow)
+    A_ub = -sp.hstack([flow[:m], eye, eye], format="csr")
     A_eq = sp.csr_matrix((np.ones(m), (np.zeros(m, dtype=np.int64), n_flow + m + np.arange(m))),
                          shape=(1, n_flow + 2 * m))
+    transit = flow.shape[0] - m
+    if transit:
+        A_eq = sp.vstack([A_eq, sp.hstack([flow[m:], sp.csr_matrix((transit, 2 * m))])], format="csr")
+    b_eq = np.r_[1.0, np.zeros(transit)]
     cost = np.r_[flow_cost, np.full(m, 2.0 * diam), np.zeros(m)]
-    result = linprog(cost, A_ub=A_ub, b_ub=-nu, A_eq=A_eq, b_eq=[1.0], bounds=(0, None), method="highs")
+    result = linprog(cost, A_ub=A_ub, b_ub=-nu, A_eq=A_eq, b_eq=b_eq, bounds=(0, None), method="highs")
     _check(result, "closest-probability-measure LP")
     tau = np.clip(result.x[n_flow + m:], 0.0, None)  # HiGHS may return -1e-12
     return Projection(tau=tau / tau.sum(), value=float(result.fun), n_flow=int(n_flow))

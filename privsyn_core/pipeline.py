@@ -21,10 +21,12 @@ whole run is epsilon-DP.  Everything the mechanism derives from it is post-proce
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from .accounting import Ledger, ledger_total
 from .domain import Schema
@@ -111,7 +113,7 @@ def assemble(spec: MechanismSpec, out: MechanismOutput, *, data: Any, schema: Sc
     """
     ledger = [*size.ledger, *out.ledger]
     total = check_ledger(spec, ledger, epsilon)
-    warnings = list(out.warnings)
+    warnings = list(out.warnings) + collapse_warnings(data, schema)
     if left_out:
         warnings.append(f"column(s) {left_out} of the table are not in the schema and were left out")
     if not schema.dp_valid:
@@ -126,6 +128,28 @@ def assemble(spec: MechanismSpec, out: MechanismOutput, *, data: Any, schema: Sc
         timings=timings, mechanism=spec.name, schema=schema.to_dict(), unit_rows=unit_rows, clipped=clipped,
         warnings=warnings, release_params=released_params(spec, resolved, out, size, n_synthetic, seed),
         seed=seed)
+
+
+def collapse_warnings(data: Any, schema: Schema) -> list[str]:
+    """Numeric columns of the synthetic table with fewer distinct values than they could show.
+
+    A column whose synthetic rows take fewer than ``min(3, rows, its integer values)`` distinct values
+    shows no shape.  This reads the released rows only (post-processing); a lazy (Dask) table is not read.
+    """
+    if not isinstance(data, pd.DataFrame) or len(data) < 2:
+        return []
+    collapsed = []
+    for col in schema.columns:
+        if col.kind != "numeric" or col.name not in data:
+            continue
+        possible = math.floor(col.hi) - math.ceil(col.lo) + 1 if col.integer else math.inf
+        distinct = int(data[col.name].nunique())
+        if distinct < min(3, len(data), possible):
+            collapsed.append(f"{col.name!r} ({distinct})")
+    if not collapsed:
+        return []
+    return [f"synthetic column(s) {', '.join(collapsed)} take fewer than 3 distinct values: the output shows no "
+            "shape on them"]
 
 
 def clipping_warnings(clipped: dict[str, int], n_records: int) -> list[str]:

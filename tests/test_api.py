@@ -24,6 +24,10 @@ def _table(spec: ps.MechanismSpec, n: int = 300) -> tuple[pd.DataFrame, Schema]:
                      Column("k", "numeric", lo=0, hi=4, integer=True)))
     if spec.max_dim is not None and spec.max_dim < 3:
         return df[["x"]], schema.select(["x"])
+    if spec.data_kind == "boolean":  # Boolean-only mechanisms take 0/1 and two-category columns only
+        df = pd.DataFrame({"b": (df["x"] > 0.3).astype(np.int64), "c": rng.choice(["a", "b"], n)})
+        return df, Schema((Column("b", "numeric", lo=0, hi=1, integer=True),
+                           Column("c", "categorical", categories=("a", "b"))))
     return df, schema
 
 

@@ -109,18 +109,28 @@ def test_default_opens_on_a_sample_with_a_public_schema_and_runs_immediately():
 @pytest.fixture(scope="module")
 def uploaded_app() -> AppTest:
     at = new_app()
-    upload(at, "mine.csv", csv_bytes(blobs()))
+    table = blobs()
+    table[list(BOOLEAN_COLUMNS)] = (table[["x", "y"]] > 3).astype(int).to_numpy()
+    upload(at, "mine.csv", csv_bytes(table))
     assert not at.exception
-    return type_bounds(at, {"x": (-2.0, 8.0), "y": (-2.0, 8.0)})
+    at = type_bounds(at, {"x": (-2.0, 8.0), "y": (-2.0, 8.0)})
+    at.session_state["schema_entries"].update({  # 0/1 columns declared integer in [0, 1]
+        name: {"name": name, "kind": "numeric", "lo": 0.0, "hi": 1.0, "integer": True, "public": True,
+               "source": "typed by the user"} for name in BOOLEAN_COLUMNS})
+    return at.run()
 
 
 #: Mechanisms of the interval only: they run on one chosen column.
 ONE_COLUMN = {"srw"}
+#: Mechanisms of Boolean data only: they run on the two 0/1 columns of the upload.
+BOOLEAN = {"microagg_anon", "microagg_dp"}
+BOOLEAN_COLUMNS = ("x_high", "y_high")
 
 
 @pytest.mark.parametrize("mechanism", [s.name for s in ps.list_mechanisms()])
 def test_each_registered_mechanism_runs_and_compare_shows_metrics_and_points(uploaded_app, mechanism):
-    choose_columns(uploaded_app, ["x"] if mechanism in ONE_COLUMN else ["x", "y"])
+    choose_columns(uploaded_app, ["x"] if mechanism in ONE_COLUMN else list(BOOLEAN_COLUMNS) if mechanism in BOOLEAN
+                   else ["x", "y"])
     at = run_mechanism(uploaded_app, mechanism)
     assert not at.exception, at.exception
     assert not [e for e in at.error if "dp_valid" not in e.value and "NOT differentially" not in e.value], \

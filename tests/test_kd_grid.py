@@ -157,7 +157,7 @@ def test_mechanism_output_law_equals_the_explicit_algorithm_1():
 # -- outputs, boundaries, edge cases ----------------------------------------------------------------------------------
 def test_atoms_are_bin_centres_with_weights_at_least_t_and_rows_come_from_them():
     X = np.random.default_rng(4).beta(2, 5, size=(3000, 2))
-    result = grid(X, 1.0, w=0.125, t=6.5, rng=7)
+    result = grid(X, 1.0, w=0.125, t=6.5, rng=7, sample="center")
     k = result.params["bins_per_axis"]
     assert k == 8 and result.params["threshold"] == 7
     assert np.allclose((result.unit * k - 0.5) % 1, 0) and (result.weights >= 7).all()

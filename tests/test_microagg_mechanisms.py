@@ -13,19 +13,10 @@ import pytest
 from scipy import stats
 
 import privsyn_core as ps
-from privsyn_core.errors import ParameterError
-from privsyn_core.microagg import (
-    alg4_params,
-    damped_microaggregate,
-    lattice_covering,
-    marginal_table,
-    microaggregate,
-    moment_distance,
-    nearest_point_labels,
-    project_simplex_l1,
-    second_moment,
-    tensorization_constant,
-)
+from privsyn_core.errors import ParameterError, SchemaError
+from privsyn_core.microagg import (alg4_params, damped_microaggregate, lattice_covering, marginal_table,
+                                   microaggregate, moment_distance, nearest_point_labels, project_simplex_l1,
+                                   second_moment, tensorization_constant)
 
 ALPHA_TEST = 1e-6
 EPSILONS = [1e-3, 0.1, 1 / 3, 0.7, 1.0, 2.5, 7.3, 10.0]
@@ -69,26 +60,56 @@ def test_registry_entries():
     assert dp.params["kappa"].default == 1 / 3 and dp.params["t"].default == dp.params["b"].default == "paper"
 
 
+def boolean_table(n, seed=0):
+    """Boolean columns as a schema declares them: numeric 0/1 integers and two-category columns."""
+    rng = np.random.default_rng(seed)
+    age = rng.integers(18, 91, n)
+    return pd.DataFrame({"senior": (age > 60).astype(np.int64), "kids": (rng.poisson(1.2, n) > 0).astype(np.int64),
+                         "smoker": rng.choice(["no", "yes"], n, p=[0.7, 0.3]),
+                         "member": age + rng.normal(0, 10, n) > 50})
+
+
+BOOLEAN_SCHEMA = ps.Schema((ps.Column("senior", "numeric", lo=0, hi=1, integer=True),
+                            ps.Column("kids", "numeric", lo=0, hi=1, integer=True),
+                            ps.Column("smoker", "categorical", categories=("no", "yes")),
+                            ps.Column("member", "categorical", categories=(False, True))))
+
+
 @pytest.mark.parametrize("mechanism", ["microagg_anon", "microagg_dp"])
-def test_synthesize_end_to_end_on_a_mixed_table(mechanism):
-    df = mixed_table(2000)
-    result = ps.synthesize(df, mechanism, 1.0, schema=SCHEMA, rng=5, n_synthetic=700)
+def test_synthesize_end_to_end_on_a_boolean_table(mechanism):
+    df = boolean_table(2000)
+    result = ps.synthesize(df, mechanism, 1.0, schema=BOOLEAN_SCHEMA, rng=5, n_synthetic=700)
     out = result.data
     assert list(out.columns) == list(df.columns) and len(out) == 700
     assert out.dtypes.to_dict() == df.dtypes.to_dict()
-    assert out["age"].between(18, 90).all() and set(out["kids"]) <= {0, 1, 2, 3}
-    assert out["income"].between(0, 1e5).all() and out["colour"].isin(["red", "green", "blue"]).all()
-    assert result.unit_rows.shape == (700, 21) and set(np.unique(result.unit_rows)) <= {0, 1}
+    assert set(out["senior"]) <= {0, 1} and set(out["kids"]) <= {0, 1} and out["smoker"].isin(["no", "yes"]).all()
+    assert result.unit_rows.shape == (700, 4) and set(np.unique(result.unit_rows)) <= {0, 1}
     assert result.dp_valid is (mechanism == "microagg_dp")
     groups = result.diagnostics["groups"]
     assert len(groups["sizes"]) == len(groups["centres"]) == len(groups["noisy_weights"]) == len(result.weights)
-    again = ps.synthesize(df, mechanism, 1.0, schema=SCHEMA, rng=5, n_synthetic=700)
+    again = ps.synthesize(df, mechanism, 1.0, schema=BOOLEAN_SCHEMA, rng=5, n_synthetic=700)
     pd.testing.assert_frame_equal(out, again.data)
+
+
+@pytest.mark.parametrize("mechanism", ["microagg_anon", "microagg_dp"])
+def test_boolean_mechanisms_refuse_non_boolean_columns_from_the_schema_alone(mechanism, monkeypatch):
+    """A numeric column other than integer [0, 1], or a categorical one with 3 categories, is refused by
+    the public schema before the data is read (the data here are Boolean; the schema decides)."""
+    from privsyn_core import domain
+    monkeypatch.setattr(domain.Schema, "encode", lambda *a, **k: pytest.fail("the data was read"))
+    df = boolean_table(200)
+    for column in (ps.Column("senior", "numeric", lo=0, hi=1),  # not integer: continuous in [0, 1]
+                   ps.Column("senior", "numeric", lo=0, hi=2, integer=True),
+                   ps.Column("smoker", "categorical", categories=("no", "yes", "unknown"))):
+        with pytest.raises(SchemaError, match=rf"{mechanism} works on Boolean columns only.*\['{column.name}'\].*pmm"):
+            ps.synthesize(df, mechanism, 1.0, schema=BOOLEAN_SCHEMA.with_column(column), rng=0)
+    with pytest.raises(SchemaError, match=r"\['age', 'kids', 'income', 'colour'\] are not"):
+        ps.synthesize(mixed_table(100), mechanism, 1.0, schema=SCHEMA, rng=0)
 
 
 def test_microagg_dp_rejects_add_remove():
     with pytest.raises(ParameterError, match="replace"):
-        ps.synthesize(mixed_table(50), "microagg_dp", 1.0, schema=SCHEMA, neighbouring="add_remove", rng=0)
+        ps.synthesize(boolean_table(50), "microagg_dp", 1.0, schema=BOOLEAN_SCHEMA, neighbouring="add_remove", rng=0)
 
 
 # -- Algorithm 1 ------------------------------------------------------------------------------

@@ -17,15 +17,9 @@ import privsyn_core as ps
 from goodness_of_fit import ALPHA, discrete_laplace_pvalue
 from privsyn_core.dbl_lp import all_pairs, dbl_distance, king_edge_count, king_edges, project_dbl, project_dbl_printed
 from privsyn_core.grid import cell_centres
-from privsyn_core.mechanisms.psmm import (
-    MAX_CELLS,
-    MAX_DENSE_CELLS,
-    MAX_KING_FLOWS,
-    SPEC as PSMM,
-    auto_cells_per_axis,
-    check_lp_size,
-    lp_flow_variables,
-)
+from privsyn_core.mechanisms.psmm import (MAX_CELLS, MAX_DENSE_CELLS, MAX_KING_FLOWS, auto_cells_per_axis,
+                                         check_lp_size, largest_fitting_k, lp_flow_variables)
+from privsyn_core.mechanisms.psmm import SPEC as PSMM
 from privsyn_core.metrics import w1
 from privsyn_core.noise import discrete_laplace
 
@@ -196,19 +190,48 @@ def test_pathwise_bound_holds_on_every_seeded_run():
 
 # -- guard ----------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("d, params, n", [
-    (2, {"cells_per_axis": 200}, 50),            # 40000 cells
-    (2, {"cells_per_axis": 33, "lp": "dense"}, 50),  # 1089 cells, dense
-    (5, {"cells_per_axis": 6}, 50),               # 7776 cells but ~10^6 king flows
-    (2, {}, 20_000),                              # auto grid: 141^2 = 19881 cells
+@pytest.mark.parametrize("d, params, fits", [
+    (2, {"cells_per_axis": 200}, 128),             # 40000 cells
+    (2, {"cells_per_axis": 33, "lp": "dense"}, 32),  # 1089 cells, dense
+    (5, {"cells_per_axis": 6}, 4),                 # 7776 cells but ~10^6 king flows
+    (7, {"cells_per_axis": 3}, 2),                 # 2187 cells, 821356 king flows; 2^7 fits through the hub
+    (15, {"cells_per_axis": 2}, 1),                # 32768 cells: no grid fits
 ])
-def test_guard_refuses_lps_that_are_too_large(d, params, n):
-    X = np.random.default_rng(0).random((n, d))
+def test_guard_refuses_explicit_lps_that_are_too_large_naming_a_value_that_fits(d, params, fits):
+    X = np.random.default_rng(0).random((50, d))
     with pytest.raises(ps.ParameterError) as info:
         ps.synthesize(X, "psmm", 1.0, schema=ps.unit_schema(d), rng=0, **params)
     message = str(info.value)
-    assert "fewer cells" in message and "epsilon*n" in message and "pmm" in message
-    assert "\n" not in message
+    assert largest_fitting_k(d, params.get("lp", "king")) == fits
+    assert (f"cells_per_axis <= {fits}" if fits >= 2 else "no grid with 2 or more cells per axis fits") in message
+    assert "pmm" in message and "lp='king'" not in message.replace("or lp='king'", "") and "\n" not in message
+
+
+@pytest.mark.parametrize("n, d, epsilon", [(20_000, 2, 1.0), (233, 7, 4.0), (500, 9, 0.5), (100, 12, 1.0)])
+def test_automatic_grid_is_capped_to_the_lp_with_a_warning_and_runs_at_any_width(n, d, epsilon):
+    """The automatic grid always runs: capped to the largest LP that fits, at least 2 per axis up to d = 14 (d = 12 here: 2 s)."""
+    X = np.random.default_rng(1).random((n, d))
+    result = ps.synthesize(X, "psmm", epsilon, schema=ps.unit_schema(d), rng=0)
+    k = result.params["cells_per_axis"]
+    assert k == min(largest_fitting_k(d, "king"), max(2, k)) and k >= 2
+    wanted = auto_cells_per_axis(n, d, epsilon)
+    assert any("capped" in w for w in result.warnings) == (wanted > k)
+    assert any("2 cells per axis" in w for w in result.warnings) == (k == 2)
+
+
+def test_star_through_the_hub_is_the_exact_lp_on_the_two_cell_grid():
+    """On the 2^d grid every centre pair is 1/2 apart; the star through the centre gives the king LP's value."""
+    from privsyn_core.dbl_lp import king_edges, project_dbl, star_edges
+    from privsyn_core.grid import cell_boxes
+    for d in (1, 2, 3, 4):
+        lo, hi = cell_boxes(np.arange(2 ** d), 2, d)
+        rng = np.random.default_rng(d)
+        for _ in range(5):
+            nu = rng.normal(2.0 ** -d, 2.0 ** (1 - d), 2 ** d)
+            king = project_dbl(nu, (lo + hi) / 2, edges=king_edges(2, d))
+            star = project_dbl(nu, (lo + hi) / 2, edges=star_edges(2 ** d), hub=np.full(d, 0.5))
+            assert star.value == pytest.approx(king.value, abs=1e-9) and star.n_flow == 2 ** (d + 1)
+            assert star.tau.sum() == pytest.approx(1.0) and (star.tau >= 0).all()
 
 
 def test_guard_boundary_is_exactly_at_the_limits():
@@ -236,19 +259,21 @@ def test_points_at_one_land_in_the_last_cell():
 
 
 @pytest.mark.parametrize("d, n, epsilon", [(1, 14, 0.1), (2, 19, 0.1), (3, 1, 1.0), (2, 1, 1.9)])
-def test_small_epsilon_n_gives_one_cell(d, n, epsilon):
+def test_small_epsilon_n_gives_two_cells_per_axis_and_a_warning(d, n, epsilon):
+    """The paper's rule gives one cell here; the automatic grid never goes below 2 per axis and says so."""
     X = np.random.default_rng(2).random((n, d))
     result = ps.synthesize(X, "psmm", epsilon, schema=ps.unit_schema(d), rng=4)
-    assert result.params["cells"] == 1
-    np.testing.assert_array_equal(result.weights, [1.0])
-    np.testing.assert_allclose(result.unit, np.full((1, d), 0.5))
+    assert auto_cells_per_axis(n, d, epsilon) == 1
+    assert result.params["cells"] == 2 ** d
+    assert any("only 2 cells per axis" in w for w in result.warnings)
     assert len(result.data) == n
     assert np.all((result.unit_rows >= 0) & (result.unit_rows <= 1))
 
 
 def test_single_record():
     result = ps.synthesize(np.array([[0.3, 0.9]]), "psmm", 5.0, schema=ps.unit_schema(2), rng=1)
-    assert result.params["cells_per_axis"] == 2 and len(result.data) == 1
+    # rule round(sqrt(5)) = 2; the noise mass 3^2 * 2/5 = 3.6 <= 4 n pays for 3 (privsyn_core.layout)
+    assert result.params["cells_per_axis"] == 3 and len(result.data) == 1
     assert result.weights.sum() == pytest.approx(1.0)
 
 

@@ -79,6 +79,17 @@ def _pairs(relation: str, d: int) -> dict[str, tuple[pd.DataFrame, pd.DataFrame,
             **boundary}
 
 
+def _pairs_for(name: str, relation: str) -> dict[str, tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]]:
+    """The pairs of :func:`_pairs` for a mechanism; a Boolean-only one gets them thresholded to 0/1 columns
+    declared ``lo=0, hi=1, integer`` (the only numeric columns it accepts)."""
+    pairs = _pairs(relation, _dim(name))
+    if ps.get_mechanism(name).data_kind != "boolean":
+        return pairs
+    schema = {"columns": [{**c, "lo": 0, "hi": 1, "integer": True} for c in _schema(_dim(name))["columns"]]}
+    return {label: ((before > 0.2).astype(np.int64), (after > 0.2).astype(np.int64), schema)
+            for label, (before, after, _) in pairs.items()}
+
+
 def _cases() -> list[Any]:
     cases = []
     for spec in ps.list_mechanisms():
@@ -125,7 +136,7 @@ def _without(run: dict[str, Any], key: str) -> dict[str, Any]:
 @pytest.mark.parametrize("name, relation, mode", _cases())
 def test_api_release_is_identical_on_neighbours(name, relation, mode, monkeypatch):
     public_n = PUBLIC_N if mode == "public_n" else None
-    for label, (before, after, schema) in _pairs(relation, _dim(name)).items():
+    for label, (before, after, schema) in _pairs_for(name, relation).items():
         first = _run(before, name, relation, schema, public_n)
         if mode == "noisy_n":
             _shifted_count_noise(monkeypatch, len(before) - len(after))
@@ -161,7 +172,7 @@ def _cli(tmp_path, data: pd.DataFrame, name: str, relation: str, schema: dict, p
 @pytest.mark.parametrize("name, relation, mode", _cases())
 def test_cli_report_and_output_are_identical_on_neighbours(name, relation, mode, monkeypatch, tmp_path):
     public_n = PUBLIC_N if mode == "public_n" else None
-    pairs = _pairs(relation, _dim(name))
+    pairs = _pairs_for(name, relation)
     label = next(iter(pairs))  # the empty-region pair; the others go through the same code as the API test
     before, after, schema = pairs[label]
     first = _cli(tmp_path, before, name, relation, schema, public_n, "d")
@@ -182,7 +193,7 @@ def _html(result: ps.SynthResult) -> str:
 @pytest.mark.parametrize("name, relation, mode", _cases())
 def test_html_report_in_release_mode_is_identical_on_neighbours(name, relation, mode, monkeypatch):
     public_n = PUBLIC_N if mode == "public_n" else None
-    before, after, schema = next(iter(_pairs(relation, _dim(name)).values()))
+    before, after, schema = next(iter(_pairs_for(name, relation).values()))
     first = _run(before, name, relation, schema, public_n)
     if mode == "noisy_n":
         _shifted_count_noise(monkeypatch, len(before) - len(after))
@@ -240,7 +251,8 @@ def test_registering_without_a_release_declaration_is_refused():
 
 @pytest.mark.parametrize("name", [s.name for s in ps.list_mechanisms() if not s.is_private])
 def test_non_private_releases_say_so(name):
-    release = ps.synthesize(_base(100, 2), name, EPSILON, schema=_schema(2), rng=1).release()
+    before, _, schema = next(iter(_pairs_for(name, "replace").values()))
+    release = ps.synthesize(before, name, EPSILON, schema=schema, rng=1).release()
     assert release.dp_valid is False and release.epsilon == float("inf")
     assert any("not" in w and "private" in w for w in release.warnings)
 

@@ -9,7 +9,9 @@ largest-remainder rounding.  Clipping, normalising and sampling are post-process
 The W1 error is about ``k^{-1} + k^d/(epsilon n)`` up to constants (resolution plus the
 noise mass of ``k^d`` cells); the automatic ``k = (epsilon n)^{1/(d+1)}`` balances the two
 terms, for an error of order ``(epsilon n)^{-1/(d+1)}``.  Every empty cell gets noise, so in
-high dimension the noise dominates.
+high dimension the noise dominates.  On wide tables the rule gives ``k = 1`` (rows uniform on the box),
+so the automatic ``k`` is at least 2, and 3-4 where the grid's noise mass stays below ``n``
+(:func:`structured_bins`); a coarse grid is warned about.
 ``k`` chosen from ``n`` reads the exact ``n`` only under replace-one, where it is public;
 under add/remove it reads the public count :func:`privsyn_core.synthesize` passes (``public_n``, or a noisy
 count released as its own ledger stage).
@@ -26,6 +28,7 @@ import numpy as np
 from ..errors import ParameterError
 
 from ..grid import cell_boxes, cell_counts
+from ..layout import BUDGET_HINT, affordable_noise_mass, coarse_warnings, structured
 from ..noise import discrete_laplace
 from ..registry import ParamSpec, register_staged
 from ..result import MechanismOutput
@@ -38,7 +41,7 @@ MAX_CELLS = 2_000_000
 
 def histogram_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> int:
     """Bins per axis ``k`` (checked against :data:`MAX_CELLS`)."""
-    k = params["bins"] if params["bins"] is not None else auto_bins(n, d, epsilon)
+    k = params["bins"] if params["bins"] is not None else structured_bins(n, d, epsilon, 2 if neighbouring == "replace" else 1)
     if k ** d > MAX_CELLS:
         raise ParameterError(f"dp_histogram with {k} bins per axis in d={d} has {k ** d:.3g} cells "
                              f"(limit {MAX_CELLS:.0e}); use fewer bins")
@@ -60,7 +63,7 @@ def histogram_release(counts: CellCounts, n: int, d: int, epsilon: float, *, nei
     true_count = counts.dense(k ** d)
     noisy_count = true_count + discrete_laplace(sensitivity / epsilon, true_count.shape, noise_rng)
     released = np.clip(noisy_count, 0, None)
-    warnings = []
+    warnings = coarse_warnings([k] * d, "dp_histogram", BUDGET_HINT if params["bins"] is None else "use more bins")
     if released.sum() == 0:
         released = np.ones_like(released)
         warnings.append("every noisy count was <= 0: released the uniform distribution over the grid")
@@ -77,6 +80,16 @@ def histogram_release(counts: CellCounts, n: int, d: int, epsilon: float, *, nei
                                "count": row_counts}},
         params={"bins": k, "cells": k ** d}, warnings=warnings)
     return out, plan
+
+
+def structured_bins(n: int, d: int, epsilon: float, sensitivity: int) -> int:
+    """The automatic bins per axis: :func:`auto_bins` raised to at least 2, and to 3-4 where the noise mass
+    ``k^d sensitivity/epsilon`` of the grid stays below ``n`` (:mod:`privsyn_core.layout`), within
+    :data:`MAX_CELLS` (at ``d >= 21`` even 2 per axis exceeds it: then 1, warned about)."""
+    k = structured(auto_bins(n, d, epsilon), affordable_noise_mass(n, d, epsilon, sensitivity), d)
+    while k > 1 and k ** d > MAX_CELLS:
+        k -= 1
+    return k
 
 
 def auto_bins(n: int, d: int, epsilon: float) -> int:

@@ -37,7 +37,10 @@ Defaults (the paper gives none; spec A.4.3 [EXT]): ``ε' = ε'' = ε/2``; ``h = 
 62); ``τ = b_tree h log 2`` (on average at most 1/2 of the empty depth-``h`` nodes split);
 ``t = b_leaf h log 2`` (at most 1/2 empty depth-``h`` leaf is released on average).  The
 automatic ``h`` reads ``n``, public under replace-one only; under add/remove it reads the public count :func:`privsyn_core.synthesize` passes (``public_n``, or a noisy
-count released as its own ledger stage).
+count released as its own ledger stage).  ``h`` is not raised like ``kd_grid``'s bins: with ``h = 0``
+the ``2d`` noisy levels still split where the data is (measured on 7-9 column tables of 233-500 rows:
+2-way TVD 0.20 with ``h = 0`` at ε = 4 against 0.33 with ``h = d``, 0.42 against 0.35 at ε = 0.5, so
+neither rule dominates); a ``h_max`` whose deepest leaves have at most 2 cells on an axis is warned about.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from ..registry import ParamSpec, register_staged
 from ..result import MechanismOutput
 from ..staged import CellCounts, RowPlan, Stages
 from ..audit import AuditCase, released_cells
+from ..layout import coarse_warnings
 from .kd_grid import auto_bins, default_rows, weighted_plan
 
 #: Deepest supported tree (path ids are int64).
@@ -94,6 +98,8 @@ def adaptive_layout(n: int, d: int, epsilon: float, neighbouring: str, params: d
     warnings: list[str] = []
     tree_fraction = params["tree_fraction"]
     h, h_max = _depths(n, d, epsilon * (1 - tree_fraction) * 2 / sensitivity, params["bandwidth"], h, h_max)
+    warnings += coarse_warnings([2 ** (h_max // d + (a < h_max % d)) for a in range(d)], "kd_adaptive",
+                                "even the deepest leaves (h_max) are this coarse: raise h_max")
     ledger, tree_scale, leaf_scale = _budget(epsilon, tree_fraction, h_max - h, sensitivity, warnings)
     if tau is None:
         tau = tree_scale * h * math.log(2)
@@ -305,7 +311,7 @@ SPEC = register_staged(
         "tau": ParamSpec(None, float, (0.0, 1e15), help="a node splits if count > tau + noise; auto: b_tree*h*log 2"),
         "t": ParamSpec(None, float, help="leaf filtering threshold; auto: b_leaf*h*log 2"),
         "tree_fraction": ParamSpec(0.5, float, (0.0, 1.0), help="share of epsilon for the split decisions (eps')"),
-        "sample": ParamSpec("center", str, choices=("center", "uniform"), help="rows at leaf centres or uniform in the leaf"),
+        "sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="rows uniform in their leaf (default) or at its centre (the paper's output)"),
         "bandwidth": ParamSpec(0.1, float, (1e-6, 10.0), help="kernel bandwidth (unit coordinates) the automatic h is tuned for"),
     },
     guarantee="epsilon-DP: split decisions with discrete Laplace scale 2L/eps' and leaf counts with scale 2/eps'' "

@@ -30,7 +30,10 @@ where the second term is Lemma 16's rounding error for a Gaussian kernel of band
 (parameter ``bandwidth``, unit coordinates; the paper has σ = 1, spec A.8 [DERIVED]) and ``ε`` is
 scaled by ``2/s`` under add/remove.  ``t``: ``b log J`` with noise scale ``b = s/ε``, so that the
 expected number of emitted empty bins, ``K p^T/(1+p) <= J e^{-t/b}/2``, is at most 1/2 (the paper's
-Theorem 5 choice ``(8/ε) log J`` is four times more conservative).  The automatic ``w`` reads
+Theorem 5 choice ``(8/ε) log J`` is four times more conservative).  The bound alone picks one bin
+(one repeated row) on wide tables, so the rule's ``k`` is raised to at least 2 and, where the threshold
+leaves room, to 3-4 (:func:`structured_bins`, :mod:`privsyn_core.layout`); a coarse grid is warned about.
+The automatic ``w`` reads
 ``n``, which is public under replace-one only: under add/remove it reads the public count :func:`privsyn_core.synthesize` passes (``public_n``, or a noisy
 count released as its own ledger stage).
 """
@@ -42,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from ..layout import BUDGET_HINT, affordable, coarse_warnings, structured
 from ..errors import ParameterError
 from ..grid import cell_boxes, cell_ids
 from ..kd_empty import MAX_ID_SPACE, integer_threshold, sample_empty_cells, tail_probability
@@ -61,7 +65,8 @@ def grid_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[
     """Bins per axis ``k``: ``ceil(1/w)`` or Theorem 3's rule (reads ``n``); at most 2^62 bins."""
     sensitivity = 2 if neighbouring == "replace" else 1
     w = params["w"]
-    k = math.ceil(1.0 / w - 1e-9) if w is not None else auto_bins(n, d, epsilon * 2 / sensitivity, params["bandwidth"])
+    k = math.ceil(1.0 / w - 1e-9) if w is not None else structured_bins(n, d, epsilon * 2 / sensitivity,
+                                                                         params["bandwidth"])
     if k ** d > MAX_ID_SPACE:
         raise ParameterError(f"{k} bins per axis in d={d} make {k ** d:.3g} bins (limit 2^62); use a larger w")
     return k
@@ -109,7 +114,8 @@ def grid_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
         },
         params={"w": 1.0 / k, "bins_per_axis": k, "cells": n_cells, "t": t, "threshold": threshold,
                 "noise_scale": scale},
-        warnings=warnings)
+        warnings=coarse_warnings([k] * d, "kd_grid", BUDGET_HINT if w is None else "use a smaller w")
+        + warnings)
     return out, plan
 
 
@@ -122,6 +128,19 @@ def auto_bins(n: int, d: int, epsilon: float, bandwidth: float) -> int:
     bound = np.where(slack > 0, 8 * cells * log_inv_delta / np.where(slack > 0, slack, 1.0), np.inf)
     bound = bound + math.sqrt(d) / (2 * k * bandwidth * math.sqrt(math.e))
     return int(k[np.argmin(bound)]) if np.isfinite(bound).any() else 1
+
+
+def structured_bins(n: int, d: int, epsilon: float, bandwidth: float) -> int:
+    """The automatic bins per axis: Theorem 3's rule, raised to what the threshold leaves room for.
+
+    :func:`privsyn_core.layout.structured` with ``k_afford`` the largest ``k`` whose default threshold
+    ``t(k) = (2/epsilon) log(k^d)`` (replace-one budget ``epsilon``) lets ``k`` released cells hold at most
+    a quarter of the ``n`` records, ``k t(k) <= n/4``: the paper's rule is 1 on wide tables, one cell and no
+    structure.  At least 2 bins per axis (warned about in :func:`grid_release`).
+    """
+    def room(k: int) -> bool:
+        return k * (2.0 / epsilon) * d * math.log(k) <= n / 4
+    return structured(auto_bins(n, d, epsilon, bandwidth), affordable(room, d), d)
 
 
 def default_rows(n_synthetic: int | None, n: int, neighbouring: str, weights: np.ndarray) -> int:
@@ -152,7 +171,7 @@ SPEC = register_staged(
         "w": ParamSpec(None, float, (1e-6, 1.0), help="bin width in unit coordinates (rounded down to 1/ceil(1/w)); "
                                                        "auto: minimises the Theorem 3 bound"),
         "t": ParamSpec(None, float, help="filtering threshold on noisy counts; auto: (noise scale) * log(#bins)"),
-        "sample": ParamSpec("center", str, choices=("center", "uniform"), help="rows at bin centres or uniform in the bin"),
+        "sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="rows uniform in their bin (default) or at its centre (the paper's output)"),
         "bandwidth": ParamSpec(0.1, float, (1e-6, 10.0), help="kernel bandwidth (unit coordinates) the automatic w is tuned for"),
     },
     guarantee="epsilon-DP: discrete Laplace bin counts of scale 2/epsilon (replace-one) or 1/epsilon (add/remove), "

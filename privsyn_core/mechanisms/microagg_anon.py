@@ -37,10 +37,11 @@ References
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
-from ..boolean_codec import boolean_codec
+from ..boolean_codec import strict_boolean_codec
 from ..errors import ParameterError
 from ..microagg import (alg1_params, bootstrap_indices, covariance_loss, equipartition, lattice_covering,
                         microaggregate, nearest_point_labels, randomized_rounding, second_moment,
@@ -75,7 +76,7 @@ DEFAULT_BLOCK_SIZE = 10
               "floor(n/k) records), then bootstrap and randomized rounding",
     description="Groups similar records into blocks of equal size and releases block averages, rounded back to "
                 "0/1: means are kept exactly, correlations approximately. Anonymity, not differential privacy.",
-    codec=boolean_codec,
+    codec=partial(strict_boolean_codec, mechanism="microagg_anon"),
     reference='Boedihardjo, Strohmer, Vershynin, "Covariance\'s loss is privacy\'s gain: computationally efficient, private and accurate synthetic data", Found. Comput. Math. 2024',
     released=("k", "k_prime", "alpha", "t", "s", "m"),
 )

@@ -45,11 +45,12 @@ References
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
 from ..accounting import split_epsilon
-from ..boolean_codec import boolean_codec
+from ..boolean_codec import strict_boolean_codec
 from ..microagg import (alg4_params, bootstrap_indices, damped_microaggregate, lattice_covering,
                         nearest_point_labels, proj, project_box, project_simplex_l1, randomized_rounding,
                         second_moment)
@@ -88,7 +89,7 @@ STAGES = (("private PCA projection PROJ (Alg 3)", 1.0), ("cell weights, Laplace 
     description="Private PCA picks a few directions, records are grouped by a lattice in that subspace, and noisy "
                 "group averages and sizes are released and rounded back to 0/1. Needs very large n to beat "
                 "simple baselines.",
-    codec=boolean_codec,
+    codec=partial(strict_boolean_codec, mechanism="microagg_dp"),
     reference='Boedihardjo, Strohmer, Vershynin, "Covariance\'s loss is privacy\'s gain: computationally efficient, private and accurate synthetic data", Found. Comput. Math. 2024',
     audit=AuditCase(n=4, d=2, features=group_features, pair_loss=microagg_pair_loss),
     released=("alpha", "t", "s", "b", "kappa", "weight_noise_scale", "vector_noise_scale", "m"),

@@ -2,7 +2,9 @@ r"""PSMM, the Private Signed Measure Mechanism ([HVZ23] Algorithm 1, with Algori
 
 1. Grid of ``m = k^d`` equal cubes, ``k = max(1, round((epsilon n)^{1/d}))`` (Cor. 3.7 takes
    ``m = ceil(epsilon n)`` equal subcubes; spec ``pmm-psmm-kdtree.md`` B.3.1), true counts
-   ``n_i``, atoms ``y_i`` = cell centres (chosen independently of the data).
+   ``n_i``, atoms ``y_i`` = cell centres (chosen independently of the data).  The automatic ``k``
+   is raised to at least 2 (3-4 where the noise mass allows, :mod:`privsyn_core.layout`) and capped
+   to the largest grid the LP solves in about 30 s (:func:`largest_fitting_k`), with a warning.
 2. Exact discrete Laplace counts ``n_i + lambda_i`` (Alg. 1, "Add noise"):
 
    * ``neighbouring="replace"`` (n public): one record leaves one cell and enters another,
@@ -18,7 +20,9 @@ r"""PSMM, the Private Signed Measure Mechanism ([HVZ23] Algorithm 1, with Algori
    (:func:`privsyn_core.dbl_lp.project_dbl`).  [ERRATUM] The LP printed as Alg. 2 has no
    flow conservation and does not compute ``d_BL``.  On the equal-cube grid the flows are
    restricted to king-graph edges, which is exact (``lp="king"``, also the auto choice
-   ``lp=None``/``"auto"``); ``lp="dense"`` uses all pairs.
+   ``lp=None``/``"auto"``); ``lp="dense"`` uses all pairs.  On the ``2^d`` grid the king graph is
+   complete and the exact star through the cube's centre replaces it (``2^{d+1}`` flows), so
+   ``k = 2`` fits up to ``d = 14``.
 5. Output: weighted atoms ``(y_i, tau_i)`` and ``n_synthetic`` rows by largest-remainder
    rounding of ``n_synthetic * tau`` (not the paper's lcm construction, whose size can be
    astronomically large), uniform inside each cell (``sample="uniform"``) or at the centre.
@@ -50,9 +54,10 @@ from typing import Any
 
 import numpy as np
 
-from ..dbl_lp import king_edge_count, king_edges, project_dbl
+from ..dbl_lp import king_edge_count, king_edges, project_dbl, star_edges
 from ..errors import DataError, ParameterError
 from ..grid import cell_boxes, cell_counts
+from ..layout import BUDGET_HINT, affordable_noise_mass, coarse_warnings, structured
 from ..noise import discrete_laplace
 from ..registry import ParamSpec, register_staged
 from ..result import MechanismOutput
@@ -70,12 +75,29 @@ MAX_KING_FLOWS = 200_000
 MAX_DENSE_CELLS = 1_024
 
 
-def psmm_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> tuple[int, str]:
-    """Cells per axis ``k`` and the LP kind, checked against the LP size limits."""
-    k = params["cells_per_axis"] if params["cells_per_axis"] is not None else auto_cells_per_axis(n, d, epsilon)
+def psmm_layout(n: int, d: int, epsilon: float, neighbouring: str,
+                params: dict[str, Any]) -> tuple[int, str, tuple[str, ...]]:
+    """Cells per axis ``k``, the LP kind and the layout's warnings (public: ``n`` is the public count).
+
+    An explicit ``cells_per_axis`` must fit the LP limits (:func:`check_lp_size`, whose error names the
+    largest value that fits).  The automatic ``k`` is :func:`auto_cells_per_axis` raised to at least 2
+    and, where the noise mass allows, to 3-4 (:mod:`privsyn_core.layout`), then capped to the largest
+    ``k`` the LP accepts (:func:`largest_fitting_k`), with a warning.
+    """
     lp = params["lp"] or "king"  # auto: the equal-cube grid makes the king graph exact and it is never larger
-    check_lp_size(k, d, lp)
-    return k, lp
+    if params["cells_per_axis"] is not None:
+        k = params["cells_per_axis"]
+        check_lp_size(k, d, lp)
+        return k, lp, tuple(coarse_warnings([k] * d, "psmm", "use more cells_per_axis"))
+    wanted = structured(auto_cells_per_axis(n, d, epsilon),
+                        affordable_noise_mass(n, d, epsilon, count_sensitivity(neighbouring)), d)
+    k = min(wanted, largest_fitting_k(d, lp))
+    warnings = []
+    if k < wanted:
+        warnings.append(f"psmm: grid capped at {k} cells per axis ({k ** d} cells), the largest its LP solves in "
+                        f"about 30 s (lp={lp!r}); the rule asked for {wanted}")
+    hint = "pmm scales to any width" if k < wanted else BUDGET_HINT
+    return k, lp, tuple(warnings + coarse_warnings([k] * d, "psmm", hint))
 
 
 def psmm_counts(unit: np.ndarray, layout: tuple[int, str]) -> CellCounts:
@@ -87,7 +109,7 @@ def psmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
                  rng: np.random.Generator, layout: tuple[int, str],
                  params: dict[str, Any]) -> tuple[MechanismOutput, RowPlan]:
     """Noise, signed measure, d_BL projection and the row plan (a function of the counts only)."""
-    (k, lp), normalise, sample = layout, params["normalise"], params["sample"]
+    (k, lp, warnings), normalise, sample = layout, params["normalise"], params["sample"]
     noise_rng, sample_rng = rng.spawn(2)
     timings = {}
 
@@ -103,7 +125,7 @@ def psmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
     timings["counts"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    projection = project_dbl(signed, centres, edges=king_edges(k, d) if lp == "king" else None)
+    projection = project_dbl(signed, centres, **lp_graph(k, d, lp))
     tau = projection.tau
     timings["lp"] = time.perf_counter() - start
 
@@ -118,7 +140,7 @@ def psmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
                      "signed": signed, "projected": tau},
         params={"cells_per_axis": k, "cells": k ** d, "lp": lp, "noise_scale": scale, "normaliser": normaliser,
                 "lp_flow_variables": projection.n_flow, "lp_value": projection.value},
-        timings=timings)
+        timings=timings, warnings=list(warnings))
     return out, plan
 
 
@@ -139,23 +161,56 @@ def count_sensitivity(neighbouring: str) -> int:
     return 2 if neighbouring == "replace" else 1
 
 
+def lp_graph(k: int, d: int, lp: str) -> dict[str, Any]:
+    """The flow graph of :func:`privsyn_core.dbl_lp.project_dbl`: all pairs (dense), the king graph, or on
+    the ``2^d`` grid the exact star through a hub at the cube's centre (:mod:`privsyn_core.dbl_lp`)."""
+    if lp == "dense":
+        return {}
+    if k == 2:
+        return {"edges": star_edges(2 ** d), "hub": np.full(d, 0.5)}
+    return {"edges": king_edges(k, d)}
+
+
 def lp_flow_variables(k: int, d: int, lp: str) -> int:
     """Number of flow variables of the projection LP on the ``k^d`` grid."""
     m = k ** d
-    return king_edge_count(k, d) if lp == "king" else m * (m - 1)
+    if lp == "dense":
+        return m * (m - 1)
+    return 2 * m if k == 2 else king_edge_count(k, d)
+
+
+def lp_fits(k: int, d: int, lp: str) -> bool:
+    """Whether the LP of the ``k^d`` grid is within :data:`MAX_CELLS` / :data:`MAX_KING_FLOWS` /
+    :data:`MAX_DENSE_CELLS`."""
+    m = k ** d
+    if lp == "dense":
+        return m <= MAX_DENSE_CELLS
+    return m <= MAX_CELLS and lp_flow_variables(k, d, lp) <= MAX_KING_FLOWS
+
+
+def largest_fitting_k(d: int, lp: str) -> int:
+    """The largest cells per axis whose LP fits (1 when not even 2 does: one cell needs no LP)."""
+    k = 1
+    while lp_fits(k + 1, d, lp):
+        k += 1
+    return k
 
 
 def check_lp_size(k: int, d: int, lp: str) -> None:
     """Refuse grids whose LP would not solve in reasonable time (about 30 s, see ``MAX_*``)."""
-    m = k ** d
-    flows = lp_flow_variables(k, d, lp)
-    too_big = m > MAX_CELLS or (flows > MAX_KING_FLOWS if lp == "king" else m > MAX_DENSE_CELLS)
-    if too_big:
-        limit = (f"at most {MAX_DENSE_CELLS} cells for lp='dense'" if lp == "dense"
-                 else f"at most {MAX_CELLS} cells and {MAX_KING_FLOWS} flow variables")
-        raise ParameterError(
-            f"psmm with {k} cells per axis in d={d} has {m} cells and {flows} LP flow variables ({limit}); "
-            f"use fewer cells (cells_per_axis), a lower epsilon*n, lp='king', or another mechanism (pmm scales linearly)")
+    if lp_fits(k, d, lp):
+        return
+    m, flows = k ** d, lp_flow_variables(k, d, lp)
+    limit = (f"at most {MAX_DENSE_CELLS} cells for lp='dense'" if lp == "dense"
+             else f"at most {MAX_CELLS} cells and {MAX_KING_FLOWS} flow variables")
+    fits = largest_fitting_k(d, lp)
+    if fits >= 2:
+        advice = f"use cells_per_axis <= {fits}" + (" or lp='king'" if lp == "dense" else "")
+    else:
+        advice = f"no grid with 2 or more cells per axis fits in d={d}"
+    raise ParameterError(
+        f"psmm with {k} cells per axis in d={d} has {m} cells and {flows} LP flow variables ({limit}): "
+        f"{advice}, or leave cells_per_axis automatic, or use pmm (scales linearly)")
 
 
 STAGES = Stages(layout=psmm_layout, count=psmm_counts, release=psmm_release)

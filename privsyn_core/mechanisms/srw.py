@@ -85,8 +85,9 @@ ROUNDING_PARAM = ParamSpec("path", str, choices=("path", "paper"),
                            help="weights to m rows: path = round the CDF along the folding path (W1 <= path "
                                 "length/(2m); post-processing, not in the paper); paper = floor, remainder on the "
                                 "first atom (Cor 7.3; W1 <= r diam/m, poor unless m >> number of atoms)")
-SAMPLE_PARAM = ParamSpec("center", str, choices=("center", "uniform"),
-                         help="rows at the net points (paper) or uniform inside their cell (adds at most delta)")
+SAMPLE_PARAM = ParamSpec("uniform", str, choices=("uniform", "center"),
+                         help="rows uniform inside their cell (default; adds at most delta to W1) or at the net "
+                              "points (the paper's output)")
 #: What srw and srw_tsp declare in ``MechanismSpec.floating_point_exposure`` (docs/security.md).
 WALK_FLOAT_EXPOSURE = ("continuous Laplace coefficients of the random walk are sampled in float64 "
                        "(numpy Generator.laplace) and enter the released weights")

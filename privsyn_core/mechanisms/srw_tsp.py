@@ -9,7 +9,9 @@ and map the result back; round the weights to synthetic rows.
   l_inf (``sqrt(d)/(2M)`` in l2, ``d/(2M)`` in l1).  The nearest centre of a point is the
   centre of its cell in every l_p metric.  ``M`` follows spec 11:
   ``round((alpha/log^{3/2} alpha)^{1/d})`` with ``alpha = epsilon n`` (``floor(alpha)``
-  cells in 1-D), which balances ``delta`` against the walk error of Cor. 9.1.
+  cells in 1-D), which balances ``delta`` against the walk error of Cor. 9.1; in ``d >= 2``
+  raised to at least 2 (3-4 where the noise mass allows, :mod:`privsyn_core.layout`), with a
+  warning when the net is that coarse.
 * Path (``path``): ``"snake"``, the boustrophedon through the cells (length ``(K-1)/M``,
   the space-filling curve of Remark 7.5); or ``"mst"``, the depth-first preorder of a
   minimum spanning tree of the net in the chosen metric (at most ``2 MST <= 2 TSP``,
@@ -40,6 +42,7 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..grid import cell_ids
+from ..layout import BUDGET_HINT, affordable_noise_mass, coarse_warnings, structured
 from ..registry import ParamSpec, register_staged
 from ..result import MechanismOutput
 from ..staged import CellCounts, RowPlan, Stages
@@ -69,7 +72,9 @@ def tsp_layout(n: int, dim: int, epsilon: float, neighbouring: str, params: dict
         raise ParameterError("two_opt improves the MST path only: set path='mst' or two_opt=False")
     cal = calibrate(n, epsilon, neighbouring)
     warnings: list[str] = []
-    m_bins = _resolve_bins(params["bins"], cal.alpha, dim, "mst_2opt" if two_opt else path, warnings)
+    m_bins = _resolve_bins(params["bins"], cal, dim, "mst_2opt" if two_opt else path, warnings)
+    if dim > 1:
+        warnings += coarse_warnings([m_bins] * dim, "srw_tsp", BUDGET_HINT if params["bins"] is None else "use more bins")
     start = time.perf_counter()
     folding = _fold(m_bins, dim, path, params["metric"], two_opt)
     return TspLayout(cal, folding, tuple(warnings), time.perf_counter() - start)
@@ -96,8 +101,13 @@ def tsp_release(counts: CellCounts, n: int, dim: int, epsilon: float, *, neighbo
     return out, plan
 
 
-def _resolve_bins(bins: int | None, alpha: float, dim: int, path: str, warnings: list[str]) -> int:
-    """Cells per axis: the user's value (checked against the path's cell limit) or the auto rule, capped."""
+def _resolve_bins(bins: int | None, cal: Calibration, dim: int, path: str, warnings: list[str]) -> int:
+    """Cells per axis: the user's value (checked against the path's cell limit) or the auto rule, capped.
+
+    In ``d >= 2`` the rule's ``M`` is raised to at least 2, and to 3-4 where the walk's noise mass on the
+    counts allows (:mod:`privsyn_core.layout`, with the count sensitivity over the walk's epsilon as the
+    noise scale): the rule gives one cell (a single output row) on wide tables at small ``epsilon n``.
+    """
     kind = path if dim > 1 else "snake"  # 1-D always folds in sorted order (spec 7, item 6)
     shown = "path='mst' with two_opt" if kind == "mst_2opt" else f"path={path!r}"
     limit = MAX_CELLS[kind]
@@ -106,7 +116,10 @@ def _resolve_bins(bins: int | None, alpha: float, dim: int, path: str, warnings:
             raise ParameterError(f"srw_tsp with {bins} bins per axis in d={dim} has {float(bins) ** dim:.3g} cells; "
                                  f"{shown} allows at most {limit}: use fewer bins")
         return bins
-    auto = auto_bins(alpha, dim)
+    auto = auto_bins(cal.alpha, dim)
+    if dim > 1:
+        auto = structured(auto, affordable_noise_mass(cal.normaliser, dim, cal.walk_epsilon, cal.count_sensitivity),
+                          dim)
     capped = max(1, int(np.floor(limit ** (1.0 / dim) + 1e-9)))
     if auto > capped:
         warnings.append(f"resolution capped at {capped} bins per axis ({capped ** dim} cells) for {shown}; "

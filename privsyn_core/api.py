@@ -9,6 +9,7 @@ from .domain import Schema, as_frame
 from .noise import RandomLike, resolve_rng
 from .pipeline import assemble, public_size
 from .registry import get_mechanism
+from .resources import check_rows
 from .result import SynthResult
 from .validation import MAX_SYNTHETIC_ROWS, check_count, check_epsilon, check_neighbouring, check_public_n
 
@@ -70,6 +71,8 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
     frame = as_frame(data)
     schema = resolve_schema(schema, frame)
     codec = spec.codec(schema) if spec.codec else schema
+    if n_synthetic is not None:
+        check_rows(n_synthetic, len(schema.names))
     generator, seed = resolve_rng(rng)
 
     timings: dict[str, float] = {}

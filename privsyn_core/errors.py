@@ -18,6 +18,10 @@ class SchemaError(PrivsynError):
     """The public domain is malformed (lo >= hi, unknown column, empty category list, ...)."""
 
 
+class ResourceError(PrivsynError):
+    """A run would exceed the memory budget (:mod:`privsyn_core.resources`); the message says what to change."""
+
+
 class ParameterError(PrivsynError):
     """A mechanism parameter, epsilon or the neighbouring relation is out of range."""
 

@@ -15,6 +15,7 @@ from scipy import stats
 
 import privsyn_core as ps
 from privsyn_core.errors import DataError
+from privsyn_core.resources import max_pmm_depth
 from privsyn_core.mechanisms.pmm import DIAGNOSTIC_MAX_CELLS, SPEC as PMM, resolve_depth
 from privsyn_core.metrics import w1
 from privsyn_core.noise import discrete_laplace, discrete_laplace_pmf
@@ -162,7 +163,7 @@ def test_bound_opt_depth_and_bounds_match_spec_table_b46():
 def test_resolve_depth_caps_and_explicit():
     assert resolve_depth(5, 10, 1.0, 2, "replace") == (5, [])
     r, warnings = resolve_depth("paper", 10**9, 1.0, 2, "add_remove")
-    assert r == MAX_DEPTH and "capped" in warnings[0]
+    assert r == min(MAX_DEPTH, max_pmm_depth()) and "capped" in warnings[0]
 
 
 # -- the corrected constant of Thm 4.3 -------------------------------------------------------

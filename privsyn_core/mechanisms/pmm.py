@@ -42,13 +42,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DataError
+from ..errors import DataError, ResourceError
 from ..layout import coarse_warnings
 from ..noise import discrete_laplace
 from ..pmm_tree import (MAX_DEPTH, NoisePlan, accuracy_bound, bound_opt_depth, consistency as make_consistent,
                         cuts_per_axis, leaf_counts, level_boxes, level_corners, level_diameter, noise_plan,
                         paper_depth, sparse_leaf_counts, tree_counts)
 from ..registry import ParamSpec, register_staged
+from ..resources import PMM_BYTES_PER_LEAF, max_pmm_depth
 from ..result import MechanismOutput
 from ..sampling import largest_remainder
 from ..staged import CellCounts, RowPlan, Stages
@@ -143,9 +144,14 @@ def resolve_depth(depth: int | str, n: int, epsilon: float, d: int, neighbouring
             r = r_paper
     else:
         r = int(depth)
-    if r > MAX_DEPTH:
-        warnings.append(f"PMM depth {r} capped at {MAX_DEPTH} (2^(r+1) counts must fit in memory)")
-        r = MAX_DEPTH
+    cap = min(MAX_DEPTH, max_pmm_depth())
+    if r > cap and depth not in ("paper", "bound_opt"):
+        raise ResourceError(f"PMM depth {r} needs about {PMM_BYTES_PER_LEAF * 2 ** r / 2**30:.1f} GB, over the memory "
+                            f"budget: use depth <= {cap} or raise PRIVSYN_MEMORY_BUDGET_MB")
+    if r > cap:
+        warnings.append(f"PMM depth {r} capped at {cap}: 2^(r+1) counts must fit the memory budget "
+                        "(PRIVSYN_MEMORY_BUDGET_MB)")
+        r = cap
     hint = "the budget (epsilon * n) pays for a tree this shallow only: raise epsilon or use fewer columns"
     return r, warnings + coarse_warnings((2 ** cuts_per_axis(r, d)).tolist(), "pmm", hint)
 

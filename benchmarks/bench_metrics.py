@@ -33,7 +33,7 @@ import privsyn_core as ps
 from privsyn_core.metrics import mmd2, w1
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from docsection import update_section  # noqa: E402
+from docsection import update_section
 
 LINES: list[str] = []
 EVAL_CHILD = """

@@ -30,7 +30,7 @@ def mean_w1(data: str, n: int, seeds: int, public: bool) -> tuple[float, float]:
         result = ps.synthesize(X, "pmm", 1.0, schema=ps.unit_schema(2), neighbouring="add_remove", rng=seed,
                                public_n=n if public else None)
         rows = np.random.default_rng(seed + 1000)
-        take = lambda a: a if len(a) <= W1_ROWS else a[rows.choice(len(a), W1_ROWS, replace=False)]  # noqa: E731
+        take = lambda a: a if len(a) <= W1_ROWS else a[rows.choice(len(a), W1_ROWS, replace=False)]
         values.append(w1(take(X), take(result.unit_rows)))
     return float(np.mean(values)), float(np.std(values, ddof=1) / np.sqrt(seeds))
 

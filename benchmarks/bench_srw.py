@@ -84,9 +84,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-import privsyn_core as ps  # noqa: E402
-from privsyn_core import datasets, walks  # noqa: E402
-from privsyn_core.metrics import w1  # noqa: E402
+import privsyn_core as ps
+from privsyn_core import datasets, walks
+from privsyn_core.metrics import w1
 
 SIZES = (1_000, 10_000, 100_000)
 PROTOTYPE = {1: {1_000: 0.0604, 10_000: 0.0106, 100_000: 0.00148},
@@ -195,7 +195,7 @@ def exact_table(max_depth: int = 7) -> None:
                                          ("add_remove", 1.0, eye)):
             worst = float(np.abs(walks.haar_coefficients(changes)).sum(axis=1).max())
             tight, paper = (walks.laplace_scale(depth, mode, relation) for mode in ("tight", "paper"))
-            fraction = (lambda b: worst / (delta * b) if worst > 0 else 0.0)  # noqa: E731
+            fraction = (lambda b: worst / (delta * b) if worst > 0 else 0.0)
             print(f"| {depth} | {relation} | {worst:g} | {tight:g} | {fraction(tight):.4f} | {paper:g} | "
                   f"{fraction(paper):.4f} |", flush=True)
 

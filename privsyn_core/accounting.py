@@ -7,7 +7,7 @@ built with :func:`split_epsilon`, which gives the last stage the exact remainder
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 Ledger = list[tuple[str, float]]
 

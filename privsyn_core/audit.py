@@ -48,17 +48,18 @@ import inspect
 import math
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from . import noise, walks
-from .validation import check_epsilon
 from .errors import ParameterError
 from .pipeline import public_size
 from .registry import MechanismSpec, get_mechanism, list_mechanisms
 from .result import MechanismOutput
+from .validation import check_epsilon
 
 DEFAULT_TRIALS = 20_000
 DEFAULT_SELECTION_TRIALS = 5_000

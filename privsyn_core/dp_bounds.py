@@ -31,17 +31,17 @@ clipped into the bounds when the data are encoded.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Collection, Sequence
 
 import numpy as np
 import pandas as pd
 
 from .accounting import Ledger, split_epsilon
-from .validation import check_epsilon
 from .domain import Column, Schema
 from .errors import DataError, ParameterError
 from .noise import RandomLike, discrete_laplace, resolve_rng
+from .validation import check_epsilon
 
 SENSITIVITY = {"replace": 2, "add_remove": 1}
 

@@ -13,8 +13,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import combinations
-from itertools import product as itertools_product
+from itertools import combinations, product as itertools_product
 
 import numpy as np
 import ot

@@ -301,7 +301,7 @@ def _acg_b(a: np.ndarray) -> float:
     q = len(a)
     if not np.any(a > 0):
         return float(q)
-    f = lambda b: float(np.sum(1.0 / (b + 2 * a)) - 1.0)  # noqa: E731
+    f = lambda b: float(np.sum(1.0 / (b + 2 * a)) - 1.0)
     if f(1.0) == 0.0:
         return 1.0
     if f(float(q)) == 0.0:

@@ -20,9 +20,10 @@ import json
 import math
 import platform
 import shlex
-from datetime import datetime, timezone
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from importlib import metadata
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -89,7 +90,7 @@ def run_report(result: SynthResult, *, params: dict[str, Any], data_name: str, r
     release = result.release()
     report = release.to_dict()
     report.update({
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "release_mode": release_mode,
         "data": {"name": data_name, "columns": [c["name"] for c in release.schema["columns"]]},
         "mechanism_params": {k: _plain(v) for k, v in params.items()},

@@ -52,10 +52,10 @@ import numpy as np
 import pandas as pd
 
 from ..accounting import split_epsilon
+from ..audit import AuditCase
 from ..domain import Schema
 from ..errors import DataError, ParameterError
 from ..noise import discrete_laplace
-from ..audit import AuditCase
 from ..registry import ParamSpec, register_staged
 from ..result import MechanismOutput
 from ..staged import CellCounts, RowPlan, Stages

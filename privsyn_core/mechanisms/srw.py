@@ -66,14 +66,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import walks
 from ..accounting import Ledger
+from ..audit import AuditCase, walk_features
 from ..errors import ParameterError
 from ..grid import cell_coords
 from ..registry import ParamSpec, register
 from ..result import MechanismOutput
 from ..staged import EXACT_N, RowPlan
-from .. import walks
-from ..audit import AuditCase, walk_features
 
 #: Auto resolution cap on the interval (spec 15, ``K_max``): accuracy is then limited by ``1/(2 K_max)``.
 MAX_AUTO_BINS_1D = 2**18

@@ -301,7 +301,8 @@ def detection_factor(spec: MechanismSpec, relation: str, epsilon: float = 1.0) -
     Every noise scale times ``f`` divides every Laplace loss by ``f``.
     """
     case = case_of(spec)
-    pair = neighbour_pair(spec.data_kind, relation, case.n, case.d if spec.data_kind == "continuous" else max(case.d, 2))
+    d = case.d if spec.data_kind == "continuous" else max(case.d, 2)
+    pair = neighbour_pair(spec.data_kind, relation, case.n, d)
     params = spec.resolve_params(case.params)
     out = spec.run(pair.base, epsilon, neighbouring=relation, n_synthetic=None, rng=np.random.default_rng(0), **params)
     if "privacy_loss_bound" in out.params:
@@ -371,7 +372,8 @@ def audit(mechanism: str, epsilon: float = 1.0, *, neighbouring: str | None = No
         sample = functools.partial(_features_of_runs, spec, epsilon=epsilon, relation=relation, params=params,
                                    features=features, pair=pair, rng=generator)
         event = choose_event(sample(pair.base, selection_trials), sample(pair.neighbour, selection_trials))
-        hits = (int(event.occurs(sample(pair.base, trials)).sum()), int(event.occurs(sample(pair.neighbour, trials)).sum()))
+        hits = (int(event.occurs(sample(pair.base, trials)).sum()),
+                int(event.occurs(sample(pair.neighbour, trials)).sum()))
     likely, rare = hits[event.likelier], hits[1 - event.likelier]
     eps_lower = float(epsilon_lower_bound(np.array([likely]), np.array([rare]), trials, alpha)[0])
     return AuditResult(spec.name, relation, epsilon, eps_lower, confidence, trials, selection_trials,
@@ -547,13 +549,14 @@ def _relation(spec: MechanismSpec, neighbouring: str | None) -> str:
 
 def _check_counts(trials: int, selection_trials: int, confidence: float) -> None:
     if not (isinstance(trials, int) and isinstance(selection_trials, int) and trials >= 10 and selection_trials >= 10):
-        raise ParameterError(f"trials and selection_trials must be integers >= 10, got {trials!r}, {selection_trials!r}")
+        raise ParameterError("trials and selection_trials must be integers >= 10, "
+                             f"got {trials!r}, {selection_trials!r}")
     if not 0 < confidence < 1:
         raise ParameterError(f"confidence must be in (0, 1), got {confidence!r}")
 
 
-__all__ = ["AuditCase", "AuditResult", "Event", "NeighbourPair", "case_of", "detection_factor", "audit", "audit_all", "choose_event",
-           "epsilon_lower_bound", "format_table", "neighbour_pair", "release_features", "cell_features",
+__all__ = ["AuditCase", "AuditResult", "Event", "NeighbourPair", "case_of", "detection_factor", "audit", "audit_all",
+           "choose_event", "epsilon_lower_bound", "format_table", "neighbour_pair", "release_features", "cell_features",
            "record_features", "group_features", "walk_features", "scaled_noise", "SCALED_LAWS",
            "detection_power"]
 

@@ -130,8 +130,8 @@ def w1(X: np.ndarray, Y: np.ndarray, *, weights_x: np.ndarray | None = None, wei
     entries = np.count_nonzero(diff > 0) * np.count_nonzero(diff < 0)
     if method == "exact" or (method == "auto" and entries <= max_entries):
         if entries > EXACT_HARD_LIMIT:
-            raise ParameterError(f"exact W1 would need a {entries:.3g}-entry cost matrix (limit {EXACT_HARD_LIMIT:.3g}); "
-                                 "use method='grid' or 'auto'")
+            raise ParameterError(f"exact W1 would need a {entries:.3g}-entry cost matrix "
+                                 f"(limit {EXACT_HARD_LIMIT:.3g}); use method='grid' or 'auto'")
         return W1Value(_signed_emd(atoms, diff, metric), "exact_emd")
     if method == "flow":
         return _flow_w1(X, a, Y, b, metric, cells_per_axis)
@@ -193,7 +193,10 @@ def _signed_difference(X: np.ndarray, a: np.ndarray, Y: np.ndarray, b: np.ndarra
 
 
 def _unique_rows(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows (lexicographic order) and the index of each row's copy; a lexsort, faster than np.unique(axis=0)."""
+    """Distinct rows (lexicographic order) and the index of each row's copy.
+
+    A lexsort, faster than ``np.unique(axis=0)``.
+    """
     order = np.lexsort(P.T[::-1])
     ordered = P[order]
     starts = np.r_[True, np.any(ordered[1:] != ordered[:-1], axis=1)]
@@ -1067,7 +1070,8 @@ def rank_runs(entries: dict, *, higher_is_better: bool = False) -> pd.DataFrame:
         group[i] = current + 1
     table["rank"] = group
     members = table.groupby("rank")["run"].agg(sorted)
-    table["tied_with"] = [", ".join(r for r in members[g] if r != run) for g, run in zip(table["rank"], table["run"])]
+    table["tied_with"] = [", ".join(r for r in members[g] if r != run)
+                          for g, run in zip(table["rank"], table["run"], strict=True)]
     return table.sort_values(["rank", "run"]).reset_index(drop=True)
 
 

@@ -198,7 +198,7 @@ def release_with_opendp(codes: np.ndarray, sizes: list[int], epsilon: float, alg
     unit = dp.unit_of(contributions=1) if neighbouring == "add_remove" else dp.unit_of(changes=1)
     context = dp.Context.compositor(data=frame, privacy_unit=unit, privacy_loss=dp.loss_of(epsilon=epsilon),
                                     split_evenly_over=1)
-    keys = {name: list(range(size)) for name, size in zip(names, sizes)}
+    keys = {name: list(range(size)) for name, size in zip(names, sizes, strict=True)}
     model = dp.mbi.MST() if algorithm == "mst" else dp.mbi.AIM()
     try:
         table = context.query().select(names).contingency_table(keys=keys, algorithm=model).release()

@@ -66,7 +66,8 @@ class ParamSpec:
             raise ParameterError(f"parameter {name!r} must be one of {list(self.choices)}, got {value!r}")
         converted = self._convert(name, value)
         if self.bounds is not None and not (self.bounds[0] <= converted <= self.bounds[1]):
-            raise ParameterError(f"parameter {name!r} must be in [{self.bounds[0]:g}, {self.bounds[1]:g}], got {converted!r}")
+            raise ParameterError(f"parameter {name!r} must be in [{self.bounds[0]:g}, {self.bounds[1]:g}], "
+                                 f"got {converted!r}")
         return converted
 
     def _convert(self, name: str, value: Any) -> Any:

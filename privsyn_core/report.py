@@ -316,7 +316,8 @@ def summarise_sweep(sweep: pd.DataFrame, x: str, d: int) -> tuple[pd.DataFrame, 
     summary[[k for k in keys if k != x]] = fixed[[k for k in keys if k != x]].to_numpy()
     rates = []
     for name, group in summary.groupby("mechanism", sort=False):
-        shape = np.array([theoretical_rate(name, e, int(n), d) or np.nan for e, n in zip(group["epsilon"], group["n"])])
+        shape = np.array([theoretical_rate(name, e, int(n), d) or np.nan
+                          for e, n in zip(group["epsilon"], group["n"], strict=True)])
         if np.isnan(shape).any() or (group["mean"] <= 0).any():
             continue
         constant = float(np.exp(np.mean(np.log(group["mean"].to_numpy()) - np.log(shape))))
@@ -374,7 +375,8 @@ def html_report(*, title: str, run: dict[str, Any], ledger: Sequence[dict], figu
     for i, (caption, fig) in enumerate(figures):
         body = fig.to_html(full_html=False, include_plotlyjs=i == 0, config={"displaylogo": False})
         parts.append(_section(caption, body))
-    parts.append(_section("Schema (public domain)", f"<pre>{html.escape(json.dumps(run.get('schema'), indent=1))}</pre>"))
+    schema_json = html.escape(json.dumps(run.get("schema"), indent=1))
+    parts.append(_section("Schema (public domain)", f"<pre>{schema_json}</pre>"))
     parts.append(_section("Reproduce with the command line",
                           f"<pre>{html.escape(run.get('cli', ''))}</pre><p>{html.escape(run.get('cli_note', ''))}</p>"))
     parts.append(_section("Versions", _kv_table(run.get("versions", {}))))

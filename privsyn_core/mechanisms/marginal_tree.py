@@ -20,10 +20,10 @@ is close to the diameter, the data is modelled by a tree of 2-D marginals (docs/
    it (spread to the column's finest bins); every edge's histogram is raked (iterative proportional
    fitting) to the marginals of its two columns.
 5. Rows: the root column (column 0) and its first child jointly from their raked edge histogram, then
-   each further column given its parent, along the tree from the root outward: the parent's bin picks a row of the raked edge histogram, the child's
-   bin is drawn from that row, then a fine bin inside it from the child's consolidated marginal, then
-   a uniform point of the fine bin.  A categorical value is a uniform point of its category's own
-   sub-interval, so it decodes to that category.
+   each further column given its parent, along the tree from the root outward: the parent's bin picks a row of
+   the raked edge histogram, the child's bin is drawn from that row, then a fine bin inside it from the child's
+   consolidated marginal, then a uniform point of the fine bin.  A categorical value is a uniform point of its
+   category's own sub-interval, so it decodes to that category.
 
 Steps 4-5 read only released quantities (post-processing).  Privacy: ``eps_marginals + eps_selection +
 sum_e eps_e`` is what the mechanism receives (the pipeline adds ``eps_n`` in front when it draws a noisy
@@ -175,7 +175,7 @@ def tree_counts_stage(unit: np.ndarray, layout: TreeLayout) -> CellCounts:
     if given and tuple(given) != layout.levels:
         raise ParameterError("marginal_tree: the encoded columns' category counts differ from the layout's")
     out = np.zeros(layout.offsets[-1], dtype=np.int64)
-    for pair, start, stop in zip(layout.pairs, layout.offsets[:-1], layout.offsets[1:]):
+    for pair, start, stop in zip(layout.pairs, layout.offsets[:-1], layout.offsets[1:], strict=True):
         out[start:stop] = np.bincount(pair.grid_ids(unit), minlength=stop - start)
     return CellCounts.from_dense(out)
 
@@ -187,7 +187,7 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
     marg_rng, select_rng, edge_rng, sample_rng = rng.spawn(4)
     dense = counts.dense(layout.offsets[-1])
     grids = [dense[s:e].reshape(2 ** p.cuts[0], 2 ** p.cuts[1])
-             for p, s, e in zip(layout.pairs, layout.offsets[:-1], layout.offsets[1:])]
+             for p, s, e in zip(layout.pairs, layout.offsets[:-1], layout.offsets[1:], strict=True)]
     timings: dict[str, float] = {}
     sensitivity = 1 if neighbouring == "add_remove" else 2
 
@@ -201,7 +201,7 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
     start = time.perf_counter()
     edge_eps = [e for name, e in layout.shares if name.startswith("edge ")]
     releases = []
-    for k, (index, eps_e, g) in enumerate(zip(selected, edge_eps, edge_rng.spawn(len(selected)))):
+    for index, eps_e, g in zip(selected, edge_eps, edge_rng.spawn(len(selected)), strict=True):
         pair = layout.pairs[index]
         releases.append(release_pair(pair, grids[index].ravel()[pair.heap_to_grid()], eps_e, neighbouring, g))
     timings["edges"] = time.perf_counter() - start
@@ -273,7 +273,8 @@ def select_tree(grids: list[np.ndarray], layout: TreeLayout, sensitivity: int, m
                      valid_bins(layout.levels[a], coarse[a]).sum())
     scores = np.empty(len(pairs), dtype=np.int64)
     for k, p in enumerate(pairs):
-        joint = grids[k].reshape(2 ** coarse[p.a], 2 ** (p.cuts[0] - coarse[p.a]), 2 ** coarse[p.b], -1).sum(axis=(1, 3))
+        joint = grids[k].reshape(2 ** coarse[p.a], 2 ** (p.cuts[0] - coarse[p.a]), 2 ** coarse[p.b], -1)
+        joint = joint.sum(axis=(1, 3))
         expected = np.rint(max(layout.n_hat, 0) * np.outer(probs[p.a], probs[p.b])).astype(np.int64)
         scores[k] = np.abs(joint - expected).sum()
     round_eps = [e for _, e in split_epsilon(eps_s, [(str(i), 1.0) for i in range(d - 1)])]

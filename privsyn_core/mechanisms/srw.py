@@ -229,7 +229,7 @@ def release_path_counts(counts: np.ndarray, dim: int, cal: Calibration, folding:
     timings["project"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    m = n_synthetic if n_synthetic is not None else int(round(cal.normaliser))
+    m = n_synthetic if n_synthetic is not None else round(cal.normaliser)
     row_counts = walks.round_weights(projected, m) if rounding == "paper" else walks.round_along_path(projected, m)
     plan = _row_plan(points, row_counts, bins, sample, rows_rng)
     timings["rows"] = time.perf_counter() - start
@@ -287,11 +287,13 @@ def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
         "sample": SAMPLE_PARAM,
     },
     guarantee="epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, Prop 5.1); "
-              "add/remove with a public or noisy record count (extension). Default walk scale b = L/2 (replace) or 1 + L/2 "
-              "(add/remove): the exact l1 sensitivity of the walk's coefficients, loss epsilon (attained for 2^L "
-              "cells; docs/srw_privacy.md); scale='paper' (b = 2L+1, Thm 3.1) spends under epsilon/4 under replace",
+              "add/remove with a public or noisy record count (extension). Default walk scale b = L/2 (replace) "
+              "or 1 + L/2 (add/remove): the exact l1 sensitivity of the walk's coefficients, loss epsilon "
+              "(attained for 2^L cells; docs/srw_privacy.md); scale='paper' (b = 2L+1, Thm 3.1) spends under "
+              "epsilon/4 under replace",
     max_dim=1,
-    reference='Boedihardjo, Strohmer, Vershynin, "Private measures, random walks, and synthetic data", Probab. Theory Relat. Fields 2024',
+    reference='Boedihardjo, Strohmer, Vershynin, "Private measures, random walks, and synthetic data", '
+              'Probab. Theory Relat. Fields 2024',
     rate=lambda epsilon, n, d: (math.log(max(epsilon * n, 2.0)) ** 1.5 / max(epsilon * n, 2.0)) ** (1 / d),
     audit=AuditCase(params={"bins": 2, "scale": "tight"}, features=walk_features),
     released=("bins", "cells", "depth", "walk_length", "laplace_scale", "alpha", "delta", "path_length"),

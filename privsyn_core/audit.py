@@ -228,9 +228,9 @@ def cell_features(out: MechanismOutput, pair: NeighbourPair, key: str = "noisy_c
         same = bool(np.any(holds_origin & holds_far))
         values += [far - pair.n * same, 0.0 if same else pair.n - origin, far - origin]
         growing += [pair.relation == "add_remove" or not same, pair.relation == "replace" and not same, False]
-    values = np.array(values)
-    shifted = values[np.array(growing)]
-    return np.append(values, shifted.min() if len(shifted) else 0.0)
+    table = np.array(values)
+    shifted = table[np.array(growing)]
+    return np.append(table, shifted.min() if len(shifted) else 0.0)
 
 
 def record_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:

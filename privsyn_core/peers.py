@@ -44,8 +44,10 @@ import importlib.util
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from .accounting import Ledger, split_epsilon
+from .codec import Codec
 from .domain import Schema
 from .errors import ParameterError, PrivsynError
 
@@ -97,20 +99,20 @@ class LevelledUnit(np.ndarray):
         self.levels = getattr(obj, "levels", ())
 
 
-class PeerCodec:
+class PeerCodec(Codec):
     """The schema encoding, with the public category counts attached for the peers (``MechanismSpec.codec``)."""
 
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
-        self.levels = tuple(len(c.categories) if c.kind == "categorical" else 0 for c in schema.columns)
+        self.levels = tuple(len(c.categories or ()) if c.kind == "categorical" else 0 for c in schema.columns)
 
-    def encode(self, df) -> tuple[LevelledUnit, dict[str, int]]:
+    def encode(self, df: pd.DataFrame) -> tuple[LevelledUnit, dict[str, int]]:
         unit, clipped = self.schema.encode(df)
         out = unit.view(LevelledUnit)
         out.levels = self.levels
         return out, clipped
 
-    def decode(self, unit: np.ndarray):
+    def decode(self, unit: np.ndarray) -> pd.DataFrame:
         return self.schema.decode(np.asarray(unit))
 
 

@@ -288,6 +288,8 @@ def tradeoff_sweep(frame: pd.DataFrame, schema: Schema, mechanisms: Sequence[str
         result = synthesize(part, mechanism, epsilon, schema=schema, neighbouring=neighbouring, rng=seed)
         real_unit, _ = schema.encode(part)
         synth_unit = result.unit_rows
+        if synth_unit is None:
+            raise RuntimeError(f"internal error: {mechanism} returned no encoded rows")
         distance = w1(_rows(real_unit, eval_rows, seed), _rows(synth_unit, eval_rows, seed + 1))
         rows.append({"mechanism": mechanism, "epsilon": float(epsilon), "n": int(n), "seed": int(seed), "w1": distance})
     out = pd.DataFrame(rows)

@@ -93,7 +93,7 @@ def _features(df: pd.DataFrame, schema: Schema) -> np.ndarray:
         if col.kind == "numeric":
             blocks.append(unit[:, [j]])
         else:
-            k = len(col.categories)
+            k = len(col.categories or ())
             codes = np.minimum((unit[:, j] * k).astype(np.int64), k - 1)
             blocks.append(np.eye(k)[codes])
     return np.hstack(blocks)

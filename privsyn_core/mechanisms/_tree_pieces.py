@@ -129,7 +129,8 @@ class PairTree:
 
 def cut_schedule(depth: int, caps: tuple[int, int]) -> tuple[int, ...]:
     """Alternate the two axes for ``depth`` levels, skipping an axis once it has ``caps[axis]`` cuts."""
-    cuts, schedule = [0, 0], []
+    cuts = [0, 0]
+    schedule: list[int] = []
     axis = 0
     while len(schedule) < depth and (cuts[0] < caps[0] or cuts[1] < caps[1]):
         if cuts[axis] < caps[axis]:

@@ -53,6 +53,7 @@ import pandas as pd
 
 from ..accounting import split_epsilon
 from ..audit import AuditCase
+from ..codec import Codec
 from ..domain import Schema
 from ..errors import DataError, ParameterError
 from ..noise import discrete_laplace
@@ -91,12 +92,12 @@ class TreeUnit(np.ndarray):
         self.levels = getattr(obj, "levels", ())
 
 
-class TreeCodec:
+class TreeCodec(Codec):
     """The schema's unit-cube encoding, with each column's public category count attached (:class:`TreeUnit`)."""
 
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
-        self.levels = tuple(len(c.categories) if c.kind == "categorical" else 0 for c in schema.columns)
+        self.levels = tuple(len(c.categories or ()) if c.kind == "categorical" else 0 for c in schema.columns)
         #: What both paths add to the stages' parameters (public facts of the schema).
         self.stage_params = {"levels": self.levels}
 
@@ -255,7 +256,7 @@ def select_tree(grids: list[np.ndarray], layout: TreeLayout, sensitivity: int, m
     """
     d, pairs, coarse = len(layout.levels), layout.pairs, layout.coarse
     eps_m, eps_s = layout.share("marginals"), layout.share("selection")
-    first = {}
+    first: dict[int, tuple[int, int]] = {}  # column -> (first pair holding it, its axis there)
     for k, p in enumerate(pairs):
         first.setdefault(p.a, (k, 0))
         first.setdefault(p.b, (k, 1))
@@ -343,7 +344,8 @@ def build_sampler(releases: list[PairRelease], levels: tuple[int, ...], d: int) 
     for rel in releases:
         neighbours[rel.tree.a].append((rel.tree.b, rel))
         neighbours[rel.tree.b].append((rel.tree.a, rel))
-    steps, seen, queue = [], {0}, [0]
+    steps: list[tuple[int, int, int, int, np.ndarray]] = []
+    seen, queue = {0}, [0]
     while queue:
         parent = queue.pop(0)
         for child, rel in neighbours[parent]:
@@ -375,7 +377,7 @@ def _leaf_sigma(rel: PairRelease) -> float:
 class TreePlan(RowPlan):
     """A :class:`RowPlan` whose rows come from a :class:`TreeSampler` (one atom: all rows)."""
 
-    sampler: TreeSampler | None = field(default=None, repr=False)
+    sampler: TreeSampler = field(kw_only=True, repr=False)
 
     def piece(self, start: int, stop: int, rng: np.random.Generator) -> TreePlan:
         return replace(self, counts=np.array([stop - start], dtype=np.int64), rng=rng,

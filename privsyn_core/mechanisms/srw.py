@@ -191,7 +191,7 @@ def path_counts(unit: np.ndarray, folding: Folding) -> np.ndarray:
 
 
 def release_on_grid(unit: np.ndarray, cal: Calibration, folding: Folding, *, n_synthetic: int | None,
-                    rng: np.random.Generator, neighbouring: str, scale: str, rounding: str, sample: str,
+                    rng: np.random.Generator, neighbouring: str, scale: walks.ScaleMode, rounding: str, sample: str,
                     timings: dict[str, float]) -> MechanismOutput:
     """Steps 1-4 of the module docstring on the cells of ``folding`` (shared by srw and srw_tsp)."""
     start = time.perf_counter()
@@ -207,7 +207,7 @@ def release_on_grid(unit: np.ndarray, cal: Calibration, folding: Folding, *, n_s
 
 
 def release_path_counts(counts: np.ndarray, dim: int, cal: Calibration, folding: Folding, *,
-                        n_synthetic: int | None, rng: np.random.Generator, neighbouring: str, scale: str,
+                        n_synthetic: int | None, rng: np.random.Generator, neighbouring: str, scale: walks.ScaleMode,
                         rounding: str, sample: str, timings: dict[str, float]) -> tuple[MechanismOutput, RowPlan]:
     """Steps 2-4 from the cell counts in path order: the output without rows and its row plan.
 
@@ -302,12 +302,16 @@ def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
                 "probability measure in W1. Error about log^1.5(epsilon n)/(epsilon n).",
 )
 def srw(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None, rng: np.random.Generator,
-        bins: int | None, scale: str, rounding: str, sample: str, size: int | str | None = EXACT_N) -> MechanismOutput:
+        bins: int | None, scale: walks.ScaleMode, rounding: str, sample: str,
+        size: int | str | None = EXACT_N) -> MechanismOutput:
     """The walk on the interval; ``size`` is the public record count (:meth:`privsyn_core.staged.Stages.run`)."""
     n, dim = unit.shape
     if dim != 1:
         raise ParameterError(f"srw works on one column, this data has {dim}; use mechanism 'srw_tsp' for d >= 2")
-    cal = calibrate(n if size == EXACT_N else size, epsilon, neighbouring)
+    public_n = n if size == EXACT_N else size
+    if not isinstance(public_n, (int, np.integer)):
+        raise ParameterError(f"srw reads the record count: size must be a public count, got {size!r}")
+    cal = calibrate(int(public_n), epsilon, neighbouring)
     k = bins if bins is not None else auto_bins(cal.alpha, 1)
     folding = Folding(np.arange(k)[:, None], k, "chebyshev", {})
     return release_on_grid(unit, cal, folding, n_synthetic=n_synthetic, rng=rng, neighbouring=neighbouring,

@@ -26,12 +26,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 import privsyn_core as ps
 from privsyn_core.domain import Schema
 from privsyn_core.metrics import marginal_tvd
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PEERS = ROOT / "benchmarks" / "peers"
 QUALITY_SCRIPT = r"""

@@ -33,7 +33,7 @@ import privsyn_core as ps
 from privsyn_core.metrics import mmd2, w1
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from docsection import update_section  # noqa: E402
+from docsection import update_section
 
 LINES: list[str] = []
 EVAL_CHILD = """
@@ -96,8 +96,8 @@ def evaluate_section(rows: int) -> None:
                           cwd=Path(__file__).resolve().parent.parent)
     seconds, used, value = proc.stdout.split()
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    say(f"peak RSS {peak:.0f} MB (interpreter, imports, both input tables and evaluate); evaluate {float(seconds):.1f} s "
-        f"on {used} rows per side; W1 {float(value):.4f}")
+    say(f"peak RSS {peak:.0f} MB (interpreter, imports, both input tables and evaluate); "
+        f"evaluate {float(seconds):.1f} s on {used} rows per side; W1 {float(value):.4f}")
 
 
 def main() -> None:

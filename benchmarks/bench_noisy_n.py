@@ -23,6 +23,11 @@ from privsyn_core.metrics import w1
 W1_ROWS = 3000
 
 
+def subsample(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """At most ``W1_ROWS`` rows of ``a``, drawn without replacement (all of them when there are fewer)."""
+    return a if len(a) <= W1_ROWS else a[rng.choice(len(a), W1_ROWS, replace=False)]
+
+
 def mean_w1(data: str, n: int, seeds: int, public: bool) -> tuple[float, float]:
     values = []
     for seed in range(seeds):
@@ -30,8 +35,7 @@ def mean_w1(data: str, n: int, seeds: int, public: bool) -> tuple[float, float]:
         result = ps.synthesize(X, "pmm", 1.0, schema=ps.unit_schema(2), neighbouring="add_remove", rng=seed,
                                public_n=n if public else None)
         rows = np.random.default_rng(seed + 1000)
-        take = lambda a: a if len(a) <= W1_ROWS else a[rows.choice(len(a), W1_ROWS, replace=False)]  # noqa: E731
-        values.append(w1(take(X), take(result.unit_rows)))
+        values.append(w1(subsample(X, rows), subsample(result.unit_rows, rows)))
     return float(np.mean(values)), float(np.std(values, ddof=1) / np.sqrt(seeds))
 
 

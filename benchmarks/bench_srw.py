@@ -27,19 +27,22 @@ tables of the scale change (``exact_table``, ``gain_table``; about 2 minutes):
   (d = 1) and srw_tsp (d = 2) at eps = 1, n in {1e3, 1e4, 1e5}, both relations, uniform and two-blob data, 5 seeds
   (same data and mechanism seed for both scales), W1 measured as in the protocol above.
 
-Last run (2026-11-21, 10 seeds, mean +- sd; [+-u] = grid evaluation uncertainty):
+Last run (2026-11-21, 10 seeds, mean +- sd; "grid G^d +-u": grid evaluation uncertainty u of the row's W1):
 
-| d | eps n | srw (paper b) | srw (tight b) | prototype | PMM | srw exact (atoms) | eval | K |
-|---|---|---|---|---|---|---|---|---|
-| 1 | 1e3 | 0.04794 +- 0.011 | 0.01673 +- 0.0029 | 0.0604 | 0.01739 +- 0.002 | - | exact | 1000 |
-| 1 | 1e4 | 0.00915 +- 0.0014 | 0.002869 +- 0.00037 | 0.0106 | 0.003137 +- 0.00035 | - | exact | 10000 |
-| 1 | 1e5 | 0.001328 +- 0.00012 | 0.0003971 +- 3.2e-05 | 0.00148 | 0.000465 +- 4.3e-05 | - | exact | 100000 |
-| 2 | 1e3 | 0.1023 +- 0.016 | 0.06374 +- 0.0057 | 0.108 | 0.07115 +- 0.0047 | - | exact | 49 |
-| 2 | 1e4 | 0.03953 +- 0.0041 [+-0.01] | 0.02297 +- 0.00086 [+-0.01] | 0.042 | 0.02792 +- 0.00059 [+-0.01] | 0.03953 +- 0.0041 | grid 64^2 | 361 |
-| 2 | 1e5 | 0.01405 +- 0.0003 [+-0.01] | 0.008074 +- 8.9e-05 [+-0.01] | - | 0.008426 +- 0.00015 [+-0.01] | - | grid 64^2 | 2601 |
-| 3 | 1e3 | 0.1706 +- 0.018 | 0.1189 +- 0.007 | 0.173 | 0.1188 +- 0.012 | - | exact | 64 |
-| 3 | 1e4 | 0.08428 +- 0.0023 [+-0.047] | 0.06292 +- 0.00093 [+-0.047] | 0.086 | 0.06518 +- 0.0024 [+-0.047] | 0.0865 +- 0.0017 | grid 16^3 | 343 |
-| 3 | 1e5 | 0.04231 +- 0.00076 [+-0.047] | 0.03067 +- 0.00028 [+-0.047] | - | 0.02759 +- 0.00023 [+-0.047] | - | grid 16^3 | 2744 |
+| d | eps n | srw (paper b) | srw (tight b) | prototype | PMM | eval | K |
+|---|---|---|---|---|---|---|---|
+| 1 | 1e3 | 0.04794 +- 0.011 | 0.01673 +- 0.0029 | 0.0604 | 0.01739 +- 0.002 | exact | 1000 |
+| 1 | 1e4 | 0.00915 +- 0.0014 | 0.002869 +- 0.00037 | 0.0106 | 0.003137 +- 0.00035 | exact | 10000 |
+| 1 | 1e5 | 0.001328 +- 0.00012 | 0.0003971 +- 3.2e-05 | 0.00148 | 0.000465 +- 4.3e-05 | exact | 100000 |
+| 2 | 1e3 | 0.1023 +- 0.016 | 0.06374 +- 0.0057 | 0.108 | 0.07115 +- 0.0047 | exact | 49 |
+| 2 | 1e4 | 0.03953 +- 0.0041 | 0.02297 +- 0.00086 | 0.042 | 0.02792 +- 0.00059 | grid 64^2 +-0.01 | 361 |
+| 2 | 1e5 | 0.01405 +- 0.0003 | 0.008074 +- 8.9e-05 | - | 0.008426 +- 0.00015 | grid 64^2 +-0.01 | 2601 |
+| 3 | 1e3 | 0.1706 +- 0.018 | 0.1189 +- 0.007 | 0.173 | 0.1188 +- 0.012 | exact | 64 |
+| 3 | 1e4 | 0.08428 +- 0.0023 | 0.06292 +- 0.00093 | 0.086 | 0.06518 +- 0.0024 | grid 16^3 +-0.047 | 343 |
+| 3 | 1e5 | 0.04231 +- 0.00076 | 0.03067 +- 0.00028 | - | 0.02759 +- 0.00023 | grid 16^3 +-0.047 | 2744 |
+
+srw exact (atoms), the exact W1 between X and srw's weighted atoms (a check of the grid evaluation):
+d = 2, eps n = 1e4: 0.03953 +- 0.0041; d = 3, eps n = 1e4: 0.0865 +- 0.0017.
 
 ``--gain`` (2026-11-22, 5 seeds; "before" = ``scale="paper"``, "after" = the tight default; docs/srw_privacy.md):
 
@@ -84,9 +87,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-import privsyn_core as ps  # noqa: E402
-from privsyn_core import datasets, walks  # noqa: E402
-from privsyn_core.metrics import w1  # noqa: E402
+import privsyn_core as ps
+from privsyn_core import datasets, walks
+from privsyn_core.metrics import w1
 
 SIZES = (1_000, 10_000, 100_000)
 PROTOTYPE = {1: {1_000: 0.0604, 10_000: 0.0106, 100_000: 0.00148},
@@ -101,7 +104,7 @@ def mechanism_name(d: int) -> str:
 
 
 def eval_bins(d: int) -> int:
-    return int(math.floor(EVAL_CELLS ** (1 / d) + 1e-9))
+    return math.floor(EVAL_CELLS ** (1 / d) + 1e-9)
 
 
 def snap(points: np.ndarray, weights: np.ndarray | None, bins: int) -> tuple[np.ndarray, np.ndarray, float]:
@@ -195,9 +198,9 @@ def exact_table(max_depth: int = 7) -> None:
                                          ("add_remove", 1.0, eye)):
             worst = float(np.abs(walks.haar_coefficients(changes)).sum(axis=1).max())
             tight, paper = (walks.laplace_scale(depth, mode, relation) for mode in ("tight", "paper"))
-            fraction = (lambda b: worst / (delta * b) if worst > 0 else 0.0)  # noqa: E731
-            print(f"| {depth} | {relation} | {worst:g} | {tight:g} | {fraction(tight):.4f} | {paper:g} | "
-                  f"{fraction(paper):.4f} |", flush=True)
+            loss_tight, loss_paper = (worst / (delta * b) if worst > 0 else 0.0 for b in (tight, paper))
+            print(f"| {depth} | {relation} | {worst:g} | {tight:g} | {loss_tight:.4f} | {paper:g} | "
+                  f"{loss_paper:.4f} |", flush=True)
 
 
 GAIN_SIZES = {1: (1_000, 10_000, 100_000), 2: (1_000, 10_000, 100_000)}

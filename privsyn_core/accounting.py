@@ -7,7 +7,7 @@ built with :func:`split_epsilon`, which gives the last stage the exact remainder
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 Ledger = list[tuple[str, float]]
 
@@ -31,7 +31,7 @@ def split_epsilon(epsilon: float, stages: Sequence[tuple[str, float]]) -> Ledger
     if not stages or total <= 0 or any(f < 0 for _, f in stages):
         raise ValueError("stages need non-negative fractions with a positive sum")
     shares = _exact_split(epsilon, [epsilon * f / total for _, f in stages])
-    return [(name, share) for (name, _), share in zip(stages, shares)]
+    return [(name, share) for (name, _), share in zip(stages, shares, strict=True)]
 
 
 def _exact_split(epsilon: float, shares: list[float]) -> list[float]:

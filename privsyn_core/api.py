@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .codec import Codec, stage_params as codec_stage_params
 from .domain import Schema, as_frame
 from .noise import RandomLike, resolve_rng
 from .pipeline import assemble, public_size
@@ -70,7 +71,7 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
     from .validation import resolve_schema
     frame = as_frame(data)
     schema = resolve_schema(schema, frame)
-    codec = spec.codec(schema) if spec.codec else schema
+    codec: Codec = spec.codec(schema) if spec.codec else schema
     if n_synthetic is not None:
         check_rows(n_synthetic, len(schema.names))
     generator, seed = resolve_rng(rng)
@@ -82,7 +83,7 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
 
     size = public_size(spec, resolved, len(unit), epsilon, neighbouring, public_n, generator)
     start = time.perf_counter()
-    stage_params = getattr(codec, "stage_params", {})  # public facts of the schema (e.g. category counts)
+    stage_params = codec_stage_params(codec)  # public facts of the schema (e.g. category counts)
     out = spec.run(unit, size.mechanism_epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=generator,
                    size=size.value, **resolved, **stage_params)
     timings["mechanism"] = time.perf_counter() - start

@@ -48,17 +48,18 @@ import inspect
 import math
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from . import noise, walks
-from .validation import check_epsilon
 from .errors import ParameterError
 from .pipeline import public_size
 from .registry import MechanismSpec, get_mechanism, list_mechanisms
 from .result import MechanismOutput
+from .validation import check_epsilon
 
 DEFAULT_TRIALS = 20_000
 DEFAULT_SELECTION_TRIALS = 5_000
@@ -227,9 +228,9 @@ def cell_features(out: MechanismOutput, pair: NeighbourPair, key: str = "noisy_c
         same = bool(np.any(holds_origin & holds_far))
         values += [far - pair.n * same, 0.0 if same else pair.n - origin, far - origin]
         growing += [pair.relation == "add_remove" or not same, pair.relation == "replace" and not same, False]
-    values = np.array(values)
-    shifted = values[np.array(growing)]
-    return np.append(values, shifted.min() if len(shifted) else 0.0)
+    table = np.array(values)
+    shifted = table[np.array(growing)]
+    return np.append(table, shifted.min() if len(shifted) else 0.0)
 
 
 def record_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
@@ -300,7 +301,8 @@ def detection_factor(spec: MechanismSpec, relation: str, epsilon: float = 1.0) -
     Every noise scale times ``f`` divides every Laplace loss by ``f``.
     """
     case = case_of(spec)
-    pair = neighbour_pair(spec.data_kind, relation, case.n, case.d if spec.data_kind == "continuous" else max(case.d, 2))
+    d = case.d if spec.data_kind == "continuous" else max(case.d, 2)
+    pair = neighbour_pair(spec.data_kind, relation, case.n, d)
     params = spec.resolve_params(case.params)
     out = spec.run(pair.base, epsilon, neighbouring=relation, n_synthetic=None, rng=np.random.default_rng(0), **params)
     if "privacy_loss_bound" in out.params:
@@ -370,7 +372,8 @@ def audit(mechanism: str, epsilon: float = 1.0, *, neighbouring: str | None = No
         sample = functools.partial(_features_of_runs, spec, epsilon=epsilon, relation=relation, params=params,
                                    features=features, pair=pair, rng=generator)
         event = choose_event(sample(pair.base, selection_trials), sample(pair.neighbour, selection_trials))
-        hits = (int(event.occurs(sample(pair.base, trials)).sum()), int(event.occurs(sample(pair.neighbour, trials)).sum()))
+        hits = (int(event.occurs(sample(pair.base, trials)).sum()),
+                int(event.occurs(sample(pair.neighbour, trials)).sum()))
     likely, rare = hits[event.likelier], hits[1 - event.likelier]
     eps_lower = float(epsilon_lower_bound(np.array([likely]), np.array([rare]), trials, alpha)[0])
     return AuditResult(spec.name, relation, epsilon, eps_lower, confidence, trials, selection_trials,
@@ -546,13 +549,14 @@ def _relation(spec: MechanismSpec, neighbouring: str | None) -> str:
 
 def _check_counts(trials: int, selection_trials: int, confidence: float) -> None:
     if not (isinstance(trials, int) and isinstance(selection_trials, int) and trials >= 10 and selection_trials >= 10):
-        raise ParameterError(f"trials and selection_trials must be integers >= 10, got {trials!r}, {selection_trials!r}")
+        raise ParameterError("trials and selection_trials must be integers >= 10, "
+                             f"got {trials!r}, {selection_trials!r}")
     if not 0 < confidence < 1:
         raise ParameterError(f"confidence must be in (0, 1), got {confidence!r}")
 
 
-__all__ = ["AuditCase", "AuditResult", "Event", "NeighbourPair", "case_of", "detection_factor", "audit", "audit_all", "choose_event",
-           "epsilon_lower_bound", "format_table", "neighbour_pair", "release_features", "cell_features",
+__all__ = ["AuditCase", "AuditResult", "Event", "NeighbourPair", "case_of", "detection_factor", "audit", "audit_all",
+           "choose_event", "epsilon_lower_bound", "format_table", "neighbour_pair", "release_features", "cell_features",
            "record_features", "group_features", "walk_features", "scaled_noise", "SCALED_LAWS",
            "detection_power"]
 

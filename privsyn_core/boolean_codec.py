@@ -33,16 +33,18 @@ References
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
+from .codec import Codec
 from .domain import Column, Schema, _category_array, _category_codes, _check_frame, _numeric_values
 from .errors import ParameterError, SchemaError
 
 NumericEncoding = Literal["thermometer", "binary"]
+BlockKind = Literal["onehot", "bit", "constant", "thermometer", "binary"]
 DEFAULT_BINS = 8
 _TIE_SEED = 0
 
@@ -52,10 +54,10 @@ class BitBlock:
     """The bits of one column: ``width`` coordinates starting at ``start``."""
 
     column: Column
-    kind: Literal["onehot", "bit", "constant", "thermometer", "binary"]
+    kind: BlockKind
     start: int
     width: int
-    levels: np.ndarray | None = None  # numeric: representative value of each level
+    levels: np.ndarray = field(default_factory=lambda: np.empty(0))  # numeric: representative value of each level
     edges: np.ndarray | None = None   # numeric (binned): the B+1 bin edges
 
     @property
@@ -63,7 +65,7 @@ class BitBlock:
         return self.start + self.width
 
 
-class BooleanCodec:
+class BooleanCodec(Codec):
     """Encode a table into ``{0,1}^p`` and decode points of ``[0,1]^p`` back.
 
     Parameters
@@ -110,8 +112,8 @@ class BooleanCodec:
 
     def _block(self, col: Column, start: int) -> BitBlock:
         if col.kind == "categorical":
-            k = len(col.categories)
-            kind = "constant" if k == 1 else "bit" if k == 2 else "onehot"
+            k = len(_categories(col))
+            kind: BlockKind = "constant" if k == 1 else "bit" if k == 2 else "onehot"
             return BitBlock(col, kind, start, {1: 0, 2: 1}.get(k, k))
         levels, edges = _numeric_levels(col, self.bins)
         count = len(levels)
@@ -152,7 +154,7 @@ class BooleanCodec:
             col = block.column
             u = points[:, block.start:block.stop]
             if col.kind == "categorical":
-                out[col.name] = _category_array(col.categories)[_categorical_codes(u, block, tie_rng)]
+                out[col.name] = _category_array(_categories(col))[_categorical_codes(u, block, tie_rng)]
             else:
                 values = block.levels[_levels_from_bits(u, block)]
                 out[col.name] = values.astype(np.int64) if col.integer else values
@@ -184,7 +186,7 @@ def boolean_codec(schema: Schema) -> BooleanCodec:
 def is_boolean_column(col: Column) -> bool:
     """A 0/1 column by its public declaration: numeric ``lo = 0, hi = 1, integer``, or two categories."""
     if col.kind == "categorical":
-        return len(col.categories) == 2
+        return len(_categories(col)) == 2
     return bool(col.integer) and col.lo == 0.0 and col.hi == 1.0 and not getattr(col, "atoms", ())
 
 
@@ -203,13 +205,28 @@ def strict_boolean_codec(schema: Schema, mechanism: str) -> BooleanCodec:
     return BooleanCodec(schema)
 
 
+def _categories(col: Column) -> tuple[Any, ...]:
+    """A categorical column's categories (:class:`Column` validates that it has them)."""
+    if col.categories is None:
+        raise SchemaError(f"categorical column {col.name!r} has no categories")
+    return col.categories
+
+
+def _bounds(col: Column) -> tuple[float, float]:
+    """A numeric column's public bounds (:class:`Column` validates that it has them)."""
+    if col.lo is None or col.hi is None:
+        raise SchemaError(f"numeric column {col.name!r} has no bounds")
+    return col.lo, col.hi
+
+
 def _numeric_levels(col: Column, bins: int) -> tuple[np.ndarray, np.ndarray | None]:
     """Representative values of the levels, and bin edges (``None`` for one level per integer)."""
+    lo, hi = _bounds(col)
     if col.integer:
-        first, last = math.ceil(col.lo), math.floor(col.hi)
+        first, last = math.ceil(lo), math.floor(hi)
         if 2 <= last - first + 1 <= bins:
             return np.arange(first, last + 1, dtype=float), None
-    edges = np.linspace(col.lo, col.hi, bins + 1)
+    edges = np.linspace(lo, hi, bins + 1)
     centres = (edges[:-1] + edges[1:]) / 2
     return (np.round(centres) if col.integer else centres), edges
 
@@ -219,8 +236,8 @@ def _level_of(x: np.ndarray, block: BitBlock) -> np.ndarray:
     if block.edges is None:
         raw = np.round(x) - block.levels[0]
     else:
-        col = block.column
-        raw = np.floor((x - col.lo) / (col.hi - col.lo) * count)
+        lo, hi = _bounds(block.column)
+        raw = np.floor((x - lo) / (hi - lo) * count)
     return np.clip(raw, 0, count - 1).astype(np.int64)
 
 
@@ -260,9 +277,9 @@ def _categorical_codes(u: np.ndarray, block: BitBlock, tie_rng: np.random.Genera
 def _bit_names(block: BitBlock) -> list[str]:
     name = block.column.name
     if block.kind == "bit":
-        return [f"{name}={block.column.categories[1]}"]
+        return [f"{name}={_categories(block.column)[1]}"]
     if block.kind == "onehot":
-        return [f"{name}={c}" for c in block.column.categories]
+        return [f"{name}={c}" for c in _categories(block.column)]
     if block.kind == "thermometer":
         bounds = block.levels if block.edges is None else block.edges
         return [f"{name}>={bounds[j]:g}" for j in range(1, block.width + 1)]

@@ -129,7 +129,8 @@ def _parser() -> argparse.ArgumentParser:
     aud.add_argument("--neighbouring", choices=("replace", "add_remove"), help="default: every supported relation")
     aud.add_argument("--trials", type=int, help="runs per dataset counting the chosen event (default: per mechanism, "
                                                        "20000 for most)")
-    aud.add_argument("--selection-trials", type=int, help="runs per dataset choosing the event (default: per mechanism)")
+    aud.add_argument("--selection-trials", type=int,
+                     help="runs per dataset choosing the event (default: per mechanism)")
     aud.add_argument("--confidence", type=_number("confidence"), default=0.95)
     aud.add_argument("--noise-factor", type=_number("noise factor"), default=1.0,
                      help="multiply every noise scale (< 1 gives a deliberately mis-calibrated variant)")

@@ -93,9 +93,8 @@ def sample_tables() -> dict:
     generous round bounds (0 up to a round number above the published maximum of each
     feature): they are part of the sample's documentation, so they are treated as public.
     """
-    from sklearn.datasets import load_breast_cancer, load_wine
-
     import pandas as pd
+    from sklearn.datasets import load_breast_cancer, load_wine
 
     tables = {
         "blobs": (pd.DataFrame(two_blobs(2000, 2, rng=0), columns=["x", "y"]), {"x": (0.0, 1.0), "y": (0.0, 1.0)}),

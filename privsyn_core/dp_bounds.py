@@ -31,17 +31,17 @@ clipped into the bounds when the data are encoded.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Collection, Sequence
 
 import numpy as np
 import pandas as pd
 
 from .accounting import Ledger, split_epsilon
-from .validation import check_epsilon
 from .domain import Column, Schema
 from .errors import DataError, ParameterError
 from .noise import RandomLike, discrete_laplace, resolve_rng
+from .validation import check_epsilon
 
 SENSITIVITY = {"replace": 2, "add_remove": 1}
 
@@ -144,12 +144,14 @@ def dp_bounds(df: pd.DataFrame, columns: Sequence[str], epsilon: float, *, neigh
     columns = list(columns)
     if not columns:
         raise ParameterError("choose at least one numeric column to bound")
+    if len(set(columns)) != len(columns):
+        raise ParameterError(f"each column is bounded once; {columns} repeats a name")
     values = {c: _numeric_column(df, c) for c in columns}
     edges = bucket_edges(min_abs, max_abs, per_octave)
     ledger = split_epsilon(epsilon, [(f"DP bounds of {c!r}: discrete Laplace bucket counts", 1.0) for c in columns])
     generator, seed = resolve_rng(rng)
     noisy, bounded, warnings = {}, [], []
-    for (name, x), (_, eps_col), child in zip(values.items(), ledger, generator.spawn(len(columns))):
+    for (name, x), (_, eps_col), child in zip(values.items(), ledger, generator.spawn(len(columns)), strict=True):
         true_count = np.bincount(bucket_index(x, edges), minlength=len(edges) - 1)
         sigma = SENSITIVITY[neighbouring] / eps_col
         noisy[name] = true_count + discrete_laplace(sigma, true_count.shape, child)

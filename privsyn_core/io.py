@@ -59,7 +59,8 @@ def read_csv(source: str | Path | bytes, *, max_bytes: int = MAX_BYTES) -> pd.Da
         raise DataError("a column has an empty name in the header row; name every column")
     _check_rows_use(delimiter, text, len(names))
     if len(names) > MAX_COLUMNS:
-        raise DataError(f"the file has {len(names)} columns; the limit is {MAX_COLUMNS}: keep only the columns to synthesize")
+        raise DataError(f"the file has {len(names)} columns; the limit is {MAX_COLUMNS}: "
+                        "keep only the columns to synthesize")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", pd.errors.ParserWarning)
@@ -230,7 +231,8 @@ def _read_bytes(source: str | Path | bytes, max_bytes: int, what: str = "a CSV f
         if not path.is_file():
             raise DataError(f"not a regular file: {path}; give the path of {what}")
         if path.stat().st_size > max_bytes:
-            raise DataError(f"{path.name} is {path.stat().st_size / 2**20:.0f} MB; the limit is {max_bytes / 2**20:.0f} MB")
+            raise DataError(f"{path.name} is {path.stat().st_size / 2**20:.0f} MB; "
+                            f"the limit is {max_bytes / 2**20:.0f} MB")
         raw = path.read_bytes()
     if len(raw) > max_bytes:
         raise DataError(f"the file is {len(raw) / 2**20:.0f} MB; the limit is {max_bytes / 2**20:.0f} MB")
@@ -241,7 +243,8 @@ def _decode(raw: bytes) -> str:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise DataError(f"the file is not UTF-8 text (bad byte at position {exc.start}); save it as UTF-8 CSV") from None
+        raise DataError(f"the file is not UTF-8 text (bad byte at position {exc.start}); "
+                        "save it as UTF-8 CSV") from None
     if "\x00" in text:
         raise DataError(f"the file contains NUL bytes (first at character {text.index(chr(0))}): it is binary, "
                         "not CSV text; export it as UTF-8 CSV")

@@ -173,7 +173,7 @@ def empty_subtree_leaves(depths: np.ndarray, ids: np.ndarray, max_depth: int, ta
         if depth == max_depth:
             is_leaf = np.ones(len(current), dtype=bool)
         else:
-            is_leaf = 0 <= tau + discrete_laplace(tree_scale, len(current), rng)
+            is_leaf = tau + discrete_laplace(tree_scale, len(current), rng) >= 0
         leaf_depths.append(np.full(int(is_leaf.sum()), depth, dtype=np.int64))
         leaf_ids.append(current[is_leaf])
         parents = current[~is_leaf]

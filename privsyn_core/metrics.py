@@ -13,8 +13,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import combinations
-from itertools import product as itertools_product
+from itertools import combinations, product as itertools_product
+from typing import Any
 
 import numpy as np
 import ot
@@ -131,8 +131,8 @@ def w1(X: np.ndarray, Y: np.ndarray, *, weights_x: np.ndarray | None = None, wei
     entries = np.count_nonzero(diff > 0) * np.count_nonzero(diff < 0)
     if method == "exact" or (method == "auto" and entries <= max_entries):
         if entries > EXACT_HARD_LIMIT:
-            raise ParameterError(f"exact W1 would need a {entries:.3g}-entry cost matrix (limit {EXACT_HARD_LIMIT:.3g}); "
-                                 "use method='grid' or 'auto'")
+            raise ParameterError(f"exact W1 would need a {entries:.3g}-entry cost matrix "
+                                 f"(limit {EXACT_HARD_LIMIT:.3g}); use method='grid' or 'auto'")
         return W1Value(_signed_emd(atoms, diff, metric), "exact_emd")
     if method == "flow":
         return _flow_w1(X, a, Y, b, metric, cells_per_axis)
@@ -194,7 +194,10 @@ def _signed_difference(X: np.ndarray, a: np.ndarray, Y: np.ndarray, b: np.ndarra
 
 
 def _unique_rows(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows (lexicographic order) and the index of each row's copy; a lexsort, faster than np.unique(axis=0)."""
+    """Distinct rows (lexicographic order) and the index of each row's copy.
+
+    A lexsort, faster than ``np.unique(axis=0)``.
+    """
     order = np.lexsort(P.T[::-1])
     ordered = P[order]
     starts = np.r_[True, np.any(ordered[1:] != ordered[:-1], axis=1)]
@@ -299,7 +302,7 @@ def _finest_grid(X: np.ndarray, a: np.ndarray, Y: np.ndarray, b: np.ndarray, lo:
         cells, inverse = np.unique(keys, return_inverse=True)
         diff = (np.bincount(inverse[:len(X)], weights=a, minlength=len(cells))
                 - np.bincount(inverse[len(X):], weights=b, minlength=len(cells)))
-        return np.sum(diff > _CANCEL_TOLERANCE) * np.sum(diff < -_CANCEL_TOLERANCE) <= max_entries
+        return bool(np.sum(diff > _CANCEL_TOLERANCE) * np.sum(diff < -_CANCEL_TOLERANCE) <= max_entries)
 
     good, bad = 1, 2
     limit = min(_MAX_CELLS_PER_AXIS, int(2 ** (62 / X.shape[1])))
@@ -574,7 +577,7 @@ def _check_same_dimension(X: np.ndarray, Y: np.ndarray) -> None:
         raise ParameterError(f"dimension mismatch: {X.shape[1]} vs {Y.shape[1]} columns; compare the same columns")
 
 
-def _check_bandwidth(bandwidth: float) -> float:
+def _check_bandwidth(bandwidth: float | str) -> float:
     try:
         sigma = float(bandwidth)
     except (TypeError, ValueError):
@@ -646,7 +649,7 @@ def _bin_codes(unit: np.ndarray, schema: Schema, bins: int) -> tuple[np.ndarray,
     """Public bin index of every value: equal-width numeric bins on [0, 1] unit coordinates, one bin per category."""
     if not isinstance(bins, (int, np.integer)) or bins < 1:
         raise ParameterError(f"bins must be a positive integer, got {bins!r}")
-    sizes = [bins if c.kind == "numeric" else len(c.categories) for c in schema.columns]
+    sizes = [bins if c.kind == "numeric" else len(c.categories or ()) for c in schema.columns]
     k = np.array(sizes)
     return np.minimum((unit * k).astype(np.int64), k - 1), sizes
 
@@ -681,7 +684,7 @@ def _boolean_bits(unit: np.ndarray, schema: Schema) -> np.ndarray | None:
     """{0,1} columns when every column is Boolean (two categories, or numeric [0, 1] holding only 0 and 1)."""
     bits = np.empty(unit.shape)
     for j, col in enumerate(schema.columns):
-        if col.kind == "categorical" and len(col.categories) == 2:
+        if col.kind == "categorical" and len(col.categories or ()) == 2:
             bits[:, j] = unit[:, j] > 0.5
         elif col.kind == "numeric" and (col.lo, col.hi) == (0.0, 1.0) and np.all((unit[:, j] == 0) | (unit[:, j] == 1)):
             bits[:, j] = unit[:, j]
@@ -841,7 +844,7 @@ def _repeated_metrics(real: np.ndarray, synth: np.ndarray, s: _EvalSettings, rng
     """W1, sliced W1 and MMD on repeated uniform subsamples, each with a disjoint real-vs-real floor."""
     size = min(subsample, len(real) // 2 if s.floor else len(real), len(synth))
     mmd_size = min(mmd_rows, size)
-    draws = {"value": [], "floor": []}
+    draws: dict[str, list[tuple[float, float, float]]] = {"value": [], "floor": []}
     for _ in range(repeats):
         a, b = real[rng.choice(len(real), size, replace=False)], synth[rng.choice(len(synth), size, replace=False)]
         draws["value"].append(_subsample_stats(a, b, s, mmd_size, rng))
@@ -890,7 +893,7 @@ def _full_sample_w1(real: np.ndarray, synth: np.ndarray, max_entries: int) -> di
                       f"{float(value):.3g}"}
 
 
-def _codes(real: np.ndarray, synth: np.ndarray, s: _EvalSettings):
+def _codes(real: np.ndarray, synth: np.ndarray, s: _EvalSettings) -> tuple[np.ndarray, np.ndarray, list[int]]:
     real_codes, sizes = _bin_codes(real, s.schema, s.bins)
     return real_codes, _bin_codes(synth, s.schema, s.bins)[0], sizes
 
@@ -904,7 +907,7 @@ def _bootstrap_metrics(real: np.ndarray, synth: np.ndarray, s: _EvalSettings, rn
                            for _ in range(s.bootstrap)])
     interval = (f"value +- {_Z95:.2f} bootstrap standard errors ({s.bootstrap} replicates, rows of both sides "
                 "resampled with replacement)")
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     if s.floor:
         half = len(real) // 2
         order = rng.permutation(len(real))
@@ -998,10 +1001,11 @@ def coverage(real: np.ndarray, synth: np.ndarray, schema: Schema) -> dict:
         elif col.kind == "numeric" and n_synth <= FEW_VALUES and n_real >= 10 * n_synth:
             flags.append(f"few_values:{col.name}")
         if col.kind == "categorical":
-            k = len(col.categories)
+            categories = col.categories or ()
+            k = len(categories)
             used = set(np.minimum((real[:, j] * k).astype(np.int64), k - 1).tolist())
             made = set(np.minimum((synth[:, j] * k).astype(np.int64), k - 1).tolist())
-            missing = [str(col.categories[c]) for c in sorted(used - made)]
+            missing = [str(categories[c]) for c in sorted(used - made)]
             entry["missing_categories"] = missing
             if missing:
                 flags.append(f"missing_categories:{col.name}")
@@ -1068,7 +1072,8 @@ def rank_runs(entries: dict, *, higher_is_better: bool = False) -> pd.DataFrame:
         group[i] = current + 1
     table["rank"] = group
     members = table.groupby("rank")["run"].agg(sorted)
-    table["tied_with"] = [", ".join(r for r in members[g] if r != run) for g, run in zip(table["rank"], table["run"])]
+    table["tied_with"] = [", ".join(r for r in members[g] if r != run)
+                          for g, run in zip(table["rank"], table["run"], strict=True)]
     return table.sort_values(["rank", "run"]).reset_index(drop=True)
 
 

@@ -55,7 +55,7 @@ def alg1_params(k: int) -> tuple[int, float, int]:
         raise ParameterError(f"Algorithm 1 needs k >= 9 blocks (log log sqrt(k) > 0), got k={k}")
     k_prime = math.isqrt(int(k))
     alpha = (math.log(math.log(k_prime)) / math.log(k_prime)) ** 0.25
-    return k_prime, alpha, int(math.floor(math.log(k_prime) / math.log(7 / alpha)))
+    return k_prime, alpha, math.floor(math.log(k_prime) / math.log(7 / alpha))
 
 
 def alg4_params(n: int, p: int, epsilon: float, kappa: float) -> tuple[float, int, float]:
@@ -71,7 +71,7 @@ def alg4_params(n: int, p: int, epsilon: float, kappa: float) -> tuple[float, in
     if n < 2:
         raise ParameterError(f"Algorithm 4 needs n >= 2 records (alpha = (log n)^(-1/4)), got n={n}")
     alpha = math.log(n) ** -0.25
-    t = int(math.floor(kappa * math.log(n) / math.log(7 / alpha)))
+    t = math.floor(kappa * math.log(n) / math.log(7 / alpha))
     return alpha, t, math.sqrt(p * n ** (1 - kappa) / epsilon)
 
 
@@ -301,7 +301,7 @@ def _acg_b(a: np.ndarray) -> float:
     q = len(a)
     if not np.any(a > 0):
         return float(q)
-    f = lambda b: float(np.sum(1.0 / (b + 2 * a)) - 1.0)  # noqa: E731
+    f = lambda b: float(np.sum(1.0 / (b + 2 * a)) - 1.0)
     if f(1.0) == 0.0:
         return 1.0
     if f(float(q)) == 0.0:

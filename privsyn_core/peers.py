@@ -44,8 +44,10 @@ import importlib.util
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from .accounting import Ledger, split_epsilon
+from .codec import Codec
 from .domain import Schema
 from .errors import ParameterError, PrivsynError
 
@@ -97,20 +99,20 @@ class LevelledUnit(np.ndarray):
         self.levels = getattr(obj, "levels", ())
 
 
-class PeerCodec:
+class PeerCodec(Codec):
     """The schema encoding, with the public category counts attached for the peers (``MechanismSpec.codec``)."""
 
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
-        self.levels = tuple(len(c.categories) if c.kind == "categorical" else 0 for c in schema.columns)
+        self.levels = tuple(len(c.categories or ()) if c.kind == "categorical" else 0 for c in schema.columns)
 
-    def encode(self, df) -> tuple[LevelledUnit, dict[str, int]]:
+    def encode(self, df: pd.DataFrame) -> tuple[LevelledUnit, dict[str, int]]:
         unit, clipped = self.schema.encode(df)
         out = unit.view(LevelledUnit)
         out.levels = self.levels
         return out, clipped
 
-    def decode(self, unit: np.ndarray):
+    def decode(self, unit: np.ndarray) -> pd.DataFrame:
         return self.schema.decode(np.asarray(unit))
 
 
@@ -198,7 +200,7 @@ def release_with_opendp(codes: np.ndarray, sizes: list[int], epsilon: float, alg
     unit = dp.unit_of(contributions=1) if neighbouring == "add_remove" else dp.unit_of(changes=1)
     context = dp.Context.compositor(data=frame, privacy_unit=unit, privacy_loss=dp.loss_of(epsilon=epsilon),
                                     split_evenly_over=1)
-    keys = {name: list(range(size)) for name, size in zip(names, sizes)}
+    keys = {name: list(range(size)) for name, size in zip(names, sizes, strict=True)}
     model = dp.mbi.MST() if algorithm == "mst" else dp.mbi.AIM()
     try:
         table = context.query().select(names).contingency_table(keys=keys, algorithm=model).release()

@@ -117,7 +117,8 @@ def assemble(spec: MechanismSpec, out: MechanismOutput, *, data: Any, schema: Sc
     if left_out:
         warnings.append(f"column(s) {left_out} of the table are not in the schema and were left out")
     if not schema.dp_valid:
-        warnings.append("the domain (bounds/categories) was read off the data: the result is not differentially private")
+        warnings.append("the domain (bounds/categories) was read off the data: "
+                        "the result is not differentially private")
     teaching_warnings = clipping_warnings(clipped, n_records)
     return SynthResult(
         data=data, unit=out.unit, weights=out.weights, epsilon=total, ledger=ledger,
@@ -162,7 +163,8 @@ def clipping_warnings(clipped: dict[str, int], n_records: int) -> list[str]:
         if not count:
             continue
         share = count / max(n_records, 1)
-        text = f"{count} of {n_records} values ({share:.1%}) of column {name!r} lay outside its public bounds and were clipped"
+        text = (f"{count} of {n_records} values ({share:.1%}) of column {name!r} lay outside its public bounds "
+                "and were clipped")
         out.append(text + ("; check the bounds" if share > CLIP_WARN_SHARE else ""))
     return out
 

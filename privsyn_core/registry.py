@@ -15,15 +15,25 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
+from .codec import CodecFactory
 from .errors import ParameterError
+from .result import MechanismOutput
 from .staged import Stages
 
+if TYPE_CHECKING:
+    from .audit import AuditCase
+
 NEIGHBOURING = ("replace", "add_remove")
+#: A run function (module docstring).  Its keyword parameters after ``rng`` are the mechanism's own
+#: (``MechanismSpec.params``), so only the return type is common to all of them.
+RunFunction = Callable[..., MechanismOutput]
+Run = TypeVar("Run", bound=RunFunction)
 #: Display order of the contract's registry keys; later additions follow alphabetically.
 CONTRACT_ORDER = ("pmm", "psmm", "srw", "srw_tsp", "kd_grid", "kd_adaptive", "microagg_anon", "microagg_dp",
                   "laplace_points", "dp_histogram", "bootstrap")
@@ -50,7 +60,7 @@ class ParamSpec:
     default: Any
     type: type
     bounds: tuple[float, float] | None = None
-    choices: tuple | None = None
+    choices: tuple[Any, ...] | None = None
     help: str = ""
 
     def coerce(self, name: str, value: Any) -> Any:
@@ -62,10 +72,11 @@ class ParamSpec:
         if self.choices and value in self.choices:
             return value
         if self.type is str:
-            raise ParameterError(f"parameter {name!r} must be one of {list(self.choices)}, got {value!r}")
+            raise ParameterError(f"parameter {name!r} must be one of {list(self.choices or ())}, got {value!r}")
         converted = self._convert(name, value)
         if self.bounds is not None and not (self.bounds[0] <= converted <= self.bounds[1]):
-            raise ParameterError(f"parameter {name!r} must be in [{self.bounds[0]:g}, {self.bounds[1]:g}], got {converted!r}")
+            raise ParameterError(f"parameter {name!r} must be in [{self.bounds[0]:g}, {self.bounds[1]:g}], "
+                                 f"got {converted!r}")
         return converted
 
     def _convert(self, name: str, value: Any) -> Any:
@@ -122,8 +133,9 @@ class MechanismSpec:
         The count-based stages (:mod:`privsyn_core.staged`) for the mechanisms registered with
         :func:`register_staged`; their ``run`` is ``stages.run`` and they also run on Dask.
     codec : callable, optional
-        ``codec(schema) -> codec`` with ``encode(df) -> (array, clipped)`` and
-        ``decode(array) -> DataFrame``; ``None`` means the unit-cube schema encoding.
+        ``codec(schema) -> Codec`` (:class:`privsyn_core.codec.Codec`: ``encode(df) -> (array, clipped)``
+        and ``decode(array) -> DataFrame``, optionally ``stage_params``); ``None`` means the unit-cube
+        schema encoding.
     max_dim : int, optional
         Largest number of encoded columns the mechanism accepts (``None``: any).
     released : tuple of str
@@ -169,8 +181,8 @@ class MechanismSpec:
     params: dict[str, ParamSpec]
     guarantee: str
     description: str
-    run: Callable = field(repr=False, compare=False)
-    codec: Callable | None = field(default=None, repr=False, compare=False)
+    run: RunFunction = field(repr=False, compare=False)
+    codec: CodecFactory | None = field(default=None, repr=False, compare=False)
     stages: Stages | None = field(default=None, repr=False, compare=False)
     released: tuple[str, ...] = ()
     released_noisy: tuple[str, ...] = ()
@@ -178,7 +190,7 @@ class MechanismSpec:
     max_dim: int | None = None
     reference: str = ""
     rate: Callable[[float, int, int], float] | None = field(default=None, repr=False, compare=False)
-    audit: Any = field(default=None, repr=False, compare=False)
+    audit: AuditCase | None = field(default=None, repr=False, compare=False)
     floating_point_exposure: str | None = None
 
     def resolve_params(self, given: dict[str, Any]) -> dict[str, Any]:
@@ -194,9 +206,9 @@ _REGISTRY: dict[str, MechanismSpec] = {}
 _DISCOVERED = False
 
 
-def register(name: str, **spec_fields: Any) -> Callable[[Callable], Callable]:
+def register(name: str, **spec_fields: Any) -> Callable[[Run], Run]:
     """Decorator: register a run function under ``name`` with the given spec fields."""
-    def wrap(run: Callable) -> Callable:
+    def wrap(run: Run) -> Run:
         _add(MechanismSpec(name=name, run=run, **_declared(name, spec_fields)))
         return run
     return wrap

@@ -20,9 +20,10 @@ import json
 import math
 import platform
 import shlex
-from datetime import datetime, timezone
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from importlib import metadata
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -89,7 +90,7 @@ def run_report(result: SynthResult, *, params: dict[str, Any], data_name: str, r
     release = result.release()
     report = release.to_dict()
     report.update({
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "release_mode": release_mode,
         "data": {"name": data_name, "columns": [c["name"] for c in release.schema["columns"]]},
         "mechanism_params": {k: _plain(v) for k, v in params.items()},
@@ -287,6 +288,8 @@ def tradeoff_sweep(frame: pd.DataFrame, schema: Schema, mechanisms: Sequence[str
         result = synthesize(part, mechanism, epsilon, schema=schema, neighbouring=neighbouring, rng=seed)
         real_unit, _ = schema.encode(part)
         synth_unit = result.unit_rows
+        if synth_unit is None:
+            raise RuntimeError(f"internal error: {mechanism} returned no encoded rows")
         distance = w1(_rows(real_unit, eval_rows, seed), _rows(synth_unit, eval_rows, seed + 1))
         rows.append({"mechanism": mechanism, "epsilon": float(epsilon), "n": int(n), "seed": int(seed), "w1": distance})
     out = pd.DataFrame(rows)
@@ -315,7 +318,8 @@ def summarise_sweep(sweep: pd.DataFrame, x: str, d: int) -> tuple[pd.DataFrame, 
     summary[[k for k in keys if k != x]] = fixed[[k for k in keys if k != x]].to_numpy()
     rates = []
     for name, group in summary.groupby("mechanism", sort=False):
-        shape = np.array([theoretical_rate(name, e, int(n), d) or np.nan for e, n in zip(group["epsilon"], group["n"])])
+        shape = np.array([theoretical_rate(name, e, int(n), d) or np.nan
+                          for e, n in zip(group["epsilon"], group["n"], strict=True)])
         if np.isnan(shape).any() or (group["mean"] <= 0).any():
             continue
         constant = float(np.exp(np.mean(np.log(group["mean"].to_numpy()) - np.log(shape))))
@@ -373,7 +377,8 @@ def html_report(*, title: str, run: dict[str, Any], ledger: Sequence[dict], figu
     for i, (caption, fig) in enumerate(figures):
         body = fig.to_html(full_html=False, include_plotlyjs=i == 0, config={"displaylogo": False})
         parts.append(_section(caption, body))
-    parts.append(_section("Schema (public domain)", f"<pre>{html.escape(json.dumps(run.get('schema'), indent=1))}</pre>"))
+    schema_json = html.escape(json.dumps(run.get("schema"), indent=1))
+    parts.append(_section("Schema (public domain)", f"<pre>{schema_json}</pre>"))
     parts.append(_section("Reproduce with the command line",
                           f"<pre>{html.escape(run.get('cli', ''))}</pre><p>{html.escape(run.get('cli_note', ''))}</p>"))
     parts.append(_section("Versions", _kv_table(run.get("versions", {}))))

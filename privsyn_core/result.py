@@ -103,7 +103,7 @@ class SynthResult:
     release_params: dict[str, Any] = field(default_factory=dict)
     seed: int | None = None
 
-    def release(self) -> "Release":
+    def release(self) -> Release:
         """What may be published, and nothing else (see :class:`Release`)."""
         return Release(data=self.data, unit=self.unit, weights=self.weights, mechanism=self.mechanism,
                        epsilon=self.epsilon, ledger=list(self.ledger), neighbouring=self.neighbouring,
@@ -161,7 +161,7 @@ class Release:
     @property
     def n_synthetic(self) -> int:
         """Number of synthetic rows (under add/remove a noisy quantity)."""
-        return int(len(self.data))
+        return len(self.data)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable metadata of the release (everything but the rows and atoms)."""

@@ -82,7 +82,7 @@ def _split(df: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     if len(df) < 4:
         raise ParameterError("TSTR needs at least 4 real rows to hold some out; give real_test")
     order = np.random.default_rng(seed).permutation(len(df))
-    n_test = max(1, int(round(TEST_FRACTION * len(df))))
+    n_test = max(1, round(TEST_FRACTION * len(df)))
     return df.iloc[order[n_test:]], df.iloc[order[:n_test]]
 
 
@@ -93,7 +93,7 @@ def _features(df: pd.DataFrame, schema: Schema) -> np.ndarray:
         if col.kind == "numeric":
             blocks.append(unit[:, [j]])
         else:
-            k = len(col.categories)
+            k = len(col.categories or ())
             codes = np.minimum((unit[:, j] * k).astype(np.int64), k - 1)
             blocks.append(np.eye(k)[codes])
     return np.hstack(blocks)

@@ -258,7 +258,7 @@ def isotonic_l1(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     weights = np.asarray(weights, dtype=float)
     tops = np.full(len(values), np.inf)
     heap: list[tuple[float, float]] = []
-    for k, (value, weight) in enumerate(zip(values.tolist(), weights.tolist())):
+    for k, (value, weight) in enumerate(zip(values.tolist(), weights.tolist(), strict=True)):
         if weight > 0:
             heapq.heappush(heap, (-value, 2.0 * weight))
             _pop_weight(heap, weight)

@@ -6,13 +6,13 @@ Clopper-Pearson bounds are exact and the event is chosen on separate runs), so a
 of a "passes" case is evidence of a real overspend.
 
 Full power (``slow``): every private mechanism x every relation it supports is audited at the
-budgets each mechanism declares in its registration (``MechanismSpec.audit``; fallback: :func:`audit.release_features` at the
-default budget), and paired with a *detection* case at the same budget and event-selection
-procedure whose noise is scaled by the factor ``f`` that makes the mechanism spend ``2 epsilon``
+budgets each mechanism declares in its registration (``MechanismSpec.audit``; fallback:
+:func:`audit.release_features` at the default budget), and paired with a *detection* case at the same budget
+and event-selection procedure whose noise is scaled by the factor ``f`` that makes the mechanism spend ``2 epsilon``
 on what the features read: ``f = L / (2 epsilon)`` with ``L`` the loss of those stages at the
 claimed noise (``epsilon``; srw's own ``privacy_loss_bound``; the leaf stage of kd_adaptive; for
-microagg_dp the part of its centre stage that the pair realises), capped at 1/2.  Every noise scale times ``f`` divides every
-Laplace loss by ``f``.  The detection case must give ``eps_lower > epsilon``.  Its false-failure
+microagg_dp the part of its centre stage that the pair realises), capped at 1/2.  Every noise scale times
+``f`` divides every Laplace loss by ``f``.  The detection case must give ``eps_lower > epsilon``.  Its false-failure
 rate is ``1 - audit.detection_power``: for the tight event (at most ``k`` independent noise
 coordinates past their shift, mass ``>= 2^-k``, ratio ``e^{2 epsilon}``) it is below 1e-6 at
 every budget used (checked by ``test_detection_factor_has_power_at_the_budget``), provided the

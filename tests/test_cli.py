@@ -42,7 +42,8 @@ def run_main(capsys, *args) -> subprocess.CompletedProcess:
 def files(tmp_path):
     rng = np.random.default_rng(1)
     real = tmp_path / "real.csv"
-    pd.DataFrame({"a": rng.random(300), "b": rng.integers(0, 10, 300), "c": rng.choice(["x", "y"], 300)}).to_csv(real, index=False)
+    table = pd.DataFrame({"a": rng.random(300), "b": rng.integers(0, 10, 300), "c": rng.choice(["x", "y"], 300)})
+    table.to_csv(real, index=False)
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps(SCHEMA))
     return tmp_path, real, schema

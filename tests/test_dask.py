@@ -33,8 +33,8 @@ N = 2000
 #: Small row blocks so that the synthetic rows span several blocks (several Dask partitions).
 BLOCK_ROWS = 700
 #: Small grids keep every mechanism to well under a second (psmm's LP grows with the cells).
-PARAMS = {"pmm": {}, "psmm": {"cells_per_axis": 8}, "kd_grid": {}, "kd_adaptive": {}, "dp_histogram": {}, "marginal_tree": {},
-          "srw_tsp": {"sample": "uniform"}}
+PARAMS = {"pmm": {}, "psmm": {"cells_per_axis": 8}, "kd_grid": {}, "kd_adaptive": {}, "dp_histogram": {},
+          "marginal_tree": {}, "srw_tsp": {"sample": "uniform"}}
 SCHEMA = Schema((Column("a", "numeric", lo=-5.0, hi=5.0), Column("k", "numeric", lo=0, hi=1000, integer=True)))
 
 

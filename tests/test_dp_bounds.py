@@ -110,6 +110,7 @@ def test_same_seed_same_bounds_and_integrality_is_declared_not_read_off_the_data
     ({"columns": ["x"], "epsilon": 0.0}, ps.ParameterError),
     ({"columns": ["x"], "epsilon": 1.0, "tail": 0.5}, ps.ParameterError),
     ({"columns": [], "epsilon": 1.0}, ps.ParameterError),
+    ({"columns": ["x", "x"], "epsilon": 1.0}, ps.ParameterError),  # one column, two ledger shares: refused
     ({"columns": ["x"], "epsilon": 1.0, "neighbouring": "swap"}, ps.ParameterError),
     ({"columns": ["nan"], "epsilon": 1.0}, ps.DataError),
 ])

@@ -82,8 +82,9 @@ def test_known_tree_is_chosen_at_high_epsilon():
 
     The scores (L1 distance from independence on the 4 x 4 tables) are 1.5 a n for agreement excess a, so at
     n = 20000 adjacent pairs beat non-adjacent ones by about 0.1 * 1.5 * 20000 * 0.75 > 2000 counts; the
-    exponential mechanism at epsilon = 5 (0.167 per round) then errs with probability below exp(-150).  Not vacuous: at epsilon = 1e-4 the choice is close to
-    uniform and the true tree comes out in well under half of the 20 seeds (checked below).
+    exponential mechanism at epsilon = 5 (0.167 per round) then errs with probability below exp(-150).  Not
+    vacuous: at epsilon = 1e-4 the choice is close to uniform and the true tree comes out in well under half of
+    the 20 seeds (checked below).
     """
     frame, schema = chain_table(20_000)
     hits = [{frozenset(e) for e in ps.synthesize(frame, "marginal_tree", 5.0, schema=schema, rng=s)

@@ -165,7 +165,7 @@ def test_weighted_mmd_matches_spec_a8_formula():
 def test_unbiased_mmd_drops_the_diagonals():
     rng = np.random.default_rng(12)
     X, Y, sigma = rng.normal(size=(200, 2)), rng.normal(0.2, 1, size=(150, 2)), 0.9
-    K = lambda A, B: np.exp(-cdist(A, B, "sqeuclidean") / (2 * sigma**2))  # noqa: E731
+    K = lambda A, B: np.exp(-cdist(A, B, "sqeuclidean") / (2 * sigma**2))
     n, m = len(X), len(Y)
     expected = ((K(X, X).sum() - n) / (n * (n - 1)) + (K(Y, Y).sum() - m) / (m * (m - 1)) - 2 * K(X, Y).mean())
     assert mmd2(X, Y, bandwidth=sigma, estimator="unbiased") == pytest.approx(expected, rel=1e-10)

@@ -63,7 +63,7 @@ def test_haar_system_is_orthogonal_with_the_stated_norms_and_values():
     levels = np.array([0] + [math.ceil(math.log2(j)) for j in range(2, n + 1)])
     expected = np.where(levels == 0, 1 / n, 2.0 ** (levels + 1) / n)
     np.testing.assert_allclose(np.diag(gram), expected, rtol=1e-12)
-    for row, level in zip(psi, levels):
+    for row, level in zip(psi, levels, strict=True):
         allowed = {0.0, 1 / n} if level == 0 else {0.0, 2 ** level / n, -(2 ** level) / n}
         assert set(np.round(row, 12)) <= {round(v, 12) for v in allowed}
 

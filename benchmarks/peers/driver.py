@@ -53,7 +53,6 @@ REGISTRY_PEERS = ("opendp_mst", "opendp_aim")
 def our_mechanisms(d: int | None = None) -> list[str]:
     """Every private continuous mechanism of the registry (that accepts ``d`` columns, when given)."""
     import privsyn_core as ps
-
     from privsyn_core.peers import PEERS as REGISTERED_PEERS
 
     return [s.name for s in ps.list_mechanisms() if s.data_kind == "continuous" and s.is_private

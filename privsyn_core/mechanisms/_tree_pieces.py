@@ -129,7 +129,8 @@ class PairTree:
 
 def cut_schedule(depth: int, caps: tuple[int, int]) -> tuple[int, ...]:
     """Alternate the two axes for ``depth`` levels, skipping an axis once it has ``caps[axis]`` cuts."""
-    cuts, schedule = [0, 0], []
+    cuts = [0, 0]
+    schedule: list[int] = []
     axis = 0
     while len(schedule) < depth and (cuts[0] < caps[0] or cuts[1] < caps[1]):
         if cuts[axis] < caps[axis]:
@@ -201,7 +202,7 @@ def consistent_counts(noisy: list[np.ndarray], valid_below: list[np.ndarray]) ->
     mass reaches a cell outside the public domain.
     """
     out = [noisy[0].astype(np.int64)]
-    for children, below in zip(noisy[1:], valid_below[1:]):
+    for children, below in zip(noisy[1:], valid_below[1:], strict=True):
         a, b, parent = children[0::2], children[1::2], out[-1]
         wa, wb = below[0::2], below[1::2]
         s, w = a + b, wa + wb
@@ -239,7 +240,9 @@ def rake(joint: np.ndarray, rows: np.ndarray, cols: np.ndarray, iterations: int 
 
 
 def smoothed_conditional(joint: np.ndarray, threshold: float) -> np.ndarray:
-    """Row-normalised conditionals of a released ``(2^k, B)`` histogram, each row borrowed from its coarsest-needed ancestor.
+    """Row-normalised conditionals of a released ``(2^k, B)`` histogram.
+
+    Each row is borrowed from its coarsest-needed ancestor.
 
     A PMM histogram is accurate in W1, not cell by cell: a fine row holds noisy counts of a few
     records, often none.  Row ``i`` takes the conditional of the finest dyadic block of rows containing it

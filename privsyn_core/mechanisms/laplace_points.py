@@ -14,14 +14,12 @@ naive competitor every mechanism should beat.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from ..audit import AuditCase, record_features
 from ..noise import discrete_laplace
 from ..registry import ParamSpec, register
 from ..result import MechanismOutput
-from ..audit import AuditCase, record_features
 
 
 @register(

@@ -20,10 +20,10 @@ is close to the diameter, the data is modelled by a tree of 2-D marginals (docs/
    it (spread to the column's finest bins); every edge's histogram is raked (iterative proportional
    fitting) to the marginals of its two columns.
 5. Rows: the root column (column 0) and its first child jointly from their raked edge histogram, then
-   each further column given its parent, along the tree from the root outward: the parent's bin picks a row of the raked edge histogram, the child's
-   bin is drawn from that row, then a fine bin inside it from the child's consolidated marginal, then
-   a uniform point of the fine bin.  A categorical value is a uniform point of its category's own
-   sub-interval, so it decodes to that category.
+   each further column given its parent, along the tree from the root outward: the parent's bin picks a row of
+   the raked edge histogram, the child's bin is drawn from that row, then a fine bin inside it from the child's
+   consolidated marginal, then a uniform point of the fine bin.  A categorical value is a uniform point of its
+   category's own sub-interval, so it decodes to that category.
 
 Steps 4-5 read only released quantities (post-processing).  Privacy: ``eps_marginals + eps_selection +
 sum_e eps_e`` is what the mechanism receives (the pipeline adds ``eps_n`` in front when it draws a noisy
@@ -52,10 +52,11 @@ import numpy as np
 import pandas as pd
 
 from ..accounting import split_epsilon
+from ..audit import AuditCase
+from ..codec import Codec
 from ..domain import Schema
 from ..errors import DataError, ParameterError
 from ..noise import discrete_laplace
-from ..audit import AuditCase
 from ..registry import ParamSpec, register_staged
 from ..result import MechanismOutput
 from ..staged import CellCounts, RowPlan, Stages
@@ -91,12 +92,12 @@ class TreeUnit(np.ndarray):
         self.levels = getattr(obj, "levels", ())
 
 
-class TreeCodec:
+class TreeCodec(Codec):
     """The schema's unit-cube encoding, with each column's public category count attached (:class:`TreeUnit`)."""
 
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
-        self.levels = tuple(len(c.categories) if c.kind == "categorical" else 0 for c in schema.columns)
+        self.levels = tuple(len(c.categories or ()) if c.kind == "categorical" else 0 for c in schema.columns)
         #: What both paths add to the stages' parameters (public facts of the schema).
         self.stage_params = {"levels": self.levels}
 
@@ -175,7 +176,7 @@ def tree_counts_stage(unit: np.ndarray, layout: TreeLayout) -> CellCounts:
     if given and tuple(given) != layout.levels:
         raise ParameterError("marginal_tree: the encoded columns' category counts differ from the layout's")
     out = np.zeros(layout.offsets[-1], dtype=np.int64)
-    for pair, start, stop in zip(layout.pairs, layout.offsets[:-1], layout.offsets[1:]):
+    for pair, start, stop in zip(layout.pairs, layout.offsets[:-1], layout.offsets[1:], strict=True):
         out[start:stop] = np.bincount(pair.grid_ids(unit), minlength=stop - start)
     return CellCounts.from_dense(out)
 
@@ -187,7 +188,7 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
     marg_rng, select_rng, edge_rng, sample_rng = rng.spawn(4)
     dense = counts.dense(layout.offsets[-1])
     grids = [dense[s:e].reshape(2 ** p.cuts[0], 2 ** p.cuts[1])
-             for p, s, e in zip(layout.pairs, layout.offsets[:-1], layout.offsets[1:])]
+             for p, s, e in zip(layout.pairs, layout.offsets[:-1], layout.offsets[1:], strict=True)]
     timings: dict[str, float] = {}
     sensitivity = 1 if neighbouring == "add_remove" else 2
 
@@ -201,7 +202,7 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
     start = time.perf_counter()
     edge_eps = [e for name, e in layout.shares if name.startswith("edge ")]
     releases = []
-    for k, (index, eps_e, g) in enumerate(zip(selected, edge_eps, edge_rng.spawn(len(selected)))):
+    for index, eps_e, g in zip(selected, edge_eps, edge_rng.spawn(len(selected)), strict=True):
         pair = layout.pairs[index]
         releases.append(release_pair(pair, grids[index].ravel()[pair.heap_to_grid()], eps_e, neighbouring, g))
     timings["edges"] = time.perf_counter() - start
@@ -255,7 +256,7 @@ def select_tree(grids: list[np.ndarray], layout: TreeLayout, sensitivity: int, m
     """
     d, pairs, coarse = len(layout.levels), layout.pairs, layout.coarse
     eps_m, eps_s = layout.share("marginals"), layout.share("selection")
-    first = {}
+    first: dict[int, tuple[int, int]] = {}  # column -> (first pair holding it, its axis there)
     for k, p in enumerate(pairs):
         first.setdefault(p.a, (k, 0))
         first.setdefault(p.b, (k, 1))
@@ -273,7 +274,8 @@ def select_tree(grids: list[np.ndarray], layout: TreeLayout, sensitivity: int, m
                      valid_bins(layout.levels[a], coarse[a]).sum())
     scores = np.empty(len(pairs), dtype=np.int64)
     for k, p in enumerate(pairs):
-        joint = grids[k].reshape(2 ** coarse[p.a], 2 ** (p.cuts[0] - coarse[p.a]), 2 ** coarse[p.b], -1).sum(axis=(1, 3))
+        joint = grids[k].reshape(2 ** coarse[p.a], 2 ** (p.cuts[0] - coarse[p.a]), 2 ** coarse[p.b], -1)
+        joint = joint.sum(axis=(1, 3))
         expected = np.rint(max(layout.n_hat, 0) * np.outer(probs[p.a], probs[p.b])).astype(np.int64)
         scores[k] = np.abs(joint - expected).sum()
     round_eps = [e for _, e in split_epsilon(eps_s, [(str(i), 1.0) for i in range(d - 1)])]
@@ -342,7 +344,8 @@ def build_sampler(releases: list[PairRelease], levels: tuple[int, ...], d: int) 
     for rel in releases:
         neighbours[rel.tree.a].append((rel.tree.b, rel))
         neighbours[rel.tree.b].append((rel.tree.a, rel))
-    steps, seen, queue = [], {0}, [0]
+    steps: list[tuple[int, int, int, int, np.ndarray]] = []
+    seen, queue = {0}, [0]
     while queue:
         parent = queue.pop(0)
         for child, rel in neighbours[parent]:
@@ -374,7 +377,7 @@ def _leaf_sigma(rel: PairRelease) -> float:
 class TreePlan(RowPlan):
     """A :class:`RowPlan` whose rows come from a :class:`TreeSampler` (one atom: all rows)."""
 
-    sampler: TreeSampler | None = field(default=None, repr=False)
+    sampler: TreeSampler = field(kw_only=True, repr=False)
 
     def piece(self, start: int, stop: int, rng: np.random.Generator) -> TreePlan:
         return replace(self, counts=np.array([stop - start], dtype=np.int64), rng=rng,

@@ -66,14 +66,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import walks
 from ..accounting import Ledger
+from ..audit import AuditCase, walk_features
 from ..errors import ParameterError
 from ..grid import cell_coords
 from ..registry import ParamSpec, register
 from ..result import MechanismOutput
 from ..staged import EXACT_N, RowPlan
-from .. import walks
-from ..audit import AuditCase, walk_features
 
 #: Auto resolution cap on the interval (spec 15, ``K_max``): accuracy is then limited by ``1/(2 K_max)``.
 MAX_AUTO_BINS_1D = 2**18
@@ -192,7 +192,7 @@ def path_counts(unit: np.ndarray, folding: Folding) -> np.ndarray:
 
 
 def release_on_grid(unit: np.ndarray, cal: Calibration, folding: Folding, *, n_synthetic: int | None,
-                    rng: np.random.Generator, neighbouring: str, scale: str, rounding: str, sample: str,
+                    rng: np.random.Generator, neighbouring: str, scale: walks.ScaleMode, rounding: str, sample: str,
                     timings: dict[str, float]) -> MechanismOutput:
     """Steps 1-4 of the module docstring on the cells of ``folding`` (shared by srw and srw_tsp)."""
     start = time.perf_counter()
@@ -208,7 +208,7 @@ def release_on_grid(unit: np.ndarray, cal: Calibration, folding: Folding, *, n_s
 
 
 def release_path_counts(counts: np.ndarray, dim: int, cal: Calibration, folding: Folding, *,
-                        n_synthetic: int | None, rng: np.random.Generator, neighbouring: str, scale: str,
+                        n_synthetic: int | None, rng: np.random.Generator, neighbouring: str, scale: walks.ScaleMode,
                         rounding: str, sample: str, timings: dict[str, float]) -> tuple[MechanismOutput, RowPlan]:
     """Steps 2-4 from the cell counts in path order: the output without rows and its row plan.
 
@@ -230,7 +230,7 @@ def release_path_counts(counts: np.ndarray, dim: int, cal: Calibration, folding:
     timings["project"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    m = n_synthetic if n_synthetic is not None else int(round(cal.normaliser))
+    m = n_synthetic if n_synthetic is not None else round(cal.normaliser)
     row_counts = walks.round_weights(projected, m) if rounding == "paper" else walks.round_along_path(projected, m)
     plan = _row_plan(points, row_counts, bins, sample, rows_rng)
     timings["rows"] = time.perf_counter() - start
@@ -288,11 +288,13 @@ def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
         "sample": SAMPLE_PARAM,
     },
     guarantee="epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, Prop 5.1); "
-              "add/remove with a public or noisy record count (extension). Default walk scale b = L/2 (replace) or 1 + L/2 "
-              "(add/remove): the exact l1 sensitivity of the walk's coefficients, loss epsilon (attained for 2^L "
-              "cells; docs/srw_privacy.md); scale='paper' (b = 2L+1, Thm 3.1) spends under epsilon/4 under replace",
+              "add/remove with a public or noisy record count (extension). Default walk scale b = L/2 (replace) "
+              "or 1 + L/2 (add/remove): the exact l1 sensitivity of the walk's coefficients, loss epsilon "
+              "(attained for 2^L cells; docs/srw_privacy.md); scale='paper' (b = 2L+1, Thm 3.1) spends under "
+              "epsilon/4 under replace",
     max_dim=1,
-    reference='Boedihardjo, Strohmer, Vershynin, "Private measures, random walks, and synthetic data", Probab. Theory Relat. Fields 2024',
+    reference='Boedihardjo, Strohmer, Vershynin, "Private measures, random walks, and synthetic data", '
+              'Probab. Theory Relat. Fields 2024',
     rate=lambda epsilon, n, d: (math.log(max(epsilon * n, 2.0)) ** 1.5 / max(epsilon * n, 2.0)) ** (1 / d),
     audit=AuditCase(params={"bins": 2, "scale": "tight"}, features=walk_features),
     released=("bins", "cells", "depth", "walk_length", "laplace_scale", "alpha", "delta", "path_length"),
@@ -301,12 +303,16 @@ def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
                 "probability measure in W1. Error about log^1.5(epsilon n)/(epsilon n).",
 )
 def srw(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None, rng: np.random.Generator,
-        bins: int | None, scale: str, rounding: str, sample: str, size: int | str | None = EXACT_N) -> MechanismOutput:
+        bins: int | None, scale: walks.ScaleMode, rounding: str, sample: str,
+        size: int | str | None = EXACT_N) -> MechanismOutput:
     """The walk on the interval; ``size`` is the public record count (:meth:`privsyn_core.staged.Stages.run`)."""
     n, dim = unit.shape
     if dim != 1:
         raise ParameterError(f"srw works on one column, this data has {dim}; use mechanism 'srw_tsp' for d >= 2")
-    cal = calibrate(n if size == EXACT_N else size, epsilon, neighbouring)
+    public_n = n if size == EXACT_N else size
+    if not isinstance(public_n, (int, np.integer)):
+        raise ParameterError(f"srw reads the record count: size must be a public count, got {size!r}")
+    cal = calibrate(int(public_n), epsilon, neighbouring)
     k = bins if bins is not None else auto_bins(cal.alpha, 1)
     folding = Folding(np.arange(k)[:, None], k, "chebyshev", {})
     return release_on_grid(unit, cal, folding, n_synthetic=n_synthetic, rng=rng, neighbouring=neighbouring,

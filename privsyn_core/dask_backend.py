@@ -30,6 +30,7 @@ partition and block counts; ``timings`` has ``n``, ``count`` and ``release`` (ro
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Iterator
 
@@ -38,7 +39,7 @@ import pandas as pd
 
 from .accounting import ledger_total
 from .domain import Schema
-from .errors import DataError, ParameterError, SchemaError
+from .errors import ClusterError, DataError, ParameterError, SchemaError
 from .noise import resolve_rng
 from .pipeline import assemble, public_size
 from .registry import MechanismSpec, list_mechanisms
@@ -183,10 +184,43 @@ def _batches(tasks: list[Any]) -> Iterator[list[Any]]:
         for i in range(0, len(tasks), MERGE_BATCH):
             yield list(dask.compute(*tasks[i:i + MERGE_BATCH]))
         return
-    from distributed import as_completed
+    yield from _completed(client, client.compute(tasks), worker_deadline())
 
-    for batch in as_completed(client.compute(tasks), with_results=True).batches():
-        yield [result for _, result in batch]
+
+def worker_deadline() -> float:
+    """Seconds a run waits while the cluster has no worker (``PRIVSYN_DASK_WORKER_TIMEOUT``, default 60)."""
+    raw = os.environ.get("PRIVSYN_DASK_WORKER_TIMEOUT", "60")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise ParameterError(f"PRIVSYN_DASK_WORKER_TIMEOUT must be a number of seconds, got {raw!r}") from None
+    if not seconds > 0:
+        raise ParameterError(f"PRIVSYN_DASK_WORKER_TIMEOUT must be positive, got {raw!r}")
+    return seconds
+
+
+def _completed(client: Any, futures: list[Any], deadline: float) -> Iterator[list[Any]]:
+    """Results of ``futures`` in batches as they complete; a clear error, and the futures cancelled, when the
+    cluster has had no worker for ``deadline`` seconds (a lost cluster must not hang the run forever)."""
+    from distributed import wait
+
+    pending, idle_since = list(futures), None
+    while pending:
+        try:
+            done, not_done = wait(pending, timeout=min(1.0, deadline), return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            done, not_done = set(), set(pending)
+        if done:
+            yield client.gather(list(done))
+        pending = list(not_done)
+        if not pending or client.scheduler_info().get("workers"):
+            idle_since = None
+            continue
+        idle_since = idle_since or time.monotonic()
+        if time.monotonic() - idle_since >= deadline:
+            client.cancel(pending)
+            raise ClusterError(f"the Dask cluster has had no worker for {deadline:g} s ({len(pending)} partition(s) "
+                               "not counted): start workers, or raise PRIVSYN_DASK_WORKER_TIMEOUT")
 
 
 def _distributed_client() -> Any:

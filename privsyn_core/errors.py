@@ -22,6 +22,10 @@ class ResourceError(PrivsynError):
     """A run would exceed the memory budget (:mod:`privsyn_core.resources`); the message says what to change."""
 
 
+class ClusterError(PrivsynError):
+    """A Dask run cannot go on: the cluster has no worker (``PRIVSYN_DASK_WORKER_TIMEOUT``)."""
+
+
 class ParameterError(PrivsynError):
     """A mechanism parameter, epsilon or the neighbouring relation is out of range."""
 

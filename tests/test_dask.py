@@ -7,6 +7,7 @@ ledger, because both paths run the same stages, row blocks and block generators.
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -202,3 +203,13 @@ def test_library_works_without_dask():
             "r = ps.synthesize(X, 'pmm', 1.0, schema=ps.unit_schema(2), rng=0)\n"
             "assert len(r.data) == 200 and 'dask' not in [m.split('.')[0] for m in sys.modules if sys.modules[m]]\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+
+
+def test_a_cluster_without_workers_fails_clearly_instead_of_hanging(files, monkeypatch):
+    """A run on a cluster that has (or is left with) no worker ends with a ClusterError after the deadline."""
+    monkeypatch.setenv("PRIVSYN_DASK_WORKER_TIMEOUT", "2")
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster, Client(cluster):
+        start = time.monotonic()
+        with pytest.raises(ps.errors.ClusterError, match="no worker for 2 s"):
+            ps.synthesize(_read(files, "parquet"), "pmm", EPSILON, schema=SCHEMA, rng=0)
+        assert time.monotonic() - start < 60

@@ -79,14 +79,39 @@ def axis_corners(j: int, d: int) -> list[np.ndarray]:
 def _bit_sum(weights: list[int], dtype: type) -> np.ndarray:
     """``sum_l bit_l(t) * weights[l]`` for ``t = 0..2^L-1``, where bit ``l`` is bit ``L-1-l`` of ``t``.
 
-    Built as a Kronecker sum, one doubling per level: ``O(2^L)`` in total.
+    A Kronecker sum: the first half of the weights gives the high bits, the second half the
+    low bits, and the table is their broadcast sum; ``O(2^L)`` in total, one full-size write.
     """
-    out = np.zeros(1, dtype=dtype)
-    for w in weights:
-        out = np.repeat(out, 2)
-        if w:
-            out[1::2] += w
-    return out
+    if len(weights) <= 4:
+        out = np.zeros(1, dtype=dtype)
+        for w in weights:
+            out = np.repeat(out, 2)
+            if w:
+                out[1::2] += w
+        return out
+    half = len(weights) // 2
+    high, low = _bit_sum(weights[:half], dtype), _bit_sum(weights[half:], dtype)
+    out = np.empty((len(high), len(low)), dtype=dtype)
+    np.add(high[:, None], low[None, :], out=out)
+    return out.reshape(-1)
+
+
+def leaf_axis_coordinates(r: int, d: int, axis: int, first: int, count: int) -> np.ndarray:
+    """Integer lower corner on ``axis`` of the depth-``r`` leaves ``first .. first + count - 1`` (heap order).
+
+    The same values as ``axis_corners(r, d)[axis][first:first + count]`` without building the
+    ``2^r`` table: the low ``k`` bits of a heap index and its high bits contribute separately, so the
+    coordinate is a sum of two lookups in tables of ``2^k`` and ``2^(r-k)`` entries.
+    """
+    cuts = cuts_per_axis(r, d)
+    weights = [(1 << (int(cuts[axis]) - 1 - level // d)) if level % d == axis else 0 for level in range(r)]
+    k = min(r, max(r // 2, 12))
+    high, low = _bit_sum(weights[:r - k], np.int64), _bit_sum(weights[r - k:], np.int64)
+    start, stop = first >> k, (first + count + (1 << k) - 1) >> k
+    block = np.empty((stop - start, 1 << k), dtype=np.int64)
+    np.add(high[start:stop, None], low[None, :], out=block)
+    offset = first - (start << k)
+    return block.reshape(-1)[offset:offset + count]
 
 
 def level_boxes(j: int, d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -103,20 +128,28 @@ def _grid_offsets(r: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     return cuts, offsets
 
 
+#: Rows per chunk when computing cell ids (the float and integer scratch stay in the CPU caches).
+ROW_CHUNK = 2 ** 16
+
+
 def _grid_ids(unit: np.ndarray, r: int) -> np.ndarray:
     """Row-major index of the depth-``r`` cell of each row; ``x = 1.0`` goes to the last cell."""
     cuts, offsets = _grid_offsets(r, unit.shape[1])
-    ids = np.zeros(len(unit), dtype=np.int64)
-    scaled = np.empty(len(unit))
-    coordinate = np.empty(len(unit), dtype=np.int64)
-    for axis, (c, off) in enumerate(zip(cuts.tolist(), offsets.tolist())):
-        if c == 0:
-            continue
-        np.multiply(unit[:, axis], float(2 ** c), out=scaled)
-        np.copyto(coordinate, scaled, casting="unsafe")  # floor, since unit >= 0
-        np.minimum(coordinate, 2 ** c - 1, out=coordinate)
-        np.left_shift(coordinate, off, out=coordinate)
-        ids |= coordinate
+    n = len(unit)
+    ids = np.zeros(n, dtype=np.int64)
+    chunk = min(ROW_CHUNK, max(n, 1))
+    scaled = np.empty(chunk)
+    coordinate = np.empty(chunk, dtype=np.int64)
+    axes = [(axis, c, off) for axis, (c, off) in enumerate(zip(cuts.tolist(), offsets.tolist())) if c]
+    for start in range(0, n, chunk):
+        stop = min(n, start + chunk)
+        part, sc, co = ids[start:stop], scaled[:stop - start], coordinate[:stop - start]
+        for axis, c, off in axes:
+            np.multiply(unit[start:stop, axis], float(2 ** c), out=sc)
+            np.copyto(co, sc, casting="unsafe")  # floor, since unit >= 0
+            np.minimum(co, 2 ** c - 1, out=co)
+            np.left_shift(co, off, out=co)
+            part |= co
     return ids
 
 
@@ -126,14 +159,14 @@ def _heap_to_grid(r: int, d: int) -> np.ndarray:
     return _bit_sum([1 << int(offsets[level % d] + cuts[level % d] - 1 - level // d) for level in range(r)], np.int64)
 
 
-def leaf_counts(unit: np.ndarray, r: int) -> np.ndarray:
+def leaf_counts(unit: np.ndarray, r: int, out: np.ndarray | None = None) -> np.ndarray:
     """True counts of the ``2^r`` leaves (heap order) for points ``unit`` in ``[0,1]^d``.
 
     ``O(n d + d 2^r)``: a bincount of row-major grid indices, permuted to heap order
-    (no per-row bit interleaving).
+    (no per-row bit interleaving).  ``out`` (int64, ``2^r``) receives them when given.
     """
     counts = np.bincount(_grid_ids(unit, r), minlength=2 ** r)
-    return counts[_heap_to_grid(r, unit.shape[1])]
+    return np.take(counts, _heap_to_grid(r, unit.shape[1]), out=out)
 
 
 def leaf_ids(unit: np.ndarray, r: int) -> np.ndarray:
@@ -167,10 +200,32 @@ def sparse_leaf_counts(unit: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray
 
 def tree_counts(leaves: np.ndarray, r: int) -> list[np.ndarray]:
     """Counts of every level ``0..r`` from the leaf counts (pairwise sums upward)."""
-    levels = [np.asarray(leaves)]
-    for _ in range(r):
-        levels.append(levels[-1].reshape(-1, 2).sum(axis=1))
-    return levels[::-1]
+    tree = heap_tree(r)
+    tree[2 ** r:] = leaves
+    fill_upper_levels(tree, r)
+    return [level_of(tree, j) for j in range(r + 1)]
+
+
+def heap_tree(r: int) -> np.ndarray:
+    """An uninitialised int64 buffer for a whole depth-``r`` tree in heap layout.
+
+    Level ``j`` is ``tree[2^j : 2^(j+1)]`` (:func:`level_of`), the children of entry ``i`` are
+    entries ``2i`` and ``2i+1``; entry 0 is unused.  ``2^(r+1)`` entries, the memory of all
+    levels together, reused by every stage of PMM (counts, noise, consistency).
+    """
+    return np.empty(2 ** (r + 1), dtype=np.int64)
+
+
+def level_of(tree: np.ndarray, j: int) -> np.ndarray:
+    """Level ``j`` of a heap-layout tree (a view)."""
+    return tree[2 ** j:2 ** (j + 1)]
+
+
+def fill_upper_levels(tree: np.ndarray, r: int) -> None:
+    """Levels ``r-1, ..., 0`` of a heap-layout tree as pairwise sums of the level below, in place."""
+    for j in range(r - 1, -1, -1):
+        children = level_of(tree, j + 1)
+        np.add(children[0::2], children[1::2], out=level_of(tree, j))
 
 
 # -- noise plan and depth ---------------------------------------------------------------
@@ -286,17 +341,63 @@ def consistency(noisy: list[np.ndarray], rule: str = "proportional",
         by a fair coin from ``rng``.  Both keep comparability exactly (spec B.4.3).
     rng : numpy.random.Generator
         Needed for ``uniform``.
+
+    The work is done by :func:`consistency_in_place` on a heap-layout copy.
     """
-    consistent = [np.asarray(noisy[0], dtype=np.int64).copy()]
-    for children in noisy[1:]:
-        children = np.asarray(children, dtype=np.int64)
-        a, b, parent = children[0::2], children[1::2], consistent[-1]
-        left = proportional_split(a, b, parent) if rule == "proportional" else uniform_split(a, b, parent, rng)
-        level = np.empty(len(children), dtype=np.int64)
-        level[0::2] = left
-        np.subtract(parent, left, out=level[1::2])
-        consistent.append(level)
-    return consistent
+    r = len(noisy) - 1
+    tree = heap_tree(r)
+    for j, level in enumerate(noisy):
+        level_of(tree, j)[:] = level
+    consistency_in_place(tree, r, rule, rng)
+    return [level_of(tree, j) for j in range(r + 1)]
+
+
+#: Parents per chunk of :func:`consistency_in_place` (its scratch stays in the CPU caches).
+CONSISTENCY_CHUNK = 2 ** 15
+
+
+def consistency_in_place(tree: np.ndarray, r: int, rule: str = "proportional",
+                         rng: np.random.Generator | None = None) -> None:
+    """:func:`consistency` on a heap-layout tree (:func:`heap_tree`) of noisy counts, overwriting it.
+
+    Level by level from the top: a level's consistent counts replace its noisy counts once the
+    level above is consistent, so the children's noisy counts are read just before they are
+    overwritten.  Scratch memory is :data:`CONSISTENCY_CHUNK` entries, whatever the depth.
+    """
+    if rule not in ("proportional", "uniform"):
+        raise ValueError(f"unknown consistency rule {rule!r}")
+    scratch = [np.empty(min(CONSISTENCY_CHUNK, 2 ** max(r - 1, 0)), dtype=np.int64) for _ in range(3)]
+    for j in range(r):
+        parents, children = level_of(tree, j), level_of(tree, j + 1)
+        wide = rule == "proportional" and int(parents.max()) * (int(children.max()) + 1) >= 2 ** 62
+        for start in range(0, len(parents), CONSISTENCY_CHUNK):
+            stop = min(len(parents), start + CONSISTENCY_CHUNK)
+            total = parents[start:stop]
+            a, b = children[2 * start:2 * stop:2], children[2 * start + 1:2 * stop:2]
+            left = scratch[0][:stop - start]
+            if rule == "uniform":
+                left[:] = uniform_split(a, b, total, rng)
+            elif wide:
+                left[:] = proportional_split(a, b, total)
+            else:
+                _proportional_left(a, b, total, left, scratch[1][:stop - start], scratch[2][:stop - start])
+            a[:] = left
+            np.subtract(total, left, out=b)
+
+
+def _proportional_left(a: np.ndarray, b: np.ndarray, total: np.ndarray, left: np.ndarray, s: np.ndarray,
+                       zero: np.ndarray) -> None:
+    """``left = floor(total a / (a + b))``, ``floor(total / 2)`` where ``a + b = 0`` (no overflow: checked by the caller).
+
+    Branch-free: with ``z = [a + b = 0]``, ``floor(total (a + z) / (a + b + 2z))`` is both.
+    """
+    np.add(a, b, out=s)
+    np.equal(s, 0, out=zero, casting="unsafe")
+    np.add(s, zero, out=s)
+    np.add(s, zero, out=s)
+    np.add(a, zero, out=zero)
+    np.multiply(total, zero, out=left)
+    np.floor_divide(left, s, out=left)
 
 
 def proportional_split(a: np.ndarray, b: np.ndarray, total: np.ndarray) -> np.ndarray:

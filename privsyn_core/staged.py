@@ -34,8 +34,11 @@ import numpy as np
 
 from .result import MechanismOutput
 
-#: Largest number of synthetic rows generated from one generator (64 MB of float64 rows at d = 2).
-ROW_BLOCK = 2 ** 22
+#: Largest number of synthetic rows generated from one generator (16 MB of float64 rows at d = 2): a block
+#: is shuffled in place, and a shuffle stays within the CPU caches up to about this size.
+ROW_BLOCK = 2 ** 20
+#: Atoms per group when locating the atom of a row (:meth:`RowPlan.pieces`).
+_LOCATE_GROUP = 2 ** 12
 
 
 class CellCounts:
@@ -47,12 +50,31 @@ class CellCounts:
     """
 
     def __init__(self, ids: np.ndarray | None = None, counts: np.ndarray | None = None, *,
-                 full: np.ndarray | None = None) -> None:
-        self._ids, self._counts, self._full = ids, counts, full
+                 full: np.ndarray | None = None, buffer: np.ndarray | None = None) -> None:
+        self._ids, self._counts, self._full, self._buffer = ids, counts, full, buffer
 
     @classmethod
-    def from_dense(cls, dense: np.ndarray) -> "CellCounts":
-        return cls(full=np.asarray(dense, dtype=np.int64))
+    def from_dense(cls, dense: np.ndarray, *, buffer: np.ndarray | None = None) -> "CellCounts":
+        """Dense counts; ``buffer``: a larger array holding ``dense`` that the release may take over
+        (:meth:`take_buffer`), so that it need not allocate its own."""
+        return cls(full=np.asarray(dense, dtype=np.int64), buffer=buffer)
+
+    def take_buffer(self, size: int) -> np.ndarray | None:
+        """The ``size``-entry buffer given to :meth:`from_dense`, handed over once (else ``None``).
+
+        The caller may then overwrite it, so these counts can no longer be read: a second call of
+        any accessor raises.
+        """
+        buffer = self._buffer
+        if buffer is None or len(buffer) != size:
+            return None
+        self._buffer = self._full = self._ids = self._counts = None
+        self._taken = True
+        return buffer
+
+    def has_dense(self, size: int) -> bool:
+        """Whether a dense array of ``size`` counts is already held (no sparse-to-dense conversion)."""
+        return self._full is not None and len(self._full) == size
 
     @classmethod
     def from_ids(cls, cell_ids: np.ndarray) -> "CellCounts":
@@ -61,6 +83,8 @@ class CellCounts:
 
     @property
     def ids(self) -> np.ndarray:
+        if getattr(self, "_taken", False):
+            raise RuntimeError("internal error: these counts were handed over to a release (take_buffer)")
         if self._ids is None:
             self._ids = np.flatnonzero(self._full).astype(np.int64)
         return self._ids
@@ -113,13 +137,18 @@ class RowPlan:
 
     * ``"point"``: the row is ``points[i]``;
     * ``"box"``: uniform in the box ``[lo[i], hi[i]]`` (``lo + U (hi - lo)``);
-    * ``"leaf"``: PMM's leaf sampling ``(U + points[i]) * side`` (``points`` are integer corners; with
-      ``uniform=False`` the row is ``(0.5 + points[i]) * side``);
+    * ``"leaf"``: PMM's leaf sampling ``(U + c_t) * side``, where the atoms are the consecutive
+      depth-``depth`` leaves ``t = first_leaf, first_leaf + 1, ...`` of the binary partition (heap
+      order) and ``c_t`` is leaf ``t``'s integer corner (:func:`privsyn_core.pmm_tree.leaf_axis_coordinates`);
+      with ``uniform=False`` the row is ``(0.5 + c_t) * side``.  ``points`` is an empty ``(0, d)`` array
+      and ``counts`` are dense (zeros included), so no per-leaf table is held;
     * ``"cube"``: uniform on ``[0,1]^d`` (nothing was released; ``counts`` has one entry);
     * ``"jitter"``: ``points[i] + (U - 0.5) / bins``, uniform in the grid cell of side ``1/bins``
       centred at ``points[i]`` (``srw``'s rows).
 
-    ``shuffle`` permutes the rows of each block, so row order does not reveal the atom order.
+    ``shuffle`` permutes the rows of each block uniformly at random, so row order does not reveal
+    the atom order.  Rows are computed column by column in a block-sized scratch column and copied
+    into the ``(rows, d)`` output.
     """
 
     mode: str
@@ -133,10 +162,12 @@ class RowPlan:
     bins: int | None = None
     shuffle: bool = True
     block_rows: int = field(default_factory=lambda: ROW_BLOCK)
+    depth: int | None = None
+    first_leaf: int = 0
 
     @property
     def total(self) -> int:
-        return int(self.counts.sum())
+        return int(np.sum(self.counts, dtype=np.int64))
 
     @property
     def dim(self) -> int:
@@ -162,52 +193,123 @@ class RowPlan:
         n_blocks = len(self.blocks())
         return [self.rng] if n_blocks == 1 else self.rng.spawn(n_blocks)
 
+    def pieces(self) -> list[tuple[int, int, "RowPlan"]]:
+        """``(start, stop, piece)`` of every block, each piece drawing from its block generator.
+
+        The atoms of all block edges are located in one pass over the counts (:meth:`_locate`).
+        """
+        blocks = self.blocks()
+        rows = [start for start, stop in blocks if stop > start] + [stop - 1 for start, stop in blocks if stop > start]
+        found = dict(zip(rows, zip(*self._locate(np.array(rows, dtype=np.int64))))) if rows else {}
+        return [(start, stop, self._piece(start, stop, rng, found.get(start), found.get(stop - 1)))
+                for (start, stop), rng in zip(blocks, self.block_generators())]
+
     def piece(self, start: int, stop: int, rng: np.random.Generator) -> "RowPlan":
         """The plan of rows ``[start, stop)`` alone (only the atoms they use), drawing from ``rng``."""
-        cumulative = np.cumsum(self.counts)
-        first = int(np.searchsorted(cumulative, start, side="right"))
-        last = int(np.searchsorted(cumulative, stop, side="left")) + 1 if stop > start else first
-        last = min(last, len(self.counts))
-        before = int(cumulative[first - 1]) if first > 0 else 0
-        counts = self.counts[first:last].copy()
-        if len(counts):
-            counts[0] -= start - before
-            counts[-1] -= int(cumulative[last - 1]) - stop
+        if stop <= start:
+            return self._piece(start, stop, rng, None, None)
+        atoms, before = self._locate(np.array([start, stop - 1], dtype=np.int64))
+        return self._piece(start, stop, rng, (atoms[0], before[0]), (atoms[1], before[1]))
+
+    def _locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each row number, the atom holding it and the number of rows before that atom.
+
+        Groups of :data:`_LOCATE_GROUP` atoms are summed first, so only the groups holding the rows are
+        scanned atom by atom: ``O(atoms)`` time and ``O(atoms / group)`` memory (no full cumulative sum).
+        """
+        counts = self.counts
+        starts = np.arange(0, len(counts), _LOCATE_GROUP)
+        group_end = np.cumsum(np.add.reduceat(counts, starts, dtype=np.int64)) if len(counts) else np.zeros(0, np.int64)
+        atoms, before = np.empty(len(rows), dtype=np.int64), np.empty(len(rows), dtype=np.int64)
+        for i, row in enumerate(rows.tolist()):
+            g = int(np.searchsorted(group_end, row, side="right"))
+            base = int(group_end[g - 1]) if g else 0
+            ends = base + np.cumsum(counts[g * _LOCATE_GROUP:(g + 1) * _LOCATE_GROUP], dtype=np.int64)
+            k = int(np.searchsorted(ends, row, side="right"))
+            atoms[i], before[i] = g * _LOCATE_GROUP + k, int(ends[k - 1]) if k else base
+        return atoms, before
+
+    def _piece(self, start: int, stop: int, rng: np.random.Generator, head: tuple | None,
+               tail: tuple | None) -> "RowPlan":
+        """The piece of rows ``[start, stop)`` given the located (atom, rows before it) of rows ``start``, ``stop - 1``."""
         if self.mode == "cube":
-            counts = np.array([stop - start], dtype=np.int64)
-            first, last = 0, 1
+            return replace(self, counts=np.array([stop - start], dtype=np.int64), rng=rng, block_rows=max(1, stop - start))
+        if stop <= start:
+            first = last = 0
+            counts = self.counts[:0].astype(np.int64)
+        else:
+            (first, before), (last_atom, before_last) = head, tail
+            last = int(last_atom) + 1
+            counts = self.counts[first:last].astype(np.int64)
+            counts[-1] = stop - before_last
+            counts[0] -= start - before
+        if self.mode == "leaf":
+            return replace(self, counts=_compact(counts), rng=rng, block_rows=max(1, stop - start),
+                           first_leaf=self.first_leaf + int(first))
 
         def cut(a):
             return None if a is None else a[first:last]
         return replace(self, counts=counts, points=self.points[first:last], lo=cut(self.lo), hi=cut(self.hi),
                        rng=rng, block_rows=max(1, stop - start))
 
-    def rows(self) -> np.ndarray:
-        """All rows of a one-block plan (what a block or a Dask partition computes)."""
+    def rows(self, out: np.ndarray | None = None) -> np.ndarray:
+        """All rows of a one-block plan (what a block or a Dask partition computes), into ``out`` if given.
+
+        Column by column: ``U`` from the plan's generator (one column after the other), then the atom's
+        offset and scale; shuffled plans draw a uniformly random order of the atoms' row labels
+        (``Generator.shuffle`` of one small integer array) instead of permuting finished rows.
+        """
         total, d, rng = self.total, self.dim, self.rng
-        if self.mode == "cube":
-            return rng.random((total, d))
+        out = np.empty((total, d)) if out is None else out
+        column = np.empty(total)
         if self.mode == "leaf":
-            rows = rng.random((total, d)) if self.uniform else np.full((total, d), 0.5)
-            rows += np.repeat(self.points, self.counts, axis=0)
-            rows *= self.side
-            return rows
-        idx = np.repeat(np.arange(len(self.counts)), self.counts)
-        if self.mode in ("point", "jitter"):
-            rows = self.points[idx]
-            if self.mode == "jitter":
-                rows = rows + (rng.random(rows.shape) - 0.5) / self.bins
-        else:
-            lo, hi = self.lo[idx], self.hi[idx]
-            rows = lo + rng.random(lo.shape) * (hi - lo)
-        return rows[rng.permutation(len(rows))] if self.shuffle else rows
+            from .pmm_tree import (
+                leaf_axis_coordinates,  # the tree geometry lives with PMM
+            )
+        elif self.mode != "cube":
+            m = len(self.counts)
+            labels = np.repeat(np.arange(m, dtype=np.int32 if m < 2 ** 31 else np.int64), self.counts)
+            if self.shuffle:
+                rng.shuffle(labels)
+        for a in range(d):
+            if self.mode == "point":
+                np.take(self.points[:, a], labels, out=column)
+            elif self.mode == "leaf":
+                if self.uniform:
+                    rng.random(out=column)
+                else:
+                    column[:] = 0.5
+                column += np.repeat(leaf_axis_coordinates(self.depth, d, a, self.first_leaf, len(self.counts)),
+                                    self.counts)
+                column *= self.side[a]
+            else:
+                rng.random(out=column)
+                if self.mode == "jitter":
+                    column -= 0.5
+                    column /= self.bins
+                    column += np.take(self.points[:, a], labels)
+                elif self.mode == "box":
+                    column *= np.take(self.hi[:, a] - self.lo[:, a], labels)
+                    column += np.take(self.lo[:, a], labels)
+            out[:, a] = column
+        return out
 
     def all_rows(self) -> np.ndarray:
-        """Every row, block by block (the in-memory path)."""
-        blocks = self.blocks()
-        if len(blocks) == 1:
-            return self.rows()
-        return np.concatenate([self.piece(a, b, g).rows() for (a, b), g in zip(blocks, self.block_generators())])
+        """Every row, block by block, into one ``(total, d)`` array (the in-memory path)."""
+        out = np.empty((self.total, self.dim))
+        for start, stop, piece in self.pieces():
+            if stop > start:
+                piece.rows(out[start:stop])
+        return out
+
+
+def _compact(counts: np.ndarray) -> np.ndarray:
+    """Non-negative counts in the smallest unsigned dtype that holds them (released values: public)."""
+    top = int(counts.max(initial=0))
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if top <= np.iinfo(dtype).max:
+            return counts.astype(dtype)
+    return counts
 
 
 #: ``size`` of a run called directly, not through :func:`privsyn_core.synthesize`: the caller treats

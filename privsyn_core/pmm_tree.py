@@ -25,6 +25,7 @@ References
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,22 +97,19 @@ def _bit_sum(weights: list[int], dtype: type) -> np.ndarray:
     return out.reshape(-1)
 
 
-def leaf_axis_coordinates(r: int, d: int, axis: int, first: int, count: int) -> np.ndarray:
-    """Integer lower corner on ``axis`` of the depth-``r`` leaves ``first .. first + count - 1`` (heap order).
+def leaf_axis_coordinates(r: int, d: int, axis: int, leaves: np.ndarray) -> np.ndarray:
+    """Integer lower corner on ``axis`` of the depth-``r`` leaves with heap indices ``leaves``.
 
-    The same values as ``axis_corners(r, d)[axis][first:first + count]`` without building the
-    ``2^r`` table: the low ``k`` bits of a heap index and its high bits contribute separately, so the
-    coordinate is a sum of two lookups in tables of ``2^k`` and ``2^(r-k)`` entries.
+    The same values as ``axis_corners(r, d)[axis][leaves]`` without building the ``2^r`` table: the
+    low ``k`` bits of a heap index and its high bits contribute separately, so the coordinate is a sum
+    of two lookups in tables of ``2^k`` and ``2^(r-k)`` entries.
     """
     cuts = cuts_per_axis(r, d)
     weights = [(1 << (int(cuts[axis]) - 1 - level // d)) if level % d == axis else 0 for level in range(r)]
     k = min(r, max(r // 2, 12))
     high, low = _bit_sum(weights[:r - k], np.int64), _bit_sum(weights[r - k:], np.int64)
-    start, stop = first >> k, (first + count + (1 << k) - 1) >> k
-    block = np.empty((stop - start, 1 << k), dtype=np.int64)
-    np.add(high[start:stop, None], low[None, :], out=block)
-    offset = first - (start << k)
-    return block.reshape(-1)[offset:offset + count]
+    leaves = np.asarray(leaves, dtype=np.int64)
+    return high[leaves >> k] + low[leaves & ((1 << k) - 1)]
 
 
 def level_boxes(j: int, d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -121,52 +119,80 @@ def level_boxes(j: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     return corners * side, (corners + 1) * side
 
 
-def _grid_offsets(r: int, d: int) -> tuple[np.ndarray, np.ndarray]:
-    """Cuts per axis and bit offsets of the row-major grid index of the depth-``r`` cells."""
-    cuts = cuts_per_axis(r, d)
-    offsets = np.concatenate([np.cumsum(cuts[::-1])[::-1][1:], [0]]).astype(np.int64)
-    return cuts, offsets
-
-
 #: Rows per chunk when computing cell ids (the float and integer scratch stay in the CPU caches).
 ROW_CHUNK = 2 ** 16
 
 
-def _grid_ids(unit: np.ndarray, r: int) -> np.ndarray:
-    """Row-major index of the depth-``r`` cell of each row; ``x = 1.0`` goes to the last cell."""
-    cuts, offsets = _grid_offsets(r, unit.shape[1])
-    n = len(unit)
-    ids = np.zeros(n, dtype=np.int64)
+#: Bits of an axis coordinate translated by one lookup table in :func:`_heap_ids` (tables of 2^12 entries).
+TABLE_BITS = 12
+
+
+def _heap_tables(r: int, d: int) -> list[list[tuple[int, int, np.ndarray]]]:
+    """Per axis, ``(shift, width, table)`` pieces with ``heap id = sum table[(coordinate >> shift) & (2^width - 1)]``.
+
+    Bit ``b`` of axis ``a``'s coordinate is the cut of level ``l = a + d (c_a - 1 - b)``, which is bit
+    ``r - 1 - l`` of the heap id; a table maps ``width`` consecutive coordinate bits to their heap bits.
+    """
+    cuts = cuts_per_axis(r, d)
+    tables = []
+    for a in range(d):
+        c = int(cuts[a])
+        pieces = []
+        for shift in range(0, c, TABLE_BITS):
+            width = min(TABLE_BITS, c - shift)
+            values = np.arange(1 << width, dtype=np.int64)
+            table = np.zeros(1 << width, dtype=np.int64)
+            for bit in range(width):
+                level = a + d * (c - 1 - (shift + bit))
+                table |= ((values >> bit) & 1) << (r - 1 - level)
+            pieces.append((shift, width, table))
+        tables.append(pieces)
+    return tables
+
+
+def _heap_id_chunks(unit: np.ndarray, r: int) -> Iterator[tuple[int, np.ndarray]]:
+    """``(start, ids)`` for consecutive chunks of :data:`ROW_CHUNK` rows: the heap (Morton) index of each row's
+    depth-``r`` leaf, ``sum_a sum_pieces table[(coordinate_a >> shift) & mask]`` (:func:`_heap_tables`) with
+    ``coordinate_a = min(floor(x_a 2^c_a), 2^c_a - 1)``.  No per-bit loop and no sort; the yielded array is
+    scratch that the next chunk overwrites.
+    """
+    n, d = unit.shape
+    cuts, tables = cuts_per_axis(r, d), _heap_tables(r, d)
     chunk = min(ROW_CHUNK, max(n, 1))
-    scaled = np.empty(chunk)
-    coordinate = np.empty(chunk, dtype=np.int64)
-    axes = [(axis, c, off) for axis, (c, off) in enumerate(zip(cuts.tolist(), offsets.tolist())) if c]
+    ids, scaled = np.empty(chunk, dtype=np.int64), np.empty(chunk)
+    coordinate, piece, looked = (np.empty(chunk, dtype=np.int64) for _ in range(3))
+    axes = [(axis, int(c)) for axis, c in enumerate(cuts) if c]
     for start in range(0, n, chunk):
-        stop = min(n, start + chunk)
-        part, sc, co = ids[start:stop], scaled[:stop - start], coordinate[:stop - start]
-        for axis, c, off in axes:
-            np.multiply(unit[start:stop, axis], float(2 ** c), out=sc)
+        size = min(n, start + chunk) - start
+        part, sc, co, pc, lk = ids[:size], scaled[:size], coordinate[:size], piece[:size], looked[:size]
+        part[:] = 0
+        for axis, c in axes:
+            np.multiply(unit[start:start + size, axis], float(2 ** c), out=sc)
             np.copyto(co, sc, casting="unsafe")  # floor, since unit >= 0
             np.minimum(co, 2 ** c - 1, out=co)
-            np.left_shift(co, off, out=co)
-            part |= co
-    return ids
-
-
-def _heap_to_grid(r: int, d: int) -> np.ndarray:
-    """Row-major grid index of each depth-``r`` cell, listed in heap order."""
-    cuts, offsets = _grid_offsets(r, d)
-    return _bit_sum([1 << int(offsets[level % d] + cuts[level % d] - 1 - level // d) for level in range(r)], np.int64)
+            for shift, width, table in tables[axis]:
+                source = co
+                if shift or width < c:
+                    np.right_shift(co, shift, out=pc)
+                    np.bitwise_and(pc, (1 << width) - 1, out=pc)
+                    source = pc
+                np.take(table, source, out=lk, mode="clip")  # indices are in range; "clip" avoids a buffered copy
+                part += lk
+        yield start, part
 
 
 def leaf_counts(unit: np.ndarray, r: int, out: np.ndarray | None = None) -> np.ndarray:
     """True counts of the ``2^r`` leaves (heap order) for points ``unit`` in ``[0,1]^d``.
 
-    ``O(n d + d 2^r)``: a bincount of row-major grid indices, permuted to heap order
-    (no per-row bit interleaving).  ``out`` (int64, ``2^r``) receives them when given.
+    ``O(n d + 2^r)``: the rows' heap ids chunk by chunk (:func:`_heap_id_chunks`), each chunk added
+    into the counts (``numpy.add.at``), so no array of ``n`` ids is held.  ``out`` (int64, ``2^r``)
+    receives them when given.
     """
-    counts = np.bincount(_grid_ids(unit, r), minlength=2 ** r)
-    return np.take(counts, _heap_to_grid(r, unit.shape[1]), out=out)
+    out = np.zeros(2 ** r, dtype=np.int64) if out is None else out
+    out[:] = 0
+    for _, ids in _heap_id_chunks(unit, r):
+        np.add.at(out, ids, 1)
+    return out
 
 
 def leaf_ids(unit: np.ndarray, r: int) -> np.ndarray:
@@ -176,9 +202,10 @@ def leaf_ids(unit: np.ndarray, r: int) -> np.ndarray:
     along axis ``j mod d``.  A point on a cut plane goes to the upper cell; ``x = 1.0``
     goes to the last cell.
     """
-    heap_of_grid = np.empty(2 ** r, dtype=np.int64)
-    heap_of_grid[_heap_to_grid(r, unit.shape[1])] = np.arange(2 ** r)
-    return heap_of_grid[_grid_ids(unit, r)]
+    out = np.empty(len(unit), dtype=np.int64)
+    for start, ids in _heap_id_chunks(unit, r):
+        out[start:start + len(ids)] = ids
+    return out
 
 
 def sparse_leaf_counts(unit: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
@@ -187,15 +214,8 @@ def sparse_leaf_counts(unit: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray
     The same counts as :func:`leaf_counts` (its non-zero entries), for blocks of rows much
     smaller than ``2^r`` (a Dask partition at large depth).
     """
-    grid, counts = np.unique(_grid_ids(unit, r), return_counts=True)
-    d = unit.shape[1]
-    cuts, offsets = _grid_offsets(r, d)
-    heap = np.zeros(len(grid), dtype=np.int64)
-    for level in range(r):
-        bit = int(offsets[level % d] + cuts[level % d] - 1 - level // d)
-        heap |= ((grid >> bit) & 1) << (r - 1 - level)
-    order = np.argsort(heap)
-    return heap[order], counts[order].astype(np.int64)
+    heap, counts = np.unique(leaf_ids(unit, r), return_counts=True)
+    return heap.astype(np.int64), counts.astype(np.int64)
 
 
 def tree_counts(leaves: np.ndarray, r: int) -> list[np.ndarray]:

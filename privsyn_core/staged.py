@@ -263,9 +263,11 @@ class RowPlan:
         out = np.empty((total, d)) if out is None else out
         column = np.empty(total)
         if self.mode == "leaf":
-            from .pmm_tree import (
-                leaf_axis_coordinates,  # the tree geometry lives with PMM
-            )
+            from .pmm_tree import leaf_axis_coordinates  # the tree geometry lives with PMM
+
+            used = np.flatnonzero(self.counts)
+            row_starts = np.cumsum(self.counts, dtype=np.int64)[used] - self.counts[used]
+            steps = np.empty(total)
         elif self.mode != "cube":
             m = len(self.counts)
             labels = np.repeat(np.arange(m, dtype=np.int32 if m < 2 ** 31 else np.int64), self.counts)
@@ -279,8 +281,11 @@ class RowPlan:
                     rng.random(out=column)
                 else:
                     column[:] = 0.5
-                column += np.repeat(leaf_axis_coordinates(self.depth, d, a, self.first_leaf, len(self.counts)),
-                                    self.counts)
+                corners = leaf_axis_coordinates(self.depth, d, a, self.first_leaf + used).astype(float)
+                steps[:] = 0.0  # the corner of every row: a step at each used leaf's first row, summed up
+                steps[row_starts] = np.diff(corners, prepend=0.0)
+                np.cumsum(steps, out=steps)
+                column += steps
                 column *= self.side[a]
             else:
                 rng.random(out=column)

@@ -220,28 +220,44 @@ def sparse_leaf_counts(unit: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray
 
 def tree_counts(leaves: np.ndarray, r: int) -> list[np.ndarray]:
     """Counts of every level ``0..r`` from the leaf counts (pairwise sums upward)."""
-    tree = heap_tree(r)
-    tree[2 ** r:] = leaves
+    tree = HeapTree.allocate(r, np.array(leaves, dtype=np.int64))
     fill_upper_levels(tree, r)
     return [level_of(tree, j) for j in range(r + 1)]
 
 
-def heap_tree(r: int) -> np.ndarray:
-    """An uninitialised int64 buffer for a whole depth-``r`` tree in heap layout.
+@dataclass
+class HeapTree:
+    """All levels of a depth-``r`` tree in heap layout, in two int64 arrays of ``2^r`` entries.
 
-    Level ``j`` is ``tree[2^j : 2^(j+1)]`` (:func:`level_of`), the children of entry ``i`` are
-    entries ``2i`` and ``2i+1``; entry 0 is unused.  ``2^(r+1)`` entries, the memory of all
-    levels together, reused by every stage of PMM (counts, noise, consistency).
+    Levels ``0..r-1`` live in ``upper`` (level ``j`` is ``upper[2^j : 2^(j+1)]``, entry 0 unused),
+    the leaves in ``leaves``; the children of entry ``i`` of level ``j`` are entries ``2i`` and
+    ``2i+1`` of level ``j+1``.  Every stage of PMM (counts, noise, consistency) works in these two
+    arrays, and the leaves can be an array the counting produced (no copy).
     """
-    return np.empty(2 ** (r + 1), dtype=np.int64)
+
+    upper: np.ndarray
+    leaves: np.ndarray
+
+    @classmethod
+    def allocate(cls, r: int, leaves: np.ndarray | None = None) -> "HeapTree":
+        """A tree with uninitialised upper levels (and leaves, unless ``leaves`` is given)."""
+        if leaves is None:
+            leaves = np.empty(2 ** r, dtype=np.int64)
+        if leaves.dtype != np.int64 or leaves.shape != (2 ** r,):
+            raise ValueError(f"the leaves of a depth-{r} tree are {2 ** r} int64 counts")
+        return cls(np.empty(2 ** r, dtype=np.int64), leaves)
+
+    @property
+    def depth(self) -> int:
+        return len(self.leaves).bit_length() - 1
 
 
-def level_of(tree: np.ndarray, j: int) -> np.ndarray:
+def level_of(tree: HeapTree, j: int) -> np.ndarray:
     """Level ``j`` of a heap-layout tree (a view)."""
-    return tree[2 ** j:2 ** (j + 1)]
+    return tree.leaves if j == tree.depth else tree.upper[2 ** j:2 ** (j + 1)]
 
 
-def fill_upper_levels(tree: np.ndarray, r: int) -> None:
+def fill_upper_levels(tree: HeapTree, r: int) -> None:
     """Levels ``r-1, ..., 0`` of a heap-layout tree as pairwise sums of the level below, in place."""
     for j in range(r - 1, -1, -1):
         children = level_of(tree, j + 1)
@@ -365,7 +381,7 @@ def consistency(noisy: list[np.ndarray], rule: str = "proportional",
     The work is done by :func:`consistency_in_place` on a heap-layout copy.
     """
     r = len(noisy) - 1
-    tree = heap_tree(r)
+    tree = HeapTree.allocate(r)
     for j, level in enumerate(noisy):
         level_of(tree, j)[:] = level
     consistency_in_place(tree, r, rule, rng)
@@ -376,9 +392,9 @@ def consistency(noisy: list[np.ndarray], rule: str = "proportional",
 CONSISTENCY_CHUNK = 2 ** 15
 
 
-def consistency_in_place(tree: np.ndarray, r: int, rule: str = "proportional",
+def consistency_in_place(tree: HeapTree, r: int, rule: str = "proportional",
                          rng: np.random.Generator | None = None) -> None:
-    """:func:`consistency` on a heap-layout tree (:func:`heap_tree`) of noisy counts, overwriting it.
+    """:func:`consistency` on a heap-layout tree (:class:`HeapTree`) of noisy counts, overwriting it.
 
     Level by level from the top: a level's consistent counts replace its noisy counts once the
     level above is consistent, so the children's noisy counts are read just before they are

@@ -11,7 +11,8 @@ partition (grid cells, tree leaves).  It is written as
    sparse ``(ids, counts)``; counts of disjoint blocks merge by summation (:func:`merge_counts`);
 3. ``release(counts, n, d, epsilon, *, neighbouring, n_synthetic, rng, layout, params)
    -> (MechanismOutput without rows, RowPlan)``: noise, consistency and everything after it,
-   a function of the counts only.
+   a function of the counts only.  A release may consume its counts (:meth:`CellCounts.take_dense`
+   hands their memory over), so counts are passed to one release only.
 
 The in-memory run function calls exactly these stages (:meth:`Stages.run`), and the Dask path
 (:mod:`privsyn_core.dask_backend`) calls the same ``layout`` and ``release`` with the counts summed
@@ -50,41 +51,44 @@ class CellCounts:
     """
 
     def __init__(self, ids: np.ndarray | None = None, counts: np.ndarray | None = None, *,
-                 full: np.ndarray | None = None, buffer: np.ndarray | None = None) -> None:
-        self._ids, self._counts, self._full, self._buffer = ids, counts, full, buffer
+                 full: np.ndarray | None = None) -> None:
+        self._ids, self._counts, self._full = ids, counts, full
 
     @classmethod
-    def from_dense(cls, dense: np.ndarray, *, buffer: np.ndarray | None = None) -> "CellCounts":
-        """Dense counts; ``buffer``: a larger array holding ``dense`` that the release may take over
-        (:meth:`take_buffer`), so that it need not allocate its own."""
-        return cls(full=np.asarray(dense, dtype=np.int64), buffer=buffer)
-
-    def take_buffer(self, size: int) -> np.ndarray | None:
-        """The ``size``-entry buffer given to :meth:`from_dense`, handed over once (else ``None``).
-
-        The caller may then overwrite it, so these counts can no longer be read: a second call of
-        any accessor raises.
-        """
-        buffer = self._buffer
-        if buffer is None or len(buffer) != size:
-            return None
-        self._buffer = self._full = self._ids = self._counts = None
-        self._taken = True
-        return buffer
-
-    def has_dense(self, size: int) -> bool:
-        """Whether a dense array of ``size`` counts is already held (no sparse-to-dense conversion)."""
-        return self._full is not None and len(self._full) == size
+    def from_dense(cls, dense: np.ndarray) -> "CellCounts":
+        return cls(full=np.asarray(dense, dtype=np.int64))
 
     @classmethod
     def from_ids(cls, cell_ids: np.ndarray) -> "CellCounts":
         ids, counts = np.unique(cell_ids, return_counts=True)
         return cls(ids.astype(np.int64), counts.astype(np.int64))
 
+    def take_dense(self, size: int) -> np.ndarray:
+        """All ``size`` counts as a writable int64 array the caller owns from now on.
+
+        The dense array these counts hold is handed over without a copy when it can be (grown in place
+        to ``size`` entries, zeros added, if it is shorter), else a new array is filled; these counts
+        can no longer be read afterwards (an accessor raises), so that only the caller holds the memory.
+        """
+        full = self._full
+        if full is not None and len(full) <= size and full.flags.owndata and full.flags.writeable:
+            if len(full) < size:
+                full.resize(size, refcheck=False)  # realloc: no second copy of the counts at once
+        else:
+            full = self.dense(size).copy() if full is not None and len(full) == size else self._scatter(size)
+        self._full = self._ids = self._counts = None
+        self._taken = True
+        return full
+
+    def _scatter(self, size: int) -> np.ndarray:
+        out = np.zeros(size, dtype=np.int64)
+        out[self.ids] = self.counts
+        return out
+
     @property
     def ids(self) -> np.ndarray:
         if getattr(self, "_taken", False):
-            raise RuntimeError("internal error: these counts were handed over to a release (take_buffer)")
+            raise RuntimeError("internal error: these counts were handed over to a release (take_dense)")
         if self._ids is None:
             self._ids = np.flatnonzero(self._full).astype(np.int64)
         return self._ids
@@ -99,15 +103,15 @@ class CellCounts:
         """All ``size`` counts as an int64 array (zeros for absent ids); do not modify it."""
         if self._full is not None and len(self._full) == size:
             return self._full
-        out = np.zeros(size, dtype=np.int64)
-        out[self.ids] = self.counts
-        return out
+        return self._scatter(size)
 
     def sparse(self) -> "CellCounts":
         return CellCounts(self.ids, self.counts)
 
     @property
     def total(self) -> int:
+        if self._full is not None:  # no sparse view materialised just for the sum
+            return int(self._full.sum())
         return int(self.counts.sum())
 
 

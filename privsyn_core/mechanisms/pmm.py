@@ -44,13 +44,13 @@ from ..errors import DataError
 from ..noise import discrete_laplace, fill_discrete_laplace
 from ..pmm_tree import (
     MAX_DEPTH,
+    HeapTree,
     NoisePlan,
     accuracy_bound,
     bound_opt_depth,
     consistency_in_place,
     cuts_per_axis,
     fill_upper_levels,
-    heap_tree,
     leaf_counts,
     level_boxes,
     level_diameter,
@@ -75,17 +75,11 @@ def pmm_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[s
 
 
 def pmm_counts(unit: np.ndarray, layout: tuple[int, tuple[str, ...]]) -> CellCounts:
-    """Counts of the ``2^r`` leaves in heap order: a dense bincount, or sparse when ``2^r`` exceeds the rows.
-
-    The dense counts are written into the leaf level of a whole-tree buffer (:func:`heap_tree`) that the
-    release takes over (:meth:`CellCounts.take_buffer`), so the in-memory run allocates the tree once.
-    """
+    """Counts of the ``2^r`` leaves in heap order: dense, or sparse when ``2^r`` exceeds the rows."""
     r = layout[0]
     if 2 ** r > len(unit):
         return CellCounts(*sparse_leaf_counts(unit, r))
-    tree = heap_tree(r)
-    leaf_counts(unit, r, out=level_of(tree, r))
-    return CellCounts.from_dense(level_of(tree, r), buffer=tree)
+    return CellCounts.from_dense(leaf_counts(unit, r))
 
 
 def pmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
@@ -93,9 +87,10 @@ def pmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbour
                 params: dict[str, Any]) -> tuple[MechanismOutput, RowPlan]:
     """Steps 2-5 of the module docstring from the leaf counts: noise, consistency, the leaf row plan.
 
-    Memory: one int64 heap-layout tree of ``2^(r+1)`` entries holds the true counts, then (in place,
-    level by level) the clamped noisy counts, then the consistent counts; noise and consistency use
-    scratch buffers of a fixed size.  Copies are kept only of the levels shown in ``diagnostics``.
+    Memory: one int64 heap-layout tree (:class:`HeapTree`, ``2^(r+1)`` entries, the leaves being the
+    counts' own dense array) holds the true counts, then (in place, level by level) the clamped noisy
+    counts, then the consistent counts; noise and consistency use scratch buffers of a fixed size.
+    Copies are kept only of the levels shown in ``diagnostics``.
     """
     r, warnings = layout[0], list(layout[1])
     depth, sample = params["depth"], params["sample"]
@@ -105,15 +100,7 @@ def pmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbour
     timings: dict[str, float] = {}
 
     start = time.perf_counter()
-    tree = counts.take_buffer(2 ** (r + 1))
-    if tree is None:
-        tree = heap_tree(r)
-        leaves = level_of(tree, r)
-        if counts.has_dense(2 ** r):
-            leaves[:] = counts.dense(2 ** r)
-        else:
-            leaves[:] = 0
-            leaves[counts.ids] = counts.counts
+    tree = HeapTree.allocate(r, counts.take_dense(2 ** r))
     fill_upper_levels(tree, r)
     true = [level_of(tree, j).copy() for j in range(shown + 1)]
     timings["tree"] = time.perf_counter() - start
@@ -126,7 +113,7 @@ def pmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbour
     start = time.perf_counter()
     consistency_in_place(tree, r, params["consistency"], consistency_rng)
     released = level_of(tree, r)
-    if n_synthetic is not None and tree[1] > 0:  # the consistent leaves sum to the root count
+    if n_synthetic is not None and level_of(tree, 0)[0] > 0:  # the consistent leaves sum to the root count
         released = largest_remainder(released, n_synthetic, sample_rng)
     timings["consistency"] = time.perf_counter() - start
     consistent = [level_of(tree, j).copy() for j in range(shown + 1)]
@@ -169,7 +156,7 @@ def level_noise(plan: NoisePlan, rng: np.random.Generator) -> list[np.ndarray]:
             for j, sigma in enumerate(plan.sigmas)]
 
 
-def add_level_noise(tree: np.ndarray, plan: NoisePlan, rng: np.random.Generator, keep: int) -> list[np.ndarray]:
+def add_level_noise(tree: HeapTree, plan: NoisePlan, rng: np.random.Generator, keep: int) -> list[np.ndarray]:
     """``n'_theta = (n_theta + lambda_theta)_+`` on every level of a heap-layout tree, in place.
 
     Levels are drawn in order ``0..r`` from ``rng`` (no draw where ``sigma = inf``); the noise of

@@ -38,6 +38,8 @@ from .result import MechanismOutput
 #: Largest number of synthetic rows generated from one generator (16 MB of float64 rows at d = 2): a block
 #: is shuffled in place, and a shuffle stays within the CPU caches up to about this size.
 ROW_BLOCK = 2 ** 20
+#: :meth:`CellCounts.from_ids` counts with a dense bincount when the ids are below this many times their number.
+DENSE_FACTOR = 4
 #: Atoms per group when locating the atom of a row (:meth:`RowPlan.pieces`).
 _LOCATE_GROUP = 2 ** 12
 
@@ -60,6 +62,13 @@ class CellCounts:
 
     @classmethod
     def from_ids(cls, cell_ids: np.ndarray) -> "CellCounts":
+        """Counts of non-negative cell ids: a bincount when the ids are below :data:`DENSE_FACTOR` times
+        their number (``O(n)``), else a sort (``numpy.unique``, ``O(n log n)``, for sparse huge id spaces)."""
+        cell_ids = np.asarray(cell_ids, dtype=np.int64)
+        if len(cell_ids) and int(cell_ids.max()) < DENSE_FACTOR * len(cell_ids) + 2 ** 16:
+            dense = np.bincount(cell_ids)
+            ids = np.flatnonzero(dense)
+            return cls(ids, dense[ids])
         ids, counts = np.unique(cell_ids, return_counts=True)
         return cls(ids.astype(np.int64), counts.astype(np.int64))
 

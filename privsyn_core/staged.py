@@ -35,9 +35,9 @@ import numpy as np
 
 from .result import MechanismOutput
 
-#: Largest number of synthetic rows generated from one generator (16 MB of float64 rows at d = 2): a block
-#: is shuffled in place, and a shuffle stays within the CPU caches up to about this size.
-ROW_BLOCK = 2 ** 20
+#: Largest number of synthetic rows generated from one generator (64 MB of float64 rows at d = 2).  Rows are
+#: shuffled within their block, so this size is part of the output's law (row order): keep it fixed.
+ROW_BLOCK = 2 ** 22
 #: :meth:`CellCounts.from_ids` counts with a dense bincount when the ids are below this many times their number.
 DENSE_FACTOR = 4
 #: Atoms per group when locating the atom of a row (:meth:`RowPlan.pieces`).

@@ -88,7 +88,7 @@ def discrete_laplace(sigma: float | np.ndarray, size=None, rng: np.random.Genera
     ``Var Z = 2p/(1-p)^2 < 2\sigma^2``.  ``sigma = inf`` is not allowed; ``sigma = 0``
     gives zeros.
 
-    Sampled by :func:`fill_discrete_laplace` (one exponential and one random bit per draw,
+    Sampled by :func:`fill_discrete_laplace` (one geometric draw and one random bit per sample,
     with rejection of "minus zero"; the derivation there shows the law is exactly the one
     above).
 
@@ -125,14 +125,13 @@ def fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generato
     r"""Write (or, with ``add=True``, add) i.i.d. :math:`\mathrm{Lap}_\mathbb{Z}(\sigma)` draws into ``out``.
 
     ``out`` is a contiguous 1-D int64 array; no full-size temporary is allocated (the draws go
-    through scratch buffers of :data:`NOISE_CHUNK` entries).
+    through chunks of :data:`NOISE_CHUNK` entries).
 
     Algorithm (a sign-and-magnitude sampler with rejection, as in Canonne, Kamath, Steinke,
-    "The Discrete Gaussian for Differential Privacy", NeurIPS 2020, Algorithm 2).  Let
-    ``p = e^{-1/sigma}``.
+    "The Discrete Gaussian for Differential Privacy", NeurIPS 2020, Algorithm 2), one geometric
+    draw per sample instead of the two of :math:`G_1 - G_2`.  Let ``p = e^{-1/sigma}``.
 
-    1. ``V = floor(sigma E)`` with ``E ~ Exp(1)``: ``P(V >= k) = P(E >= k/sigma) = p^k``, so
-       ``V`` is geometric on ``{0, 1, ...}``, ``P(V = v) = (1-p) p^v``.
+    1. ``V = G - 1`` with ``G = Generator.geometric(1 - p)``: ``P(V = v) = (1-p) p^v`` on ``{0, 1, ...}``.
     2. ``S`` a fair random bit, independent of ``V``; reject the pair when ``S = 1`` and
        ``V = 0`` (probability ``(1-p)/2``) and draw it again; else ``Z = (1 - 2S) V``.
 
@@ -142,12 +141,10 @@ def fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generato
 
     .. math:: P(Z = z) = \frac{(1-p) p^{|z|} / 2}{(1+p)/2} = \frac{1-p}{1+p} p^{|z|},
 
-    the discrete Laplace law of :func:`discrete_laplace_pmf`, i.e. that of a difference of two
-    i.i.d. geometric variables.  Repeated rejection rounds are independent, so the accepted
-    draws are i.i.d.  ``tests/test_noise.py`` compares the sampler with the pmf (G-test).
-    ``numpy.random.Generator.geometric`` itself samples by inversion of a uniform with a
-    logarithm; here the exponential comes from numpy's ziggurat sampler, the same
-    floating-point exposure of an integer-valued draw.
+    the discrete Laplace law of :func:`discrete_laplace_pmf`, that of a difference of two i.i.d.
+    geometric variables.  Rejection rounds are independent, so the accepted draws are i.i.d.
+    ``tests/test_noise.py`` compares the sampler with the pmf (G-test).  Only the geometric
+    sampler and raw random bits are used (no continuous noise, see ``tests/test_float_safety.py``).
     """
     if out.dtype != np.int64 or out.ndim != 1 or not out.flags.c_contiguous:
         raise ValueError("fill_discrete_laplace needs a contiguous 1-D int64 array")
@@ -157,35 +154,32 @@ def fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generato
         if not add:
             out[:] = 0
         return
+    success = -math.expm1(-1.0 / sigma)  # 1 - p, accurate for large sigma
     chunk = min(NOISE_CHUNK, len(out))
-    exp = np.empty(chunk)
-    draw = np.empty(chunk, dtype=np.int64)
+    draw = np.empty(chunk, dtype=np.int64) if add else None
     for start in range(0, len(out), chunk):
         size = min(chunk, len(out) - start)
         target = out[start:start + size]
         if add:
-            _lap_chunk(draw[:size], exp[:size], sigma, rng)
+            _lap_chunk(draw[:size], success, rng)
             target += draw[:size]
         else:
-            _lap_chunk(target, exp[:size], sigma, rng)
+            _lap_chunk(target, success, rng)
 
 
-def _lap_chunk(out: np.ndarray, exp: np.ndarray, sigma: float, rng: np.random.Generator) -> None:
+def _lap_chunk(out: np.ndarray, success: float, rng: np.random.Generator) -> None:
     """One chunk of :func:`fill_discrete_laplace`: signed magnitudes, then redraws of the rejected pairs."""
-    index = _signed_magnitudes(out, exp, sigma, rng)
+    index = _signed_magnitudes(out, success, rng)
     while len(index):
         redo = np.empty(len(index), dtype=np.int64)
-        rejected = _signed_magnitudes(redo, exp[:len(index)], sigma, rng)
+        rejected = _signed_magnitudes(redo, success, rng)
         out[index] = redo
         index = index[rejected]
 
 
-def _signed_magnitudes(out: np.ndarray, exp: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
-    """``out = (1 - 2S) floor(sigma E)``; returns the positions of the rejected pairs (``S = 1``, ``V = 0``)."""
-    rng.standard_exponential(out=exp)
-    exp *= sigma
-    np.floor(exp, out=exp)
-    np.copyto(out, exp, casting="unsafe")
+def _signed_magnitudes(out: np.ndarray, success: float, rng: np.random.Generator) -> np.ndarray:
+    """``out = (1 - 2S) V``; returns the positions of the rejected pairs (``S = 1``, ``V = 0``)."""
+    np.subtract(rng.geometric(success, len(out)), 1, out=out)
     signs = _random_bits(len(out), rng)
     mask = np.subtract(0, signs, dtype=np.int64)  # -S: all ones where S = 1 (branch-free negation below)
     np.bitwise_xor(out, mask, out=out)

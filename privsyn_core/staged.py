@@ -38,6 +38,8 @@ from .result import MechanismOutput
 #: Largest number of synthetic rows generated from one generator (64 MB of float64 rows at d = 2).  Rows are
 #: shuffled within their block, so this size is part of the output's law (row order): keep it fixed.
 ROW_BLOCK = 2 ** 22
+#: Rows per chunk of :meth:`RowPlan.rows` (its column scratch stays in the CPU caches).
+ROW_CHUNK = 2 ** 16
 #: :meth:`CellCounts.from_ids` counts with a dense bincount when the ids are below this many times their number.
 DENSE_FACTOR = 4
 #: Atoms per group when locating the atom of a row (:meth:`RowPlan.pieces`).
@@ -268,48 +270,57 @@ class RowPlan:
     def rows(self, out: np.ndarray | None = None) -> np.ndarray:
         """All rows of a one-block plan (what a block or a Dask partition computes), into ``out`` if given.
 
-        Column by column: ``U`` from the plan's generator (one column after the other), then the atom's
-        offset and scale; shuffled plans draw a uniformly random order of the atoms' row labels
-        (``Generator.shuffle`` of one small integer array) instead of permuting finished rows.
+        Every row gets the label of its atom (a run of ``counts[i]`` rows per atom; shuffled plans
+        shuffle the labels, a uniformly random order of the rows, instead of permuting finished rows).
+        Then column by column, in chunks of :data:`ROW_CHUNK` rows so that every pass stays in the CPU
+        caches: ``U`` from the plan's generator (one whole column after the other, so the draws do not
+        depend on the chunking), then the labelled atom's offset and scale.
         """
         total, d, rng = self.total, self.dim, self.rng
         out = np.empty((total, d)) if out is None else out
-        column = np.empty(total)
+        tables: list[tuple[np.ndarray, ...]] = [() for _ in range(d)]
+        labels = None
         if self.mode == "leaf":
             from .pmm_tree import leaf_axis_coordinates  # the tree geometry lives with PMM
 
             used = np.flatnonzero(self.counts)
-            row_starts = np.cumsum(self.counts, dtype=np.int64)[used] - self.counts[used]
-            steps = np.empty(total)
+            labels = _run_labels(self.counts[used], total)
+            tables = [(leaf_axis_coordinates(self.depth, d, a, self.first_leaf + used).astype(float),)
+                      for a in range(d)]
         elif self.mode != "cube":
-            m = len(self.counts)
-            labels = np.repeat(np.arange(m, dtype=np.int32 if m < 2 ** 31 else np.int64), self.counts)
+            labels = _run_labels(self.counts, total)
             if self.shuffle:
                 rng.shuffle(labels)
-        for a in range(d):
-            if self.mode == "point":
-                np.take(self.points[:, a], labels, out=column)
-            elif self.mode == "leaf":
-                if self.uniform:
-                    rng.random(out=column)
-                else:
-                    column[:] = 0.5
-                corners = leaf_axis_coordinates(self.depth, d, a, self.first_leaf + used).astype(float)
-                steps[:] = 0.0  # the corner of every row: a step at each used leaf's first row, summed up
-                steps[row_starts] = np.diff(corners, prepend=0.0)
-                np.cumsum(steps, out=steps)
-                column += steps
-                column *= self.side[a]
+            if self.mode == "box":
+                tables = [(self.hi[:, a] - self.lo[:, a], self.lo[:, a]) for a in range(d)]
             else:
-                rng.random(out=column)
-                if self.mode == "jitter":
-                    column -= 0.5
-                    column /= self.bins
-                    column += np.take(self.points[:, a], labels)
-                elif self.mode == "box":
-                    column *= np.take(self.hi[:, a] - self.lo[:, a], labels)
-                    column += np.take(self.lo[:, a], labels)
-            out[:, a] = column
+                tables = [(np.ascontiguousarray(self.points[:, a]),) for a in range(d)]
+        size = min(ROW_CHUNK, max(total, 1))
+        column, looked = np.empty(size), np.empty(size)
+        for a in range(d):
+            for start in range(0, total, size):
+                stop = min(total, start + size)
+                col, tmp = column[:stop - start], looked[:stop - start]
+                lab = None if labels is None else labels[start:stop]
+                if self.mode == "point":
+                    np.take(tables[a][0], lab, out=col, mode="clip")
+                elif self.mode == "leaf":
+                    if self.uniform:
+                        rng.random(out=col)
+                    else:
+                        col[:] = 0.5
+                    col += np.take(tables[a][0], lab, out=tmp, mode="clip")
+                    col *= self.side[a]
+                else:
+                    rng.random(out=col)
+                    if self.mode == "jitter":
+                        col -= 0.5
+                        col /= self.bins
+                        col += np.take(tables[a][0], lab, out=tmp, mode="clip")
+                    elif self.mode == "box":
+                        col *= np.take(tables[a][0], lab, out=tmp, mode="clip")
+                        col += np.take(tables[a][1], lab, out=tmp, mode="clip")
+                out[start:stop, a] = col
         return out
 
     def all_rows(self) -> np.ndarray:
@@ -319,6 +330,19 @@ class RowPlan:
             if stop > start:
                 piece.rows(out[start:stop])
         return out
+
+
+def _run_labels(counts: np.ndarray, total: int) -> np.ndarray:
+    """``numpy.repeat(arange(len(counts)), counts)`` (int32 when it fits) as a cumulative sum of steps at the
+    runs' first rows: a few passes over the rows instead of a per-atom copy loop."""
+    dtype = np.int32 if len(counts) < 2 ** 31 else np.int64
+    labels = np.zeros(total, dtype=dtype)
+    present = np.flatnonzero(counts)
+    if len(present):
+        starts = np.cumsum(counts, dtype=np.int64)[present] - counts[present]
+        labels[starts] = np.diff(present, prepend=0)
+        np.cumsum(labels, out=labels)
+    return labels
 
 
 def _compact(counts: np.ndarray) -> np.ndarray:

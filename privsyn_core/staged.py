@@ -280,8 +280,8 @@ class RowPlan:
         out = np.empty((total, d)) if out is None else out
         tables: list[tuple[np.ndarray, ...]] = [() for _ in range(d)]
         labels = None
-        if self.mode == "leaf":
-            from .pmm_tree import leaf_axis_coordinates  # the tree geometry lives with PMM
+        if self.mode == "leaf":  # the tree geometry lives with PMM
+            from .pmm_tree import leaf_axis_coordinates
 
             used = np.flatnonzero(self.counts)
             labels = _run_labels(self.counts[used], total)

@@ -5,7 +5,8 @@ Usage::
     python -m benchmarks.bench_throughput [--sizes 100000 1000000 10000000] [--d 2] [--repeats 3]
 
 For every count-based mechanism (``pmm``, ``dp_histogram``, ``kd_grid``, ``kd_adaptive``, ``psmm``, ``srw_tsp``)
-and n in ``--sizes``: the wall time of the registered run function on ``n`` uniform rows in ``[0,1]^d`` (default
+and n in ``--sizes``: the CPU time (``time.process_time``, user + system seconds of this process, so other jobs on
+a shared machine count less than in wall time) of the registered run function on ``n`` uniform rows in ``[0,1]^d`` (default
 parameters, epsilon = 1, replace-one, ``n`` synthetic rows; no DataFrame encode/decode), best of ``--repeats``,
 its throughput in rows per second, and its time divided by the physical reference.
 
@@ -15,7 +16,8 @@ from precomputed ids (``bincount``).  The exponent is the least-squares slope of
 linear.  PSMM runs with a fixed 64 x 64 grid (its automatic grid grows with ``epsilon n`` until the LP guard
 refuses), so its cost is counting plus a constant LP; ``srw_tsp``'s automatic grid grows with n.
 
-Times are wall-clock seconds on the machine at hand (2 cores; numpy counts on one).
+Times are CPU seconds on the machine at hand (numpy counts on one core); read the ratios within one run.
+Peak memory per run: ``bench_memory.py``.
 """
 
 from __future__ import annotations
@@ -33,12 +35,12 @@ REFERENCE_BINS = 1024
 
 
 def best_time(fn, repeats: int) -> float:
-    """Smallest wall time of ``repeats`` calls of ``fn()``."""
+    """Smallest CPU time (``time.process_time``) of ``repeats`` calls of ``fn()``."""
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = time.process_time()
         fn()
-        times.append(time.perf_counter() - start)
+        times.append(time.process_time() - start)
     return min(times)
 
 
@@ -78,7 +80,7 @@ def main() -> None:
     args = parser.parse_args()
     data = {n: np.random.default_rng(n).random((n, args.d)) for n in args.sizes}
     reference = {n: reference_times(X, args.repeats) for n, X in data.items()}
-    print(f"d = {args.d}, epsilon = 1, replace-one, n synthetic rows = n; best of {args.repeats}")
+    print(f"d = {args.d}, epsilon = 1, replace-one, n synthetic rows = n; CPU seconds, best of {args.repeats}")
     print(f"{'system':<14}{'n':>10}{'seconds':>9}{'rows/s':>11}{'/ ids+bincount':>16}{'/ bincount':>12}")
     for n in args.sizes:
         full, alone = reference[n]

@@ -245,11 +245,10 @@ def synthetic_frame(plan: RowPlan, codec: Any) -> Any:
     import dask
     import dask.dataframe as dd
 
-    blocks = plan.blocks()
-    pieces = [plan.piece(start, stop, rng) for (start, stop), rng in zip(blocks, plan.block_generators())]
+    pieces = plan.pieces()
     empty = block_frame(plan.piece(0, 0, np.random.default_rng(0)), codec, 0)
-    parts = [dask.delayed(block_frame)(piece, codec, start) for piece, (start, _) in zip(pieces, blocks)]
-    divisions = [start for start, _ in blocks] + [blocks[-1][1] - 1] if plan.total else None
+    parts = [dask.delayed(block_frame)(piece, codec, start) for start, _, piece in pieces]
+    divisions = [start for start, _, _ in pieces] + [pieces[-1][1] - 1] if plan.total else None
     return dd.from_delayed(parts, meta=empty, divisions=divisions)
 
 

@@ -263,8 +263,7 @@ class Schema:
         for j, col in enumerate(self.columns):
             if col.kind == "numeric":
                 x = _numeric_values(df[col.name])
-                clipped[col.name] = int(np.count_nonzero((x < col.lo) | (x > col.hi)))
-                unit[:, j] = np.clip((x - col.lo) / (col.hi - col.lo), 0.0, 1.0)
+                clipped[col.name] = _scale_into(x, col.lo, col.hi, unit[:, j])
                 if col.atoms:
                     unit[:, j] = encode_atoms(x, unit[:, j], col.atoms)
             else:
@@ -281,15 +280,23 @@ class Schema:
         the private input's dtypes.
         """
         unit = np.asarray(unit, dtype=float).reshape(-1, len(self.columns))
+        if all(col.kind == "numeric" and not col.integer and not col.atoms for col in self.columns):
+            # one float block: columns written straight into the (d, n) array pandas keeps (no consolidation copy)
+            block = np.empty((len(self.columns), len(unit)))
+            for j, col in enumerate(self.columns):
+                _unscale_into(unit[:, j], col.lo, col.hi, block[j])
+            return pd.DataFrame(block.T, columns=self.names, copy=False)
         out = {}
         for j, col in enumerate(self.columns):
-            u = np.clip(unit[:, j], 0.0, 1.0)
             if col.kind == "numeric":
-                x = col.lo + (decode_continuous(u, len(col.atoms)) if col.atoms else u) * (col.hi - col.lo)
                 if col.atoms:
-                    x = decode_atoms(u, x, col.atoms)
+                    u = np.clip(unit[:, j], 0.0, 1.0)
+                    x = decode_atoms(u, col.lo + decode_continuous(u, len(col.atoms)) * (col.hi - col.lo), col.atoms)
+                else:
+                    x = _unscale_into(unit[:, j], col.lo, col.hi, np.empty(len(unit)))
                 out[col.name] = np.round(x).astype(np.int64) if col.integer else x
             else:
+                u = np.clip(unit[:, j], 0.0, 1.0)
                 k = len(col.categories)
                 idx = np.minimum((u * k).astype(np.int64), k - 1)
                 values = _category_array(col.categories)
@@ -417,6 +424,44 @@ def decode_atoms(u: np.ndarray, x: np.ndarray, atoms: tuple) -> np.ndarray:
     return np.where(u < start, np.asarray(atoms, dtype=float)[index], x)
 
 
+#: Rows per chunk of the column maps of :meth:`Schema.encode` / :meth:`Schema.decode` (scratch in cache).
+_CHUNK = 2 ** 16
+
+
+def _scale_into(x: np.ndarray, lo: float, hi: float, out: np.ndarray) -> int:
+    """``out = clip((x - lo) / (hi - lo), 0, 1)`` chunk by chunk; returns the number of values outside ``[lo, hi]``.
+
+    The count (teaching-only) and the clipping are skipped when ``min(x)`` and ``max(x)`` lie in the bounds,
+    the common case; the values are those of the one-line formula either way.
+    """
+    outside = 0
+    if len(x) and not (x.min() >= lo and x.max() <= hi):
+        outside = int(np.count_nonzero((x < lo) | (x > hi)))
+    scratch = np.empty(min(_CHUNK, len(x)))
+    for start in range(0, len(x), _CHUNK):
+        part = scratch[:min(_CHUNK, len(x) - start)]
+        np.subtract(x[start:start + _CHUNK], lo, out=part)
+        np.divide(part, hi - lo, out=part)
+        if outside:
+            np.minimum(np.maximum(part, 0.0, out=part), 1.0, out=part)
+        out[start:start + _CHUNK] = part
+    return outside
+
+
+def _unscale_into(u: np.ndarray, lo: float, hi: float, out: np.ndarray) -> np.ndarray:
+    """``out = lo + clip(u, 0, 1) (hi - lo)`` chunk by chunk (clipping only when ``u`` leaves ``[0, 1]``)."""
+    inside = len(u) == 0 or (u.min() >= 0.0 and u.max() <= 1.0)
+    for start in range(0, len(u), _CHUNK):
+        part = out[start:start + _CHUNK]
+        if inside:
+            np.multiply(u[start:start + _CHUNK], hi - lo, out=part)
+        else:
+            np.minimum(np.maximum(u[start:start + _CHUNK], 0.0, out=part), 1.0, out=part)
+            part *= hi - lo
+        np.add(part, lo, out=part)
+    return out
+
+
 def _plain(value: Any) -> Any:
     """numpy scalars to Python scalars, for JSON."""
     return value.item() if isinstance(value, np.generic) else value
@@ -465,7 +510,9 @@ def _numeric_values(series: pd.Series) -> np.ndarray:
     name = series.name
     if pd.api.types.is_bool_dtype(series):
         return series.to_numpy(dtype=float)
-    if pd.api.types.is_numeric_dtype(series):
+    if series.dtype == np.float64:
+        x = series.to_numpy()  # a view for a float64 column (NaN stands for missing)
+    elif pd.api.types.is_numeric_dtype(series):
         x = series.to_numpy(dtype=float, na_value=np.nan)
     else:
         x = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
@@ -479,6 +526,8 @@ def _numeric_values(series: pd.Series) -> np.ndarray:
 
 
 def _reject_missing(name: str, x: np.ndarray) -> None:
+    if len(x) and np.isfinite(x.min()) and np.isfinite(x.max()):  # min/max propagate NaN: no full-size mask
+        return
     nan = np.isnan(x)
     if nan.any():
         rows = np.flatnonzero(nan)[:5].tolist()

@@ -15,6 +15,7 @@ References
 
 from __future__ import annotations
 
+import math
 import secrets
 from typing import Union
 
@@ -91,9 +92,13 @@ def discrete_laplace(sigma: float | np.ndarray, size=None, rng: np.random.Genera
 
     .. math:: P(Z = z) = \frac{1-p}{1+p}\, p^{|z|}, \qquad p = e^{-1/\sigma},
 
-    sampled as :math:`G_1 - G_2` with i.i.d. geometric :math:`G_i` ([HVZ23] App. B).
+    the law of :math:`G_1 - G_2` with i.i.d. geometric :math:`G_i` ([HVZ23] App. B).
     ``Var Z = 2p/(1-p)^2 < 2\sigma^2``.  ``sigma = inf`` is not allowed; ``sigma = 0``
     gives zeros.
+
+    Sampled by :func:`fill_discrete_laplace` (one geometric draw and one random bit per sample,
+    with rejection of "minus zero"; the derivation there shows the law is exactly the one
+    above).
 
     Parameters
     ----------
@@ -106,11 +111,94 @@ def discrete_laplace(sigma: float | np.ndarray, size=None, rng: np.random.Genera
     sigma = np.asarray(sigma, dtype=float)
     if np.any(~np.isfinite(sigma)) or np.any(sigma < 0):
         raise ValueError("discrete Laplace scale must be finite and >= 0")
-    success = -np.expm1(-1.0 / np.where(sigma > 0, sigma, 1.0))  # 1 - p, accurate for large sigma
-    success = np.where(sigma > 0, success, 1.0)  # sigma = 0 -> geometric always 1 -> Z = 0
-    g1 = rng.geometric(success, size)
-    g2 = rng.geometric(success, size)
-    return np.subtract(g1, g2, dtype=np.int64)  # one allocation: 2^24 draws per PMM tree at n = 10^7
+    shape = np.broadcast_shapes(sigma.shape, () if size is None else np.empty(size, dtype=np.uint8).shape)
+    out = np.empty(shape, dtype=np.int64)
+    if sigma.ndim == 0:
+        fill_discrete_laplace(out.reshape(-1), float(sigma), rng)
+        return out if shape else out[()]
+    flat, scales = out.reshape(-1), np.broadcast_to(sigma, shape).reshape(-1)
+    for value in np.unique(scales):  # a few distinct scales in practice; each filled in index order
+        where = np.flatnonzero(scales == value)
+        draws = np.empty(len(where), dtype=np.int64)
+        fill_discrete_laplace(draws, float(value), rng)
+        flat[where] = draws
+    return out
+
+
+#: Draws per chunk of :func:`fill_discrete_laplace` (its float and bit scratch stay in the CPU caches).
+NOISE_CHUNK = 2 ** 16
+
+
+def fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False) -> None:
+    r"""Write (or, with ``add=True``, add) i.i.d. :math:`\mathrm{Lap}_\mathbb{Z}(\sigma)` draws into ``out``.
+
+    ``out`` is a contiguous 1-D int64 array; no full-size temporary is allocated (the draws go
+    through chunks of :data:`NOISE_CHUNK` entries).
+
+    Algorithm (a sign-and-magnitude sampler with rejection, as in Canonne, Kamath, Steinke,
+    "The Discrete Gaussian for Differential Privacy", NeurIPS 2020, Algorithm 2), one geometric
+    draw per sample instead of the two of :math:`G_1 - G_2`.  Let ``p = e^{-1/sigma}``.
+
+    1. ``V = G - 1`` with ``G = Generator.geometric(1 - p)``: ``P(V = v) = (1-p) p^v`` on ``{0, 1, ...}``.
+    2. ``S`` a fair random bit, independent of ``V``; reject the pair when ``S = 1`` and
+       ``V = 0`` (probability ``(1-p)/2``) and draw it again; else ``Z = (1 - 2S) V``.
+
+    For ``z != 0`` exactly one accepted pair gives ``z``, with probability ``(1-p) p^{|z|} / 2``;
+    ``z = 0`` comes from ``(S, V) = (0, 0)`` only, probability ``(1-p)/2``.  The acceptance
+    probability is ``1 - (1-p)/2 = (1+p)/2``, so
+
+    .. math:: P(Z = z) = \frac{(1-p) p^{|z|} / 2}{(1+p)/2} = \frac{1-p}{1+p} p^{|z|},
+
+    the discrete Laplace law of :func:`discrete_laplace_pmf`, that of a difference of two i.i.d.
+    geometric variables.  Rejection rounds are independent, so the accepted draws are i.i.d.
+    ``tests/test_noise.py`` compares the sampler with the pmf (G-test).  Only the geometric
+    sampler and raw random bits are used (no continuous noise, see ``tests/test_float_safety.py``).
+    """
+    if out.dtype != np.int64 or out.ndim != 1 or not out.flags.c_contiguous:
+        raise ValueError("fill_discrete_laplace needs a contiguous 1-D int64 array")
+    if not (math.isfinite(sigma) and sigma >= 0):
+        raise ValueError("discrete Laplace scale must be finite and >= 0")
+    if sigma == 0 or len(out) == 0:
+        if not add:
+            out[:] = 0
+        return
+    success = -math.expm1(-1.0 / sigma)  # 1 - p, accurate for large sigma
+    chunk = min(NOISE_CHUNK, len(out))
+    draw = np.empty(chunk, dtype=np.int64) if add else None
+    for start in range(0, len(out), chunk):
+        size = min(chunk, len(out) - start)
+        target = out[start:start + size]
+        if add:
+            _lap_chunk(draw[:size], success, rng)
+            target += draw[:size]
+        else:
+            _lap_chunk(target, success, rng)
+
+
+def _lap_chunk(out: np.ndarray, success: float, rng: np.random.Generator) -> None:
+    """One chunk of :func:`fill_discrete_laplace`: signed magnitudes, then redraws of the rejected pairs."""
+    index = _signed_magnitudes(out, success, rng)
+    while len(index):
+        redo = np.empty(len(index), dtype=np.int64)
+        rejected = _signed_magnitudes(redo, success, rng)
+        out[index] = redo
+        index = index[rejected]
+
+
+def _signed_magnitudes(out: np.ndarray, success: float, rng: np.random.Generator) -> np.ndarray:
+    """``out = (1 - 2S) V``; returns the positions of the rejected pairs (``S = 1``, ``V = 0``)."""
+    np.subtract(rng.geometric(success, len(out)), 1, out=out)
+    signs = _random_bits(len(out), rng)
+    mask = np.subtract(0, signs, dtype=np.int64)  # -S: all ones where S = 1 (branch-free negation below)
+    np.bitwise_xor(out, mask, out=out)
+    np.subtract(out, mask, out=out)  # (V ^ -S) + S = (1 - 2S) V in two's complement
+    return np.flatnonzero(signs & (out == 0))
+
+
+def _random_bits(count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` independent fair bits (uint8 0/1), 64 per raw 64-bit draw of the bit generator."""
+    raw = rng.bit_generator.random_raw((count + 63) // 64)
+    return np.unpackbits(np.ascontiguousarray(raw).view(np.uint8), count=count)
 
 
 def discrete_laplace_pmf(z: np.ndarray, sigma: float) -> np.ndarray:

@@ -25,6 +25,7 @@ References
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,14 +80,36 @@ def axis_corners(j: int, d: int) -> list[np.ndarray]:
 def _bit_sum(weights: list[int], dtype: type) -> np.ndarray:
     """``sum_l bit_l(t) * weights[l]`` for ``t = 0..2^L-1``, where bit ``l`` is bit ``L-1-l`` of ``t``.
 
-    Built as a Kronecker sum, one doubling per level: ``O(2^L)`` in total.
+    A Kronecker sum: the first half of the weights gives the high bits, the second half the
+    low bits, and the table is their broadcast sum; ``O(2^L)`` in total, one full-size write.
     """
-    out = np.zeros(1, dtype=dtype)
-    for w in weights:
-        out = np.repeat(out, 2)
-        if w:
-            out[1::2] += w
-    return out
+    if len(weights) <= 4:
+        out = np.zeros(1, dtype=dtype)
+        for w in weights:
+            out = np.repeat(out, 2)
+            if w:
+                out[1::2] += w
+        return out
+    half = len(weights) // 2
+    high, low = _bit_sum(weights[:half], dtype), _bit_sum(weights[half:], dtype)
+    out = np.empty((len(high), len(low)), dtype=dtype)
+    np.add(high[:, None], low[None, :], out=out)
+    return out.reshape(-1)
+
+
+def leaf_axis_coordinates(r: int, d: int, axis: int, leaves: np.ndarray) -> np.ndarray:
+    """Integer lower corner on ``axis`` of the depth-``r`` leaves with heap indices ``leaves``.
+
+    The same values as ``axis_corners(r, d)[axis][leaves]`` without building the ``2^r`` table: the
+    low ``k`` bits of a heap index and its high bits contribute separately, so the coordinate is a sum
+    of two lookups in tables of ``2^k`` and ``2^(r-k)`` entries.
+    """
+    cuts = cuts_per_axis(r, d)
+    weights = [(1 << (int(cuts[axis]) - 1 - level // d)) if level % d == axis else 0 for level in range(r)]
+    k = min(r, max(r // 2, 12))
+    high, low = _bit_sum(weights[:r - k], np.int64), _bit_sum(weights[r - k:], np.int64)
+    leaves = np.asarray(leaves, dtype=np.int64)
+    return high[leaves >> k] + low[leaves & ((1 << k) - 1)]
 
 
 def level_boxes(j: int, d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -96,44 +119,80 @@ def level_boxes(j: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     return corners * side, (corners + 1) * side
 
 
-def _grid_offsets(r: int, d: int) -> tuple[np.ndarray, np.ndarray]:
-    """Cuts per axis and bit offsets of the row-major grid index of the depth-``r`` cells."""
+#: Rows per chunk when computing cell ids (the float and integer scratch stay in the CPU caches).
+ROW_CHUNK = 2 ** 16
+
+
+#: Bits of an axis coordinate translated by one lookup table in :func:`_heap_ids` (tables of 2^12 entries).
+TABLE_BITS = 12
+
+
+def _heap_tables(r: int, d: int) -> list[list[tuple[int, int, np.ndarray]]]:
+    """Per axis, ``(shift, width, table)`` pieces with ``heap id = sum table[(coordinate >> shift) & (2^width - 1)]``.
+
+    Bit ``b`` of axis ``a``'s coordinate is the cut of level ``l = a + d (c_a - 1 - b)``, which is bit
+    ``r - 1 - l`` of the heap id; a table maps ``width`` consecutive coordinate bits to their heap bits.
+    """
     cuts = cuts_per_axis(r, d)
-    offsets = np.concatenate([np.cumsum(cuts[::-1])[::-1][1:], [0]]).astype(np.int64)
-    return cuts, offsets
+    tables = []
+    for a in range(d):
+        c = int(cuts[a])
+        pieces = []
+        for shift in range(0, c, TABLE_BITS):
+            width = min(TABLE_BITS, c - shift)
+            values = np.arange(1 << width, dtype=np.int64)
+            table = np.zeros(1 << width, dtype=np.int64)
+            for bit in range(width):
+                level = a + d * (c - 1 - (shift + bit))
+                table |= ((values >> bit) & 1) << (r - 1 - level)
+            pieces.append((shift, width, table))
+        tables.append(pieces)
+    return tables
 
 
-def _grid_ids(unit: np.ndarray, r: int) -> np.ndarray:
-    """Row-major index of the depth-``r`` cell of each row; ``x = 1.0`` goes to the last cell."""
-    cuts, offsets = _grid_offsets(r, unit.shape[1])
-    ids = np.zeros(len(unit), dtype=np.int64)
-    scaled = np.empty(len(unit))
-    coordinate = np.empty(len(unit), dtype=np.int64)
-    for axis, (c, off) in enumerate(zip(cuts.tolist(), offsets.tolist())):
-        if c == 0:
-            continue
-        np.multiply(unit[:, axis], float(2 ** c), out=scaled)
-        np.copyto(coordinate, scaled, casting="unsafe")  # floor, since unit >= 0
-        np.minimum(coordinate, 2 ** c - 1, out=coordinate)
-        np.left_shift(coordinate, off, out=coordinate)
-        ids |= coordinate
-    return ids
+def _heap_id_chunks(unit: np.ndarray, r: int) -> Iterator[tuple[int, np.ndarray]]:
+    """``(start, ids)`` for consecutive chunks of :data:`ROW_CHUNK` rows: the heap (Morton) index of each row's
+    depth-``r`` leaf, ``sum_a sum_pieces table[(coordinate_a >> shift) & mask]`` (:func:`_heap_tables`) with
+    ``coordinate_a = min(floor(x_a 2^c_a), 2^c_a - 1)``.  No per-bit loop and no sort; the yielded array is
+    scratch that the next chunk overwrites.
+    """
+    n, d = unit.shape
+    cuts, tables = cuts_per_axis(r, d), _heap_tables(r, d)
+    chunk = min(ROW_CHUNK, max(n, 1))
+    ids, scaled = np.empty(chunk, dtype=np.int64), np.empty(chunk)
+    coordinate, piece, looked = (np.empty(chunk, dtype=np.int64) for _ in range(3))
+    axes = [(axis, int(c)) for axis, c in enumerate(cuts) if c]
+    for start in range(0, n, chunk):
+        size = min(n, start + chunk) - start
+        part, sc, co, pc, lk = ids[:size], scaled[:size], coordinate[:size], piece[:size], looked[:size]
+        part[:] = 0
+        for axis, c in axes:
+            np.multiply(unit[start:start + size, axis], float(2 ** c), out=sc)
+            np.copyto(co, sc, casting="unsafe")  # floor, since unit >= 0
+            np.minimum(co, 2 ** c - 1, out=co)
+            for shift, width, table in tables[axis]:
+                source = co
+                if shift or width < c:
+                    np.right_shift(co, shift, out=pc)
+                    np.bitwise_and(pc, (1 << width) - 1, out=pc)
+                    source = pc
+                np.take(table, source, out=lk, mode="clip")  # indices are in range; "clip" avoids a buffered copy
+                part += lk
+        yield start, part
 
 
-def _heap_to_grid(r: int, d: int) -> np.ndarray:
-    """Row-major grid index of each depth-``r`` cell, listed in heap order."""
-    cuts, offsets = _grid_offsets(r, d)
-    return _bit_sum([1 << int(offsets[level % d] + cuts[level % d] - 1 - level // d) for level in range(r)], np.int64)
-
-
-def leaf_counts(unit: np.ndarray, r: int) -> np.ndarray:
+def leaf_counts(unit: np.ndarray, r: int, out: np.ndarray | None = None) -> np.ndarray:
     """True counts of the ``2^r`` leaves (heap order) for points ``unit`` in ``[0,1]^d``.
 
-    ``O(n d + d 2^r)``: a bincount of row-major grid indices, permuted to heap order
-    (no per-row bit interleaving).
+    ``O(n d + 2^r)``: the rows' heap ids chunk by chunk (:func:`_heap_id_chunks`), each chunk added
+    into the counts (``numpy.add.at``), so no array of ``n`` ids is held.  ``out`` (int64, ``2^r``)
+    receives them when given.
     """
-    counts = np.bincount(_grid_ids(unit, r), minlength=2 ** r)
-    return counts[_heap_to_grid(r, unit.shape[1])]
+    out = np.zeros(2 ** r, dtype=np.int64) if out is None else out
+    out[:] = 0
+    for _, ids in _heap_id_chunks(unit, r):
+        np.add.at(out, ids, 1)
+    return out
 
 
 def leaf_ids(unit: np.ndarray, r: int) -> np.ndarray:
@@ -143,9 +202,10 @@ def leaf_ids(unit: np.ndarray, r: int) -> np.ndarray:
     along axis ``j mod d``.  A point on a cut plane goes to the upper cell; ``x = 1.0``
     goes to the last cell.
     """
-    heap_of_grid = np.empty(2 ** r, dtype=np.int64)
-    heap_of_grid[_heap_to_grid(r, unit.shape[1])] = np.arange(2 ** r)
-    return heap_of_grid[_grid_ids(unit, r)]
+    out = np.empty(len(unit), dtype=np.int64)
+    for start, ids in _heap_id_chunks(unit, r):
+        out[start:start + len(ids)] = ids
+    return out
 
 
 def sparse_leaf_counts(unit: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
@@ -154,23 +214,54 @@ def sparse_leaf_counts(unit: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray
     The same counts as :func:`leaf_counts` (its non-zero entries), for blocks of rows much
     smaller than ``2^r`` (a Dask partition at large depth).
     """
-    grid, counts = np.unique(_grid_ids(unit, r), return_counts=True)
-    d = unit.shape[1]
-    cuts, offsets = _grid_offsets(r, d)
-    heap = np.zeros(len(grid), dtype=np.int64)
-    for level in range(r):
-        bit = int(offsets[level % d] + cuts[level % d] - 1 - level // d)
-        heap |= ((grid >> bit) & 1) << (r - 1 - level)
-    order = np.argsort(heap)
-    return heap[order], counts[order].astype(np.int64)
+    heap, counts = np.unique(leaf_ids(unit, r), return_counts=True)
+    return heap.astype(np.int64), counts.astype(np.int64)
 
 
 def tree_counts(leaves: np.ndarray, r: int) -> list[np.ndarray]:
     """Counts of every level ``0..r`` from the leaf counts (pairwise sums upward)."""
-    levels = [np.asarray(leaves)]
-    for _ in range(r):
-        levels.append(levels[-1].reshape(-1, 2).sum(axis=1))
-    return levels[::-1]
+    tree = HeapTree.allocate(r, np.array(leaves, dtype=np.int64))
+    fill_upper_levels(tree, r)
+    return [level_of(tree, j) for j in range(r + 1)]
+
+
+@dataclass
+class HeapTree:
+    """All levels of a depth-``r`` tree in heap layout, in two int64 arrays of ``2^r`` entries.
+
+    Levels ``0..r-1`` live in ``upper`` (level ``j`` is ``upper[2^j : 2^(j+1)]``, entry 0 unused),
+    the leaves in ``leaves``; the children of entry ``i`` of level ``j`` are entries ``2i`` and
+    ``2i+1`` of level ``j+1``.  Every stage of PMM (counts, noise, consistency) works in these two
+    arrays, and the leaves can be an array the counting produced (no copy).
+    """
+
+    upper: np.ndarray
+    leaves: np.ndarray
+
+    @classmethod
+    def allocate(cls, r: int, leaves: np.ndarray | None = None) -> "HeapTree":
+        """A tree with uninitialised upper levels (and leaves, unless ``leaves`` is given)."""
+        if leaves is None:
+            leaves = np.empty(2 ** r, dtype=np.int64)
+        if leaves.dtype != np.int64 or leaves.shape != (2 ** r,):
+            raise ValueError(f"the leaves of a depth-{r} tree are {2 ** r} int64 counts")
+        return cls(np.empty(2 ** r, dtype=np.int64), leaves)
+
+    @property
+    def depth(self) -> int:
+        return len(self.leaves).bit_length() - 1
+
+
+def level_of(tree: HeapTree, j: int) -> np.ndarray:
+    """Level ``j`` of a heap-layout tree (a view)."""
+    return tree.leaves if j == tree.depth else tree.upper[2 ** j:2 ** (j + 1)]
+
+
+def fill_upper_levels(tree: HeapTree, r: int) -> None:
+    """Levels ``r-1, ..., 0`` of a heap-layout tree as pairwise sums of the level below, in place."""
+    for j in range(r - 1, -1, -1):
+        children = level_of(tree, j + 1)
+        np.add(children[0::2], children[1::2], out=level_of(tree, j))
 
 
 # -- noise plan and depth ---------------------------------------------------------------
@@ -286,17 +377,63 @@ def consistency(noisy: list[np.ndarray], rule: str = "proportional",
         by a fair coin from ``rng``.  Both keep comparability exactly (spec B.4.3).
     rng : numpy.random.Generator
         Needed for ``uniform``.
+
+    The work is done by :func:`consistency_in_place` on a heap-layout copy.
     """
-    consistent = [np.asarray(noisy[0], dtype=np.int64).copy()]
-    for children in noisy[1:]:
-        children = np.asarray(children, dtype=np.int64)
-        a, b, parent = children[0::2], children[1::2], consistent[-1]
-        left = proportional_split(a, b, parent) if rule == "proportional" else uniform_split(a, b, parent, rng)
-        level = np.empty(len(children), dtype=np.int64)
-        level[0::2] = left
-        np.subtract(parent, left, out=level[1::2])
-        consistent.append(level)
-    return consistent
+    r = len(noisy) - 1
+    tree = HeapTree.allocate(r)
+    for j, level in enumerate(noisy):
+        level_of(tree, j)[:] = level
+    consistency_in_place(tree, r, rule, rng)
+    return [level_of(tree, j) for j in range(r + 1)]
+
+
+#: Parents per chunk of :func:`consistency_in_place` (its scratch stays in the CPU caches).
+CONSISTENCY_CHUNK = 2 ** 15
+
+
+def consistency_in_place(tree: HeapTree, r: int, rule: str = "proportional",
+                         rng: np.random.Generator | None = None) -> None:
+    """:func:`consistency` on a heap-layout tree (:class:`HeapTree`) of noisy counts, overwriting it.
+
+    Level by level from the top: a level's consistent counts replace its noisy counts once the
+    level above is consistent, so the children's noisy counts are read just before they are
+    overwritten.  Scratch memory is :data:`CONSISTENCY_CHUNK` entries, whatever the depth.
+    """
+    if rule not in ("proportional", "uniform"):
+        raise ValueError(f"unknown consistency rule {rule!r}")
+    scratch = [np.empty(min(CONSISTENCY_CHUNK, 2 ** max(r - 1, 0)), dtype=np.int64) for _ in range(3)]
+    for j in range(r):
+        parents, children = level_of(tree, j), level_of(tree, j + 1)
+        wide = rule == "proportional" and int(parents.max()) * (int(children.max()) + 1) >= 2 ** 62
+        for start in range(0, len(parents), CONSISTENCY_CHUNK):
+            stop = min(len(parents), start + CONSISTENCY_CHUNK)
+            total = parents[start:stop]
+            a, b = children[2 * start:2 * stop:2], children[2 * start + 1:2 * stop:2]
+            left = scratch[0][:stop - start]
+            if rule == "uniform":
+                left[:] = uniform_split(a, b, total, rng)
+            elif wide:
+                left[:] = proportional_split(a, b, total)
+            else:
+                _proportional_left(a, b, total, left, scratch[1][:stop - start], scratch[2][:stop - start])
+            a[:] = left
+            np.subtract(total, left, out=b)
+
+
+def _proportional_left(a: np.ndarray, b: np.ndarray, total: np.ndarray, left: np.ndarray, s: np.ndarray,
+                       zero: np.ndarray) -> None:
+    """``left = floor(total a / (a + b))``, ``floor(total / 2)`` where ``a + b = 0`` (no overflow: checked by the caller).
+
+    Branch-free: with ``z = [a + b = 0]``, ``floor(total (a + z) / (a + b + 2z))`` is both.
+    """
+    np.add(a, b, out=s)
+    np.equal(s, 0, out=zero, casting="unsafe")
+    np.add(s, zero, out=s)
+    np.add(s, zero, out=s)
+    np.add(a, zero, out=zero)
+    np.multiply(total, zero, out=left)
+    np.floor_divide(left, s, out=left)
 
 
 def proportional_split(a: np.ndarray, b: np.ndarray, total: np.ndarray) -> np.ndarray:

@@ -11,7 +11,8 @@ partition (grid cells, tree leaves).  It is written as
    sparse ``(ids, counts)``; counts of disjoint blocks merge by summation (:func:`merge_counts`);
 3. ``release(counts, n, d, epsilon, *, neighbouring, n_synthetic, rng, layout, params)
    -> (MechanismOutput without rows, RowPlan)``: noise, consistency and everything after it,
-   a function of the counts only.
+   a function of the counts only.  A release may consume its counts (:meth:`CellCounts.take_dense`
+   hands their memory over), so counts are passed to one release only.
 
 The in-memory run function calls exactly these stages (:meth:`Stages.run`), and the Dask path
 (:mod:`privsyn_core.dask_backend`) calls the same ``layout`` and ``release`` with the counts summed
@@ -34,8 +35,15 @@ import numpy as np
 
 from .result import MechanismOutput
 
-#: Largest number of synthetic rows generated from one generator (64 MB of float64 rows at d = 2).
+#: Largest number of synthetic rows generated from one generator (64 MB of float64 rows at d = 2).  Rows are
+#: shuffled within their block, so this size is part of the output's law (row order): keep it fixed.
 ROW_BLOCK = 2 ** 22
+#: Rows per chunk of :meth:`RowPlan.rows` (its column scratch stays in the CPU caches).
+ROW_CHUNK = 2 ** 16
+#: :meth:`CellCounts.from_ids` counts with a dense bincount when the ids are below this many times their number.
+DENSE_FACTOR = 4
+#: Atoms per group when locating the atom of a row (:meth:`RowPlan.pieces`).
+_LOCATE_GROUP = 2 ** 12
 
 
 class CellCounts:
@@ -56,11 +64,42 @@ class CellCounts:
 
     @classmethod
     def from_ids(cls, cell_ids: np.ndarray) -> "CellCounts":
+        """Counts of non-negative cell ids: a bincount when the ids are below :data:`DENSE_FACTOR` times
+        their number (``O(n)``), else a sort (``numpy.unique``, ``O(n log n)``, for sparse huge id spaces)."""
+        cell_ids = np.asarray(cell_ids, dtype=np.int64)
+        if len(cell_ids) and int(cell_ids.max()) < DENSE_FACTOR * len(cell_ids) + 2 ** 16:
+            dense = np.bincount(cell_ids)
+            ids = np.flatnonzero(dense)
+            return cls(ids, dense[ids])
         ids, counts = np.unique(cell_ids, return_counts=True)
         return cls(ids.astype(np.int64), counts.astype(np.int64))
 
+    def take_dense(self, size: int) -> np.ndarray:
+        """All ``size`` counts as a writable int64 array the caller owns from now on.
+
+        The dense array these counts hold is handed over without a copy when it can be (grown in place
+        to ``size`` entries, zeros added, if it is shorter), else a new array is filled; these counts
+        can no longer be read afterwards (an accessor raises), so that only the caller holds the memory.
+        """
+        full = self._full
+        if full is not None and len(full) <= size and full.flags.owndata and full.flags.writeable:
+            if len(full) < size:
+                full.resize(size, refcheck=False)  # realloc: no second copy of the counts at once
+        else:
+            full = self.dense(size).copy() if full is not None and len(full) == size else self._scatter(size)
+        self._full = self._ids = self._counts = None
+        self._taken = True
+        return full
+
+    def _scatter(self, size: int) -> np.ndarray:
+        out = np.zeros(size, dtype=np.int64)
+        out[self.ids] = self.counts
+        return out
+
     @property
     def ids(self) -> np.ndarray:
+        if getattr(self, "_taken", False):
+            raise RuntimeError("internal error: these counts were handed over to a release (take_dense)")
         if self._ids is None:
             self._ids = np.flatnonzero(self._full).astype(np.int64)
         return self._ids
@@ -75,15 +114,15 @@ class CellCounts:
         """All ``size`` counts as an int64 array (zeros for absent ids); do not modify it."""
         if self._full is not None and len(self._full) == size:
             return self._full
-        out = np.zeros(size, dtype=np.int64)
-        out[self.ids] = self.counts
-        return out
+        return self._scatter(size)
 
     def sparse(self) -> "CellCounts":
         return CellCounts(self.ids, self.counts)
 
     @property
     def total(self) -> int:
+        if self._full is not None:  # no sparse view materialised just for the sum
+            return int(self._full.sum())
         return int(self.counts.sum())
 
 
@@ -113,13 +152,18 @@ class RowPlan:
 
     * ``"point"``: the row is ``points[i]``;
     * ``"box"``: uniform in the box ``[lo[i], hi[i]]`` (``lo + U (hi - lo)``);
-    * ``"leaf"``: PMM's leaf sampling ``(U + points[i]) * side`` (``points`` are integer corners; with
-      ``uniform=False`` the row is ``(0.5 + points[i]) * side``);
+    * ``"leaf"``: PMM's leaf sampling ``(U + c_t) * side``, where the atoms are the consecutive
+      depth-``depth`` leaves ``t = first_leaf, first_leaf + 1, ...`` of the binary partition (heap
+      order) and ``c_t`` is leaf ``t``'s integer corner (:func:`privsyn_core.pmm_tree.leaf_axis_coordinates`);
+      with ``uniform=False`` the row is ``(0.5 + c_t) * side``.  ``points`` is an empty ``(0, d)`` array
+      and ``counts`` are dense (zeros included), so no per-leaf table is held;
     * ``"cube"``: uniform on ``[0,1]^d`` (nothing was released; ``counts`` has one entry);
     * ``"jitter"``: ``points[i] + (U - 0.5) / bins``, uniform in the grid cell of side ``1/bins``
       centred at ``points[i]`` (``srw``'s rows).
 
-    ``shuffle`` permutes the rows of each block, so row order does not reveal the atom order.
+    ``shuffle`` permutes the rows of each block uniformly at random, so row order does not reveal
+    the atom order.  Rows are computed column by column in a block-sized scratch column and copied
+    into the ``(rows, d)`` output.
     """
 
     mode: str
@@ -133,10 +177,12 @@ class RowPlan:
     bins: int | None = None
     shuffle: bool = True
     block_rows: int = field(default_factory=lambda: ROW_BLOCK)
+    depth: int | None = None
+    first_leaf: int = 0
 
     @property
     def total(self) -> int:
-        return int(self.counts.sum())
+        return int(np.sum(self.counts, dtype=np.int64))
 
     @property
     def dim(self) -> int:
@@ -162,52 +208,150 @@ class RowPlan:
         n_blocks = len(self.blocks())
         return [self.rng] if n_blocks == 1 else self.rng.spawn(n_blocks)
 
+    def pieces(self) -> list[tuple[int, int, "RowPlan"]]:
+        """``(start, stop, piece)`` of every block, each piece drawing from its block generator.
+
+        The atoms of all block edges are located in one pass over the counts (:meth:`_locate`).
+        """
+        blocks = self.blocks()
+        rows = [start for start, stop in blocks if stop > start] + [stop - 1 for start, stop in blocks if stop > start]
+        found = dict(zip(rows, zip(*self._locate(np.array(rows, dtype=np.int64))))) if rows else {}
+        return [(start, stop, self._piece(start, stop, rng, found.get(start), found.get(stop - 1)))
+                for (start, stop), rng in zip(blocks, self.block_generators())]
+
     def piece(self, start: int, stop: int, rng: np.random.Generator) -> "RowPlan":
         """The plan of rows ``[start, stop)`` alone (only the atoms they use), drawing from ``rng``."""
-        cumulative = np.cumsum(self.counts)
-        first = int(np.searchsorted(cumulative, start, side="right"))
-        last = int(np.searchsorted(cumulative, stop, side="left")) + 1 if stop > start else first
-        last = min(last, len(self.counts))
-        before = int(cumulative[first - 1]) if first > 0 else 0
-        counts = self.counts[first:last].copy()
-        if len(counts):
-            counts[0] -= start - before
-            counts[-1] -= int(cumulative[last - 1]) - stop
+        if stop <= start:
+            return self._piece(start, stop, rng, None, None)
+        atoms, before = self._locate(np.array([start, stop - 1], dtype=np.int64))
+        return self._piece(start, stop, rng, (atoms[0], before[0]), (atoms[1], before[1]))
+
+    def _locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each row number, the atom holding it and the number of rows before that atom.
+
+        Groups of :data:`_LOCATE_GROUP` atoms are summed first, so only the groups holding the rows are
+        scanned atom by atom: ``O(atoms)`` time and ``O(atoms / group)`` memory (no full cumulative sum).
+        """
+        counts = self.counts
+        starts = np.arange(0, len(counts), _LOCATE_GROUP)
+        group_end = np.cumsum(np.add.reduceat(counts, starts, dtype=np.int64)) if len(counts) else np.zeros(0, np.int64)
+        atoms, before = np.empty(len(rows), dtype=np.int64), np.empty(len(rows), dtype=np.int64)
+        for i, row in enumerate(rows.tolist()):
+            g = int(np.searchsorted(group_end, row, side="right"))
+            base = int(group_end[g - 1]) if g else 0
+            ends = base + np.cumsum(counts[g * _LOCATE_GROUP:(g + 1) * _LOCATE_GROUP], dtype=np.int64)
+            k = int(np.searchsorted(ends, row, side="right"))
+            atoms[i], before[i] = g * _LOCATE_GROUP + k, int(ends[k - 1]) if k else base
+        return atoms, before
+
+    def _piece(self, start: int, stop: int, rng: np.random.Generator, head: tuple | None,
+               tail: tuple | None) -> "RowPlan":
+        """The piece of rows ``[start, stop)`` given the located (atom, rows before it) of rows ``start``, ``stop - 1``."""
         if self.mode == "cube":
-            counts = np.array([stop - start], dtype=np.int64)
-            first, last = 0, 1
+            return replace(self, counts=np.array([stop - start], dtype=np.int64), rng=rng, block_rows=max(1, stop - start))
+        if stop <= start:
+            first = last = 0
+            counts = self.counts[:0].astype(np.int64)
+        else:
+            (first, before), (last_atom, before_last) = head, tail
+            last = int(last_atom) + 1
+            counts = self.counts[first:last].astype(np.int64)
+            counts[-1] = stop - before_last
+            counts[0] -= start - before
+        if self.mode == "leaf":
+            return replace(self, counts=_compact(counts), rng=rng, block_rows=max(1, stop - start),
+                           first_leaf=self.first_leaf + int(first))
 
         def cut(a):
             return None if a is None else a[first:last]
         return replace(self, counts=counts, points=self.points[first:last], lo=cut(self.lo), hi=cut(self.hi),
                        rng=rng, block_rows=max(1, stop - start))
 
-    def rows(self) -> np.ndarray:
-        """All rows of a one-block plan (what a block or a Dask partition computes)."""
+    def rows(self, out: np.ndarray | None = None) -> np.ndarray:
+        """All rows of a one-block plan (what a block or a Dask partition computes), into ``out`` if given.
+
+        Every row gets the label of its atom (a run of ``counts[i]`` rows per atom; shuffled plans
+        shuffle the labels, a uniformly random order of the rows, instead of permuting finished rows).
+        Then column by column, in chunks of :data:`ROW_CHUNK` rows so that every pass stays in the CPU
+        caches: ``U`` from the plan's generator (one whole column after the other, so the draws do not
+        depend on the chunking), then the labelled atom's offset and scale.
+        """
         total, d, rng = self.total, self.dim, self.rng
-        if self.mode == "cube":
-            return rng.random((total, d))
-        if self.mode == "leaf":
-            rows = rng.random((total, d)) if self.uniform else np.full((total, d), 0.5)
-            rows += np.repeat(self.points, self.counts, axis=0)
-            rows *= self.side
-            return rows
-        idx = np.repeat(np.arange(len(self.counts)), self.counts)
-        if self.mode in ("point", "jitter"):
-            rows = self.points[idx]
-            if self.mode == "jitter":
-                rows = rows + (rng.random(rows.shape) - 0.5) / self.bins
-        else:
-            lo, hi = self.lo[idx], self.hi[idx]
-            rows = lo + rng.random(lo.shape) * (hi - lo)
-        return rows[rng.permutation(len(rows))] if self.shuffle else rows
+        out = np.empty((total, d)) if out is None else out
+        tables: list[tuple[np.ndarray, ...]] = [() for _ in range(d)]
+        labels = None
+        if self.mode == "leaf":  # the tree geometry lives with PMM
+            from .pmm_tree import leaf_axis_coordinates
+
+            used = np.flatnonzero(self.counts)
+            labels = _run_labels(self.counts[used], total)
+            tables = [(leaf_axis_coordinates(self.depth, d, a, self.first_leaf + used).astype(float),)
+                      for a in range(d)]
+        elif self.mode != "cube":
+            labels = _run_labels(self.counts, total)
+            if self.shuffle:
+                rng.shuffle(labels)
+            if self.mode == "box":
+                tables = [(self.hi[:, a] - self.lo[:, a], self.lo[:, a]) for a in range(d)]
+            else:
+                tables = [(np.ascontiguousarray(self.points[:, a]),) for a in range(d)]
+        size = min(ROW_CHUNK, max(total, 1))
+        column, looked = np.empty(size), np.empty(size)
+        for a in range(d):
+            for start in range(0, total, size):
+                stop = min(total, start + size)
+                col, tmp = column[:stop - start], looked[:stop - start]
+                lab = None if labels is None else labels[start:stop]
+                if self.mode == "point":
+                    np.take(tables[a][0], lab, out=col, mode="clip")
+                elif self.mode == "leaf":
+                    if self.uniform:
+                        rng.random(out=col)
+                    else:
+                        col[:] = 0.5
+                    col += np.take(tables[a][0], lab, out=tmp, mode="clip")
+                    col *= self.side[a]
+                else:
+                    rng.random(out=col)
+                    if self.mode == "jitter":
+                        col -= 0.5
+                        col /= self.bins
+                        col += np.take(tables[a][0], lab, out=tmp, mode="clip")
+                    elif self.mode == "box":
+                        col *= np.take(tables[a][0], lab, out=tmp, mode="clip")
+                        col += np.take(tables[a][1], lab, out=tmp, mode="clip")
+                out[start:stop, a] = col
+        return out
 
     def all_rows(self) -> np.ndarray:
-        """Every row, block by block (the in-memory path)."""
-        blocks = self.blocks()
-        if len(blocks) == 1:
-            return self.rows()
-        return np.concatenate([self.piece(a, b, g).rows() for (a, b), g in zip(blocks, self.block_generators())])
+        """Every row, block by block, into one ``(total, d)`` array (the in-memory path)."""
+        out = np.empty((self.total, self.dim))
+        for start, stop, piece in self.pieces():
+            if stop > start:
+                piece.rows(out[start:stop])
+        return out
+
+
+def _run_labels(counts: np.ndarray, total: int) -> np.ndarray:
+    """``numpy.repeat(arange(len(counts)), counts)`` (int32 when it fits) as a cumulative sum of steps at the
+    runs' first rows: a few passes over the rows instead of a per-atom copy loop."""
+    dtype = np.int32 if len(counts) < 2 ** 31 else np.int64
+    labels = np.zeros(total, dtype=dtype)
+    present = np.flatnonzero(counts)
+    if len(present):
+        starts = np.cumsum(counts, dtype=np.int64)[present] - counts[present]
+        labels[starts] = np.diff(present, prepend=0)
+        np.cumsum(labels, out=labels)
+    return labels
+
+
+def _compact(counts: np.ndarray) -> np.ndarray:
+    """Non-negative counts in the smallest unsigned dtype that holds them (released values: public)."""
+    top = int(counts.max(initial=0))
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if top <= np.iinfo(dtype).max:
+            return counts.astype(dtype)
+    return counts
 
 
 #: ``size`` of a run called directly, not through :func:`privsyn_core.synthesize`: the caller treats

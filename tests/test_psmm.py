@@ -115,7 +115,10 @@ def test_corrected_lp_beats_printed_lp_on_random_2d_cases():
         corrected = dbl_distance(project_dbl(nu, atoms).tau, nu, atoms)
         printed = dbl_distance(project_dbl_printed(nu, atoms).tau, nu, atoms)
         gaps.append(printed - corrected)
-    assert min(gaps) > 1e-6  # strictly worse every time (the corrected LP is optimal, so never better)
+    # the corrected LP is optimal, so the printed one is never better; it is strictly worse on most random
+    # cases, but can reach the optimum on some (1 of these 10 with numpy 2.4 and this seed)
+    assert min(gaps) > -1e-9
+    assert sum(gap > 1e-6 for gap in gaps) >= 8
 
 
 @pytest.mark.slow

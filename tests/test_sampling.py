@@ -31,3 +31,16 @@ def test_equal_weights_share_the_leftover_rows_uniformly_at_random():
     assert hits.sum() == 4 * reps
     for position in (0, 7):
         assert stats.binomtest(int(hits[position]), reps, 0.5).pvalue > ALPHA
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_selection_equals_the_sorted_rule_when_remainders_are_distinct(seed):
+    """The O(m) selection gives the rows to the same atoms as sorting all remainders (no ties to break)."""
+    rng = np.random.default_rng(seed)
+    weights = rng.exponential(size=1000)
+    total = int(rng.integers(1, 5000))
+    share = weights * (total / weights.sum())
+    expected = np.floor(share).astype(np.int64)
+    order = np.argsort(-(share - expected), kind="stable")
+    expected[order[:total - expected.sum()]] += 1
+    assert np.array_equal(largest_remainder(weights, total, rng), expected)

@@ -379,12 +379,19 @@ class TreePlan(RowPlan):
 
     sampler: TreeSampler = field(kw_only=True, repr=False)
 
-    def piece(self, start: int, stop: int, rng: np.random.Generator) -> TreePlan:
+    def _piece(self, start: int, stop: int, rng: np.random.Generator, head: tuple | None,
+               tail: tuple | None) -> TreePlan:
+        """Rows ``[start, stop)``: the one atom's count is the block's size (the sampler draws them all)."""
         return replace(self, counts=np.array([stop - start], dtype=np.int64), rng=rng,
                        block_rows=max(1, stop - start))
 
-    def rows(self) -> np.ndarray:
-        return self.sampler.sample(self.total, self.rng)
+    def rows(self, out: np.ndarray | None = None) -> np.ndarray:
+        """The block's rows from the sampler, into ``out`` if given."""
+        rows = self.sampler.sample(self.total, self.rng)
+        if out is None:
+            return rows
+        out[...] = rows
+        return out
 
 
 def edge_features(out: MechanismOutput, pair: Any) -> np.ndarray:

@@ -44,10 +44,24 @@ import numpy as np
 
 from ..errors import DataError, ResourceError
 from ..layout import coarse_warnings
-from ..noise import discrete_laplace
-from ..pmm_tree import (MAX_DEPTH, NoisePlan, accuracy_bound, bound_opt_depth, consistency as make_consistent,
-                        cuts_per_axis, leaf_counts, level_boxes, level_corners, level_diameter, noise_plan,
-                        paper_depth, sparse_leaf_counts, tree_counts)
+from ..noise import discrete_laplace, fill_discrete_laplace
+from ..pmm_tree import (
+    MAX_DEPTH,
+    HeapTree,
+    NoisePlan,
+    accuracy_bound,
+    bound_opt_depth,
+    consistency_in_place,
+    cuts_per_axis,
+    fill_upper_levels,
+    leaf_counts,
+    level_boxes,
+    level_diameter,
+    level_of,
+    noise_plan,
+    paper_depth,
+    sparse_leaf_counts,
+)
 from ..registry import ParamSpec, register_staged
 from ..resources import PMM_BYTES_PER_LEAF, max_pmm_depth
 from ..result import MechanismOutput
@@ -66,7 +80,7 @@ def pmm_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[s
 
 
 def pmm_counts(unit: np.ndarray, layout: tuple[int, tuple[str, ...]]) -> CellCounts:
-    """Counts of the ``2^r`` leaves in heap order: a dense bincount, or sparse when ``2^r`` exceeds the rows."""
+    """Counts of the ``2^r`` leaves in heap order: dense, or sparse when ``2^r`` exceeds the rows."""
     r = layout[0]
     if 2 ** r > len(unit):
         return CellCounts(*sparse_leaf_counts(unit, r))
@@ -76,35 +90,45 @@ def pmm_counts(unit: np.ndarray, layout: tuple[int, tuple[str, ...]]) -> CellCou
 def pmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
                 rng: np.random.Generator, layout: tuple[int, tuple[str, ...]],
                 params: dict[str, Any]) -> tuple[MechanismOutput, RowPlan]:
-    """Steps 2-5 of the module docstring from the leaf counts: noise, consistency, the leaf row plan."""
+    """Steps 2-5 of the module docstring from the leaf counts: noise, consistency, the leaf row plan.
+
+    Memory: one int64 heap-layout tree (:class:`HeapTree`, ``2^(r+1)`` entries, the leaves being the
+    counts' own dense array) holds the true counts, then (in place, level by level) the clamped noisy
+    counts, then the consistent counts; noise and consistency use scratch buffers of a fixed size.
+    Copies are kept only of the levels shown in ``diagnostics``.
+    """
     r, warnings = layout[0], list(layout[1])
     depth, sample = params["depth"], params["sample"]
     plan = noise_plan(r, d, epsilon, neighbouring)
     noise_rng, consistency_rng, sample_rng = rng.spawn(3)
+    shown = min(r, int(np.log2(DIAGNOSTIC_MAX_CELLS)))
     timings: dict[str, float] = {}
 
     start = time.perf_counter()
-    true = tree_counts(counts.dense(2 ** r), r)
+    tree = HeapTree.allocate(r, counts.take_dense(2 ** r))
+    fill_upper_levels(tree, r)
+    true = [level_of(tree, j).copy() for j in range(shown + 1)]
     timings["tree"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    lambdas = level_noise(plan, noise_rng)
-    noisy = [_clamped_sum(t, lam) for t, lam in zip(true, lambdas)]
+    lambdas = add_level_noise(tree, plan, noise_rng, keep=shown)
+    noisy = [level_of(tree, j).copy() for j in range(shown + 1)]
     timings["noise"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    consistent = make_consistent(noisy, params["consistency"], consistency_rng)
-    released = consistent[r]
-    if n_synthetic is not None and released.sum() > 0:
+    consistency_in_place(tree, r, params["consistency"], consistency_rng)
+    released = level_of(tree, r)
+    if n_synthetic is not None and level_of(tree, 0)[0] > 0:  # the consistent leaves sum to the root count
         released = largest_remainder(released, n_synthetic, sample_rng)
     timings["consistency"] = time.perf_counter() - start
+    consistent = [level_of(tree, j).copy() for j in range(shown + 1)]
 
     rows = leaf_plan(released, r, d, sample, sample_rng)
     if rows.total == 0:
         warnings.append("the noisy total count was 0: PMM released no synthetic rows (W1 is undefined)")
 
     start = time.perf_counter()
-    diagnostics = _diagnostics(true, noisy, consistent, released, lambdas, plan, d)
+    diagnostics = _diagnostics(r, true, noisy, consistent, released, lambdas, plan, d)
     timings["diagnostics"] = time.perf_counter() - start
     params = {"depth": r, "depth_rule": depth if isinstance(depth, str) else "explicit", "leaves": 2 ** r,
               "resolution": level_diameter(r, d), "synthetic_size": rows.total}
@@ -157,27 +181,45 @@ def resolve_depth(depth: int | str, n: int, epsilon: float, d: int, neighbouring
 
 
 def level_noise(plan: NoisePlan, rng: np.random.Generator) -> list[np.ndarray]:
-    """Integer noise ``lambda`` of every level, drawn in level order (zero where ``sigma = inf``)."""
+    """Integer noise ``lambda`` of every level, drawn in level order (zero where ``sigma = inf``).
+
+    The same draws as :func:`add_level_noise` makes with the same generator.
+    """
     return [discrete_laplace(sigma, 2 ** j, rng) if np.isfinite(sigma) else np.zeros(2 ** j, dtype=np.int64)
             for j, sigma in enumerate(plan.sigmas)]
+
+
+def add_level_noise(tree: HeapTree, plan: NoisePlan, rng: np.random.Generator, keep: int) -> list[np.ndarray]:
+    """``n'_theta = (n_theta + lambda_theta)_+`` on every level of a heap-layout tree, in place.
+
+    Levels are drawn in order ``0..r`` from ``rng`` (no draw where ``sigma = inf``); the noise of
+    levels ``0..keep`` is returned (for ``diagnostics``), deeper levels get it added chunk by chunk.
+    """
+    kept = []
+    for j, sigma in enumerate(plan.sigmas):
+        level = level_of(tree, j)
+        if j <= keep:
+            lam = np.zeros(len(level), dtype=np.int64)
+            if np.isfinite(sigma):
+                fill_discrete_laplace(lam, float(sigma), rng)
+            level += lam
+            kept.append(lam)
+        elif np.isfinite(sigma):
+            fill_discrete_laplace(level, float(sigma), rng, add=True)
+        np.maximum(level, 0, out=level)
+    return kept
 
 
 def leaf_plan(counts: np.ndarray, r: int, d: int, how: str, rng: np.random.Generator) -> RowPlan:
     """The rows of the leaves: ``counts[t]`` points in leaf ``t``, uniform inside it or at its centre.
 
     Rows come grouped by leaf, in heap order (a shuffle of 10^7 rows would cost more than
-    the whole mechanism); the order is a function of the released counts only.
+    the whole mechanism); the order is a function of the released counts only.  The plan holds
+    the dense leaf counts and finds the leaves' corners block by block (no per-leaf table).
     """
-    used = np.flatnonzero(counts)
     side = 2.0 ** -cuts_per_axis(r, d).astype(float)
-    return RowPlan("leaf", np.asarray(counts)[used], level_corners(r, d)[used], rng, side=side,
-                   uniform=how == "uniform", shuffle=False)
-
-
-def _clamped_sum(count: np.ndarray, noise: np.ndarray) -> np.ndarray:
-    """``(count + noise)_+`` in one new array."""
-    total = count + noise
-    return np.maximum(total, 0, out=total)
+    return RowPlan("leaf", counts, np.empty((0, d)), rng, side=side, uniform=how == "uniform", shuffle=False,
+                   depth=r)
 
 
 def _checked_unit(unit: Any) -> np.ndarray:
@@ -223,15 +265,14 @@ SPEC = register_staged(
 )
 
 
-def _diagnostics(true: list[np.ndarray], noisy: list[np.ndarray], consistent: list[np.ndarray],
+def _diagnostics(r: int, true: list[np.ndarray], noisy: list[np.ndarray], consistent: list[np.ndarray],
                  released: np.ndarray, lambdas: list[np.ndarray], plan: NoisePlan, d: int) -> dict[str, Any]:
     """``levels`` (0..r), ``cells`` (the leaves) and ``noise``, per ``docs/diagnostics.md``.
 
     Levels with more than :data:`DIAGNOSTIC_MAX_CELLS` cells are left out
     (``levels_truncated`` is then True and ``cells`` is absent).
     """
-    r = len(true) - 1
-    shown = min(r, int(np.log2(DIAGNOSTIC_MAX_CELLS)))
+    shown = len(true) - 1
     levels = []
     for j in range(shown + 1):
         lo, hi = level_boxes(j, d)

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import json
 import math
+import os
 import runpy
 from pathlib import Path
 from typing import Any, Iterator
@@ -26,6 +27,8 @@ from privsyn_core.dp_bounds import dp_bounds
 from privsyn_core.figures import NOT_PRIVATE
 from privsyn_core.io import read_csv, to_csv_bytes
 
+from ._support.text import md
+
 ROOT = Path(__file__).resolve().parent.parent
 ASSETS = ROOT / "assets"
 DEFAULT_SAMPLE = "blobs"
@@ -34,6 +37,9 @@ EPSILONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 10
 LIVE_MAX_ROWS = 10_000
 SCHEMA_FIELDS = ("name", "kind", "lo", "hi", "categories", "integer", "source")
 ENTRYPOINT_FLAG = "_entrypoint_running"
+#: Server-side switch of a release-only deployment (documented in the README).
+RELEASE_ONLY_ENV = "PRIVSYN_RELEASE_ONLY"
+PROPOSED = "proposed from the data: NOT private"
 
 
 def require_entrypoint() -> None:
@@ -92,8 +98,49 @@ def _valid(value: Any, options: list | None) -> bool:
     return value in options
 
 
+def release_locked() -> bool:
+    """True in a release-only deployment: ``PRIVSYN_RELEASE_ONLY=1`` in the server's environment.
+
+    The server's setting, not the session's: a reload or a new session starts in release mode again
+    and no widget can turn it off.
+    """
+    return os.environ.get(RELEASE_ONLY_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def release_mode() -> bool:
-    return bool(saved_value("w_release", False))
+    return release_locked() or bool(saved_value("w_release", False))
+
+
+def release_rng() -> str | int:
+    """The generator of a release: always the secure one (tests replace this to compare neighbours)."""
+    return "secure"
+
+
+def enforce_mode() -> None:
+    """Entering release mode drops everything the teaching mode left behind.
+
+    A result made in teaching mode (seeded, maybe non-private, maybe on a domain read off the data)
+    must not stay on screen or be downloadable as "the private release"; the several-mechanism table
+    and the sweep hold metrics on raw data; domains proposed from the data must not stay visible.
+    """
+    if not release_mode():
+        return
+    if st.session_state.get("result") is not None and st.session_state.get("result_mode") != "release":
+        st.session_state.result = st.session_state.run = None
+    st.session_state.compare = st.session_state.sweep = None
+    entries = st.session_state.get("schema_entries", {})
+    if any(e.get("source") == PROPOSED for e in entries.values()):
+        set_schema_entries({k: e for k, e in entries.items() if e.get("source") != PROPOSED})
+
+
+def store_result(result: ps.SynthResult, key: dict) -> None:
+    st.session_state.result, st.session_state.run = result, key
+    st.session_state.result_mode = "release" if release_mode() else "teaching"
+
+
+def mechanisms() -> list[ps.MechanismSpec]:
+    """The mechanisms offered: in release mode only the differentially private ones."""
+    return [s for s in ps.list_mechanisms() if s.is_private or not release_mode()]
 
 
 def not_private(what: str = "this view") -> None:
@@ -178,16 +225,19 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except ps.PrivsynError as exc:
-        st.error(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+        st.error(md(str(exc).strip().splitlines()[0]) if str(exc).strip() else type(exc).__name__)
     except MemoryError:
         st.error("out of memory: use fewer rows, fewer cells or a smaller synthetic size")
 
 
 # -- schema sources ----------------------------------------------------------------------------
 def propose_from_data() -> None:
+    if release_mode():
+        raise ps.SchemaError("release mode: a domain read off the data is not private; type it or estimate it "
+                             "with DP")
     proposal = ps.Schema.infer(frame())
     set_schema_entries({**st.session_state.schema_entries,
-                        **{c.name: {**c.to_dict(), "source": "proposed from the data: NOT private"}
+                        **{c.name: {**c.to_dict(), "source": PROPOSED}
                            for c in proposal.columns}})
 
 
@@ -195,7 +245,7 @@ def estimate_dp_bounds(epsilon: float, neighbouring: str) -> None:
     numeric = [c for c in columns() if pd.api.types.is_numeric_dtype(table()[c])]
     if not numeric:
         raise ps.DataError("no numeric column is chosen: DP bounds are for numeric columns")
-    rng = "secure" if release_mode() else int(saved_value("w_seed", 0))
+    rng = release_rng() if release_mode() else int(saved_value("w_seed", 0))
     found = dp_bounds(frame(), numeric, epsilon, neighbouring=neighbouring, rng=rng)
     entries = dict(st.session_state.schema_entries)
     for col in found.schema.columns:
@@ -228,8 +278,8 @@ def execute(key: dict[str, Any]) -> ps.SynthResult:
     """Run (cached in teaching mode; a fresh secure release in release mode) and record it in the ledger."""
     if release_mode():
         result = ps.synthesize(frame(), key["mechanism"], key["epsilon"], schema=key["schema"],
-                               neighbouring=key["neighbouring"], n_synthetic=key["n_synthetic"], rng="secure",
-                               **key["params"])
+                               neighbouring=key["neighbouring"], n_synthetic=key["n_synthetic"],
+                               rng=release_rng(), **key["params"])
     else:
         result = _cached_run(json.dumps(key, sort_keys=True), frame())
     label = f"{key['mechanism']} on {st.session_state.data['name']}"
@@ -258,21 +308,27 @@ def evaluate_result(result: ps.SynthResult, key: dict) -> dict:
     """The metrics of a run (teaching mode only), cached by the run's key and the TSTR target."""
     target = saved_value("w_cmp_target", "none")
     target = target if target in [c["name"] for c in result.schema["columns"]] else None
-    return evaluation(json.dumps(key, sort_keys=True), frame(), result.data, json.dumps(result.schema), target)
+    return evaluation(json.dumps(key, sort_keys=True), real_of(result), result.data, json.dumps(result.schema), target)
 
 
 # -- sidebar -----------------------------------------------------------------------------------
 def sidebar_controls() -> None:
     with st.sidebar:
-        keep(st.toggle, "Release mode", "w_release", False,
-                  help="Release mode never shows raw data, true counts or metrics on raw data, and draws noise "
-                       "from a cryptographically secure generator (runs cannot be reproduced by a seed).")
-        if release_mode():
-            st.success("Release mode: only private outputs are shown.")
+        if release_locked():
+            st.success("Release-only deployment: only private outputs are shown, and teaching mode is switched "
+                       "off on this server.")
         else:
-            st.info(f"Teaching mode: views marked '{NOT_PRIVATE}' read the raw data.")
+            keep(st.toggle, "Release mode", "w_release", False,
+                 help="Release mode never shows raw data, true counts or metrics on raw data, and draws noise "
+                      "from a cryptographically secure generator (runs cannot be reproduced by a seed).")
+            if release_mode():
+                st.success("Release mode: only private outputs are shown.")
+            else:
+                st.info(f"Teaching mode: views marked '{NOT_PRIVATE}' read the raw data.")
+        enforce_mode()
         data = st.session_state.data
-        st.caption(f"Data: **{data['name']}**, {len(table()):,} rows, {len(columns())} column(s) chosen")
+        rows = "" if release_mode() else f"{len(table()):,} rows, "
+        st.caption(f"Data: **{md(data['name'])}**, {rows}{len(columns())} column(s) chosen")
 
 
 def sidebar_ledger() -> None:
@@ -283,7 +339,7 @@ def sidebar_ledger() -> None:
         if not ledger:
             st.caption("No release yet in this session.")
             return
-        lines = [f"{i}. {e['release']}: **epsilon {_eps(e['epsilon'])}**, {e['neighbouring']}"
+        lines = [f"{i}. {md(e['release'])}: **epsilon {_eps(e['epsilon'])}**, {e['neighbouring']}"
                  + ("" if e["dp_valid"] else " :red[**dp_valid = False**]") for i, e in enumerate(ledger, 1)]
         st.markdown("\n".join(lines))
         total = report.session_total(ledger)
@@ -357,10 +413,7 @@ def downloads(result: ps.SynthResult, key: dict, figures: list | None = None, me
     they are computed when a report is downloaded, so a run never waits for an evaluation nobody asked for (under
     concurrent sessions those evaluations queued into minute-long stalls).  Release mode has no metrics.
     """
-    run_report = functools.partial(report.run_report, result, params=key["params"], release_mode=release_mode(),
-                                   data_name=st.session_state.data["name"], data_sha256=st.session_state.data["sha256"],
-                                   extra_ledger=[{k: v for k, v in e.items() if not k.startswith("_")}
-                                                 for e in st.session_state.ledger])
+    run_report = report_builder(result, key)
     run = run_report()
     report_metrics = metrics_on_demand(result, metrics)
     html_args = report_inputs(result, figures)
@@ -376,6 +429,24 @@ def downloads(result: ps.SynthResult, key: dict, figures: list | None = None, me
                             on_click="ignore", key="dl_html")
     st.caption("The JSON report reproduces the run: save its 'schema' as schema.json and run")
     st.code(run["cli"], language="bash", wrap_lines=True)
+    with st.expander("What the JSON report contains" + (" (release only)" if release_mode() else "")):
+        st.json({k: v for k, v in run.items() if k != "created"}, expanded=False)
+
+
+def shown_ledger() -> list[dict]:
+    """The session's ledger as reports show it: no internal keys, and no data fingerprint in release mode."""
+    hidden = {"data"} if release_mode() else set()
+    return [{k: v for k, v in e.items() if not k.startswith("_") and k not in hidden} for e in st.session_state.ledger]
+
+
+def report_builder(result: ps.SynthResult, key: dict):
+    """``run_report(metrics=None)``: the JSON report of this run, release-only in release mode (no hash, no
+    timings, no metrics, no teaching section)."""
+    release = release_mode()
+    return functools.partial(report.run_report, result, params=key["params"], release_mode=release,
+                             data_name=st.session_state.data["name"],
+                             data_sha256=None if release else st.session_state.data["sha256"],
+                             extra_ledger=shown_ledger())
 
 
 def metrics_on_demand(result: ps.SynthResult, metrics: dict | None):
@@ -385,7 +456,7 @@ def metrics_on_demand(result: ps.SynthResult, metrics: dict | None):
     """
     if metrics is not None or release_mode():
         return lambda: metrics
-    real, synthetic, schema = frame(), result.data, ps.Schema.from_dict(result.schema)
+    real, synthetic, schema = real_of(result), result.data, ps.Schema.from_dict(result.schema)
     target = saved_value("w_cmp_target", "none")
     target = target if target in schema.names else None
     return functools.cache(lambda: report.evaluate_subsampled(real, synthetic, schema, target=target))
@@ -403,7 +474,7 @@ def report_inputs(result: ps.SynthResult, figures: list | None) -> dict:
     shown = list(figures or [])
     if not shown:
         names = [c["name"] for c in result.schema["columns"]]
-        real = None if release_mode() else report.schema_encode(frame(), result.schema)
+        real = None if release_mode() else unit_real(result)
         axes = (0, 1) if len(names) > 1 else (0, 0)
         shown = [("Real vs synthetic" if real is not None else "Synthetic data",
                   F.scatter_compare(real, result.unit_rows, axes=axes, labels=[names[axes[0]], names[axes[1]]]))]
@@ -411,7 +482,7 @@ def report_inputs(result: ps.SynthResult, figures: list | None) -> dict:
                                         "private; this is not a differentially private release."]
     sweep = st.session_state.get("sweep")
     return dict(title=f"Synthetic data report: {result.mechanism} at epsilon {result.epsilon:g}",
-                ledger=[{k: v for k, v in e.items() if not k.startswith("_")} for e in st.session_state.ledger],
+                ledger=shown_ledger(),
                 figures=shown, tradeoff=None if (sweep is None or release_mode()) else sweep["figure"], notes=notes)
 
 
@@ -438,5 +509,11 @@ def axis_pair(names: list[str], prefix: str) -> tuple[int, int]:
     return names.index(a), names.index(b)
 
 
-def unit_real() -> np.ndarray:
-    return schema().encode(frame())[0]
+def real_of(result: ps.SynthResult) -> pd.DataFrame:
+    """The real columns a run used (teaching only), whatever the Data page has chosen since."""
+    return table()[[c["name"] for c in result.schema["columns"]]]
+
+
+def unit_real(result: ps.SynthResult) -> np.ndarray:
+    """The real rows (teaching only) in the unit coordinates of the run's schema (not the editor's current one)."""
+    return report.schema_encode(table(), result.schema)

@@ -27,14 +27,14 @@ if found:
         axes = ui.axis_pair(names, "cmp")
         if teaching:
             ui.not_private("the real points")
-        real = ui.unit_real() if teaching else None
+        real = ui.unit_real(result) if teaching else None
         st.plotly_chart(F.scatter_compare(real, result.unit_rows, axes=axes, labels=[names[axes[0]], names[axes[1]]],
                                           title="real vs synthetic (unit coordinates of the public domain)"),
                         key="compare_scatter")
         column = ui.keep(st.selectbox, "Marginal of", "w_cmp_marginal", names[0], options=names)
         col = schema[column]
         edges = None if col.kind == "categorical" else np.linspace(col.lo, col.hi, 31)
-        real_col = ui.frame()[column] if teaching else None
+        real_col = ui.real_of(result)[column] if teaching else None
         st.plotly_chart(F.marginal_figure(real_col, result.data[column], edges=edges, name=column),
                         key="compare_marginal")
         st.caption("Histograms share 30 equal bins of the public domain.")

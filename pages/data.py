@@ -5,6 +5,7 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
+from pages._support.text import md
 from privsyn_core.datasets import SAMPLES
 
 
@@ -38,14 +39,19 @@ else:
         if ui.report.sha256(raw) != st.session_state.data["sha256"]:
             with ui.user_errors():
                 ui.set_data(raw, upload.name)
-                st.success(f"Loaded {upload.name}: now set the public domain of every column below.")
+                st.success(f"Loaded {md(upload.name)}: now set the public domain of every column below.")
 
 with ui.user_errors():
     full = ui.table()
-    st.write(f"**{st.session_state.data['name']}**: {len(full):,} rows, {full.shape[1]} columns.")
+    if ui.release_mode():
+        st.markdown(f"**{md(st.session_state.data['name'])}**: {full.shape[1]} columns. The number of rows is not "
+                    "shown in release mode: when neighbouring tables differ by adding or removing one record, it "
+                    "is private too.")
+    else:
+        st.markdown(f"**{md(st.session_state.data['name'])}**: {len(full):,} rows, {full.shape[1]} columns.")
     ui.keep(st.multiselect, "Columns to synthesize", "w_columns", [str(c) for c in full.columns],
             options=[str(c) for c in full.columns])
-    if len(full) < 2:
+    if len(full) < 2 and not ui.release_mode():
         st.warning("The table has a single row: every mechanism needs more data to say anything useful.")
 
     if ui.release_mode():
@@ -56,9 +62,13 @@ with ui.user_errors():
             st.dataframe(ui.frame().head(50), hide_index=True)
 
 st.subheader("Public domain (schema)")
-st.write("Three sources: **type** bounds/categories you know from public documentation, **estimate** them with "
-         "differential privacy (spends epsilon, recorded in the ledger), or **propose** them from the data "
-         "(not private: results get dp_valid = False).")
+if ui.release_mode():
+    st.write("Two sources in release mode: **type** bounds/categories you know from public documentation, or "
+             "**estimate** them with differential privacy (spends epsilon, recorded in the ledger).")
+else:
+    st.write("Three sources: **type** bounds/categories you know from public documentation, **estimate** them with "
+             "differential privacy (spends epsilon, recorded in the ledger), or **propose** them from the data "
+             "(not private: results get dp_valid = False).")
 
 with ui.user_errors():
     chosen = ui.columns()
@@ -99,18 +109,19 @@ with cols[0]:
         with ui.user_errors():
             ui.estimate_dp_bounds(eps_bounds, relation)
             st.rerun()
-with cols[1]:
-    st.markdown("**Propose from the data** (not private)")
-    st.caption("Reads min/max and categories off the data: results get dp_valid = False.")
-    if st.button("Propose from the data"):
-        with ui.user_errors():
-            ui.propose_from_data()
-            st.rerun()
+if not ui.release_mode():
+    with cols[1]:
+        st.markdown("**Propose from the data** (not private)")
+        st.caption("Reads min/max and categories off the data: results get dp_valid = False.")
+        if st.button("Propose from the data"):
+            with ui.user_errors():
+                ui.propose_from_data()
+                st.rerun()
 
 try:
     current = ui.schema()
 except ps.SchemaError as exc:
-    st.warning(str(exc))
+    st.warning(md(exc))
 else:
     if current.dp_valid:
         st.success(f"Schema complete for {len(current.columns)} column(s); every domain is public.")

@@ -7,10 +7,11 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
+from pages._support.text import md
 
 ui.require_entrypoint()
 st.title("Synthesize")
-specs = {s.name: s for s in ps.list_mechanisms()}
+specs = {s.name: s for s in ui.mechanisms()}
 default = "pmm" if "pmm" in specs else "dp_histogram"
 name = ui.keep(st.selectbox, "Mechanism", "w_mechanism", default, options=list(specs),
                format_func=lambda n: f"{specs[n].title} [{n}]")
@@ -63,8 +64,10 @@ if key is not None and (clicked or auto):
         with st.status(f"Running {spec.title} at epsilon {epsilon:g}...", expanded=False) as status:
             start = time.perf_counter()
             result = ui.execute(key)
-            status.update(label=f"Done in {time.perf_counter() - start:.2f} s", state="complete")
-        st.session_state.result, st.session_state.run = result, key
+            # the run time depends on the raw data: release mode does not show it
+            status.update(label="Done" if ui.release_mode() else f"Done in {time.perf_counter() - start:.2f} s",
+                          state="complete")
+        ui.store_result(result, key)
 
 found = ui.need_result()
 if found:
@@ -81,7 +84,7 @@ if found:
                   else "the domain was read off the data")
         st.error(f"dp_valid = False: {reason}. Do not publish this output as a private release.")
     for warning in result.warnings:
-        st.warning(warning)
+        st.warning(md(warning))
     clipped = {name: count for name, count in result.clipped.items() if count}
     if clipped and not ui.release_mode():
         ui.not_private("counts of raw rows outside the public bounds")
@@ -93,7 +96,12 @@ if found:
     st.subheader("Synthetic data (the private release)")
     st.dataframe(result.data.head(200), hide_index=True, height=250)
     st.caption(f"First {min(200, len(result.data))} of {len(result.data):,} rows.")
-    with st.expander("Parameters as resolved and timings"):
-        st.json({"params": {k: str(v) for k, v in result.params.items()}, "timings": result.timings})
+    if ui.release_mode():
+        with st.expander("Parameters of the release"):
+            st.json({k: str(v) for k, v in result.release().params.items()})
+    else:
+        with st.expander("Parameters as resolved and timings"):
+            ui.not_private("every parameter the mechanism chose, some from the raw data, and the timings")
+            st.json({"params": {k: str(v) for k, v in result.params.items()}, "timings": result.timings})
     with ui.user_errors():
         ui.downloads(result, run)

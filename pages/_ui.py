@@ -27,6 +27,7 @@ from privsyn_core.dp_bounds import dp_bounds
 from privsyn_core.figures import NOT_PRIVATE
 from privsyn_core.io import read_csv, to_csv_bytes
 
+from ._support import ledger as store
 from ._support.text import md
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,7 +63,6 @@ def init_state() -> None:
     """Defaults for a new session: the default sample with its public schema."""
     if "data" not in st.session_state:
         load_sample(DEFAULT_SAMPLE)
-    st.session_state.setdefault("ledger", [])
     st.session_state.setdefault("result", None)
     st.session_state.setdefault("run", None)
     st.session_state.setdefault("compare", None)
@@ -158,6 +158,7 @@ def set_data(raw: bytes, name: str, sample: str | None = None) -> None:
     """Make ``raw`` the current table (validated by :func:`load_table`)."""
     frame = load_table(raw)
     st.session_state.data = {"bytes": raw, "name": name, "sha256": report.sha256(raw), "sample": sample}
+    st.session_state.data_version = st.session_state.get("data_version", 0) + 1
     st.session_state.setdefault("saved", {})["w_columns"] = [str(c) for c in frame.columns]
     st.session_state.pop("w_columns", None)
     st.session_state.schema_entries = {}
@@ -246,13 +247,14 @@ def estimate_dp_bounds(epsilon: float, neighbouring: str) -> None:
     if not numeric:
         raise ps.DataError("no numeric column is chosen: DP bounds are for numeric columns")
     rng = release_rng() if release_mode() else int(saved_value("w_seed", 0))
+    store.check(data_id(), epsilon, True)
     found = dp_bounds(frame(), numeric, epsilon, neighbouring=neighbouring, rng=rng)
     entries = dict(st.session_state.schema_entries)
     for col in found.schema.columns:
         entries[col.name] = {**col.to_dict(), "source": f"DP bounds (epsilon {epsilon:g})"}
     set_schema_entries(entries)
-    add_ledger(f"DP bounds of {len(numeric)} column(s)", "dp_bounds", report.ledger_epsilon(found.ledger),
-               neighbouring, True)
+    store.add(data_id(), label=f"DP bounds of {len(numeric)} column(s)", mechanism="dp_bounds",
+              relation=neighbouring, epsilon=report.ledger_epsilon(found.ledger), private=True)
     for warning in found.warnings:
         st.warning(warning)
 
@@ -274,28 +276,32 @@ def _cached_run(key_json: str, _frame: pd.DataFrame) -> ps.SynthResult:
                          **key["params"])
 
 
-def execute(key: dict[str, Any]) -> ps.SynthResult:
-    """Run (cached in teaching mode; a fresh secure release in release mode) and record it in the ledger."""
+def execute(key: dict[str, Any], label: str = "") -> ps.SynthResult:
+    """Run (cached in teaching mode; a fresh secure release in release mode) and record it in the ledger.
+
+    A run already in the ledger (teaching mode: same data, settings and seed) spends nothing new; any
+    other private run is refused before it starts when it would exceed the data's budget.
+    """
+    run_key = None if release_mode() else json.dumps(key, sort_keys=True)
+    private = ps.get_mechanism(key["mechanism"]).is_private and ps.Schema.from_dict(key["schema"]).dp_valid
+    if not store.known(data_id(), run_key):
+        store.check(data_id(), float(key["epsilon"]), private)
     if release_mode():
         result = ps.synthesize(frame(), key["mechanism"], key["epsilon"], schema=key["schema"],
                                neighbouring=key["neighbouring"], n_synthetic=key["n_synthetic"],
                                rng=release_rng(), **key["params"])
     else:
         result = _cached_run(json.dumps(key, sort_keys=True), frame())
-    label = f"{key['mechanism']} on {st.session_state.data['name']}"
-    add_ledger(label, key["mechanism"], result.epsilon, key["neighbouring"], result.dp_valid,
-               key=None if release_mode() else json.dumps(key, sort_keys=True))
+    kind = "release" if release_mode() else "teaching run"
+    store.add(data_id(), label=f"{key['mechanism']} ({kind}{label})", mechanism=key["mechanism"],
+              relation=key["neighbouring"], epsilon=result.epsilon,
+              private=result.dp_valid and ps.get_mechanism(key["mechanism"]).is_private, run_key=run_key)
     return result
 
 
-def add_ledger(label: str, mechanism: str, epsilon: float, neighbouring: str, dp_valid: bool,
-               key: str | None = None) -> None:
-    """Append a release; a repeated teaching run with the same seed returns the same output and is not added."""
-    ledger = st.session_state.ledger
-    if key is not None and any(e.get("_key") == key for e in ledger):
-        return
-    ledger.append({"release": label, "mechanism": mechanism, "epsilon": epsilon, "neighbouring": neighbouring,
-                   "dp_valid": dp_valid, "data": st.session_state.data["sha256"][:12], "_key": key})
+def data_id() -> str:
+    """The current dataset's identity in the ledger: the SHA-256 of its bytes (never shown)."""
+    return st.session_state.data["sha256"]
 
 
 @st.cache_data(max_entries=24, show_spinner="Computing the metrics on the real data (not private)...")
@@ -331,28 +337,48 @@ def sidebar_controls() -> None:
         st.caption(f"Data: **{md(data['name'])}**, {rows}{len(columns())} column(s) chosen")
 
 
+RELATION_WORDS = {"replace": "replacing one record", "add_remove": "adding or removing one record"}
+
+
 def sidebar_ledger() -> None:
-    """The session's privacy ledger (drawn after the page ran, so it includes this run's releases)."""
+    """The data's privacy ledger and budget (drawn after the page ran, so it includes this run's spends).
+
+    Kept in SQLite by the data's content (:mod:`pages._support.ledger`): a reload, a new session or
+    a server restart meets the same spends.
+    """
+    did = data_id()
     with st.sidebar:
-        st.subheader("Privacy ledger")
-        ledger = st.session_state.ledger
-        if not ledger:
-            st.caption("No release yet in this session.")
-            return
-        lines = [f"{i}. {md(e['release'])}: **epsilon {_eps(e['epsilon'])}**, {e['neighbouring']}"
-                 + ("" if e["dp_valid"] else " :red[**dp_valid = False**]") for i, e in enumerate(ledger, 1)]
-        st.markdown("\n".join(lines))
-        total = report.session_total(ledger)
-        st.metric("Total epsilon spent on this data", "inf" if not math.isfinite(total) else f"{total:g}")
-        st.warning("Releases on the same data compose: their epsilons add up. Re-running with a new seed spends "
-                   "epsilon again.")
-        if not all(e["dp_valid"] for e in ledger):
-            st.error("dp_valid = False for at least one release: its domain was read off the data or its "
-                     "mechanism is not private.")
-
-
-def _eps(epsilon: float) -> str:
-    return "inf (not private)" if not math.isfinite(epsilon) else f"{epsilon:g}"
+        st.subheader("Privacy ledger of this data")
+        cap = store.budget(did)
+        value = st.number_input("Budget for this data (total epsilon; 0 = no budget)", min_value=0.0, step=0.5,
+                                value=float(cap or 0.0), key=f"w_budget_{st.session_state.get('data_version', 0)}",
+                                help="Private releases that would take the total above it are refused.")
+        if value != float(cap or 0.0):
+            store.set_budget(did, value or None)
+            cap = value or None
+        spends = store.spends(did)
+        private = [e for e in spends if e["private"]]
+        others = [e for e in spends if not e["private"]]
+        totals = store.totals(did)
+        if not private:
+            st.caption("No private release on this data yet.")
+        for relation, total in totals.items():
+            st.metric(f"Total epsilon, neighbours by {RELATION_WORDS.get(relation, relation)}", f"{total:g}")
+        spent = math.fsum(totals.values())
+        if cap:
+            st.progress(min(spent / cap, 1.0), text=f"{spent:g} of the budget {cap:g} spent")
+        if private:
+            shown = private[-8:]
+            lines = [f"{i}. {md(e['label'])}: **epsilon {e['epsilon']:g}**"
+                     for i, e in enumerate(shown, len(private) - len(shown) + 1)]
+            st.markdown("\n".join(lines))
+            st.caption("Releases on the same data compose: their epsilons add up. Re-running with a new seed "
+                       "spends epsilon again; the same teaching run with the same seed does not.")
+        if others:
+            with st.expander(f"Not private: {len(others)} run(s), outside the budget"):
+                st.markdown("\n".join(f"- {md(e['label'])}" for e in others[-8:]))
+                st.caption("A mechanism that is not private, or a domain read off the data (dp_valid = False): "
+                           "no privacy guarantee, so no epsilon to add up.")
 
 
 # -- mechanism widgets -------------------------------------------------------------------------
@@ -434,9 +460,9 @@ def downloads(result: ps.SynthResult, key: dict, figures: list | None = None, me
 
 
 def shown_ledger() -> list[dict]:
-    """The session's ledger as reports show it: no internal keys, and no data fingerprint in release mode."""
-    hidden = {"data"} if release_mode() else set()
-    return [{k: v for k, v in e.items() if not k.startswith("_") and k not in hidden} for e in st.session_state.ledger]
+    """The data's ledger as reports show it (no data fingerprint, no internal keys)."""
+    return [{"release": e["label"], "mechanism": e["mechanism"], "epsilon": e["epsilon"],
+             "neighbouring": e["relation"], "dp_valid": e["private"]} for e in store.spends(data_id())]
 
 
 def report_builder(result: ps.SynthResult, key: dict):

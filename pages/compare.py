@@ -74,7 +74,7 @@ if found:
                     params = key["params"] if name == key["mechanism"] else {k: p.default for k, p in spec.params.items()}
                     relation = key["neighbouring"] if key["neighbouring"] in spec.neighbouring else spec.neighbouring[0]
                     other_key = {**key, "mechanism": name, "params": params, "neighbouring": relation}
-                    other = ui.execute(other_key)
+                    other = ui.execute(other_key, label=", Compare")
                     rows[name] = report.metrics_table(ui.evaluate_result(other, other_key))
                 except ps.PrivsynError as exc:
                     errors.append(f"{name}: {exc}")

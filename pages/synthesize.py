@@ -55,9 +55,13 @@ with ui.user_errors():
 small = len(ui.table()) <= ui.LIVE_MAX_ROWS
 live = (not ui.release_mode()) and ui.keep(
     st.toggle, "Re-run automatically when a setting changes", "w_live", small,
-    help="Teaching mode, n <= 10^4: after the first run, every change is a new (cached) run and a new ledger entry.")
+    help="Teaching mode, n <= 10^4: after a run, changing a setting of the same mechanism runs it again (a new "
+         "ledger entry unless that exact run was made before). Choosing another mechanism never runs it.")
 clicked = st.button("Run", type="primary", disabled=key is None)
-auto = live and key is not None and st.session_state.run is not None and key != st.session_state.run
+# Browsing never spends: only a changed setting of the mechanism last run re-runs it (choosing another mechanism
+# in the list does not), and release mode never re-runs on its own.
+last = st.session_state.run
+auto = live and key is not None and last is not None and key != last and last["mechanism"] == name
 
 if key is not None and (clicked or auto):
     with ui.user_errors():

@@ -26,6 +26,27 @@ TIMEOUT = 60
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _module_ledger(tmp_path_factory):
+    """Module fixtures' apps keep their ledger in a temporary folder, never in the repository's app-data/."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PRIVSYN_DATA_DIR", str(tmp_path_factory.mktemp("ledger")))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _fresh_ledger(monkeypatch, tmp_path):
+    """Every test starts with an empty persistent ledger."""
+    monkeypatch.setenv("PRIVSYN_DATA_DIR", str(tmp_path / "app-data"))
+
+
+def spends(at: AppTest) -> list[dict]:
+    """The persistent ledger of the app's current data."""
+    from pages._support import ledger
+
+    return ledger.spends(at.session_state["data"]["sha256"])
+
+
 def new_app() -> AppTest:
     return AppTest.from_file(APP, default_timeout=TIMEOUT).run()
 
@@ -162,7 +183,7 @@ def test_dp_bounds_spend_epsilon_in_the_session_ledger():
     assert not problems(at)
     entries = at.session_state["schema_entries"]
     assert all(entries[c]["public"] and entries[c]["lo"] < entries[c]["hi"] for c in ("x", "y"))
-    ledger = at.session_state["ledger"]
+    ledger = spends(at)
     assert [e["mechanism"] for e in ledger] == ["dp_bounds"] and ledger[0]["epsilon"] == 2.0
 
 
@@ -180,10 +201,10 @@ def test_same_seed_is_one_release_and_a_new_seed_another():
     at = new_app()
     run_mechanism(at, "dp_histogram")
     click(at, "Run")
-    assert len(at.session_state["ledger"]) == 1
+    assert len(spends(at)) == 1
     at.number_input(key="w_seed").set_value(7).run()
     click(at, "Run")
-    assert len(at.session_state["ledger"]) == 2
+    assert len(spends(at)) == 2
     assert at.sidebar.metric[0].value == "2"
 
 
@@ -214,7 +235,7 @@ def test_release_mode_hides_raw_views():
     for fig in figures(at):
         assert all(not t["name"].startswith("real") for t in fig["data"])
     at.switch_page("pages/partitions.py").run()
-    assert "true_count" not in at.radio(key="w_part_colour").options
+    assert not [r for r in at.radio if r.key == "w_part_colour"], "no true counts to colour by in release mode"
     assert all("data" not in t["name"] for t in figures(at)[0]["data"])
     at.switch_page("pages/tradeoff.py").run()
     assert not at.button or all(b.label != "Run the sweep" for b in at.button)
@@ -299,7 +320,7 @@ def test_several_mechanisms_side_by_side_at_the_same_epsilon():
     wide = at.table[1].value
     assert list(wide.columns) == ["dp_histogram", "laplace_points", "kd_grid", "real-vs-real floor"]
     assert wide.loc["w1", "laplace_points"] > wide.loc["w1", "real-vs-real floor"]
-    assert [e["mechanism"] for e in at.session_state["ledger"]] == ["dp_histogram", "laplace_points", "kd_grid"]
+    assert [e["mechanism"] for e in spends(at)] == ["dp_histogram", "laplace_points", "kd_grid"]
 
 
 @pytest.mark.parametrize("mechanism", [s.name for s in ps.list_mechanisms()])
@@ -326,3 +347,54 @@ def test_rows_clipped_into_the_bounds_are_counted_in_teaching_mode_only(release)
         assert not shown, "release mode must not show counts of raw rows"
     else:
         assert len(shown) == 1 and f"x: {expected:,} of 300" in shown[0]
+
+
+# -- the ledger as a budget (issue 16, item 2) ---------------------------------------------------------
+def test_browsing_mechanisms_never_spends_and_only_a_changed_setting_re_runs():
+    at = new_app()
+    run_mechanism(at, "dp_histogram")
+    assert at.toggle(key="w_live").value, "live re-runs are on for the small default sample"
+    for name in ("laplace_points", "kd_grid", "bootstrap", "microagg_anon", "dp_histogram"):
+        at.selectbox(key="w_mechanism").set_value(name).run()
+    assert [e["mechanism"] for e in spends(at)] == ["dp_histogram"]
+    at.select_slider(key="w_epsilon").set_value(2.0).run()  # a setting of the mechanism last run
+    assert [e["epsilon"] for e in spends(at)] == [1.0, 2.0]
+
+
+def test_non_private_runs_are_kept_apart_and_never_make_the_total_infinite():
+    at = new_app()
+    run_mechanism(at, "dp_histogram")
+    run_mechanism(at, "bootstrap")
+    assert not at.exception
+    values = [m.value for m in at.sidebar.metric]
+    assert values == ["1"], values
+    assert any("Not private: 1 run" in e.label for e in at.sidebar.expander)
+
+
+def test_the_ledger_survives_a_reload_and_is_per_dataset_and_per_relation():
+    at = new_app()
+    run_mechanism(at, "dp_histogram")
+    at.radio(key="w_neighbouring_dp_histogram").set_value("add_remove").run()
+    click(at, "Run")
+    labels = [m.label for m in at.sidebar.metric]
+    assert len(labels) == 2 and any("replacing" in x for x in labels) and any("adding or removing" in x for x in labels)
+    reloaded = new_app()  # a browser reload: a new session on the same server
+    assert len(spends(reloaded)) == 2 and len(reloaded.sidebar.metric) == 2
+    upload(reloaded, "other.csv", csv_bytes(blobs()))
+    assert not spends(reloaded) and not reloaded.sidebar.metric
+    assert any("No private release" in c.value for c in reloaded.sidebar.caption)
+
+
+def test_a_release_over_the_budget_is_refused():
+    at = new_app()
+    budget = next(n for n in at.sidebar.number_input if n.label.startswith("Budget"))
+    budget.set_value(1.5).run()
+    run_mechanism(at, "dp_histogram")
+    assert len(spends(at)) == 1
+    at.toggle(key="w_live").set_value(False).run()
+    at.number_input(key="w_seed").set_value(9).run()
+    click(at, "Run")
+    assert any("exceed its budget of 1.5" in e.value for e in at.error)
+    assert len(spends(at)) == 1
+    reloaded = new_app()
+    assert next(n for n in reloaded.sidebar.number_input if n.label.startswith("Budget")).value == 1.5

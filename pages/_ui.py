@@ -138,6 +138,10 @@ def store_result(result: ps.SynthResult, key: dict) -> None:
     st.session_state.result_mode = "release" if release_mode() else "teaching"
 
 
+def drop_result() -> None:
+    st.session_state.result = st.session_state.run = None
+
+
 def mechanisms() -> list[ps.MechanismSpec]:
     """The mechanisms offered: in release mode only the differentially private ones."""
     return [s for s in ps.list_mechanisms() if s.is_private or not release_mode()]
@@ -155,17 +159,36 @@ def load_sample(name: str) -> None:
 
 
 def set_data(raw: bytes, name: str, sample: str | None = None) -> None:
-    """Make ``raw`` the current table (validated by :func:`load_table`)."""
-    frame = load_table(raw)
+    """Make ``raw`` the current table (validated by :func:`load_table`).
+
+    A file that cannot be read clears the previous table, its schema and every result before the error
+    is shown: nothing on screen may belong to another file than the one the user just chose.
+    """
+    try:
+        frame = load_table(raw)
+    except ps.PrivsynError:
+        clear_data()
+        raise
     st.session_state.data = {"bytes": raw, "name": name, "sha256": report.sha256(raw), "sample": sample}
     st.session_state.data_version = st.session_state.get("data_version", 0) + 1
     st.session_state.setdefault("saved", {})["w_columns"] = [str(c) for c in frame.columns]
     st.session_state.pop("w_columns", None)
-    st.session_state.schema_entries = {}
-    st.session_state.result = None
-    st.session_state.run = None
-    st.session_state.compare = None
-    st.session_state.sweep = None
+    _clear_results()
+
+
+def clear_data() -> None:
+    """No current table (after an upload that could not be read)."""
+    st.session_state.data = None
+    st.session_state.data_version = st.session_state.get("data_version", 0) + 1
+    st.session_state.setdefault("saved", {})["w_columns"] = []
+    st.session_state.pop("w_columns", None)
+    _clear_results()
+
+
+def _clear_results() -> None:
+    set_schema_entries({})
+    st.session_state.result = st.session_state.run = None
+    st.session_state.compare = st.session_state.sweep = None
 
 
 def set_schema_entries(entries: dict[str, dict]) -> None:
@@ -180,6 +203,8 @@ def load_table(raw: bytes) -> pd.DataFrame:
 
 
 def table() -> pd.DataFrame:
+    if st.session_state.get("data") is None:
+        raise ps.DataError("no data: the last file could not be read; choose a sample or upload a CSV on the Data page")
     return load_table(st.session_state.data["bytes"])
 
 
@@ -263,7 +288,7 @@ def estimate_dp_bounds(epsilon: float, neighbouring: str) -> None:
 def run_key(mechanism: str, epsilon: float, params: dict, neighbouring: str, seed: int | None,
             n_synthetic: int | None) -> dict[str, Any]:
     """Everything that determines a run's output."""
-    return {"sha256": st.session_state.data["sha256"], "columns": columns(), "schema": schema().to_dict(),
+    return {"sha256": data_id(), "columns": columns(), "schema": schema().to_dict(),
             "mechanism": mechanism, "params": params, "epsilon": float(epsilon), "neighbouring": neighbouring,
             "seed": seed, "n_synthetic": n_synthetic}
 
@@ -301,6 +326,7 @@ def execute(key: dict[str, Any], label: str = "") -> ps.SynthResult:
 
 def data_id() -> str:
     """The current dataset's identity in the ledger: the SHA-256 of its bytes (never shown)."""
+    table()  # a clear error when there is no data
     return st.session_state.data["sha256"]
 
 
@@ -332,9 +358,18 @@ def sidebar_controls() -> None:
             else:
                 st.info(f"Teaching mode: views marked '{NOT_PRIVATE}' read the raw data.")
         enforce_mode()
-        data = st.session_state.data
-        rows = "" if release_mode() else f"{len(table()):,} rows, "
-        st.caption(f"Data: **{md(data['name'])}**, {rows}{len(columns())} column(s) chosen")
+        st.session_state.sidebar_data = st.empty()  # filled after the page ran: an upload there is the current data
+
+
+def sidebar_data() -> None:
+    """The sidebar's line naming the current data, drawn after the page (which may have loaded new data)."""
+    data = st.session_state.get("data")
+    slot = st.session_state.pop("sidebar_data", None) or st.sidebar.empty()
+    if data is None:
+        slot.caption("Data: none (the last file could not be read)")
+        return
+    rows = "" if release_mode() else f"{len(table()):,} rows, "
+    slot.caption(f"Data: **{md(data['name'])}**, {rows}{len(columns())} column(s) chosen")
 
 
 RELATION_WORDS = {"replace": "replacing one record", "add_remove": "adding or removing one record"}
@@ -346,6 +381,8 @@ def sidebar_ledger() -> None:
     Kept in SQLite by the data's content (:mod:`pages._support.ledger`): a reload, a new session or
     a server restart meets the same spends.
     """
+    if st.session_state.get("data") is None:
+        return
     did = data_id()
     with st.sidebar:
         st.subheader("Privacy ledger of this data")

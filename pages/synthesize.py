@@ -52,7 +52,7 @@ with right:
 key = None
 with ui.user_errors():
     key = ui.run_key(name, epsilon, params, neighbouring, seed, n_syn or None)
-small = len(ui.table()) <= ui.LIVE_MAX_ROWS
+small = key is not None and len(ui.table()) <= ui.LIVE_MAX_ROWS
 live = (not ui.release_mode()) and ui.keep(
     st.toggle, "Re-run automatically when a setting changes", "w_live", small,
     help="Teaching mode, n <= 10^4: after a run, changing a setting of the same mechanism runs it again (a new "
@@ -64,14 +64,19 @@ last = st.session_state.run
 auto = live and key is not None and last is not None and key != last and last["mechanism"] == name
 
 if key is not None and (clicked or auto):
+    slot, finished = st.empty(), False
     with ui.user_errors():
-        with st.status(f"Running {spec.title} at epsilon {epsilon:g}...", expanded=False) as status:
+        with slot.status(f"Running {spec.title} at epsilon {epsilon:g}...", expanded=False) as status:
             start = time.perf_counter()
             result = ui.execute(key)
             # the run time depends on the raw data: release mode does not show it
             status.update(label="Done" if ui.release_mode() else f"Done in {time.perf_counter() - start:.2f} s",
                           state="complete")
         ui.store_result(result, key)
+        finished = True
+    if not finished:  # the error box says why; no stuck "Running...", no downloads of an earlier run
+        slot.empty()
+        ui.drop_result()
 
 found = ui.need_result()
 if found:

@@ -264,13 +264,36 @@ BAD_FILES = {
 }
 
 
-def test_bad_files_show_an_error_not_a_traceback():
-    at = new_app()
+def test_bad_files_show_an_error_and_clear_the_previous_data_and_results():
     for kind, content in BAD_FILES.items():
+        at = new_app()
+        run_mechanism(at, "dp_histogram")
         upload(at, f"{kind}.csv", content)
         assert not at.exception, f"{kind}: {at.exception}"
         assert at.error, f"{kind}: no error shown"
-        assert at.session_state["data"]["sample"] == "blobs", f"{kind}: the previous table must stay"
+        assert at.session_state["data"] is None and at.session_state["result"] is None, kind
+        assert not [s for s in at.success if "Schema complete" in s.value], f"{kind}: no green schema for no data"
+        assert any("could not be read" in c.value for c in at.sidebar.caption), kind
+        for page in PAGES:
+            at.switch_page(page).run()
+            assert not at.exception, f"{kind}, {page}: {at.exception}"
+            assert not at.get("download_button"), f"{kind}, {page}: downloads of the previous data"
+
+
+def test_the_sidebar_names_the_data_just_uploaded_and_a_failed_run_leaves_no_status_or_downloads():
+    at = new_app()
+    run_mechanism(at, "dp_histogram")
+    upload(at, "fresh.csv", csv_bytes(blobs()))
+    assert any("fresh.csv" in c.value for c in at.sidebar.caption)
+    type_bounds(at, {"x": (-2.0, 8.0), "y": (-2.0, 8.0)})
+    run_mechanism(at, "dp_histogram")
+    assert at.get("download_button")
+    at.selectbox(key="w_param_dp_histogram_bins_mode").set_value("number").run()
+    at.number_input(key="w_param_dp_histogram_bins").set_value(4096).run()
+    click(at, "Run")
+    assert any("fewer bins" in e.value for e in at.error)
+    assert not at.get("download_button") and at.session_state["result"] is None
+    assert not [s for s in at.get("expandable") if "Running" in str(s.proto)]
 
 
 BAD_VALUES = [

@@ -21,7 +21,7 @@ import math
 import os
 import sqlite3
 from contextlib import closing
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import privsyn_core as ps
@@ -116,5 +116,5 @@ def add(data: str, *, label: str, mechanism: str, relation: str, epsilon: float,
         db.execute("insert into spends(data, label, mechanism, relation, epsilon, private, run_key, created) "
                    "values(?, ?, ?, ?, ?, ?, ?, ?)",
                    (data, label, mechanism, relation, float(epsilon), int(private and math.isfinite(epsilon)), run_key,
-                    datetime.now(timezone.utc).isoformat(timespec="seconds")))
+                    datetime.now(UTC).isoformat(timespec="seconds")))
     return True

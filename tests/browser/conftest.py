@@ -53,7 +53,8 @@ def app_url():
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+         "--server.fileWatcherType", "none"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        env={**os.environ, "PRIVSYN_DATA_DIR": tempfile.mkdtemp(prefix="privsyn-ledger-")})  # never the repo's app-data/
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     while not _healthy(url):

@@ -28,6 +28,7 @@ from privsyn_core.figures import NOT_PRIVATE
 from privsyn_core.io import read_csv, to_csv_bytes
 
 from ._support import ledger as store
+from ._support import output
 from ._support.text import md
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -481,7 +482,8 @@ def downloads(result: ps.SynthResult, key: dict, figures: list | None = None, me
     report_metrics = metrics_on_demand(result, metrics)
     html_args = report_inputs(result, figures)
     cols = st.columns(3)
-    cols[0].download_button("Download synthetic CSV", data=to_csv_bytes(result.data), file_name="synthetic.csv",
+    cols[0].download_button("Download synthetic CSV", data=to_csv_bytes(synthetic_table(result)),
+                            file_name="synthetic.csv",
                             mime="text/csv", on_click="ignore", key="dl_csv")
     cols[1].download_button("Download JSON report", file_name="run_report.json", mime="application/json",
                             data=lambda: json.dumps(run_report(metrics=report_metrics()), indent=1, default=str),
@@ -494,6 +496,12 @@ def downloads(result: ps.SynthResult, key: dict, figures: list | None = None, me
     st.code(run["cli"], language="bash", wrap_lines=True)
     with st.expander("What the JSON report contains" + (" (release only)" if release_mode() else "")):
         st.json({k: v for k, v in run.items() if k != "created"}, expanded=False)
+
+
+def synthetic_table(result: ps.SynthResult) -> pd.DataFrame:
+    """The released rows as the user sees and downloads them (integers, declared decimals, no -0)."""
+    entries = st.session_state.get("schema_entries", {})
+    return output.shaped(result.data, result.schema, {k: e.get("decimals") for k, e in entries.items()})
 
 
 def shown_ledger() -> list[dict]:

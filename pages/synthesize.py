@@ -7,6 +7,7 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
+from pages._support import output, words
 from pages._support.text import md
 
 ui.require_entrypoint()
@@ -16,9 +17,10 @@ default = "pmm" if "pmm" in specs else "dp_histogram"
 name = ui.keep(st.selectbox, "Mechanism", "w_mechanism", default, options=list(specs),
                format_func=lambda n: f"{specs[n].title} [{n}]")
 spec = specs[name]
-st.markdown(f"**Paper:** {spec.paper} &nbsp; **Data:** {spec.data_kind} &nbsp; "
-            f"**Neighbouring relations:** {', '.join(spec.neighbouring)}")
-st.markdown(f"**Guarantee:** {spec.guarantee}")
+st.markdown(f"**Source:** {md(words.paper(spec.paper))} &nbsp; **Data:** {spec.data_kind}")
+with st.expander("The exact guarantee and terms"):
+    st.markdown(f"**Paper reference:** {md(spec.paper)}  \n**Neighbouring relations:** "
+                f"{', '.join(spec.neighbouring)}  \n**Guarantee:** {md(spec.guarantee)}")
 st.caption(spec.description)
 if not spec.is_private:
     st.error(f"{spec.title} is NOT differentially private: never release its output (dp_valid = False).")
@@ -85,9 +87,13 @@ if found:
         st.caption("Showing the last run; the settings above have changed since.")
     cols = st.columns(4)
     cols[0].metric("epsilon spent", f"{result.epsilon:g}")
-    cols[1].metric("neighbouring", result.neighbouring)
+    cols[1].metric("neighbours differ by", result.neighbouring.replace("_", "/"),
+                   help=words.relation(result.neighbouring))
     cols[2].metric("synthetic rows", f"{len(result.data):,}")
-    cols[3].metric("dp_valid", str(result.dp_valid))
+    cols[3].metric("privacy guarantee", words.guarantee(ps.get_mechanism(result.mechanism).is_private,
+                                                        result.dp_valid).split(":")[0],
+                   help=f"dp_valid = {result.dp_valid}: "
+                        + words.guarantee(ps.get_mechanism(result.mechanism).is_private, result.dp_valid))
     if not result.dp_valid:
         reason = ("the mechanism is not private" if not ps.get_mechanism(result.mechanism).is_private
                   else "the domain was read off the data")
@@ -103,8 +109,13 @@ if found:
     st.markdown("**Mechanism ledger** (the stages' epsilons sum exactly to the total)")
     st.dataframe(pd.DataFrame(result.ledger, columns=["stage", "epsilon"]), hide_index=True, height=200)
     st.subheader("Synthetic data (the private release)")
-    st.dataframe(result.data.head(200), hide_index=True, height=250)
-    st.caption(f"First {min(200, len(result.data))} of {len(result.data):,} rows.")
+    st.dataframe(ui.synthetic_table(result).head(200), hide_index=True, height=250)
+    st.caption(f"First {min(200, len(result.data))} of {len(result.data):,} rows. Integer columns are whole numbers; "
+               "other numbers keep the decimals set in the schema (or 4 significant digits of their range).")
+    note = output.row_count_note(len(result.data), result.neighbouring, run["n_synthetic"],
+                                 None if ui.release_mode() else len(ui.table()))
+    if note:
+        st.caption(note)
     if ui.release_mode():
         with st.expander("Parameters of the release"):
             st.json({k: str(v) for k, v in result.release().params.items()})

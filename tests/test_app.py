@@ -123,7 +123,7 @@ def test_default_opens_on_a_sample_with_a_public_schema_and_runs_immediately():
     run_mechanism(at, "pmm" if "pmm" in [s.name for s in ps.list_mechanisms()] else "dp_histogram")
     assert not problems(at)
     assert at.session_state["result"].dp_valid
-    assert [m.value for m in at.metric if m.label == "dp_valid"] == ["True"]
+    assert [m.value for m in at.metric if m.label == "privacy guarantee"] == ["holds"]
 
 
 # -- upload, bounds, every mechanism ---------------------------------------------------------------
@@ -421,3 +421,29 @@ def test_a_release_over_the_budget_is_refused():
     assert len(spends(at)) == 1
     reloaded = new_app()
     assert next(n for n in reloaded.sidebar.number_input if n.label.startswith("Budget")).value == 1.5
+
+
+# -- synthetic tables that look like the input (issue 16, item 6) -----------------------------------------
+def test_synthetic_tables_have_integers_declared_decimals_and_no_negative_zero():
+    from pages._support import output
+
+    data = pd.DataFrame({"age": [17.4, 89.6], "score": [-0.00001, 0.123456789], "x": [-1e-9, 3.14159265]})
+    schema = {"columns": [{"name": "age", "kind": "numeric", "lo": 17, "hi": 90, "integer": True},
+                          {"name": "score", "kind": "numeric", "lo": 0, "hi": 1},
+                          {"name": "x", "kind": "numeric", "lo": -10, "hi": 10}]}
+    out = output.shaped(data, schema, {"x": 1})
+    assert out["age"].dtype == np.int64 and out["age"].tolist() == [17, 90]
+    assert out["score"].tolist() == [0.0, 0.123]  # 4 significant digits of the range [0, 1] (1.000)
+    assert out["x"].tolist() == [0.0, 3.1]  # declared decimals
+    text = out.to_csv(index=False)
+    assert "-0" not in text and "e-" not in text
+    assert output.default_decimals(0, 250_000) == 0 and output.default_decimals(17, 90) == 2
+
+
+def test_the_synthetic_csv_follows_the_schema_and_the_row_count_is_explained():
+    at = new_app()
+    run_mechanism(at, "pmm")
+    names = [c["name"] for c in at.session_state["result"].schema["columns"]]
+    table = next(d.value for d in at.dataframe if list(d.value.columns) == names)
+    assert all(len(f"{v}".split(".")[-1]) <= 4 for v in table[names[0]])
+    assert any("noisy, private count" in c.value for c in at.caption), "pmm's default relation is add_remove"

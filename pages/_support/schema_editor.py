@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-FIELDS = ("name", "kind", "lo", "hi", "categories", "integer")
+FIELDS = ("name", "kind", "lo", "hi", "categories", "integer", "decimals")
 TYPED = "typed by the user"
 
 
@@ -43,14 +43,15 @@ def base_rows(chosen: list[str], entries: dict[str, dict], table: pd.DataFrame) 
         kind = e.get("kind") or ("numeric" if pd.api.types.is_numeric_dtype(table[name]) else "categorical")
         rows.append({"name": name, "kind": kind, "lo": _number(e.get("lo")), "hi": _number(e.get("hi")),
                      "categories": ", ".join(map(str, e.get("categories") or [])),
-                     "integer": bool(e.get("integer", False))})
-    return pd.DataFrame(rows, columns=list(FIELDS)).astype({"lo": float, "hi": float})
+                     "integer": bool(e.get("integer", False)), "decimals": _number(e.get("decimals"))})
+    return pd.DataFrame(rows, columns=list(FIELDS)).astype({"lo": float, "hi": float, "decimals": float})
 
 
 def _row_entry(row: dict) -> dict:
     categories = [c.strip() for c in str(row["categories"] or "").split(",") if c.strip()]
     return {"name": row["name"], "kind": row["kind"], "lo": _number(row["lo"]), "hi": _number(row["hi"]),
-            "categories": categories, "integer": bool(row["integer"]), "public": True, "source": TYPED}
+            "categories": categories, "integer": bool(row["integer"]), "public": True, "source": TYPED,
+            "decimals": None if _number(row["decimals"]) is None else int(_number(row["decimals"]))}
 
 
 def merge(base: pd.DataFrame, edited: pd.DataFrame, entries: dict[str, dict]) -> dict[str, dict]:
@@ -87,7 +88,11 @@ def editor(chosen: list[str], table: pd.DataFrame) -> dict[str, dict]:
                        "hi": st.column_config.NumberColumn("hi (public upper bound)", format="%.6g"),
                        "categories": st.column_config.TextColumn("categories (comma separated, in order)",
                                                                  width="large"),
-                       "integer": st.column_config.CheckboxColumn("integer")})
+                       "integer": st.column_config.CheckboxColumn("integer"),
+                       "decimals": st.column_config.NumberColumn(
+                           "decimals", min_value=0, max_value=12, step=1, format="%d",
+                           help="decimals of this column in the synthetic CSV (empty: 4 significant digits of the "
+                                "range); a public choice, it costs no privacy")})
     merged = merge(grid["base"], edited, entries)
     grid["synced"] = merged
     state.schema_grid = grid

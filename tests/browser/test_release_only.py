@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
 from test_app_browser import goto, shoot, wait_idle
 
 pytestmark = pytest.mark.browser

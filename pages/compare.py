@@ -7,6 +7,8 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
+from pages._support import words
+from pages._support.text import md
 from privsyn_core import figures as F
 from privsyn_core import report
 
@@ -65,7 +67,7 @@ if found:
                          options=[s.name for s in specs])
         if st.button("Run and compare", help="Each mechanism runs at this epsilon and seed with its default parameters "
                                              "(the last run keeps its own); each new run is a release in the ledger."):
-            rows, errors = {}, []
+            rows, errors, runs = {}, [], {}
             progress = st.progress(0.0)
             for i, name in enumerate(chosen):
                 progress.progress(i / max(len(chosen), 1), text=f"running {name}")
@@ -76,23 +78,32 @@ if found:
                     other_key = {**key, "mechanism": name, "params": params, "neighbouring": relation}
                     other = ui.execute(other_key, label=", Compare")
                     rows[name] = report.metrics_table(ui.evaluate_result(other, other_key))
+                    runs[name] = {"epsilon": other.epsilon, "neighbours differ by": words.relation(relation),
+                                  "privacy guarantee": words.guarantee(spec.is_private, other.dp_valid),
+                                  "synthetic rows": len(other.data)}
                 except ps.PrivsynError as exc:
                     errors.append(f"{name}: {exc}")
             progress.progress(1.0, text="done")
-            st.session_state.compare = {"rows": rows, "errors": errors, "epsilon": key["epsilon"]}
+            st.session_state.compare = {"rows": rows, "errors": errors, "epsilon": key["epsilon"], "runs": runs}
         compare = st.session_state.compare
         if compare:
             for message in compare["errors"]:
-                st.error(message)
+                st.error(md(message))
             if compare["rows"]:
                 wide = pd.concat({n: t.set_index("metric")["value"] for n, t in compare["rows"].items()}, axis=1)
                 floors = pd.concat([t.set_index("metric")["real-vs-real floor"] for t in compare["rows"].values()],
                                    axis=1).bfill(axis=1).iloc[:, 0]
                 wide["real-vs-real floor"] = floors
                 st.table(wide)
+                st.markdown("**The runs**: a run whose guarantee is not 'holds' is **not a private release**, "
+                            "however good its metrics look.")
+                st.table(pd.DataFrame.from_dict(compare.get("runs", {}), orient="index"))
                 first = wide.index[0]
                 values = wide.drop(columns="real-vs-real floor").loc[first]
-                fig = go.Figure(go.Bar(x=values.index, y=values.to_numpy(dtype=float), name=first))
+                private = [compare.get("runs", {}).get(n, {}).get("privacy guarantee") == "holds" for n in values.index]
+                fig = go.Figure(go.Bar(x=[n if ok else f"{n} (NOT private)" for n, ok in zip(values.index, private)],
+                                       y=values.to_numpy(dtype=float), name=first,
+                                       marker_color=["#08519c" if ok else "#bdbdbd" for ok in private]))
                 fig.update_layout(title=f"{first} at epsilon {compare['epsilon']:g} (lower is better)",
                                   margin=dict(l=40, r=10, t=50, b=40))
                 st.plotly_chart(fig, key="compare_many_chart")

@@ -11,6 +11,8 @@ from pages import _ui as ui
 from pages._support.text import md
 from privsyn_core import figures as F
 
+READABLE_CELLS = 1024
+
 ui.require_entrypoint()
 st.title("Partitions")
 st.write("Partition mechanisms (PMM, PSMM, KD-trees, the DP histogram) count the data in regions of the unit "
@@ -40,9 +42,13 @@ if found:
             axes = ui.axis_pair(names, "part")
             shown = cells
             if levels:
-                level = ui.keep(st.slider, "Tree level (0 = root)", f"w_part_level_{len(levels)}", len(levels) - 1,
-                                min_value=0, max_value=len(levels) - 1)
+                # open at the deepest level a reader can still see (at most READABLE_CELLS boxes), not the leaves
+                readable = max([j for j, lv in enumerate(levels) if len(lv["lo"]) <= READABLE_CELLS] or [0])
+                level = ui.keep(st.slider, "Tree level (0 = the whole cube; each level halves every cell)",
+                                f"w_part_level_{len(levels)}", readable, min_value=0, max_value=len(levels) - 1)
                 shown = levels[level]
+                st.caption(f"Level {level}: {len(shown['lo']):,} cells. Move the slider to watch the tree refine: "
+                           "deeper cells are smaller, hold fewer records and carry relatively more noise.")
             if release_mode:
                 key = "count"
                 st.caption(f"Release mode: cells drawn from the release alone, coloured by {value_label}.")

@@ -344,6 +344,21 @@ def test_several_mechanisms_side_by_side_at_the_same_epsilon():
     assert list(wide.columns) == ["dp_histogram", "laplace_points", "kd_grid", "real-vs-real floor"]
     assert wide.loc["w1", "laplace_points"] > wide.loc["w1", "real-vs-real floor"]
     assert [e["mechanism"] for e in spends(at)] == ["dp_histogram", "laplace_points", "kd_grid"]
+    runs = at.table[2].value
+    assert list(runs.index) == ["dp_histogram", "laplace_points", "kd_grid"]
+    assert set(runs["privacy guarantee"]) == {"holds"} and "neighbours differ by" in runs.columns
+
+
+def test_a_non_private_run_is_marked_in_the_comparison():
+    at = new_app()
+    run_mechanism(at, "dp_histogram")
+    at.switch_page("pages/compare.py").run()
+    at.multiselect(key="w_cmp_many").set_value(["dp_histogram", "bootstrap"]).run()
+    click(at, "Run and compare")
+    runs = at.table[2].value
+    assert runs.loc["bootstrap", "privacy guarantee"].startswith("none")
+    bars = figures(at)[-1]["data"][0]
+    assert "bootstrap (NOT private)" in bars["x"]
 
 
 @pytest.mark.parametrize("mechanism", [s.name for s in ps.list_mechanisms()])
@@ -447,3 +462,14 @@ def test_the_synthetic_csv_follows_the_schema_and_the_row_count_is_explained():
     table = next(d.value for d in at.dataframe if list(d.value.columns) == names)
     assert all(len(f"{v}".split(".")[-1]) <= 4 for v in table[names[0]])
     assert any("noisy, private count" in c.value for c in at.caption), "pmm's default relation is add_remove"
+
+
+def test_partitions_open_at_a_readable_level():
+    at = new_app()
+    run_mechanism(at, "pmm")
+    at.switch_page("pages/partitions.py").run()
+    levels = at.session_state["result"].diagnostics["levels"]
+    slider = next(s for s in at.slider if s.key and s.key.startswith("w_part_level_"))
+    assert len(levels[slider.value]["lo"]) <= 1024
+    assert slider.value == len(levels) - 1 or len(levels[slider.value + 1]["lo"]) > 1024
+    assert any(f"Level {slider.value}:" in c.value for c in at.caption)

@@ -129,6 +129,8 @@ def enforce_mode() -> None:
     if st.session_state.get("result") is not None and st.session_state.get("result_mode") != "release":
         st.session_state.result = st.session_state.run = None
     st.session_state.compare = st.session_state.sweep = None
+    if (st.session_state.get("bounds_notes") or {}).get("clipped") is not None:  # teaching notes read raw rows
+        st.session_state.bounds_notes = None
     entries = st.session_state.get("schema_entries", {})
     if any(e.get("source") == PROPOSED for e in entries.values()):
         set_schema_entries({k: e for k, e in entries.items() if e.get("source") != PROPOSED})
@@ -188,6 +190,7 @@ def clear_data() -> None:
 
 def _clear_results() -> None:
     set_schema_entries({})
+    st.session_state.bounds_notes = None
     st.session_state.result = st.session_state.run = None
     st.session_state.compare = st.session_state.sweep = None
 
@@ -269,20 +272,32 @@ def propose_from_data() -> None:
 
 
 def estimate_dp_bounds(epsilon: float, neighbouring: str) -> None:
-    numeric = [c for c in columns() if pd.api.types.is_numeric_dtype(table()[c])]
+    """DP bounds for the numeric columns that have no typed bounds (typed ones are never overwritten).
+
+    The notes (the library's warnings and, in teaching mode only, the share of rows each estimate clips)
+    are kept in ``session_state.bounds_notes`` for the page to show after its rerun.
+    """
+    entries = dict(st.session_state.schema_entries)
+    typed = {c for c, e in entries.items() if e.get("source") == "typed by the user" and _complete(e)}
+    numeric = [c for c in columns() if pd.api.types.is_numeric_dtype(table()[c]) and c not in typed]
     if not numeric:
-        raise ps.DataError("no numeric column is chosen: DP bounds are for numeric columns")
+        raise ps.DataError("every chosen numeric column has typed bounds: DP bounds fill only the others")
     rng = release_rng() if release_mode() else int(saved_value("w_seed", 0))
     store.check(data_id(), epsilon, True)
     found = dp_bounds(frame(), numeric, epsilon, neighbouring=neighbouring, rng=rng)
-    entries = dict(st.session_state.schema_entries)
     for col in found.schema.columns:
         entries[col.name] = {**col.to_dict(), "source": f"DP bounds (epsilon {epsilon:g})"}
     set_schema_entries(entries)
     store.add(data_id(), label=f"DP bounds of {len(numeric)} column(s)", mechanism="dp_bounds",
               relation=neighbouring, epsilon=report.ledger_epsilon(found.ledger), private=True)
-    for warning in found.warnings:
-        st.warning(warning)
+    notes = [md(w) for w in found.warnings]
+    if typed:
+        notes.append("Columns with typed bounds were left as typed: " + ", ".join(md(c) for c in sorted(typed)) + ".")
+    clipped = None
+    if not release_mode():
+        raw = table()
+        clipped = {c.name: float(((raw[c.name] < c.lo) | (raw[c.name] > c.hi)).mean()) for c in found.schema.columns}
+    st.session_state.bounds_notes = {"notes": notes, "clipped": clipped}
 
 
 # -- runs --------------------------------------------------------------------------------------

@@ -84,6 +84,15 @@ with cols[0]:
         with ui.user_errors():
             ui.estimate_dp_bounds(eps_bounds, relation)
             st.rerun()
+notes = st.session_state.get("bounds_notes")
+if notes:
+    for note in notes["notes"]:
+        st.warning(note)
+    if notes["clipped"] and not ui.release_mode():
+        ui.not_private("shares of raw rows outside the DP bounds")
+        st.caption("Rows outside the DP bounds (clipped onto them before a run): "
+                   + "; ".join(f"{md(c)}: {share:.1%}" for c, share in notes["clipped"].items()))
+
 if not ui.release_mode():
     with cols[1]:
         st.markdown("**Propose from the data** (not private)")

@@ -187,6 +187,21 @@ def test_dp_bounds_spend_epsilon_in_the_session_ledger():
     assert [e["mechanism"] for e in ledger] == ["dp_bounds"] and ledger[0]["epsilon"] == 2.0
 
 
+def test_dp_bounds_never_overwrite_typed_bounds_and_show_the_clipped_share_in_teaching_only():
+    at = new_app()
+    upload(at, "mine.csv", csv_bytes(blobs()))
+    type_bounds(at, {"x": (-2.0, 8.0)})
+    click(at, "Estimate DP bounds")
+    assert not problems(at)
+    entries = at.session_state["schema_entries"]
+    assert (entries["x"]["lo"], entries["x"]["hi"], entries["x"]["source"]) == (-2.0, 8.0, "typed by the user")
+    assert entries["y"]["source"].startswith("DP bounds") and [e["mechanism"] for e in spends(at)] == ["dp_bounds"]
+    assert any("left as typed" in w.value for w in at.warning)
+    assert any("Rows outside the DP bounds" in c.value and "y:" in c.value for c in at.caption)
+    at.toggle(key="w_release").set_value(True).run()
+    assert not any("Rows outside the DP bounds" in c.value for c in at.caption)
+
+
 def test_bounds_proposed_from_the_data_flag_dp_valid_false():
     at = new_app()
     upload(at, "mine.csv", csv_bytes(blobs()))

@@ -28,7 +28,7 @@ from privsyn_core.figures import NOT_PRIVATE
 from privsyn_core.io import read_csv, to_csv_bytes
 
 from ._support import ledger as store
-from ._support import output
+from ._support import output, stakeholder
 from ._support.text import md
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -485,7 +485,7 @@ def epsilon_guidance(epsilon: float) -> str:
 
 
 # -- downloads ---------------------------------------------------------------------------------
-def downloads(result: ps.SynthResult, key: dict, figures: list | None = None, metrics: dict | None = None) -> None:
+def downloads(result: ps.SynthResult, key: dict, metrics: dict | None = None) -> None:
     """Synthetic CSV, JSON run report and the HTML stakeholder report.
 
     In teaching mode both reports carry the metrics: ``metrics`` when the page has them already (Compare), else
@@ -495,7 +495,6 @@ def downloads(result: ps.SynthResult, key: dict, figures: list | None = None, me
     run_report = report_builder(result, key)
     run = run_report()
     report_metrics = metrics_on_demand(result, metrics)
-    html_args = report_inputs(result, figures)
     cols = st.columns(3)
     cols[0].download_button("Download synthetic CSV", data=to_csv_bytes(synthetic_table(result)),
                             file_name="synthetic.csv",
@@ -503,10 +502,12 @@ def downloads(result: ps.SynthResult, key: dict, figures: list | None = None, me
     cols[1].download_button("Download JSON report", file_name="run_report.json", mime="application/json",
                             data=lambda: json.dumps(run_report(metrics=report_metrics()), indent=1, default=str),
                             on_click="ignore", key="dl_json")
+    inputs = stakeholder_inputs(result)
     cols[2].download_button("Export stakeholder report (HTML)", file_name="privsyn_report.html", mime="text/html",
-                            data=lambda: report.html_report(**html_args, run=run_report(metrics=report_metrics()),
-                                                            metrics=metrics_table_or_none(report_metrics())),
+                            data=lambda: stakeholder.build(**inputs, metrics=metrics_table_or_none(report_metrics())),
                             on_click="ignore", key="dl_html")
+    st.caption("The stakeholder report is one small HTML file in plain words (no scripts); the JSON report holds "
+               "every technical detail.")
     st.caption("The JSON report reproduces the run: save its 'schema' as schema.json and run")
     st.code(run["cli"], language="bash", wrap_lines=True)
     with st.expander("What the JSON report contains" + (" (release only)" if release_mode() else "")):
@@ -552,24 +553,13 @@ def metrics_table_or_none(metrics: dict | None) -> pd.DataFrame | None:
     return None if metrics is None else report.metrics_table(metrics)
 
 
-def report_inputs(result: ps.SynthResult, figures: list | None) -> dict:
-    """Arguments of :func:`report.html_report` but the run and metrics, gathered now (the HTML is built later, on
-    click, in another thread)."""
-    from privsyn_core import figures as F
-
-    shown = list(figures or [])
-    if not shown:
-        names = [c["name"] for c in result.schema["columns"]]
-        real = None if release_mode() else unit_real(result)
-        axes = (0, 1) if len(names) > 1 else (0, 0)
-        shown = [("Real vs synthetic" if real is not None else "Synthetic data",
-                  F.scatter_compare(real, result.unit_rows, axes=axes, labels=[names[axes[0]], names[axes[1]]]))]
-    notes = [] if result.dp_valid else ["dp_valid = False: the domain came from the data or the mechanism is not "
-                                        "private; this is not a differentially private release."]
-    sweep = st.session_state.get("sweep")
-    return dict(title=f"Synthetic data report: {result.mechanism} at epsilon {result.epsilon:g}",
-                ledger=shown_ledger(),
-                figures=shown, tradeoff=None if (sweep is None or release_mode()) else sweep["figure"], notes=notes)
+def stakeholder_inputs(result: ps.SynthResult) -> dict:
+    """Arguments of :func:`stakeholder.build` but the metrics, gathered now (the HTML is built on click, in
+    another thread); in release mode nothing read off the raw data."""
+    did = data_id()
+    return dict(release=result.release(), data_name=st.session_state.data["name"], totals=store.totals(did),
+                budget=store.budget(did), real=None if release_mode() else real_of(result),
+                shaped=synthetic_table(result), ledger=shown_ledger())
 
 
 def need_result() -> tuple[ps.SynthResult, dict] | None:

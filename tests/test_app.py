@@ -488,3 +488,31 @@ def test_partitions_open_at_a_readable_level():
     assert len(levels[slider.value]["lo"]) <= 1024
     assert slider.value == len(levels) - 1 or len(levels[slider.value + 1]["lo"]) > 1024
     assert any(f"Level {slider.value}:" in c.value for c in at.caption)
+
+
+# -- the stakeholder report (issue 16, item 5) ---------------------------------------------------------------
+def test_stakeholder_report_is_small_plain_and_release_only_without_raw_inputs():
+    from pages._support import stakeholder
+
+    rng = np.random.default_rng(0)
+    n = 10_000
+    df = pd.DataFrame({f"v{i}": rng.uniform(0, 100, n) for i in range(7)})
+    df["sex"] = rng.choice(["F", "M"], n)
+    df["region"] = rng.choice(["north", "south", "east"], n)
+    schema = {"columns": [{"name": f"v{i}", "kind": "numeric", "lo": 0.0, "hi": 100.0} for i in range(7)]
+              + [{"name": "sex", "kind": "categorical", "categories": ["M", "F"]},
+                 {"name": "region", "kind": "categorical", "categories": ["north", "south", "east"]}]}
+    result = ps.synthesize(df, "dp_histogram", 1.0, schema=schema, neighbouring="add_remove", rng=0,
+                           bins=2)
+    release = result.release()
+    html = stakeholder.build(release=release, data_name="people.csv", totals={"add_remove": 1.5}, budget=3.0)
+    assert len(html.encode()) < 2**20 and "<script" not in html
+    first = html.split("</div>")[0]
+    assert "epsilon = 1 for this release" in first and "1.5</b> in total" in first and "budget 3" in first
+    assert "adding or removing one record" in first and "factor of e<sup>epsilon</sup>" in first
+    assert f"{n:,}" not in html and str(n) not in html, "release mode: no exact n in the report"
+    assert html.index(">M<") < html.index(">F<"), "categories in their public order"
+    teaching = stakeholder.build(release=release, data_name="people.csv", totals={}, budget=None, real=df)
+    assert "real (not private)" in teaching
+    bootstrap = ps.synthesize(df, "bootstrap", 1.0, schema=schema, rng=0).release()
+    assert "NOT a private release" in stakeholder.build(release=bootstrap, data_name="x", totals={}, budget=None)

@@ -181,3 +181,14 @@ def test_released_partition_is_none_without_public_geometry_and_the_snake_path_i
     result = _release("srw_tsp")
     assert np.allclose(F.released_path(result.release()), result.diagnostics["path"])
     assert F.released_path(_release("dp_histogram").release()) is None
+
+
+def test_svg_bars_is_valid_escaped_xml_with_one_bar_per_positive_value():
+    import xml.etree.ElementTree as ET
+
+    svg = F.svg_bars(["a", "<b>", "c"], {"synthetic": [0.2, 0.5, 0.0], "real": [0.3, 0.4, 0.3]},
+                     title="x <script>", x_label="![p](http://e/p.png)")
+    root = ET.fromstring(svg)
+    rects = [r for r in root.iter("{http://www.w3.org/2000/svg}rect") if r.find("{http://www.w3.org/2000/svg}title")
+             is not None]
+    assert len(rects) == 5 and "<script>" not in svg and "&lt;b&gt;" in svg

@@ -176,6 +176,9 @@ def path_figure(path: np.ndarray, *, net: np.ndarray | None = None, points: np.n
     fig.add_trace(line_cls(x=path[:, axes[0]].astype(np.float32), y=path[:, axes[1]].astype(np.float32),
                            mode="lines", name=f"folding path ({len(path):,} points)", line=dict(width=1, color="#333"),
                            hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=path[[0, -1], axes[0]], y=path[[0, -1], axes[1]], mode="markers+text",
+                             text=["start", "end"], textposition="top center", name="path start and end",
+                             marker=dict(size=10, color="#333", symbol=["circle", "square"])))
     if net is not None:
         net = np.atleast_2d(np.asarray(net, dtype=float))
         size = 4 if weights is None else 3 + 12 * np.sqrt(np.asarray(weights, float) / max(np.max(weights), 1e-300))
@@ -188,23 +191,37 @@ def path_figure(path: np.ndarray, *, net: np.ndarray | None = None, points: np.n
 
 def walk_figure(walk: np.ndarray | None, *, signed: np.ndarray | None = None, projected: np.ndarray | None = None,
                 units: str = "") -> go.Figure:
-    """The random-walk noise along the path (teaching only, may be None), and the signed vs
-    projected weights per path point."""
+    """The random-walk noise along the path (teaching only, may be None) and the weights per path point.
+
+    One panel per quantity, each on its own single axis with zero marked (a shared plot with two
+    y-axes put the two zero lines at different heights): the walk on top, then the signed weights
+    (noisy, may be negative) against the projected weights (the released probability measure).
+    """
+    from plotly.subplots import make_subplots
+
     lengths = [len(a) for a in (walk, signed, projected) if a is not None]
     position = np.arange(max(lengths, default=0))
-    fig = go.Figure()
+    panels = (["random-walk noise" + (f" ({units})" if units else "")] if walk is not None else []) + \
+        (["weights along the path"] if signed is not None or projected is not None else [])
+    fig = make_subplots(rows=max(len(panels), 1), cols=1, shared_xaxes=True, subplot_titles=panels,
+                        vertical_spacing=0.12)
+    row = 1
     if walk is not None:
-        fig.add_trace(go.Scatter(x=position, y=np.asarray(walk, dtype=float), mode="lines",
-                                 name=f"random-walk noise {units} ({NOT_PRIVATE})".replace("  ", " ")))
+        fig.add_trace(go.Scatter(x=position, y=np.asarray(walk, dtype=float), mode="lines", line=dict(color="#7f7f7f"),
+                                 name=f"random-walk noise ({NOT_PRIVATE})"), row=1, col=1)
+        fig.update_yaxes(title_text="noise", zeroline=True, zerolinecolor="#333", row=1, col=1)
+        row = 2
     if signed is not None:
         fig.add_trace(go.Scatter(x=position, y=np.asarray(signed, float), mode="lines", name="signed weights",
-                                 yaxis="y2"))
+                                 line=dict(color="#fdae6b")), row=row, col=1)
     if projected is not None:
         fig.add_trace(go.Scatter(x=position, y=np.asarray(projected, float), mode="lines", name="projected weights",
-                                 yaxis="y2"))
-    fig.update_layout(title="noise and weights along the path", xaxis_title="position along the path",
-                      yaxis_title="walk", yaxis2=dict(title="weight", overlaying="y", side="right"),
-                      margin=dict(l=40, r=40, t=50, b=40), legend=dict(orientation="h", y=-0.2))
+                                 line=dict(color=SYNTH_COLOUR)), row=row, col=1)
+    if signed is not None or projected is not None:
+        fig.update_yaxes(title_text="weight", zeroline=True, zerolinecolor="#333", row=row, col=1)
+    fig.update_xaxes(title_text="position along the path (start to end)", row=max(len(panels), 1), col=1)
+    fig.update_layout(title="noise and weights along the path", height=250 + 200 * max(len(panels), 1),
+                      margin=dict(l=50, r=20, t=70, b=40), legend=dict(orientation="h", y=-0.15))
     return fig
 
 

@@ -416,7 +416,9 @@ def sidebar_ledger() -> None:
         if not private:
             st.caption("No private release on this data yet.")
         for relation, total in totals.items():
-            st.metric(f"Total epsilon, neighbours by {RELATION_WORDS.get(relation, relation)}", f"{total:g}")
+            st.metric(f"Total epsilon ({relation.replace('_', '/')})", f"{total:g}",
+                      help=f"Private releases on this data whose neighbours differ by "
+                           f"{RELATION_WORDS.get(relation, relation)}")
         spent = math.fsum(totals.values())
         if cap:
             st.progress(min(spent / cap, 1.0), text=f"{spent:g} of the budget {cap:g} spent")

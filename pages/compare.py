@@ -29,17 +29,25 @@ if found:
         axes = ui.axis_pair(names, "cmp")
         if teaching:
             ui.not_private("the real points")
-        real = ui.unit_real(result) if teaching else None
-        st.plotly_chart(F.scatter_compare(real, result.unit_rows, axes=axes, labels=[names[axes[0]], names[axes[1]]],
-                                          title="real vs synthetic (unit coordinates of the public domain)"),
-                        key="compare_scatter")
+        labels = [names[axes[0]], names[axes[1]]]
+        panels = ([("real", ui.real_of(result), F.REAL_COLOUR)] if teaching else []) + \
+            [("synthetic", ui.synthetic_table(result), F.SYNTH_COLOUR)]
+        for column_slot, (what, frame, colour) in zip(st.columns(len(panels)), panels):
+            points, settings = F.plot_coordinates(frame, result.schema, names)
+            fig = F.units_scatter(points, settings, axes=axes, labels=labels, name=what, colour=colour,
+                                  title=f"{what}: {len(frame):,} rows")
+            column_slot.plotly_chart(fig, key=f"compare_scatter_{what}")
+        st.caption("Each panel in the columns' own units on their public ranges, side by side so neither hides the "
+                   "other; categories are in their public order, spread a little (jitter) so that points show.")
         column = ui.keep(st.selectbox, "Marginal of", "w_cmp_marginal", names[0], options=names)
         col = schema[column]
         edges = None if col.kind == "categorical" else np.linspace(col.lo, col.hi, 31)
         real_col = ui.real_of(result)[column] if teaching else None
-        st.plotly_chart(F.marginal_figure(real_col, result.data[column], edges=edges, name=column),
+        st.plotly_chart(F.marginal_figure(real_col, result.data[column], edges=edges, name=column,
+                                          categories=col.categories if col.kind == "categorical" else None),
                         key="compare_marginal")
-        st.caption("Histograms share 30 equal bins of the public domain.")
+        st.caption("Categories in their public order." if col.kind == "categorical"
+                   else "Histograms share 30 equal bins of the public range.")
 
     views()
 

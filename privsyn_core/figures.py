@@ -238,14 +238,52 @@ def scatter_compare(real: np.ndarray | None, synthetic: np.ndarray, *, axes: tup
     return _unit_axes(fig, labels, ranges)
 
 
+def plot_coordinates(frame: pd.DataFrame, schema: dict, names: Sequence[str], *, jitter: float = 0.3,
+                     seed: int = 0) -> tuple[np.ndarray, list[dict]]:
+    """Columns in their own units for a scatter, with the axis settings of each.
+
+    Numeric columns are drawn as they are, on their public range ``[lo, hi]``; a categorical column as
+    the position of each value in the public category order plus a uniform jitter in
+    ``[-jitter, jitter]`` (display only), with the categories as tick labels.
+    """
+    columns = {c["name"]: c for c in schema["columns"]}
+    rng = np.random.default_rng(seed)
+    out, settings = np.empty((len(frame), len(names))), []
+    for j, name in enumerate(names):
+        column = columns[name]
+        if column["kind"] == "categorical":
+            order = {str(c): i for i, c in enumerate(column["categories"])}
+            codes = frame[name].astype(str).map(order).to_numpy(dtype=float)
+            out[:, j] = codes + rng.uniform(-jitter, jitter, len(frame))
+            k = len(order)
+            settings.append({"range": [-0.5, k - 0.5], "tickvals": list(range(k)), "ticktext": list(order)})
+        else:
+            out[:, j] = frame[name].to_numpy(dtype=float)
+            pad = 0.02 * (column["hi"] - column["lo"])
+            settings.append({"range": [column["lo"] - pad, column["hi"] + pad]})
+    return out, settings
+
+
+def units_scatter(points: np.ndarray, settings: Sequence[dict], *, axes: tuple[int, int], labels: Sequence[str],
+                  name: str, colour: str, title: str, max_points: int = MAX_POINTS) -> go.Figure:
+    """One point cloud in the columns' own units (see :func:`plot_coordinates`), for side-by-side panels."""
+    fig = go.Figure(point_trace(points, name, colour, max_points=max_points, axes=axes))
+    fig.update_layout(title=title, height=450, margin=dict(l=50, r=10, t=50, b=40), showlegend=False)
+    fig.update_xaxes(title_text=labels[0], **settings[axes[0]])
+    fig.update_yaxes(title_text=labels[1], **settings[axes[1]])
+    return fig
+
+
 def marginal_figure(real: pd.Series | None, synthetic: pd.Series, *, edges: np.ndarray | None = None,
-                    name: str = "") -> go.Figure:
-    """Histograms (as shares) of one column on shared bins: the public bin edges or the categories."""
+                    name: str = "", categories: Sequence[str] | None = None) -> go.Figure:
+    """Histograms (as shares) of one column on shared bins: the public bin edges or the categories
+    (in the public order ``categories`` when given)."""
     fig = go.Figure()
     series = {"synthetic": synthetic} if real is None else {f"real ({NOT_PRIVATE})": real, "synthetic": synthetic}
     colours = {"synthetic": SYNTH_COLOUR}
     if edges is None:
-        categories = sorted({str(v) for s in series.values() for v in pd.unique(s)})
+        categories = ([str(c) for c in categories] if categories is not None
+                      else sorted({str(v) for s in series.values() for v in pd.unique(s)}))
         for label, s in series.items():
             share = s.astype(str).value_counts(normalize=True).reindex(categories, fill_value=0.0)
             fig.add_trace(go.Bar(x=categories, y=share.to_numpy(), name=label,

@@ -154,11 +154,12 @@ def test_each_registered_mechanism_runs_and_compare_shows_metrics_and_points(upl
     table = at.table[0].value
     assert "w1" in table.index
     assert np.isfinite(table.loc["w1", "value"])
-    scatter = figures(at)[0]
-    synthetic = next(t for t in scatter["data"] if t["name"].startswith("synthetic"))
-    assert len(values(synthetic["x"])) == min(len(result.data), MAX_POINTS)
-    real = next(t for t in scatter["data"] if t["name"].startswith("real"))
-    assert len(values(real["x"])) == 300
+    real_panel, synthetic_panel = figures(at)[:2]  # side by side, in the columns' own units
+    synthetic = synthetic_panel["data"][0]
+    assert synthetic["name"] == "synthetic" and len(values(synthetic["x"])) == min(len(result.data), MAX_POINTS)
+    real = real_panel["data"][0]
+    assert real["name"] == "real" and len(values(real["x"])) == 300
+    assert real_panel["layout"]["xaxis"]["range"][0] < -2.0 < 8.0 < real_panel["layout"]["xaxis"]["range"][1]
     for page in ("pages/partitions.py", "pages/tsp.py"):
         at.switch_page(page).run()
         assert not at.exception, f"{page} after {mechanism}: {at.exception}"

@@ -192,3 +192,15 @@ def test_svg_bars_is_valid_escaped_xml_with_one_bar_per_positive_value():
     rects = [r for r in root.iter("{http://www.w3.org/2000/svg}rect") if r.find("{http://www.w3.org/2000/svg}title")
              is not None]
     assert len(rects) == 5 and "<script>" not in svg and "&lt;b&gt;" in svg
+
+
+def test_plot_coordinates_keep_units_and_the_public_category_order():
+    frame = pd.DataFrame({"age": [20.0, 60.0], "sex": ["M", "F"]})
+    schema = {"columns": [{"name": "age", "kind": "numeric", "lo": 17.0, "hi": 90.0},
+                          {"name": "sex", "kind": "categorical", "categories": ["M", "F"]}]}
+    points, settings = F.plot_coordinates(frame, schema, ["age", "sex"], jitter=0.3)
+    assert points[:, 0].tolist() == [20.0, 60.0]
+    assert np.all(np.abs(points[:, 1] - [0, 1]) <= 0.3)
+    assert settings[1]["ticktext"] == ["M", "F"] and settings[0]["range"][0] < 17.0
+    fig = F.marginal_figure(None, frame["sex"], categories=["M", "F"])
+    assert list(fig.data[0].x) == ["M", "F"]

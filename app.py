@@ -29,6 +29,7 @@ try:
         ui.init_state()
     ui.sidebar_controls()
     page.run()
+    ui.sidebar_data()
     ui.sidebar_ledger()
 finally:
     st.session_state[ui.ENTRYPOINT_FLAG] = False

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import json
 import math
+import os
 import runpy
 from pathlib import Path
 from typing import Any, Iterator
@@ -26,6 +27,10 @@ from privsyn_core.dp_bounds import dp_bounds
 from privsyn_core.figures import NOT_PRIVATE
 from privsyn_core.io import read_csv, to_csv_bytes
 
+from ._support import ledger as store
+from ._support import output, stakeholder
+from ._support.text import md
+
 ROOT = Path(__file__).resolve().parent.parent
 ASSETS = ROOT / "assets"
 DEFAULT_SAMPLE = "blobs"
@@ -34,6 +39,9 @@ EPSILONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 10
 LIVE_MAX_ROWS = 10_000
 SCHEMA_FIELDS = ("name", "kind", "lo", "hi", "categories", "integer", "source")
 ENTRYPOINT_FLAG = "_entrypoint_running"
+#: Server-side switch of a release-only deployment (documented in the README).
+RELEASE_ONLY_ENV = "PRIVSYN_RELEASE_ONLY"
+PROPOSED = "proposed from the data: NOT private"
 
 
 def require_entrypoint() -> None:
@@ -56,7 +64,6 @@ def init_state() -> None:
     """Defaults for a new session: the default sample with its public schema."""
     if "data" not in st.session_state:
         load_sample(DEFAULT_SAMPLE)
-    st.session_state.setdefault("ledger", [])
     st.session_state.setdefault("result", None)
     st.session_state.setdefault("run", None)
     st.session_state.setdefault("compare", None)
@@ -92,8 +99,55 @@ def _valid(value: Any, options: list | None) -> bool:
     return value in options
 
 
+def release_locked() -> bool:
+    """True in a release-only deployment: ``PRIVSYN_RELEASE_ONLY=1`` in the server's environment.
+
+    The server's setting, not the session's: a reload or a new session starts in release mode again
+    and no widget can turn it off.
+    """
+    return os.environ.get(RELEASE_ONLY_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def release_mode() -> bool:
-    return bool(saved_value("w_release", False))
+    return release_locked() or bool(saved_value("w_release", False))
+
+
+def release_rng() -> str | int:
+    """The generator of a release: always the secure one (tests replace this to compare neighbours)."""
+    return "secure"
+
+
+def enforce_mode() -> None:
+    """Entering release mode drops everything the teaching mode left behind.
+
+    A result made in teaching mode (seeded, maybe non-private, maybe on a domain read off the data)
+    must not stay on screen or be downloadable as "the private release"; the several-mechanism table
+    and the sweep hold metrics on raw data; domains proposed from the data must not stay visible.
+    """
+    if not release_mode():
+        return
+    if st.session_state.get("result") is not None and st.session_state.get("result_mode") != "release":
+        st.session_state.result = st.session_state.run = None
+    st.session_state.compare = st.session_state.sweep = None
+    if (st.session_state.get("bounds_notes") or {}).get("clipped") is not None:  # teaching notes read raw rows
+        st.session_state.bounds_notes = None
+    entries = st.session_state.get("schema_entries", {})
+    if any(e.get("source") == PROPOSED for e in entries.values()):
+        set_schema_entries({k: e for k, e in entries.items() if e.get("source") != PROPOSED})
+
+
+def store_result(result: ps.SynthResult, key: dict) -> None:
+    st.session_state.result, st.session_state.run = result, key
+    st.session_state.result_mode = "release" if release_mode() else "teaching"
+
+
+def drop_result() -> None:
+    st.session_state.result = st.session_state.run = None
+
+
+def mechanisms() -> list[ps.MechanismSpec]:
+    """The mechanisms offered: in release mode only the differentially private ones."""
+    return [s for s in ps.list_mechanisms() if s.is_private or not release_mode()]
 
 
 def not_private(what: str = "this view") -> None:
@@ -108,16 +162,37 @@ def load_sample(name: str) -> None:
 
 
 def set_data(raw: bytes, name: str, sample: str | None = None) -> None:
-    """Make ``raw`` the current table (validated by :func:`load_table`)."""
-    frame = load_table(raw)
+    """Make ``raw`` the current table (validated by :func:`load_table`).
+
+    A file that cannot be read clears the previous table, its schema and every result before the error
+    is shown: nothing on screen may belong to another file than the one the user just chose.
+    """
+    try:
+        frame = load_table(raw)
+    except ps.PrivsynError:
+        clear_data()
+        raise
     st.session_state.data = {"bytes": raw, "name": name, "sha256": report.sha256(raw), "sample": sample}
+    st.session_state.data_version = st.session_state.get("data_version", 0) + 1
     st.session_state.setdefault("saved", {})["w_columns"] = [str(c) for c in frame.columns]
     st.session_state.pop("w_columns", None)
-    st.session_state.schema_entries = {}
-    st.session_state.result = None
-    st.session_state.run = None
-    st.session_state.compare = None
-    st.session_state.sweep = None
+    _clear_results()
+
+
+def clear_data() -> None:
+    """No current table (after an upload that could not be read)."""
+    st.session_state.data = None
+    st.session_state.data_version = st.session_state.get("data_version", 0) + 1
+    st.session_state.setdefault("saved", {})["w_columns"] = []
+    st.session_state.pop("w_columns", None)
+    _clear_results()
+
+
+def _clear_results() -> None:
+    set_schema_entries({})
+    st.session_state.bounds_notes = None
+    st.session_state.result = st.session_state.run = None
+    st.session_state.compare = st.session_state.sweep = None
 
 
 def set_schema_entries(entries: dict[str, dict]) -> None:
@@ -132,6 +207,8 @@ def load_table(raw: bytes) -> pd.DataFrame:
 
 
 def table() -> pd.DataFrame:
+    if st.session_state.get("data") is None:
+        raise ps.DataError("no data: the last file could not be read; choose a sample or upload a CSV on the Data page")
     return load_table(st.session_state.data["bytes"])
 
 
@@ -178,40 +255,56 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except ps.PrivsynError as exc:
-        st.error(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+        st.error(md(str(exc).strip().splitlines()[0]) if str(exc).strip() else type(exc).__name__)
     except MemoryError:
         st.error("out of memory: use fewer rows, fewer cells or a smaller synthetic size")
 
 
 # -- schema sources ----------------------------------------------------------------------------
 def propose_from_data() -> None:
+    if release_mode():
+        raise ps.SchemaError("release mode: a domain read off the data is not private; type it or estimate it "
+                             "with DP")
     proposal = ps.Schema.infer(frame())
     set_schema_entries({**st.session_state.schema_entries,
-                        **{c.name: {**c.to_dict(), "source": "proposed from the data: NOT private"}
+                        **{c.name: {**c.to_dict(), "source": PROPOSED}
                            for c in proposal.columns}})
 
 
 def estimate_dp_bounds(epsilon: float, neighbouring: str) -> None:
-    numeric = [c for c in columns() if pd.api.types.is_numeric_dtype(table()[c])]
-    if not numeric:
-        raise ps.DataError("no numeric column is chosen: DP bounds are for numeric columns")
-    rng = "secure" if release_mode() else int(saved_value("w_seed", 0))
-    found = dp_bounds(frame(), numeric, epsilon, neighbouring=neighbouring, rng=rng)
+    """DP bounds for the numeric columns that have no typed bounds (typed ones are never overwritten).
+
+    The notes (the library's warnings and, in teaching mode only, the share of rows each estimate clips)
+    are kept in ``session_state.bounds_notes`` for the page to show after its rerun.
+    """
     entries = dict(st.session_state.schema_entries)
+    typed = {c for c, e in entries.items() if e.get("source") == "typed by the user" and _complete(e)}
+    numeric = [c for c in columns() if pd.api.types.is_numeric_dtype(table()[c]) and c not in typed]
+    if not numeric:
+        raise ps.DataError("every chosen numeric column has typed bounds: DP bounds fill only the others")
+    rng = release_rng() if release_mode() else int(saved_value("w_seed", 0))
+    store.check(data_id(), epsilon, True)
+    found = dp_bounds(frame(), numeric, epsilon, neighbouring=neighbouring, rng=rng)
     for col in found.schema.columns:
         entries[col.name] = {**col.to_dict(), "source": f"DP bounds (epsilon {epsilon:g})"}
     set_schema_entries(entries)
-    add_ledger(f"DP bounds of {len(numeric)} column(s)", "dp_bounds", report.ledger_epsilon(found.ledger),
-               neighbouring, True)
-    for warning in found.warnings:
-        st.warning(warning)
+    store.add(data_id(), label=f"DP bounds of {len(numeric)} column(s)", mechanism="dp_bounds",
+              relation=neighbouring, epsilon=report.ledger_epsilon(found.ledger), private=True)
+    notes = [md(w) for w in found.warnings]
+    if typed:
+        notes.append("Columns with typed bounds were left as typed: " + ", ".join(md(c) for c in sorted(typed)) + ".")
+    clipped = None
+    if not release_mode():
+        raw = table()
+        clipped = {c.name: float(((raw[c.name] < c.lo) | (raw[c.name] > c.hi)).mean()) for c in found.schema.columns}
+    st.session_state.bounds_notes = {"notes": notes, "clipped": clipped}
 
 
 # -- runs --------------------------------------------------------------------------------------
 def run_key(mechanism: str, epsilon: float, params: dict, neighbouring: str, seed: int | None,
             n_synthetic: int | None) -> dict[str, Any]:
     """Everything that determines a run's output."""
-    return {"sha256": st.session_state.data["sha256"], "columns": columns(), "schema": schema().to_dict(),
+    return {"sha256": data_id(), "columns": columns(), "schema": schema().to_dict(),
             "mechanism": mechanism, "params": params, "epsilon": float(epsilon), "neighbouring": neighbouring,
             "seed": seed, "n_synthetic": n_synthetic}
 
@@ -224,28 +317,33 @@ def _cached_run(key_json: str, _frame: pd.DataFrame) -> ps.SynthResult:
                          **key["params"])
 
 
-def execute(key: dict[str, Any]) -> ps.SynthResult:
-    """Run (cached in teaching mode; a fresh secure release in release mode) and record it in the ledger."""
+def execute(key: dict[str, Any], label: str = "") -> ps.SynthResult:
+    """Run (cached in teaching mode; a fresh secure release in release mode) and record it in the ledger.
+
+    A run already in the ledger (teaching mode: same data, settings and seed) spends nothing new; any
+    other private run is refused before it starts when it would exceed the data's budget.
+    """
+    run_key = None if release_mode() else json.dumps(key, sort_keys=True)
+    private = ps.get_mechanism(key["mechanism"]).is_private and ps.Schema.from_dict(key["schema"]).dp_valid
+    if not store.known(data_id(), run_key):
+        store.check(data_id(), float(key["epsilon"]), private)
     if release_mode():
         result = ps.synthesize(frame(), key["mechanism"], key["epsilon"], schema=key["schema"],
-                               neighbouring=key["neighbouring"], n_synthetic=key["n_synthetic"], rng="secure",
-                               **key["params"])
+                               neighbouring=key["neighbouring"], n_synthetic=key["n_synthetic"],
+                               rng=release_rng(), **key["params"])
     else:
         result = _cached_run(json.dumps(key, sort_keys=True), frame())
-    label = f"{key['mechanism']} on {st.session_state.data['name']}"
-    add_ledger(label, key["mechanism"], result.epsilon, key["neighbouring"], result.dp_valid,
-               key=None if release_mode() else json.dumps(key, sort_keys=True))
+    kind = "release" if release_mode() else "teaching run"
+    store.add(data_id(), label=f"{key['mechanism']} ({kind}{label})", mechanism=key["mechanism"],
+              relation=key["neighbouring"], epsilon=result.epsilon,
+              private=result.dp_valid and ps.get_mechanism(key["mechanism"]).is_private, run_key=run_key)
     return result
 
 
-def add_ledger(label: str, mechanism: str, epsilon: float, neighbouring: str, dp_valid: bool,
-               key: str | None = None) -> None:
-    """Append a release; a repeated teaching run with the same seed returns the same output and is not added."""
-    ledger = st.session_state.ledger
-    if key is not None and any(e.get("_key") == key for e in ledger):
-        return
-    ledger.append({"release": label, "mechanism": mechanism, "epsilon": epsilon, "neighbouring": neighbouring,
-                   "dp_valid": dp_valid, "data": st.session_state.data["sha256"][:12], "_key": key})
+def data_id() -> str:
+    """The current dataset's identity in the ledger: the SHA-256 of its bytes (never shown)."""
+    table()  # a clear error when there is no data
+    return st.session_state.data["sha256"]
 
 
 @st.cache_data(max_entries=24, show_spinner="Computing the metrics on the real data (not private)...")
@@ -258,45 +356,84 @@ def evaluate_result(result: ps.SynthResult, key: dict) -> dict:
     """The metrics of a run (teaching mode only), cached by the run's key and the TSTR target."""
     target = saved_value("w_cmp_target", "none")
     target = target if target in [c["name"] for c in result.schema["columns"]] else None
-    return evaluation(json.dumps(key, sort_keys=True), frame(), result.data, json.dumps(result.schema), target)
+    return evaluation(json.dumps(key, sort_keys=True), real_of(result), result.data, json.dumps(result.schema), target)
 
 
 # -- sidebar -----------------------------------------------------------------------------------
 def sidebar_controls() -> None:
     with st.sidebar:
-        keep(st.toggle, "Release mode", "w_release", False,
-                  help="Release mode never shows raw data, true counts or metrics on raw data, and draws noise "
-                       "from a cryptographically secure generator (runs cannot be reproduced by a seed).")
-        if release_mode():
-            st.success("Release mode: only private outputs are shown.")
+        if release_locked():
+            st.success("Release-only deployment: only private outputs are shown, and teaching mode is switched "
+                       "off on this server.")
         else:
-            st.info(f"Teaching mode: views marked '{NOT_PRIVATE}' read the raw data.")
-        data = st.session_state.data
-        st.caption(f"Data: **{data['name']}**, {len(table()):,} rows, {len(columns())} column(s) chosen")
+            keep(st.toggle, "Release mode", "w_release", False,
+                 help="Release mode never shows raw data, true counts or metrics on raw data, and draws noise "
+                      "from a cryptographically secure generator (runs cannot be reproduced by a seed).")
+            if release_mode():
+                st.success("Release mode: only private outputs are shown.")
+            else:
+                st.info(f"Teaching mode: views marked '{NOT_PRIVATE}' read the raw data.")
+        enforce_mode()
+        st.session_state.sidebar_data = st.empty()  # filled after the page ran: an upload there is the current data
+
+
+def sidebar_data() -> None:
+    """The sidebar's line naming the current data, drawn after the page (which may have loaded new data)."""
+    data = st.session_state.get("data")
+    slot = st.session_state.pop("sidebar_data", None) or st.sidebar.empty()
+    if data is None:
+        slot.caption("Data: none (the last file could not be read)")
+        return
+    rows = "" if release_mode() else f"{len(table()):,} rows, "
+    slot.caption(f"Data: **{md(data['name'])}**, {rows}{len(columns())} column(s) chosen")
+
+
+RELATION_WORDS = {"replace": "replacing one record", "add_remove": "adding or removing one record"}
 
 
 def sidebar_ledger() -> None:
-    """The session's privacy ledger (drawn after the page ran, so it includes this run's releases)."""
+    """The data's privacy ledger and budget (drawn after the page ran, so it includes this run's spends).
+
+    Kept in SQLite by the data's content (:mod:`pages._support.ledger`): a reload, a new session or
+    a server restart meets the same spends.
+    """
+    if st.session_state.get("data") is None:
+        return
+    did = data_id()
     with st.sidebar:
-        st.subheader("Privacy ledger")
-        ledger = st.session_state.ledger
-        if not ledger:
-            st.caption("No release yet in this session.")
-            return
-        lines = [f"{i}. {e['release']}: **epsilon {_eps(e['epsilon'])}**, {e['neighbouring']}"
-                 + ("" if e["dp_valid"] else " :red[**dp_valid = False**]") for i, e in enumerate(ledger, 1)]
-        st.markdown("\n".join(lines))
-        total = report.session_total(ledger)
-        st.metric("Total epsilon spent on this data", "inf" if not math.isfinite(total) else f"{total:g}")
-        st.warning("Releases on the same data compose: their epsilons add up. Re-running with a new seed spends "
-                   "epsilon again.")
-        if not all(e["dp_valid"] for e in ledger):
-            st.error("dp_valid = False for at least one release: its domain was read off the data or its "
-                     "mechanism is not private.")
-
-
-def _eps(epsilon: float) -> str:
-    return "inf (not private)" if not math.isfinite(epsilon) else f"{epsilon:g}"
+        st.subheader("Privacy ledger of this data")
+        cap = store.budget(did)
+        value = st.number_input("Budget for this data (total epsilon; 0 = no budget)", min_value=0.0, step=0.5,
+                                value=float(cap or 0.0), key=f"w_budget_{st.session_state.get('data_version', 0)}",
+                                help="Private releases that would take the total above it are refused.")
+        if value != float(cap or 0.0):
+            store.set_budget(did, value or None)
+            cap = value or None
+        spends = store.spends(did)
+        private = [e for e in spends if e["private"]]
+        others = [e for e in spends if not e["private"]]
+        totals = store.totals(did)
+        if not private:
+            st.caption("No private release on this data yet.")
+        for relation, total in totals.items():
+            st.metric(f"Total epsilon ({relation.replace('_', '/')})", f"{total:g}",
+                      help=f"Private releases on this data whose neighbours differ by "
+                           f"{RELATION_WORDS.get(relation, relation)}")
+        spent = math.fsum(totals.values())
+        if cap:
+            st.progress(min(spent / cap, 1.0), text=f"{spent:g} of the budget {cap:g} spent")
+        if private:
+            shown = private[-8:]
+            lines = [f"{i}. {md(e['label'])}: **epsilon {e['epsilon']:g}**"
+                     for i, e in enumerate(shown, len(private) - len(shown) + 1)]
+            st.markdown("\n".join(lines))
+            st.caption("Releases on the same data compose: their epsilons add up. Re-running with a new seed "
+                       "spends epsilon again; the same teaching run with the same seed does not.")
+        if others:
+            with st.expander(f"Not private: {len(others)} run(s), outside the budget"):
+                st.markdown("\n".join(f"- {md(e['label'])}" for e in others[-8:]))
+                st.caption("A mechanism that is not private, or a domain read off the data (dp_valid = False): "
+                           "no privacy guarantee, so no epsilon to add up.")
 
 
 # -- mechanism widgets -------------------------------------------------------------------------
@@ -350,32 +487,55 @@ def epsilon_guidance(epsilon: float) -> str:
 
 
 # -- downloads ---------------------------------------------------------------------------------
-def downloads(result: ps.SynthResult, key: dict, figures: list | None = None, metrics: dict | None = None) -> None:
+def downloads(result: ps.SynthResult, key: dict, metrics: dict | None = None) -> None:
     """Synthetic CSV, JSON run report and the HTML stakeholder report.
 
     In teaching mode both reports carry the metrics: ``metrics`` when the page has them already (Compare), else
     they are computed when a report is downloaded, so a run never waits for an evaluation nobody asked for (under
     concurrent sessions those evaluations queued into minute-long stalls).  Release mode has no metrics.
     """
-    run_report = functools.partial(report.run_report, result, params=key["params"], release_mode=release_mode(),
-                                   data_name=st.session_state.data["name"], data_sha256=st.session_state.data["sha256"],
-                                   extra_ledger=[{k: v for k, v in e.items() if not k.startswith("_")}
-                                                 for e in st.session_state.ledger])
+    run_report = report_builder(result, key)
     run = run_report()
     report_metrics = metrics_on_demand(result, metrics)
-    html_args = report_inputs(result, figures)
     cols = st.columns(3)
-    cols[0].download_button("Download synthetic CSV", data=to_csv_bytes(result.data), file_name="synthetic.csv",
+    cols[0].download_button("Download synthetic CSV", data=to_csv_bytes(synthetic_table(result)),
+                            file_name="synthetic.csv",
                             mime="text/csv", on_click="ignore", key="dl_csv")
     cols[1].download_button("Download JSON report", file_name="run_report.json", mime="application/json",
                             data=lambda: json.dumps(run_report(metrics=report_metrics()), indent=1, default=str),
                             on_click="ignore", key="dl_json")
+    inputs = stakeholder_inputs(result)
     cols[2].download_button("Export stakeholder report (HTML)", file_name="privsyn_report.html", mime="text/html",
-                            data=lambda: report.html_report(**html_args, run=run_report(metrics=report_metrics()),
-                                                            metrics=metrics_table_or_none(report_metrics())),
+                            data=lambda: stakeholder.build(**inputs, metrics=metrics_table_or_none(report_metrics())),
                             on_click="ignore", key="dl_html")
+    st.caption("The stakeholder report is one small HTML file in plain words (no scripts); the JSON report holds "
+               "every technical detail.")
     st.caption("The JSON report reproduces the run: save its 'schema' as schema.json and run")
     st.code(run["cli"], language="bash", wrap_lines=True)
+    with st.expander("What the JSON report contains" + (" (release only)" if release_mode() else "")):
+        st.json({k: v for k, v in run.items() if k != "created"}, expanded=False)
+
+
+def synthetic_table(result: ps.SynthResult) -> pd.DataFrame:
+    """The released rows as the user sees and downloads them (integers, declared decimals, no -0)."""
+    entries = st.session_state.get("schema_entries", {})
+    return output.shaped(result.data, result.schema, {k: e.get("decimals") for k, e in entries.items()})
+
+
+def shown_ledger() -> list[dict]:
+    """The data's ledger as reports show it (no data fingerprint, no internal keys)."""
+    return [{"release": e["label"], "mechanism": e["mechanism"], "epsilon": e["epsilon"],
+             "neighbouring": e["relation"], "dp_valid": e["private"]} for e in store.spends(data_id())]
+
+
+def report_builder(result: ps.SynthResult, key: dict):
+    """``run_report(metrics=None)``: the JSON report of this run, release-only in release mode (no hash, no
+    timings, no metrics, no teaching section)."""
+    release = release_mode()
+    return functools.partial(report.run_report, result, params=key["params"], release_mode=release,
+                             data_name=st.session_state.data["name"],
+                             data_sha256=None if release else st.session_state.data["sha256"],
+                             extra_ledger=shown_ledger())
 
 
 def metrics_on_demand(result: ps.SynthResult, metrics: dict | None):
@@ -385,7 +545,7 @@ def metrics_on_demand(result: ps.SynthResult, metrics: dict | None):
     """
     if metrics is not None or release_mode():
         return lambda: metrics
-    real, synthetic, schema = frame(), result.data, ps.Schema.from_dict(result.schema)
+    real, synthetic, schema = real_of(result), result.data, ps.Schema.from_dict(result.schema)
     target = saved_value("w_cmp_target", "none")
     target = target if target in schema.names else None
     return functools.cache(lambda: report.evaluate_subsampled(real, synthetic, schema, target=target))
@@ -395,24 +555,13 @@ def metrics_table_or_none(metrics: dict | None) -> pd.DataFrame | None:
     return None if metrics is None else report.metrics_table(metrics)
 
 
-def report_inputs(result: ps.SynthResult, figures: list | None) -> dict:
-    """Arguments of :func:`report.html_report` but the run and metrics, gathered now (the HTML is built later, on
-    click, in another thread)."""
-    from privsyn_core import figures as F
-
-    shown = list(figures or [])
-    if not shown:
-        names = [c["name"] for c in result.schema["columns"]]
-        real = None if release_mode() else report.schema_encode(frame(), result.schema)
-        axes = (0, 1) if len(names) > 1 else (0, 0)
-        shown = [("Real vs synthetic" if real is not None else "Synthetic data",
-                  F.scatter_compare(real, result.unit_rows, axes=axes, labels=[names[axes[0]], names[axes[1]]]))]
-    notes = [] if result.dp_valid else ["dp_valid = False: the domain came from the data or the mechanism is not "
-                                        "private; this is not a differentially private release."]
-    sweep = st.session_state.get("sweep")
-    return dict(title=f"Synthetic data report: {result.mechanism} at epsilon {result.epsilon:g}",
-                ledger=[{k: v for k, v in e.items() if not k.startswith("_")} for e in st.session_state.ledger],
-                figures=shown, tradeoff=None if (sweep is None or release_mode()) else sweep["figure"], notes=notes)
+def stakeholder_inputs(result: ps.SynthResult) -> dict:
+    """Arguments of :func:`stakeholder.build` but the metrics, gathered now (the HTML is built on click, in
+    another thread); in release mode nothing read off the raw data."""
+    did = data_id()
+    return dict(release=result.release(), data_name=st.session_state.data["name"], totals=store.totals(did),
+                budget=store.budget(did), real=None if release_mode() else real_of(result),
+                shaped=synthetic_table(result), ledger=shown_ledger())
 
 
 def need_result() -> tuple[ps.SynthResult, dict] | None:
@@ -438,5 +587,11 @@ def axis_pair(names: list[str], prefix: str) -> tuple[int, int]:
     return names.index(a), names.index(b)
 
 
-def unit_real() -> np.ndarray:
-    return schema().encode(frame())[0]
+def real_of(result: ps.SynthResult) -> pd.DataFrame:
+    """The real columns a run used (teaching only), whatever the Data page has chosen since."""
+    return table()[[c["name"] for c in result.schema["columns"]]]
+
+
+def unit_real(result: ps.SynthResult) -> np.ndarray:
+    """The real rows (teaching only) in the unit coordinates of the run's schema (not the editor's current one)."""
+    return report.schema_encode(table(), result.schema)

@@ -7,6 +7,8 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
+from pages._support import words
+from pages._support.text import md
 from privsyn_core import figures as F
 from privsyn_core import report
 
@@ -27,17 +29,25 @@ if found:
         axes = ui.axis_pair(names, "cmp")
         if teaching:
             ui.not_private("the real points")
-        real = ui.unit_real() if teaching else None
-        st.plotly_chart(F.scatter_compare(real, result.unit_rows, axes=axes, labels=[names[axes[0]], names[axes[1]]],
-                                          title="real vs synthetic (unit coordinates of the public domain)"),
-                        key="compare_scatter")
+        labels = [names[axes[0]], names[axes[1]]]
+        panels = ([("real", ui.real_of(result), F.REAL_COLOUR)] if teaching else []) + \
+            [("synthetic", ui.synthetic_table(result), F.SYNTH_COLOUR)]
+        for column_slot, (what, frame, colour) in zip(st.columns(len(panels)), panels):
+            points, settings = F.plot_coordinates(frame, result.schema, names)
+            fig = F.units_scatter(points, settings, axes=axes, labels=labels, name=what, colour=colour,
+                                  title=f"{what}: {len(frame):,} rows")
+            column_slot.plotly_chart(fig, key=f"compare_scatter_{what}")
+        st.caption("Each panel in the columns' own units on their public ranges, side by side so neither hides the "
+                   "other; categories are in their public order, spread a little (jitter) so that points show.")
         column = ui.keep(st.selectbox, "Marginal of", "w_cmp_marginal", names[0], options=names)
         col = schema[column]
         edges = None if col.kind == "categorical" else np.linspace(col.lo, col.hi, 31)
-        real_col = ui.frame()[column] if teaching else None
-        st.plotly_chart(F.marginal_figure(real_col, result.data[column], edges=edges, name=column),
+        real_col = ui.real_of(result)[column] if teaching else None
+        st.plotly_chart(F.marginal_figure(real_col, result.data[column], edges=edges, name=column,
+                                          categories=col.categories if col.kind == "categorical" else None),
                         key="compare_marginal")
-        st.caption("Histograms share 30 equal bins of the public domain.")
+        st.caption("Categories in their public order." if col.kind == "categorical"
+                   else "Histograms share 30 equal bins of the public range.")
 
     views()
 
@@ -65,7 +75,7 @@ if found:
                          options=[s.name for s in specs])
         if st.button("Run and compare", help="Each mechanism runs at this epsilon and seed with its default parameters "
                                              "(the last run keeps its own); each new run is a release in the ledger."):
-            rows, errors = {}, []
+            rows, errors, runs = {}, [], {}
             progress = st.progress(0.0)
             for i, name in enumerate(chosen):
                 progress.progress(i / max(len(chosen), 1), text=f"running {name}")
@@ -74,25 +84,34 @@ if found:
                     params = key["params"] if name == key["mechanism"] else {k: p.default for k, p in spec.params.items()}
                     relation = key["neighbouring"] if key["neighbouring"] in spec.neighbouring else spec.neighbouring[0]
                     other_key = {**key, "mechanism": name, "params": params, "neighbouring": relation}
-                    other = ui.execute(other_key)
+                    other = ui.execute(other_key, label=", Compare")
                     rows[name] = report.metrics_table(ui.evaluate_result(other, other_key))
+                    runs[name] = {"epsilon": other.epsilon, "neighbours differ by": words.relation(relation),
+                                  "privacy guarantee": words.guarantee(spec.is_private, other.dp_valid),
+                                  "synthetic rows": len(other.data)}
                 except ps.PrivsynError as exc:
                     errors.append(f"{name}: {exc}")
             progress.progress(1.0, text="done")
-            st.session_state.compare = {"rows": rows, "errors": errors, "epsilon": key["epsilon"]}
+            st.session_state.compare = {"rows": rows, "errors": errors, "epsilon": key["epsilon"], "runs": runs}
         compare = st.session_state.compare
         if compare:
             for message in compare["errors"]:
-                st.error(message)
+                st.error(md(message))
             if compare["rows"]:
                 wide = pd.concat({n: t.set_index("metric")["value"] for n, t in compare["rows"].items()}, axis=1)
                 floors = pd.concat([t.set_index("metric")["real-vs-real floor"] for t in compare["rows"].values()],
                                    axis=1).bfill(axis=1).iloc[:, 0]
                 wide["real-vs-real floor"] = floors
                 st.table(wide)
+                st.markdown("**The runs**: a run whose guarantee is not 'holds' is **not a private release**, "
+                            "however good its metrics look.")
+                st.table(pd.DataFrame.from_dict(compare.get("runs", {}), orient="index"))
                 first = wide.index[0]
                 values = wide.drop(columns="real-vs-real floor").loc[first]
-                fig = go.Figure(go.Bar(x=values.index, y=values.to_numpy(dtype=float), name=first))
+                private = [compare.get("runs", {}).get(n, {}).get("privacy guarantee") == "holds" for n in values.index]
+                fig = go.Figure(go.Bar(x=[n if ok else f"{n} (NOT private)" for n, ok in zip(values.index, private)],
+                                       y=values.to_numpy(dtype=float), name=first,
+                                       marker_color=["#08519c" if ok else "#bdbdbd" for ok in private]))
                 fig.update_layout(title=f"{first} at epsilon {compare['epsilon']:g} (lower is better)",
                                   margin=dict(l=40, r=10, t=50, b=40))
                 st.plotly_chart(fig, key="compare_many_chart")

@@ -1,18 +1,12 @@
 """Data page: choose a bundled sample or upload a CSV, pick columns, set the public domain."""
 
-import pandas as pd
 import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
+from pages._support import schema_editor
+from pages._support.text import md
 from privsyn_core.datasets import SAMPLES
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, float) and isinstance(b, float) and pd.isna(a) and pd.isna(b):
-        return True
-    return a == b
-
 
 ui.require_entrypoint()
 st.title("Data")
@@ -24,10 +18,10 @@ source = ui.keep(st.radio, "Source", "w_source", "Bundled sample", options=["Bun
                  horizontal=True)
 if source == "Bundled sample":
     names = list(SAMPLES)
-    current = st.session_state.data.get("sample") or ui.DEFAULT_SAMPLE
+    current = (st.session_state.data or {}).get("sample") or ui.DEFAULT_SAMPLE
     choice = st.selectbox("Sample", names, index=names.index(current) if current in names else 0,
                           format_func=lambda n: f"{n}: {SAMPLES[n]}")
-    if choice != st.session_state.data.get("sample"):
+    if choice != (st.session_state.data or {}).get("sample"):
         with ui.user_errors():
             ui.load_sample(choice)
 else:
@@ -35,17 +29,27 @@ else:
                               type=["csv", "txt"], key="uploader")
     if upload is not None:
         raw = upload.getvalue()
-        if ui.report.sha256(raw) != st.session_state.data["sha256"]:
+        current = st.session_state.data
+        if current is None or ui.report.sha256(raw) != current["sha256"]:
             with ui.user_errors():
-                ui.set_data(raw, upload.name)
-                st.success(f"Loaded {upload.name}: now set the public domain of every column below.")
+                ui.set_data(raw, upload.name)  # a file that cannot be read clears the previous data and results
+        if st.session_state.data is not None and st.session_state.data["sample"] is None:
+            # shown on every run while this upload is current: a message that vanished on the next rerun moved
+            # the schema grid under the user's pointer between a click and a double-click
+            st.success(f"Loaded {md(st.session_state.data['name'])}: now set the public domain of every column "
+                       "below.")
 
 with ui.user_errors():
     full = ui.table()
-    st.write(f"**{st.session_state.data['name']}**: {len(full):,} rows, {full.shape[1]} columns.")
+    if ui.release_mode():
+        st.markdown(f"**{md(st.session_state.data['name'])}**: {full.shape[1]} columns. The number of rows is not "
+                    "shown in release mode: when neighbouring tables differ by adding or removing one record, it "
+                    "is private too.")
+    else:
+        st.markdown(f"**{md(st.session_state.data['name'])}**: {len(full):,} rows, {full.shape[1]} columns.")
     ui.keep(st.multiselect, "Columns to synthesize", "w_columns", [str(c) for c in full.columns],
             options=[str(c) for c in full.columns])
-    if len(full) < 2:
+    if len(full) < 2 and not ui.release_mode():
         st.warning("The table has a single row: every mechanism needs more data to say anything useful.")
 
     if ui.release_mode():
@@ -56,38 +60,39 @@ with ui.user_errors():
             st.dataframe(ui.frame().head(50), hide_index=True)
 
 st.subheader("Public domain (schema)")
-st.write("Three sources: **type** bounds/categories you know from public documentation, **estimate** them with "
-         "differential privacy (spends epsilon, recorded in the ledger), or **propose** them from the data "
-         "(not private: results get dp_valid = False).")
+if ui.release_mode():
+    st.write("Two sources in release mode: **type** bounds/categories you know from public documentation, or "
+             "**estimate** them with differential privacy (spends epsilon, recorded in the ledger).")
+else:
+    st.write("Three sources: **type** bounds/categories you know from public documentation, **estimate** them with "
+             "differential privacy (spends epsilon, recorded in the ledger), or **propose** them from the data "
+             "(not private: results get dp_valid = False).")
 
-with ui.user_errors():
-    chosen = ui.columns()
-    entries = st.session_state.schema_entries
-    rows = []
-    for name in chosen:
-        e = entries.get(name, {})
-        kind = e.get("kind") or ("numeric" if pd.api.types.is_numeric_dtype(ui.table()[name]) else "categorical")
-        rows.append({"name": name, "kind": kind, "lo": e.get("lo"), "hi": e.get("hi"),
-                     "categories": ", ".join(map(str, e.get("categories") or [])),
-                     "integer": bool(e.get("integer", False)), "source": e.get("source", "not set")})
-    shown = pd.DataFrame(rows, columns=list(ui.SCHEMA_FIELDS)).astype({"lo": float, "hi": float})
-    edited = st.data_editor(
-        shown, hide_index=True, disabled=["name", "source"], key=f"schema_editor_{st.session_state.schema_version}",
-        column_config={"kind": st.column_config.SelectboxColumn("kind", options=["numeric", "categorical"]),
-                       "lo": st.column_config.NumberColumn("lo", format="%.6g"),
-                       "hi": st.column_config.NumberColumn("hi", format="%.6g"),
-                       "categories": st.column_config.TextColumn("categories (comma separated)"),
-                       "integer": st.column_config.CheckboxColumn("integer")})
-    changed = False
-    for before, after in zip(shown.to_dict("records"), edited.to_dict("records")):
-        if any(not _same(before[k], after[k]) for k in ("kind", "lo", "hi", "categories", "integer")):
-            cats = [c.strip() for c in str(after["categories"] or "").split(",") if c.strip()]
-            entries[after["name"]] = {"name": after["name"], "kind": after["kind"], "lo": after["lo"],
-                                      "hi": after["hi"], "categories": cats, "integer": bool(after["integer"]),
-                                      "public": True, "source": "typed by the user"}
-            changed = True
-    if changed:
-        st.session_state.schema_entries = entries
+@st.fragment
+def schema_grid() -> None:
+    """The grid, its sources and whether the schema is complete.
+
+    A fragment: an edit reruns only this part of the page, so the app answers within a fraction of the time
+    and a person typing the next cell meets no full-page rerun.
+    """
+    with ui.user_errors():
+        chosen = ui.columns()
+        entries = schema_editor.editor(chosen, ui.table())
+        sources = {name: entries.get(name, {}).get("source", "not set") for name in chosen}
+        st.caption("Where each domain comes from: " + "; ".join(f"{md(n)}: {md(v)}" for n, v in sources.items()))
+    try:
+        current = ui.schema()
+    except ps.SchemaError as exc:
+        st.warning(md(exc))
+    else:
+        if current.dp_valid:
+            st.success(f"Schema complete for {len(current.columns)} column(s); every domain is public.")
+        else:
+            st.error("dp_valid = False: some domains were read off the data. Type or DP-estimate them for a "
+                     "private release.")
+
+
+schema_grid()
 
 cols = st.columns(2)
 with cols[0]:
@@ -99,21 +104,20 @@ with cols[0]:
         with ui.user_errors():
             ui.estimate_dp_bounds(eps_bounds, relation)
             st.rerun()
-with cols[1]:
-    st.markdown("**Propose from the data** (not private)")
-    st.caption("Reads min/max and categories off the data: results get dp_valid = False.")
-    if st.button("Propose from the data"):
-        with ui.user_errors():
-            ui.propose_from_data()
-            st.rerun()
+notes = st.session_state.get("bounds_notes")
+if notes:
+    for note in notes["notes"]:
+        st.warning(note)
+    if notes["clipped"] and not ui.release_mode():
+        ui.not_private("shares of raw rows outside the DP bounds")
+        st.caption("Rows outside the DP bounds (clipped onto them before a run): "
+                   + "; ".join(f"{md(c)}: {share:.1%}" for c, share in notes["clipped"].items()))
 
-try:
-    current = ui.schema()
-except ps.SchemaError as exc:
-    st.warning(str(exc))
-else:
-    if current.dp_valid:
-        st.success(f"Schema complete for {len(current.columns)} column(s); every domain is public.")
-    else:
-        st.error("dp_valid = False: some domains were read off the data. Type or DP-estimate them for a private "
-                 "release.")
+if not ui.release_mode():
+    with cols[1]:
+        st.markdown("**Propose from the data** (not private)")
+        st.caption("Reads min/max and categories off the data: results get dp_valid = False.")
+        if st.button("Propose from the data"):
+            with ui.user_errors():
+                ui.propose_from_data()
+                st.rerun()

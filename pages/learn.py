@@ -4,6 +4,7 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
+from pages._support import words
 from privsyn_core import figures as F
 
 ui.require_entrypoint()
@@ -46,7 +47,8 @@ st.plotly_chart(F.noise_schedule_figure(F.hierarchical_noise_schedule(eps_tree, 
 st.header("The mechanisms")
 for spec in ps.list_mechanisms():
     with st.expander(f"{spec.title} [{spec.name}]"):
-        st.markdown(f"**Paper:** {spec.paper}  \n**Guarantee:** {spec.guarantee}  \n**Data:** {spec.data_kind}; "
+        st.markdown(f"**Source:** {words.paper(spec.paper)} ({spec.paper})  \n**Guarantee:** {spec.guarantee}  \n"
+                    f"**Data:** {spec.data_kind}; "
                     f"neighbouring: {', '.join(spec.neighbouring)}")
         st.write(spec.description)
         if not spec.is_private:

@@ -1,10 +1,17 @@
-"""Partitions page: the mechanism's cells over the data, coloured by true / noisy / released counts."""
+"""Partitions page: the mechanism's cells, coloured by released counts (and, teaching only, true / noisy ones).
+
+Release mode draws only what the release holds (``figures.released_partition``: the public
+geometry and the released rows, atoms and weights), never ``SynthResult.diagnostics``.
+"""
 
 import numpy as np
 import streamlit as st
 
 from pages import _ui as ui
+from pages._support.text import md
 from privsyn_core import figures as F
+
+READABLE_CELLS = 1024
 
 ui.require_entrypoint()
 st.title("Partitions")
@@ -14,40 +21,58 @@ st.write("Partition mechanisms (PMM, PSMM, KD-trees, the DP histogram) count the
 found = ui.need_result()
 if found:
     result, _ = found
-    diagnostics = result.diagnostics
     names = [c["name"] for c in result.schema["columns"]]
-    if "cells" not in diagnostics and "levels" not in diagnostics:
-        st.info(f"{result.mechanism} releases no partition. Choose pmm, psmm, kd_grid, kd_adaptive or "
-                "dp_histogram on the Synthesize page to see one.")
+    release_mode = ui.release_mode()
+    if release_mode:
+        released = F.released_partition(result.release())
+        cells = levels = None
+        if released is not None:
+            cells, levels = released["cells"], released["levels"]
+        value_label = released["value"] if released else ""
+    else:
+        diagnostics = result.diagnostics
+        cells, levels = diagnostics.get("cells"), diagnostics.get("levels")
+    if cells is None and not levels:
+        st.info(f"{result.mechanism} releases no partition"
+                + (" whose cells can be drawn from the release alone" if release_mode else "")
+                + ". Choose pmm, psmm, kd_grid or dp_histogram on the Synthesize page to see one.")
     else:
         @st.fragment
         def view() -> None:
             axes = ui.axis_pair(names, "part")
-            keys = ["count", "noisy_count"] + ([] if ui.release_mode() else ["true_count"])
-            labels = {"count": "released count", "noisy_count": "noisy count", "true_count": "true count"}
-            colour = ui.keep(st.radio, "Colour by", "w_part_colour", "count", options=keys, horizontal=True,
-                             format_func=labels.get)
-            levels = diagnostics.get("levels")
-            cells = diagnostics.get("cells")
+            shown = cells
             if levels:
-                level = ui.keep(st.slider, "Tree level (0 = root)", f"w_part_level_{len(levels)}", len(levels) - 1,
-                                min_value=0, max_value=len(levels) - 1)
-                cells = levels[level]
-            show_data = (not ui.release_mode()) and ui.keep(st.toggle, "Show the data points", "w_part_data", True)
-            if colour == "true_count" or show_data:
-                ui.not_private("true counts and data points")
-            points = ui.unit_real() if show_data else None
-            key = colour if colour in cells else "count"
-            fig = F.partition_figure(cells, value_key=key, axes=axes, points=points,
+                # open at the deepest level a reader can still see (at most READABLE_CELLS boxes), not the leaves
+                readable = max([j for j, lv in enumerate(levels) if len(lv["lo"]) <= READABLE_CELLS] or [0])
+                level = ui.keep(st.slider, "Tree level (0 = the whole cube; each level halves every cell)",
+                                f"w_part_level_{len(levels)}", readable, min_value=0, max_value=len(levels) - 1)
+                shown = levels[level]
+                st.caption(f"Level {level}: {len(shown['lo']):,} cells. Move the slider to watch the tree refine: "
+                           "deeper cells are smaller, hold fewer records and carry relatively more noise.")
+            if release_mode:
+                key = "count"
+                st.caption(f"Release mode: cells drawn from the release alone, coloured by {value_label}.")
+                show_data = False
+            else:
+                keys = ["count", "noisy_count", "true_count"]
+                labels = {"count": "released count", "noisy_count": "noisy count", "true_count": "true count"}
+                colour = ui.keep(st.radio, "Colour by", "w_part_colour", "count", options=keys, horizontal=True,
+                                 format_func=labels.get)
+                show_data = ui.keep(st.toggle, "Show the data points", "w_part_data", True)
+                if colour == "true_count" or show_data:
+                    ui.not_private("true counts and data points")
+                key = colour if colour in shown else "count"
+            points = ui.unit_real(result) if show_data else None
+            fig = F.partition_figure(shown, value_key=key, axes=axes, points=points,
                                      labels=[names[axes[0]], names[axes[1]]])
             st.plotly_chart(fig, key="partition_chart")
             if len(names) > 2:
-                st.caption(f"Cells projected onto ({names[axes[0]]}, {names[axes[1]]}); identical projected "
+                st.caption(f"Cells projected onto ({md(names[axes[0]])}, {md(names[axes[1]])}); identical projected "
                            "boxes are merged with their counts summed.")
-            if levels and not ui.release_mode():
+            if levels and not release_mode:
                 ui.not_private("the noise-per-level chart compares noisy and true counts")
                 st.plotly_chart(F.level_noise_figure(levels), key="level_noise_chart")
-            counts = np.asarray(cells.get("count", []), dtype=float)
+            counts = np.asarray(shown.get("count", []), dtype=float)
             st.caption(f"{len(counts):,} cells; released total {counts.sum():,.6g}.")
 
         view()

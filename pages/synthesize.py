@@ -7,17 +7,20 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
+from pages._support import output, words
+from pages._support.text import md
 
 ui.require_entrypoint()
 st.title("Synthesize")
-specs = {s.name: s for s in ps.list_mechanisms()}
+specs = {s.name: s for s in ui.mechanisms()}
 default = "pmm" if "pmm" in specs else "dp_histogram"
 name = ui.keep(st.selectbox, "Mechanism", "w_mechanism", default, options=list(specs),
                format_func=lambda n: f"{specs[n].title} [{n}]")
 spec = specs[name]
-st.markdown(f"**Paper:** {spec.paper} &nbsp; **Data:** {spec.data_kind} &nbsp; "
-            f"**Neighbouring relations:** {', '.join(spec.neighbouring)}")
-st.markdown(f"**Guarantee:** {spec.guarantee}")
+st.markdown(f"**Source:** {md(words.paper(spec.paper))} &nbsp; **Data:** {spec.data_kind}")
+with st.expander("The exact guarantee and terms"):
+    st.markdown(f"**Paper reference:** {md(spec.paper)}  \n**Neighbouring relations:** "
+                f"{', '.join(spec.neighbouring)}  \n**Guarantee:** {md(spec.guarantee)}")
 st.caption(spec.description)
 if not spec.is_private:
     st.error(f"{spec.title} is NOT differentially private: never release its output (dp_valid = False).")
@@ -51,20 +54,31 @@ with right:
 key = None
 with ui.user_errors():
     key = ui.run_key(name, epsilon, params, neighbouring, seed, n_syn or None)
-small = len(ui.table()) <= ui.LIVE_MAX_ROWS
+small = key is not None and len(ui.table()) <= ui.LIVE_MAX_ROWS
 live = (not ui.release_mode()) and ui.keep(
     st.toggle, "Re-run automatically when a setting changes", "w_live", small,
-    help="Teaching mode, n <= 10^4: after the first run, every change is a new (cached) run and a new ledger entry.")
+    help="Teaching mode, n <= 10^4: after a run, changing a setting of the same mechanism runs it again (a new "
+         "ledger entry unless that exact run was made before). Choosing another mechanism never runs it.")
 clicked = st.button("Run", type="primary", disabled=key is None)
-auto = live and key is not None and st.session_state.run is not None and key != st.session_state.run
+# Browsing never spends: only a changed setting of the mechanism last run re-runs it (choosing another mechanism
+# in the list does not), and release mode never re-runs on its own.
+last = st.session_state.run
+auto = live and key is not None and last is not None and key != last and last["mechanism"] == name
 
 if key is not None and (clicked or auto):
+    slot, finished = st.empty(), False
     with ui.user_errors():
-        with st.status(f"Running {spec.title} at epsilon {epsilon:g}...", expanded=False) as status:
+        with slot.status(f"Running {spec.title} at epsilon {epsilon:g}...", expanded=False) as status:
             start = time.perf_counter()
             result = ui.execute(key)
-            status.update(label=f"Done in {time.perf_counter() - start:.2f} s", state="complete")
-        st.session_state.result, st.session_state.run = result, key
+            # the run time depends on the raw data: release mode does not show it
+            status.update(label="Done" if ui.release_mode() else f"Done in {time.perf_counter() - start:.2f} s",
+                          state="complete")
+        ui.store_result(result, key)
+        finished = True
+    if not finished:  # the error box says why; no stuck "Running...", no downloads of an earlier run
+        slot.empty()
+        ui.drop_result()
 
 found = ui.need_result()
 if found:
@@ -73,15 +87,19 @@ if found:
         st.caption("Showing the last run; the settings above have changed since.")
     cols = st.columns(4)
     cols[0].metric("epsilon spent", f"{result.epsilon:g}")
-    cols[1].metric("neighbouring", result.neighbouring)
+    cols[1].metric("neighbours differ by", result.neighbouring.replace("_", "/"),
+                   help=words.relation(result.neighbouring))
     cols[2].metric("synthetic rows", f"{len(result.data):,}")
-    cols[3].metric("dp_valid", str(result.dp_valid))
+    cols[3].metric("privacy guarantee", words.guarantee(ps.get_mechanism(result.mechanism).is_private,
+                                                        result.dp_valid).split(":")[0],
+                   help=f"dp_valid = {result.dp_valid}: "
+                        + words.guarantee(ps.get_mechanism(result.mechanism).is_private, result.dp_valid))
     if not result.dp_valid:
         reason = ("the mechanism is not private" if not ps.get_mechanism(result.mechanism).is_private
                   else "the domain was read off the data")
         st.error(f"dp_valid = False: {reason}. Do not publish this output as a private release.")
     for warning in result.warnings:
-        st.warning(warning)
+        st.warning(md(warning))
     clipped = {name: count for name, count in result.clipped.items() if count}
     if clipped and not ui.release_mode():
         ui.not_private("counts of raw rows outside the public bounds")
@@ -91,9 +109,19 @@ if found:
     st.markdown("**Mechanism ledger** (the stages' epsilons sum exactly to the total)")
     st.dataframe(pd.DataFrame(result.ledger, columns=["stage", "epsilon"]), hide_index=True, height=200)
     st.subheader("Synthetic data (the private release)")
-    st.dataframe(result.data.head(200), hide_index=True, height=250)
-    st.caption(f"First {min(200, len(result.data))} of {len(result.data):,} rows.")
-    with st.expander("Parameters as resolved and timings"):
-        st.json({"params": {k: str(v) for k, v in result.params.items()}, "timings": result.timings})
+    st.dataframe(ui.synthetic_table(result).head(200), hide_index=True, height=250)
+    st.caption(f"First {min(200, len(result.data))} of {len(result.data):,} rows. Integer columns are whole numbers; "
+               "other numbers keep the decimals set in the schema (or 4 significant digits of their range).")
+    note = output.row_count_note(len(result.data), result.neighbouring, run["n_synthetic"],
+                                 None if ui.release_mode() else len(ui.table()))
+    if note:
+        st.caption(note)
+    if ui.release_mode():
+        with st.expander("Parameters of the release"):
+            st.json({k: str(v) for k, v in result.release().params.items()})
+    else:
+        with st.expander("Parameters as resolved and timings"):
+            ui.not_private("every parameter the mechanism chose, some from the raw data, and the timings")
+            st.json({"params": {k: str(v) for k, v in result.params.items()}, "timings": result.timings})
     with ui.user_errors():
         ui.downloads(result, run)

@@ -16,6 +16,8 @@ st.write("Sweep epsilon (and the number of records, by subsampling) for a few me
 
 if ui.release_mode():
     st.info("Release mode: the sweep measures W1 against the raw data, so it is not available.")
+elif st.session_state.data is None:
+    st.info("No data: choose a sample or upload a CSV on the **Data** page.")
 else:
     ui.not_private("every point of the sweep measures W1 against the raw data")
     specs = [s.name for s in ps.list_mechanisms() if s.data_kind == "continuous"]

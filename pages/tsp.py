@@ -1,4 +1,8 @@
-"""TSP folding page: the path that folds the space onto a line, and the random walk on it."""
+"""TSP folding page: the path that folds the space onto a line, and the random walk on it.
+
+Release mode draws only what the release holds (``figures.released_path``: the public path and
+the released atoms and weights), never ``SynthResult.diagnostics``.
+"""
 
 import numpy as np
 import streamlit as st
@@ -16,31 +20,40 @@ st.write("The superregular random walk mechanism (srw) privatises a measure on a
 found = ui.need_result()
 if found:
     result, _ = found
-    diagnostics = result.diagnostics
     names = [c["name"] for c in result.schema["columns"]]
-    if "path" not in diagnostics:
+    release_mode = ui.release_mode()
+    if result.mechanism not in ("srw", "srw_tsp"):
         st.info(f"{result.mechanism} does not fold the space onto a path. Choose srw_tsp (or srw in d = 1) on the "
                 "Synthesize page to see the path, the walk and the projected weights.")
     else:
         @st.fragment
         def view() -> None:
             axes = ui.axis_pair(names, "tsp")
-            show_data = (not ui.release_mode()) and ui.keep(st.toggle, "Show the data points", "w_tsp_data", True)
-            if show_data:
-                ui.not_private("the data layer")
-            path = np.asarray(diagnostics["path"], dtype=float)
-            if path.ndim == 1 or path.shape[1] == 1:
+            if release_mode:
+                release = result.release()
+                path, net, weights = F.released_path(release), release.unit, release.weights
+                walk = signed = None
+                st.caption("Release mode: the public path and the released atoms with their weights only.")
+                show_data = False
+            else:
+                diagnostics = result.diagnostics
+                path, net = diagnostics.get("path"), diagnostics.get("net")
+                weights, walk, signed = (diagnostics.get("projected"), diagnostics.get("walk"),
+                                         diagnostics.get("signed"))
+                show_data = ui.keep(st.toggle, "Show the data points", "w_tsp_data", True)
+                if show_data:
+                    ui.not_private("the data layer")
+            if path is None or np.asarray(path).ndim == 1 or np.asarray(path).shape[1] == 1:
                 st.caption("d = 1: the path is the interval itself.")
             else:
-                st.plotly_chart(F.path_figure(path, net=diagnostics.get("net"), points=ui.unit_real() if show_data
-                                              else None, weights=diagnostics.get("projected"), axes=axes,
-                                              labels=[names[axes[0]], names[axes[1]]]), key="path_chart")
-            walk = None if ui.release_mode() else diagnostics.get("walk")
+                st.plotly_chart(F.path_figure(np.asarray(path, dtype=float), net=net,
+                                              points=ui.unit_real(result) if show_data else None, weights=weights,
+                                              axes=axes, labels=[names[axes[0]], names[axes[1]]]), key="path_chart")
             if walk is not None:
                 ui.not_private("the noise draw: with the signed weights it gives the true masses")
-            if walk is not None or "signed" in diagnostics or "projected" in diagnostics:
-                st.plotly_chart(F.walk_figure(walk, signed=diagnostics.get("signed"),
-                                              projected=diagnostics.get("projected"),
-                                              units=str(diagnostics.get("walk_units", ""))), key="walk_chart")
+            if walk is not None or signed is not None or weights is not None:
+                st.plotly_chart(F.walk_figure(walk, signed=signed, projected=weights,
+                                              units="" if release_mode else
+                                              str(result.diagnostics.get("walk_units", ""))), key="walk_chart")
 
         view()

@@ -176,6 +176,9 @@ def path_figure(path: np.ndarray, *, net: np.ndarray | None = None, points: np.n
     fig.add_trace(line_cls(x=path[:, axes[0]].astype(np.float32), y=path[:, axes[1]].astype(np.float32),
                            mode="lines", name=f"folding path ({len(path):,} points)", line=dict(width=1, color="#333"),
                            hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=path[[0, -1], axes[0]], y=path[[0, -1], axes[1]], mode="markers+text",
+                             text=["start", "end"], textposition="top center", name="path start and end",
+                             marker=dict(size=10, color="#333", symbol=["circle", "square"])))
     if net is not None:
         net = np.atleast_2d(np.asarray(net, dtype=float))
         size = 4 if weights is None else 3 + 12 * np.sqrt(np.asarray(weights, float) / max(np.max(weights), 1e-300))
@@ -188,23 +191,37 @@ def path_figure(path: np.ndarray, *, net: np.ndarray | None = None, points: np.n
 
 def walk_figure(walk: np.ndarray | None, *, signed: np.ndarray | None = None, projected: np.ndarray | None = None,
                 units: str = "") -> go.Figure:
-    """The random-walk noise along the path (teaching only, may be None), and the signed vs
-    projected weights per path point."""
+    """The random-walk noise along the path (teaching only, may be None) and the weights per path point.
+
+    One panel per quantity, each on its own single axis with zero marked (a shared plot with two
+    y-axes put the two zero lines at different heights): the walk on top, then the signed weights
+    (noisy, may be negative) against the projected weights (the released probability measure).
+    """
+    from plotly.subplots import make_subplots
+
     lengths = [len(a) for a in (walk, signed, projected) if a is not None]
     position = np.arange(max(lengths, default=0))
-    fig = go.Figure()
+    panels = (["random-walk noise" + (f" ({units})" if units else "")] if walk is not None else []) + \
+        (["weights along the path"] if signed is not None or projected is not None else [])
+    fig = make_subplots(rows=max(len(panels), 1), cols=1, shared_xaxes=True, subplot_titles=panels,
+                        vertical_spacing=0.12)
+    row = 1
     if walk is not None:
-        fig.add_trace(go.Scatter(x=position, y=np.asarray(walk, dtype=float), mode="lines",
-                                 name=f"random-walk noise {units} ({NOT_PRIVATE})".replace("  ", " ")))
+        fig.add_trace(go.Scatter(x=position, y=np.asarray(walk, dtype=float), mode="lines", line=dict(color="#7f7f7f"),
+                                 name=f"random-walk noise ({NOT_PRIVATE})"), row=1, col=1)
+        fig.update_yaxes(title_text="noise", zeroline=True, zerolinecolor="#333", row=1, col=1)
+        row = 2
     if signed is not None:
         fig.add_trace(go.Scatter(x=position, y=np.asarray(signed, float), mode="lines", name="signed weights",
-                                 yaxis="y2"))
+                                 line=dict(color="#fdae6b")), row=row, col=1)
     if projected is not None:
         fig.add_trace(go.Scatter(x=position, y=np.asarray(projected, float), mode="lines", name="projected weights",
-                                 yaxis="y2"))
-    fig.update_layout(title="noise and weights along the path", xaxis_title="position along the path",
-                      yaxis_title="walk", yaxis2=dict(title="weight", overlaying="y", side="right"),
-                      margin=dict(l=40, r=40, t=50, b=40), legend=dict(orientation="h", y=-0.2))
+                                 line=dict(color=SYNTH_COLOUR)), row=row, col=1)
+    if signed is not None or projected is not None:
+        fig.update_yaxes(title_text="weight", zeroline=True, zerolinecolor="#333", row=row, col=1)
+    fig.update_xaxes(title_text="position along the path (start to end)", row=max(len(panels), 1), col=1)
+    fig.update_layout(title="noise and weights along the path", height=250 + 200 * max(len(panels), 1),
+                      margin=dict(l=50, r=20, t=70, b=40), legend=dict(orientation="h", y=-0.15))
     return fig
 
 
@@ -221,14 +238,52 @@ def scatter_compare(real: np.ndarray | None, synthetic: np.ndarray, *, axes: tup
     return _unit_axes(fig, labels, ranges)
 
 
+def plot_coordinates(frame: pd.DataFrame, schema: dict, names: Sequence[str], *, jitter: float = 0.3,
+                     seed: int = 0) -> tuple[np.ndarray, list[dict]]:
+    """Columns in their own units for a scatter, with the axis settings of each.
+
+    Numeric columns are drawn as they are, on their public range ``[lo, hi]``; a categorical column as
+    the position of each value in the public category order plus a uniform jitter in
+    ``[-jitter, jitter]`` (display only), with the categories as tick labels.
+    """
+    columns = {c["name"]: c for c in schema["columns"]}
+    rng = np.random.default_rng(seed)
+    out, settings = np.empty((len(frame), len(names))), []
+    for j, name in enumerate(names):
+        column = columns[name]
+        if column["kind"] == "categorical":
+            order = {str(c): i for i, c in enumerate(column["categories"])}
+            codes = frame[name].astype(str).map(order).to_numpy(dtype=float)
+            out[:, j] = codes + rng.uniform(-jitter, jitter, len(frame))
+            k = len(order)
+            settings.append({"range": [-0.5, k - 0.5], "tickvals": list(range(k)), "ticktext": list(order)})
+        else:
+            out[:, j] = frame[name].to_numpy(dtype=float)
+            pad = 0.02 * (column["hi"] - column["lo"])
+            settings.append({"range": [column["lo"] - pad, column["hi"] + pad]})
+    return out, settings
+
+
+def units_scatter(points: np.ndarray, settings: Sequence[dict], *, axes: tuple[int, int], labels: Sequence[str],
+                  name: str, colour: str, title: str, max_points: int = MAX_POINTS) -> go.Figure:
+    """One point cloud in the columns' own units (see :func:`plot_coordinates`), for side-by-side panels."""
+    fig = go.Figure(point_trace(points, name, colour, max_points=max_points, axes=axes))
+    fig.update_layout(title=title, height=450, margin=dict(l=50, r=10, t=50, b=40), showlegend=False)
+    fig.update_xaxes(title_text=labels[0], **settings[axes[0]])
+    fig.update_yaxes(title_text=labels[1], **settings[axes[1]])
+    return fig
+
+
 def marginal_figure(real: pd.Series | None, synthetic: pd.Series, *, edges: np.ndarray | None = None,
-                    name: str = "") -> go.Figure:
-    """Histograms (as shares) of one column on shared bins: the public bin edges or the categories."""
+                    name: str = "", categories: Sequence[str] | None = None) -> go.Figure:
+    """Histograms (as shares) of one column on shared bins: the public bin edges or the categories
+    (in the public order ``categories`` when given)."""
     fig = go.Figure()
     series = {"synthetic": synthetic} if real is None else {f"real ({NOT_PRIVATE})": real, "synthetic": synthetic}
     colours = {"synthetic": SYNTH_COLOUR}
     if edges is None:
-        categories = sorted({str(v) for s in series.values() for v in pd.unique(s)})
+        categories = ([str(c) for c in categories] if categories is not None
+                      else sorted({str(v) for s in series.values() for v in pd.unique(s)}))
         for label, s in series.items():
             share = s.astype(str).value_counts(normalize=True).reindex(categories, fill_value=0.0)
             fig.add_trace(go.Bar(x=categories, y=share.to_numpy(), name=label,
@@ -311,3 +366,129 @@ def hierarchical_noise_schedule(epsilon: float, depth: int, d: int) -> list[floa
     level = np.arange(depth + 1)
     shape = 2.0 ** (0.5 * (1 - 1 / d) * (depth - level))
     return list(shape * np.sum(1 / shape) / epsilon)
+
+
+# -- what a release alone shows ----------------------------------------------------------------
+#: Levels with more cells than this are not rebuilt from a release (a figure cannot show them anyway).
+RELEASED_MAX_CELLS = 2 ** 16
+#: Mechanisms whose released atoms are the centres of equal cubes, with the parameter giving cells per axis.
+_GRID_SIDE_PARAM = {"dp_histogram": "bins", "kd_grid": "bins_per_axis", "psmm": "cells_per_axis"}
+
+
+def released_partition(release) -> dict | None:
+    """The cells of a partition mechanism rebuilt from a :class:`privsyn_core.result.Release` alone.
+
+    Release mode may draw only what was released, never ``SynthResult.diagnostics`` (true counts,
+    occupied cells).  Every output here is a function of the release's atoms, weights or rows and
+    of its declared public parameters:
+
+    * ``pmm``: the binary tree of depth ``r = params["depth"]`` is public ([HVZ23] Alg. 3: level
+      ``j`` halves axis ``j mod d``); the count of a cell at level ``j`` is the number of released
+      rows in it, so the released (consistent) counts of every level ``j <= r`` are recomputed
+      from the rows (levels above :data:`RELEASED_MAX_CELLS` cells are left out);
+    * ``dp_histogram``, ``kd_grid``, ``psmm``: the released atoms are centres of a public grid of
+      ``k`` cells per axis (``params`` ``bins``, ``bins_per_axis``, ``cells_per_axis``); each
+      cell is the cube of side ``1/k`` around its atom, valued by the atom's released weight.
+
+    Parameters
+    ----------
+    release : Release
+        What :meth:`SynthResult.release` returns.
+
+    Returns
+    -------
+    dict or None
+        ``{"cells": {"lo", "hi", "count"}, "levels": [cells per level] or None, "value": label}``;
+        ``None`` for mechanisms that release no partition of public geometry.
+    """
+    from . import pmm_tree
+
+    unit = np.asarray(release.unit, dtype=float)
+    if unit.ndim != 2 or not len(unit):
+        return None
+    d = unit.shape[1]
+    if release.mechanism == "pmm" and isinstance(release.params.get("depth"), (int, np.integer)):
+        r = int(release.params["depth"])
+        levels = []
+        for j in range(r + 1):
+            if 2 ** j > RELEASED_MAX_CELLS:
+                break
+            lo, hi = pmm_tree.level_boxes(j, d)
+            levels.append({"lo": lo, "hi": hi, "count": pmm_tree.leaf_counts(unit, j).astype(float)})
+        return {"cells": levels[-1], "levels": levels, "value": "released rows"}
+    key = _GRID_SIDE_PARAM.get(release.mechanism)
+    if key is None or release.weights is None or not isinstance(release.params.get(key), (int, np.integer)):
+        return None
+    half = 0.5 / int(release.params[key])
+    cells = {"lo": np.clip(unit - half, 0.0, 1.0), "hi": np.clip(unit + half, 0.0, 1.0),
+             "count": np.asarray(release.weights, dtype=float)}
+    value = "released probability" if release.mechanism == "dp_histogram" else "released weight"
+    return {"cells": cells, "levels": None, "value": value}
+
+
+def released_path(release) -> np.ndarray | None:
+    """The folding path of an ``srw_tsp`` release, rebuilt from its public parameters alone.
+
+    The snake path through the ``M^d`` cell centres (``M = params["bins"]``) is a function of
+    public parameters only ([BSV] Prop. 6.5 folding; :func:`privsyn_core.walks.snake_order`).
+    For the MST path, whose net is public too but whose tour is not declared released, the
+    released atoms are joined in the order they are listed, which is path order.  ``None`` when
+    the release folds nothing (``d = 1`` or another mechanism).
+    """
+    from .walks import snake_order
+
+    unit = np.asarray(release.unit, dtype=float)
+    if release.mechanism != "srw_tsp" or unit.ndim != 2 or unit.shape[1] < 2:
+        return None
+    bins = release.params.get("bins")
+    if release.params.get("path", "snake") == "snake" and isinstance(bins, (int, np.integer)) \
+            and int(bins) ** unit.shape[1] <= RELEASED_MAX_CELLS:
+        return (snake_order(int(bins), unit.shape[1]) + 0.5) / int(bins)
+    return unit
+
+
+# -- small static figures for self-contained reports -------------------------------------------
+def svg_bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, title: str = "", x_label: str = "",
+             y_label: str = "share of rows", colours: Sequence[str] = (SYNTH_COLOUR, REAL_COLOUR),
+             width: int = 420, height: int = 220) -> str:
+    """A grouped bar chart as an inline SVG string (no JavaScript: a report stays small and opens offline).
+
+    ``series`` maps a legend name to one value per label (e.g. shares of rows per bin or category).
+    Text is XML-escaped, so labels and titles from user data cannot inject markup.
+    """
+    from html import escape
+
+    names = list(series)
+    values = np.asarray([np.asarray(series[n], dtype=float) for n in names]).reshape(len(names), len(labels))
+    top = float(np.nanmax(values)) if values.size and np.isfinite(values).any() else 1.0
+    top = top if top > 0 else 1.0
+    left, right, upper, lower = 44, 8, 30, 44
+    plot_w, plot_h = width - left - right, height - upper - lower
+    slot = plot_w / max(len(labels), 1)
+    bar = slot * 0.8 / max(len(names), 1)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+             f'font-family="sans-serif" font-size="10"><title>{escape(title)}</title>',
+             f'<text x="{width / 2:.0f}" y="14" text-anchor="middle" font-size="12">{escape(title)}</text>',
+             f'<line x1="{left}" y1="{upper + plot_h}" x2="{left + plot_w}" y2="{upper + plot_h}" stroke="#555"/>',
+             f'<text x="{left - 4}" y="{upper + 4}" text-anchor="end">{top:.3g}</text>',
+             f'<text x="{left - 4}" y="{upper + plot_h}" text-anchor="end">0</text>',
+             f'<text x="10" y="{upper + plot_h / 2:.0f}" transform="rotate(-90 10 {upper + plot_h / 2:.0f})" '
+             f'text-anchor="middle">{escape(y_label)}</text>']
+    for s, name in enumerate(names):
+        colour = colours[s % len(colours)]
+        for i, v in enumerate(values[s]):
+            if not np.isfinite(v) or v <= 0:
+                continue
+            h = plot_h * v / top
+            x = left + i * slot + slot * 0.1 + s * bar
+            parts.append(f'<rect x="{x:.1f}" y="{upper + plot_h - h:.1f}" width="{bar:.1f}" height="{h:.1f}" '
+                         f'fill="{colour}"><title>{escape(name)}, {escape(str(labels[i]))}: {v:.3g}</title></rect>')
+        parts.append(f'<rect x="{left + 4 + 110 * s}" y="{height - 12}" width="8" height="8" fill="{colour}"/>'
+                     f'<text x="{left + 15 + 110 * s}" y="{height - 4}">{escape(name)}</text>')
+    step = max(1, int(np.ceil(len(labels) / 8)))
+    for i in range(0, len(labels), step):
+        parts.append(f'<text x="{left + (i + 0.5) * slot:.1f}" y="{upper + plot_h + 12}" text-anchor="middle">'
+                     f'{escape(str(labels[i]))[:12]}</text>')
+    parts.append(f'<text x="{left + plot_w / 2:.0f}" y="{upper + plot_h + 26}" text-anchor="middle">'
+                 f'{escape(x_label)}</text></svg>')
+    return "".join(parts)

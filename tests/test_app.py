@@ -26,6 +26,27 @@ TIMEOUT = 60
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _module_ledger(tmp_path_factory):
+    """Module fixtures' apps keep their ledger in a temporary folder, never in the repository's app-data/."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PRIVSYN_DATA_DIR", str(tmp_path_factory.mktemp("ledger")))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _fresh_ledger(monkeypatch, tmp_path):
+    """Every test starts with an empty persistent ledger."""
+    monkeypatch.setenv("PRIVSYN_DATA_DIR", str(tmp_path / "app-data"))
+
+
+def spends(at: AppTest) -> list[dict]:
+    """The persistent ledger of the app's current data."""
+    from pages._support import ledger
+
+    return ledger.spends(at.session_state["data"]["sha256"])
+
+
 def new_app() -> AppTest:
     return AppTest.from_file(APP, default_timeout=TIMEOUT).run()
 
@@ -102,7 +123,7 @@ def test_default_opens_on_a_sample_with_a_public_schema_and_runs_immediately():
     run_mechanism(at, "pmm" if "pmm" in [s.name for s in ps.list_mechanisms()] else "dp_histogram")
     assert not problems(at)
     assert at.session_state["result"].dp_valid
-    assert [m.value for m in at.metric if m.label == "dp_valid"] == ["True"]
+    assert [m.value for m in at.metric if m.label == "privacy guarantee"] == ["holds"]
 
 
 # -- upload, bounds, every mechanism ---------------------------------------------------------------
@@ -143,11 +164,12 @@ def test_each_registered_mechanism_runs_and_compare_shows_metrics_and_points(upl
     table = at.table[0].value
     assert "w1" in table.index
     assert np.isfinite(table.loc["w1", "value"])
-    scatter = figures(at)[0]
-    synthetic = next(t for t in scatter["data"] if t["name"].startswith("synthetic"))
-    assert len(values(synthetic["x"])) == min(len(result.data), MAX_POINTS)
-    real = next(t for t in scatter["data"] if t["name"].startswith("real"))
-    assert len(values(real["x"])) == 300
+    real_panel, synthetic_panel = figures(at)[:2]  # side by side, in the columns' own units
+    synthetic = synthetic_panel["data"][0]
+    assert synthetic["name"] == "synthetic" and len(values(synthetic["x"])) == min(len(result.data), MAX_POINTS)
+    real = real_panel["data"][0]
+    assert real["name"] == "real" and len(values(real["x"])) == 300
+    assert real_panel["layout"]["xaxis"]["range"][0] < -2.0 < 8.0 < real_panel["layout"]["xaxis"]["range"][1]
     for page in ("pages/partitions.py", "pages/tsp.py"):
         at.switch_page(page).run()
         assert not at.exception, f"{page} after {mechanism}: {at.exception}"
@@ -172,8 +194,23 @@ def test_dp_bounds_spend_epsilon_in_the_session_ledger():
     assert not problems(at)
     entries = at.session_state["schema_entries"]
     assert all(entries[c]["public"] and entries[c]["lo"] < entries[c]["hi"] for c in ("x", "y"))
-    ledger = at.session_state["ledger"]
+    ledger = spends(at)
     assert [e["mechanism"] for e in ledger] == ["dp_bounds"] and ledger[0]["epsilon"] == 2.0
+
+
+def test_dp_bounds_never_overwrite_typed_bounds_and_show_the_clipped_share_in_teaching_only():
+    at = new_app()
+    upload(at, "mine.csv", csv_bytes(blobs()))
+    type_bounds(at, {"x": (-2.0, 8.0)})
+    click(at, "Estimate DP bounds")
+    assert not problems(at)
+    entries = at.session_state["schema_entries"]
+    assert (entries["x"]["lo"], entries["x"]["hi"], entries["x"]["source"]) == (-2.0, 8.0, "typed by the user")
+    assert entries["y"]["source"].startswith("DP bounds") and [e["mechanism"] for e in spends(at)] == ["dp_bounds"]
+    assert any("left as typed" in w.value for w in at.warning)
+    assert any("Rows outside the DP bounds" in c.value and "y:" in c.value for c in at.caption)
+    at.toggle(key="w_release").set_value(True).run()
+    assert not any("Rows outside the DP bounds" in c.value for c in at.caption)
 
 
 def test_bounds_proposed_from_the_data_flag_dp_valid_false():
@@ -190,10 +227,10 @@ def test_same_seed_is_one_release_and_a_new_seed_another():
     at = new_app()
     run_mechanism(at, "dp_histogram")
     click(at, "Run")
-    assert len(at.session_state["ledger"]) == 1
+    assert len(spends(at)) == 1
     at.number_input(key="w_seed").set_value(7).run()
     click(at, "Run")
-    assert len(at.session_state["ledger"]) == 2
+    assert len(spends(at)) == 2
     assert at.sidebar.metric[0].value == "2"
 
 
@@ -224,7 +261,7 @@ def test_release_mode_hides_raw_views():
     for fig in figures(at):
         assert all(not t["name"].startswith("real") for t in fig["data"])
     at.switch_page("pages/partitions.py").run()
-    assert "true_count" not in at.radio(key="w_part_colour").options
+    assert not [r for r in at.radio if r.key == "w_part_colour"], "no true counts to colour by in release mode"
     assert all("data" not in t["name"] for t in figures(at)[0]["data"])
     at.switch_page("pages/tradeoff.py").run()
     assert not at.button or all(b.label != "Run the sweep" for b in at.button)
@@ -253,13 +290,36 @@ BAD_FILES = {
 }
 
 
-def test_bad_files_show_an_error_not_a_traceback():
-    at = new_app()
+def test_bad_files_show_an_error_and_clear_the_previous_data_and_results():
     for kind, content in BAD_FILES.items():
+        at = new_app()
+        run_mechanism(at, "dp_histogram")
         upload(at, f"{kind}.csv", content)
         assert not at.exception, f"{kind}: {at.exception}"
         assert at.error, f"{kind}: no error shown"
-        assert at.session_state["data"]["sample"] == "blobs", f"{kind}: the previous table must stay"
+        assert at.session_state["data"] is None and at.session_state["result"] is None, kind
+        assert not [s for s in at.success if "Schema complete" in s.value], f"{kind}: no green schema for no data"
+        assert any("could not be read" in c.value for c in at.sidebar.caption), kind
+        for page in PAGES:
+            at.switch_page(page).run()
+            assert not at.exception, f"{kind}, {page}: {at.exception}"
+            assert not at.get("download_button"), f"{kind}, {page}: downloads of the previous data"
+
+
+def test_the_sidebar_names_the_data_just_uploaded_and_a_failed_run_leaves_no_status_or_downloads():
+    at = new_app()
+    run_mechanism(at, "dp_histogram")
+    upload(at, "fresh.csv", csv_bytes(blobs()))
+    assert any("fresh.csv" in c.value for c in at.sidebar.caption)
+    type_bounds(at, {"x": (-2.0, 8.0), "y": (-2.0, 8.0)})
+    run_mechanism(at, "dp_histogram")
+    assert at.get("download_button")
+    at.selectbox(key="w_param_dp_histogram_bins_mode").set_value("number").run()
+    at.number_input(key="w_param_dp_histogram_bins").set_value(4096).run()
+    click(at, "Run")
+    assert any("fewer bins" in e.value for e in at.error)
+    assert not at.get("download_button") and at.session_state["result"] is None
+    assert not [s for s in at.get("expandable") if "Running" in str(s.proto)]
 
 
 BAD_VALUES = [
@@ -309,7 +369,22 @@ def test_several_mechanisms_side_by_side_at_the_same_epsilon():
     wide = at.table[1].value
     assert list(wide.columns) == ["dp_histogram", "laplace_points", "kd_grid", "real-vs-real floor"]
     assert wide.loc["w1", "laplace_points"] > wide.loc["w1", "real-vs-real floor"]
-    assert [e["mechanism"] for e in at.session_state["ledger"]] == ["dp_histogram", "laplace_points", "kd_grid"]
+    assert [e["mechanism"] for e in spends(at)] == ["dp_histogram", "laplace_points", "kd_grid"]
+    runs = at.table[2].value
+    assert list(runs.index) == ["dp_histogram", "laplace_points", "kd_grid"]
+    assert set(runs["privacy guarantee"]) == {"holds"} and "neighbours differ by" in runs.columns
+
+
+def test_a_non_private_run_is_marked_in_the_comparison():
+    at = new_app()
+    run_mechanism(at, "dp_histogram")
+    at.switch_page("pages/compare.py").run()
+    at.multiselect(key="w_cmp_many").set_value(["dp_histogram", "bootstrap"]).run()
+    click(at, "Run and compare")
+    runs = at.table[2].value
+    assert runs.loc["bootstrap", "privacy guarantee"].startswith("none")
+    bars = figures(at)[-1]["data"][0]
+    assert "bootstrap (NOT private)" in bars["x"]
 
 
 @pytest.mark.parametrize("mechanism", [s.name for s in ps.list_mechanisms()])
@@ -336,3 +411,119 @@ def test_rows_clipped_into_the_bounds_are_counted_in_teaching_mode_only(release)
         assert not shown, "release mode must not show counts of raw rows"
     else:
         assert len(shown) == 1 and f"x: {expected:,} of 300" in shown[0]
+
+
+# -- the ledger as a budget (issue 16, item 2) ---------------------------------------------------------
+def test_browsing_mechanisms_never_spends_and_only_a_changed_setting_re_runs():
+    at = new_app()
+    run_mechanism(at, "dp_histogram")
+    assert at.toggle(key="w_live").value, "live re-runs are on for the small default sample"
+    for name in ("laplace_points", "kd_grid", "bootstrap", "microagg_anon", "dp_histogram"):
+        at.selectbox(key="w_mechanism").set_value(name).run()
+    assert [e["mechanism"] for e in spends(at)] == ["dp_histogram"]
+    at.select_slider(key="w_epsilon").set_value(2.0).run()  # a setting of the mechanism last run
+    assert [e["epsilon"] for e in spends(at)] == [1.0, 2.0]
+
+
+def test_non_private_runs_are_kept_apart_and_never_make_the_total_infinite():
+    at = new_app()
+    run_mechanism(at, "dp_histogram")
+    run_mechanism(at, "bootstrap")
+    assert not at.exception
+    values = [m.value for m in at.sidebar.metric]
+    assert values == ["1"], values
+    assert any("Not private: 1 run" in e.label for e in at.sidebar.expander)
+
+
+def test_the_ledger_survives_a_reload_and_is_per_dataset_and_per_relation():
+    at = new_app()
+    run_mechanism(at, "dp_histogram")
+    at.radio(key="w_neighbouring_dp_histogram").set_value("add_remove").run()
+    click(at, "Run")
+    labels = [m.label for m in at.sidebar.metric]
+    assert sorted(labels) == ["Total epsilon (add/remove)", "Total epsilon (replace)"]
+    reloaded = new_app()  # a browser reload: a new session on the same server
+    assert len(spends(reloaded)) == 2 and len(reloaded.sidebar.metric) == 2
+    upload(reloaded, "other.csv", csv_bytes(blobs()))
+    assert not spends(reloaded) and not reloaded.sidebar.metric
+    assert any("No private release" in c.value for c in reloaded.sidebar.caption)
+
+
+def test_a_release_over_the_budget_is_refused():
+    at = new_app()
+    budget = next(n for n in at.sidebar.number_input if n.label.startswith("Budget"))
+    budget.set_value(1.5).run()
+    run_mechanism(at, "dp_histogram")
+    assert len(spends(at)) == 1
+    at.toggle(key="w_live").set_value(False).run()
+    at.number_input(key="w_seed").set_value(9).run()
+    click(at, "Run")
+    assert any("exceed its budget of 1.5" in e.value for e in at.error)
+    assert len(spends(at)) == 1
+    reloaded = new_app()
+    assert next(n for n in reloaded.sidebar.number_input if n.label.startswith("Budget")).value == 1.5
+
+
+# -- synthetic tables that look like the input (issue 16, item 6) -----------------------------------------
+def test_synthetic_tables_have_integers_declared_decimals_and_no_negative_zero():
+    from pages._support import output
+
+    data = pd.DataFrame({"age": [17.4, 89.6], "score": [-0.00001, 0.123456789], "x": [-1e-9, 3.14159265]})
+    schema = {"columns": [{"name": "age", "kind": "numeric", "lo": 17, "hi": 90, "integer": True},
+                          {"name": "score", "kind": "numeric", "lo": 0, "hi": 1},
+                          {"name": "x", "kind": "numeric", "lo": -10, "hi": 10}]}
+    out = output.shaped(data, schema, {"x": 1})
+    assert out["age"].dtype == np.int64 and out["age"].tolist() == [17, 90]
+    assert out["score"].tolist() == [0.0, 0.123]  # 4 significant digits of the range [0, 1] (1.000)
+    assert out["x"].tolist() == [0.0, 3.1]  # declared decimals
+    text = out.to_csv(index=False)
+    assert "-0" not in text and "e-" not in text
+    assert output.default_decimals(0, 250_000) == 0 and output.default_decimals(17, 90) == 2
+
+
+def test_the_synthetic_csv_follows_the_schema_and_the_row_count_is_explained():
+    at = new_app()
+    run_mechanism(at, "pmm")
+    names = [c["name"] for c in at.session_state["result"].schema["columns"]]
+    table = next(d.value for d in at.dataframe if list(d.value.columns) == names)
+    assert all(len(f"{v}".split(".")[-1]) <= 4 for v in table[names[0]])
+    assert any("noisy, private count" in c.value for c in at.caption), "pmm's default relation is add_remove"
+
+
+def test_partitions_open_at_a_readable_level():
+    at = new_app()
+    run_mechanism(at, "pmm")
+    at.switch_page("pages/partitions.py").run()
+    levels = at.session_state["result"].diagnostics["levels"]
+    slider = next(s for s in at.slider if s.key and s.key.startswith("w_part_level_"))
+    assert len(levels[slider.value]["lo"]) <= 1024
+    assert slider.value == len(levels) - 1 or len(levels[slider.value + 1]["lo"]) > 1024
+    assert any(f"Level {slider.value}:" in c.value for c in at.caption)
+
+
+# -- the stakeholder report (issue 16, item 5) ---------------------------------------------------------------
+def test_stakeholder_report_is_small_plain_and_release_only_without_raw_inputs():
+    from pages._support import stakeholder
+
+    rng = np.random.default_rng(0)
+    n = 10_000
+    df = pd.DataFrame({f"v{i}": rng.uniform(0, 100, n) for i in range(7)})
+    df["sex"] = rng.choice(["F", "M"], n)
+    df["region"] = rng.choice(["north", "south", "east"], n)
+    schema = {"columns": [{"name": f"v{i}", "kind": "numeric", "lo": 0.0, "hi": 100.0} for i in range(7)]
+              + [{"name": "sex", "kind": "categorical", "categories": ["M", "F"]},
+                 {"name": "region", "kind": "categorical", "categories": ["north", "south", "east"]}]}
+    result = ps.synthesize(df, "dp_histogram", 1.0, schema=schema, neighbouring="add_remove", rng=0,
+                           bins=2)
+    release = result.release()
+    html = stakeholder.build(release=release, data_name="people.csv", totals={"add_remove": 1.5}, budget=3.0)
+    assert len(html.encode()) < 2**20 and "<script" not in html
+    first = html.split("</div>")[0]
+    assert "epsilon = 1 for this release" in first and "1.5</b> in total" in first and "budget 3" in first
+    assert "adding or removing one record" in first and "factor of e<sup>epsilon</sup>" in first
+    assert f"{n:,}" not in html and str(n) not in html, "release mode: no exact n in the report"
+    assert html.index(">M<") < html.index(">F<"), "categories in their public order"
+    teaching = stakeholder.build(release=release, data_name="people.csv", totals={}, budget=None, real=df)
+    assert "real (not private)" in teaching
+    bootstrap = ps.synthesize(df, "bootstrap", 1.0, schema=schema, rng=0).release()
+    assert "NOT a private release" in stakeholder.build(release=bootstrap, data_name="x", totals={}, budget=None)

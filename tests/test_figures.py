@@ -148,3 +148,59 @@ def test_level_noise_from_pmm_levels():
     fig = F.level_noise_figure(levels)
     assert len(fig.data[0].y) == len(levels)
     assert all(v >= 0 for v in fig.data[0].y)
+
+
+# -- figures of a release alone ------------------------------------------------------------------
+def _release(mechanism: str, **params):
+    df = pd.DataFrame(two_blobs(500, 2, rng=0), columns=["x0", "x1"])
+    return ps.synthesize(df, mechanism, 1.0, schema=ps.unit_schema(2), rng=1, **params)
+
+
+def test_released_pmm_partition_matches_the_released_leaf_counts_at_every_level():
+    result = _release("pmm")
+    found = F.released_partition(result.release())
+    cells = result.diagnostics["cells"]  # here only as the reference the release must reproduce
+    assert np.array_equal(found["cells"]["count"], cells["count"])
+    assert np.allclose(found["cells"]["lo"], cells["lo"]) and np.allclose(found["cells"]["hi"], cells["hi"])
+    assert len(found["levels"]) == result.release().params["depth"] + 1
+    assert all(level["count"].sum() == len(result.data) for level in found["levels"])
+
+
+def test_released_grid_cells_are_cubes_around_the_released_atoms():
+    for mechanism, key in (("dp_histogram", "bins"), ("kd_grid", "bins_per_axis"), ("psmm", "cells_per_axis")):
+        release = _release(mechanism).release()
+        cells = F.released_partition(release)["cells"]
+        side = 1.0 / release.params[key]
+        assert np.allclose((cells["lo"] + cells["hi"]) / 2, release.unit)
+        assert np.all(cells["hi"] - cells["lo"] <= side + 1e-12)
+        assert np.array_equal(cells["count"], release.weights)
+
+
+def test_released_partition_is_none_without_public_geometry_and_the_snake_path_is_public():
+    assert F.released_partition(_release("laplace_points").release()) is None
+    result = _release("srw_tsp")
+    assert np.allclose(F.released_path(result.release()), result.diagnostics["path"])
+    assert F.released_path(_release("dp_histogram").release()) is None
+
+
+def test_svg_bars_is_valid_escaped_xml_with_one_bar_per_positive_value():
+    import xml.etree.ElementTree as ET
+
+    svg = F.svg_bars(["a", "<b>", "c"], {"synthetic": [0.2, 0.5, 0.0], "real": [0.3, 0.4, 0.3]},
+                     title="x <script>", x_label="![p](http://e/p.png)")
+    root = ET.fromstring(svg)
+    rects = [r for r in root.iter("{http://www.w3.org/2000/svg}rect") if r.find("{http://www.w3.org/2000/svg}title")
+             is not None]
+    assert len(rects) == 5 and "<script>" not in svg and "&lt;b&gt;" in svg
+
+
+def test_plot_coordinates_keep_units_and_the_public_category_order():
+    frame = pd.DataFrame({"age": [20.0, 60.0], "sex": ["M", "F"]})
+    schema = {"columns": [{"name": "age", "kind": "numeric", "lo": 17.0, "hi": 90.0},
+                          {"name": "sex", "kind": "categorical", "categories": ["M", "F"]}]}
+    points, settings = F.plot_coordinates(frame, schema, ["age", "sex"], jitter=0.3)
+    assert points[:, 0].tolist() == [20.0, 60.0]
+    assert np.all(np.abs(points[:, 1] - [0, 1]) <= 0.3)
+    assert settings[1]["ticktext"] == ["M", "F"] and settings[0]["range"][0] < 17.0
+    fig = F.marginal_figure(None, frame["sex"], categories=["M", "F"])
+    assert list(fig.data[0].x) == ["M", "F"]

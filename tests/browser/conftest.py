@@ -48,12 +48,23 @@ def chromium_path() -> str:
 @pytest.fixture(scope="module")
 def app_url():
     """Start the app on a free port (output to a temp file, never a pipe) and wait for /_stcore/health."""
+    yield from _serve({})
+
+
+@pytest.fixture(scope="module")
+def release_only_url():
+    """The app as a release-only deployment (``PRIVSYN_RELEASE_ONLY=1``)."""
+    yield from _serve({"PRIVSYN_RELEASE_ONLY": "1"})
+
+
+def _serve(env: dict):
     port = _free_port()
     log = tempfile.TemporaryFile()  # noqa: SIM115 (outlives this frame: the server writes to it until teardown)
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+         "--server.fileWatcherType", "none"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        env={**os.environ, "PRIVSYN_DATA_DIR": tempfile.mkdtemp(prefix="privsyn-ledger-"), **env})  # never the repo's app-data/
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     while not _healthy(url):

@@ -1,0 +1,106 @@
+"""The stakeholder report: one self-contained HTML page, small (inline SVG, no JavaScript), in plain words.
+
+The first screen says what was released, how much privacy it spent (this release and the total on
+this data), the neighbouring relation and what the guarantee means.  Then each column's distribution
+in its own units, the correlations, the metrics (teaching mode only, with their floors), the
+mechanism with its paper by authors and title, and the technical details last.  In release mode
+every number comes from the release, the schema or the ledger: nothing computed from the raw data.
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+
+import numpy as np
+import pandas as pd
+
+import privsyn_core as ps
+from privsyn_core import figures as F
+
+from . import words
+
+BINS = 20
+STYLE = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em;color:#222}"
+         ".first{border:2px solid #08519c;border-radius:6px;padding:1em 1.5em;background:#f7fbff}"
+         ".warn{border-color:#b30000;background:#fff5f5}.figs svg{margin:0 1em 1em 0}"
+         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}")
+
+
+def _shares(values: pd.Series, column: dict) -> tuple[list[str], np.ndarray]:
+    if column["kind"] == "categorical":
+        labels = [str(c) for c in column["categories"]]
+        counts = values.astype(str).value_counts().reindex(labels, fill_value=0).to_numpy(float)
+    else:
+        edges = np.linspace(column["lo"], column["hi"], BINS + 1)
+        counts, _ = np.histogram(np.clip(values.to_numpy(float), column["lo"], column["hi"]), bins=edges)
+        labels = [f"{e:.4g}" for e in edges[:-1]]
+    total = counts.sum()
+    return labels, counts / total if total else counts
+
+
+def _correlations(df: pd.DataFrame, schema: dict) -> pd.DataFrame | None:
+    numeric = [c["name"] for c in schema["columns"] if c["kind"] == "numeric"]
+    return df[numeric].astype(float).corr().round(2) if len(numeric) > 1 else None
+
+
+def build(*, release: ps.Release, data_name: str, totals: dict[str, float], budget: float | None,
+          real: pd.DataFrame | None = None, metrics: pd.DataFrame | None = None, shaped: pd.DataFrame | None = None,
+          ledger: list[dict] = ()) -> str:
+    """The report's HTML.  ``real`` and ``metrics`` only in teaching mode (they read the raw data)."""
+    spec = ps.get_mechanism(release.mechanism)
+    private = spec.is_private and release.dp_valid
+    names = [c["name"] for c in release.schema["columns"]]
+    rows = shaped if shaped is not None else release.data
+    eps = release.epsilon
+    total = math.fsum(totals.values())
+    first = [(f"<p><b>What was released:</b> {len(release.data):,} synthetic rows of {len(names)} column(s) "
+              f"({escape(', '.join(names))}) standing in for the table <i>{escape(data_name)}</i>, made by "
+              f"{escape(spec.title)}.</p>")]
+    if private:
+        spent = (f"<p><b>Privacy spent:</b> epsilon = {eps:g} for this release; <b>{total:g}</b> in total on this "
+                 "data" + (f" (budget {budget:g})" if budget else "") + ".</p>")
+        protected = (f"<p><b>Who is protected:</b> any one person, when tables differ by "
+                     f"{escape(words.relation(release.neighbouring))}.</p>")
+        meaning = (f"<p><b>What it means:</b> whatever anyone knew beforehand, seeing this release changes the odds "
+                   f"of any conclusion about any one person by at most a factor of e<sup>epsilon</sup> = "
+                   f"{math.exp(eps):.3g}. Statistics that do not depend on single people (averages, shares, trends) "
+                   "stay usable; nothing in it is a real person's record.</p>")
+        first += [spent, protected, meaning]
+    else:
+        first += ["<p><b>This is NOT a private release.</b> "
+                  + escape(words.guarantee(spec.is_private, release.dp_valid)) + ". Do not share it as anonymised "
+                  "data.</p>"]
+    body = [f"<div class='first{'' if private else ' warn'}'><h1>Synthetic data report</h1>{''.join(first)}</div>"]
+
+    figs = []
+    for column in release.schema["columns"]:
+        labels, synthetic = _shares(rows[column["name"]], column)
+        series = {"synthetic": synthetic}
+        if real is not None:
+            series["real (not private)"] = _shares(real[column["name"]], column)[1]
+        unit = "category (public order)" if column["kind"] == "categorical" else "value (bins of the public range)"
+        figs.append(F.svg_bars(labels, series, title=column["name"], x_label=unit))
+    body.append("<h2>Each column</h2><p>Share of rows per category or per bin of the column's public range. "
+                "Look for the same shape in both colours" + (" (real data shown for teaching only)" if real is not
+                                                             None else "") + ".</p>")
+    body.append(f"<div class='figs'>{''.join(figs)}</div>")
+    synthetic_corr = _correlations(rows, release.schema)
+    if synthetic_corr is not None:
+        body.append("<h2>Correlations between numeric columns</h2><p>From -1 to 1; compare the tables cell by "
+                    "cell.</p><h3>Synthetic</h3>" + synthetic_corr.to_html(border=0))
+        if real is not None:
+            body.append("<h3>Real (not private)</h3>" + _correlations(real, release.schema).to_html(border=0))
+    if metrics is not None:
+        body.append("<h2>How close (teaching only: computed on the real data)</h2><p>Lower is better for every "
+                    "distance; the floor is the value between two halves of the real data, the best any synthesizer "
+                    "can show.</p>" + metrics.to_html(index=False, border=0))
+    body.append(f"<h2>Method</h2><p>{escape(spec.title)}: {escape(words.paper(spec.paper))}.</p>")
+    details = {"mechanism": release.mechanism, "epsilon": eps, "ledger": release.ledger,
+               "neighbouring": release.neighbouring, "dp_valid": release.dp_valid, "params": release.params}
+    body.append("<details><summary>Technical details</summary><pre>"
+                + escape("\n".join(f"{k}: {v}" for k, v in details.items())) + "</pre>"
+                + (pd.DataFrame(list(ledger)).to_html(index=False, border=0) if ledger else "")
+                + "</details>")
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Synthetic data report: "
+            f"{escape(data_name)}</title><style>{STYLE}</style></head><body>{''.join(body)}</body></html>")

@@ -1,0 +1,21 @@
+"""User-supplied text (file and column names, messages that quote them) shown as text, never as Markdown.
+
+Streamlit renders ``st.markdown``, ``st.write``, captions, alerts and widget labels as Markdown: a
+column named ``![x](https://host/p.png)`` would make every visitor's browser fetch that URL, and
+``:red[...]``, ``$...$`` or ``**`` would restyle the page.  Every name is escaped with
+:func:`md` before it goes into Markdown.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: The punctuation that starts Markdown syntax (CommonMark lets a backslash escape it): links and images,
+#: emphasis, code, HTML, tables, headings, Streamlit's ``:colour[...]`` directives and LaTeX ``$``.
+_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#!|~$])")
+
+
+def md(text: object) -> str:
+    """``text`` with every Markdown-active character backslash-escaped and newlines flattened."""
+    escaped = _SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+    return "\\" + escaped if escaped[:1] in ("-", "+", "=") else escaped

@@ -1,0 +1,179 @@
+"""The app's release surface (issue 12): in release mode the app shows nothing but the Release.
+
+For every private mechanism and each relation it supports, the app runs in release mode (through
+AppTest, as a user would) on two neighbouring uploads with the same parameters and the same
+noise: under ``replace`` one record moved into an empty corner, under ``add_remove`` one extra
+record there.  Every text the app then shows (Markdown, captions, alerts, metrics, tables,
+widgets, the JSON report preview) on every page must be identical between the two, except
+
+* the synthetic rows themselves (the table equal to the release's first rows) and the charts,
+  which are drawn from the noisy release;
+* numbers equal to a number either Release carries (its row count, atom count, weight total, the
+  values of its declared parameters): those are functions of the noisy release.
+
+Anything else that differs was computed from the raw data: a leak.  The exact record counts of
+both tables are checked not to be among the Release's numbers under ``add_remove``, so a leaked ``n`` cannot hide
+behind that exemption; and the same comparison in teaching mode must find differences (it shows
+``n``), so the test can fail.
+
+Release mode draws from the secure generator; to compare the same noise on both tables,
+``pages._ui.release_rng`` is replaced by a fixed seed here, in the test only.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import privsyn_core as ps
+from privsyn_core.datasets import two_blobs
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+PAGES = ["pages/data.py", "pages/synthesize.py", "pages/partitions.py", "pages/tsp.py", "pages/compare.py",
+         "pages/tradeoff.py"]
+SEED = 3  # chosen so that under add_remove no released number equals either exact n (see below)
+N = 317
+CORNER = (0.995, 0.005)  # two_blobs puts no record near this corner
+ONE_COLUMN = {"srw"}
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?")
+CASES = [(s.name, relation) for s in ps.list_mechanisms() if s.is_private for relation in s.neighbouring]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _module_ledger(tmp_path_factory):
+    """Module fixtures' apps keep their ledger in a temporary folder, never in the repository's app-data/."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PRIVSYN_DATA_DIR", str(tmp_path_factory.mktemp("ledger")))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _fresh_ledger(monkeypatch, tmp_path):
+    """Every test starts with an empty persistent ledger."""
+    monkeypatch.setenv("PRIVSYN_DATA_DIR", str(tmp_path / "app-data"))
+
+
+def tables(relation: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    base = pd.DataFrame(two_blobs(N, 2, rng=3), columns=["x", "y"])
+    assert (np.abs(base.to_numpy() - CORNER).max(axis=1) > 0.1).all(), "the corner must be empty"
+    corner = pd.DataFrame([CORNER], columns=["x", "y"])
+    if relation == "replace":
+        return base, pd.concat([base.iloc[1:], corner], ignore_index=True)
+    return base, pd.concat([base, corner], ignore_index=True)
+
+
+def released_numbers(release: ps.Release) -> list[float]:
+    numbers = [len(release.data), len(release.unit)]
+    if release.weights is not None:
+        numbers.append(float(np.sum(release.weights)))
+    for value in list(release.params.values()) + list(release.to_dict().values()):
+        if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+            numbers.append(float(value))
+    return [x for x in numbers if math.isfinite(x)]
+
+
+def _normalise(text: str, numbers: list[float]) -> str:
+    def token(match: re.Match) -> str:
+        try:
+            value = float(match.group().replace(",", ""))
+        except ValueError:
+            return match.group()
+        same = any(abs(value - x) <= 1e-6 * max(1.0, abs(x)) for x in numbers)
+        return "<released>" if same else match.group()
+    return NUMBER.sub(token, text)
+
+
+def _elements(node):
+    children = getattr(node, "children", None)
+    if children is not None and not hasattr(node, "value"):
+        for k in sorted(children):
+            yield from _elements(children[k])
+    else:
+        yield node
+
+
+def surface(at: AppTest, release: ps.Release | None) -> list[str]:
+    """What every page shows, less the synthetic rows and the charts (see the module docstring)."""
+    rows = release.data.reset_index(drop=True) if release is not None else None
+    out = []
+    for page in PAGES:
+        at.switch_page(page).run()
+        assert not at.exception, f"{page}: {at.exception}"
+        for el in _elements(at._tree):
+            if el.type == "plotly_chart":
+                continue
+            if el.type in ("dataframe", "arrow_data_frame"):
+                df = el.value.reset_index(drop=True)
+                if rows is not None and list(df.columns) == list(rows.columns) and len(df) <= len(rows) and \
+                        np.allclose(df.to_numpy(float), rows.head(len(df)).to_numpy(float), rtol=0, atol=1e-3):
+                    continue  # the synthetic rows (rounded to the shown decimals)
+                text = df.to_csv(index=False)
+            else:  # the proto, less the per-session ids of files served on click
+                text = re.sub(r'(deferred_file_id|url): "[^"]*"', r'\1', str(el.proto))
+                text = re.sub(r"\$\$ID-[0-9a-f]+-", "$$ID-", text)  # widget ids hash the same labels and keys
+            out.append(f"{page} {el.type}: {text}")
+    return out
+
+
+def app_on(df: pd.DataFrame, mechanism: str, relation: str, release_mode: bool, monkeypatch) -> AppTest:
+    import pages._ui as ui
+
+    monkeypatch.setattr(ui, "release_rng", lambda: SEED)
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    if release_mode:
+        at.toggle(key="w_release").set_value(True).run()
+    at.switch_page("pages/data.py").run()
+    at.radio(key="w_source").set_value("Upload a CSV").run()
+    at.file_uploader[0].set_value(("mine.csv", df.to_csv(index=False).encode(), "text/csv")).run()
+    columns = ["x"] if mechanism in ONE_COLUMN else ["x", "y"]
+    at.multiselect(key="w_columns").set_value(columns).run()
+    at.session_state["schema_entries"] = {
+        c: {"name": c, "kind": "numeric", "lo": 0.0, "hi": 1.0, "integer": False, "public": True,
+            "source": "typed by the user"} for c in columns}
+    at.switch_page("pages/synthesize.py").run()
+    at.selectbox(key="w_mechanism").set_value(mechanism).run()
+    at.radio(key=f"w_neighbouring_{mechanism}").set_value(relation).run()
+    if not release_mode:
+        at.number_input(key="w_seed").set_value(SEED).run()
+    next(b for b in at.button if b.label == "Run").click().run()
+    assert not at.exception and at.session_state["result"] is not None, [e.value for e in at.error]
+    return at
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mechanism, relation", CASES)
+def test_release_mode_shows_nothing_but_the_release(mechanism, relation, monkeypatch):
+    a, b = tables(relation)
+    shown, numbers = [], []
+    for df in (a, b):
+        at = app_on(df, mechanism, relation, True, monkeypatch)
+        release = at.session_state["result"].release()
+        if relation == "add_remove":  # under replace n is public (and the same in both tables)
+            assert not {len(a), len(b)} & set(released_numbers(release)), \
+                "an exact n among the release's numbers would hide a leak: pick another SEED"
+        shown.append(surface(at, release))
+        numbers += released_numbers(release)
+    shown = [[_normalise(text, numbers) for text in side] for side in shown]
+    assert len(shown[0]) == len(shown[1]), "the two tables show different elements"
+    diff = [_lines_apart(x, y) for x, y in zip(*shown) if x != y]
+    assert not diff, diff[:3]
+
+
+def _lines_apart(x: str, y: str) -> tuple[str, list[tuple[str, str]]]:
+    """The element and its lines that differ (readable failure messages)."""
+    split = re.compile(r"\n|, ")
+    lines = [(u, v) for u, v in zip(split.split(x), split.split(y)) if u != v]
+    return x.split(":", 1)[0], lines
+
+
+def test_the_surface_comparison_detects_what_teaching_mode_shows(monkeypatch):
+    a, b = tables("add_remove")
+    shown = [surface(app_on(df, "dp_histogram", "add_remove", False, monkeypatch), None) for df in (a, b)]
+    diff = [(x, y) for x, y in zip(*shown) if x != y]
+    assert any(f"{len(a):,} rows" in x for x, _ in diff), "teaching mode shows n: the comparison must see it"

@@ -10,21 +10,29 @@ from privsyn_core.codec import Codec, StagedCodec, stage_params
 SCHEMA = ps.Schema((ps.Column("x", "numeric", lo=0.0, hi=1.0),
                     ps.Column("c", "categorical", categories=("a", "b", "z"))))
 FRAME = pd.DataFrame({"x": [0.1, 0.5, 0.9], "c": ["a", "z", "b"]})
+#: The Boolean mechanisms' codecs accept Boolean columns only (a 0/1 integer column and a two-category one).
+BOOLEAN_SCHEMA = ps.Schema((ps.Column("x", "numeric", lo=0.0, hi=1.0, integer=True),
+                            ps.Column("c", "categorical", categories=("a", "z"))))
+BOOLEAN_FRAME = pd.DataFrame({"x": [0, 1, 1], "c": ["a", "z", "a"]})
 
 
-def _codecs() -> list[tuple[str, Codec]]:
-    out: list[tuple[str, Codec]] = [("schema", SCHEMA)]
-    out += [(spec.name, spec.codec(SCHEMA)) for spec in ps.list_mechanisms() if spec.codec is not None]
+def _codecs() -> list[tuple[str, Codec, pd.DataFrame]]:
+    out: list[tuple[str, Codec, pd.DataFrame]] = [("schema", SCHEMA, FRAME)]
+    for spec in ps.list_mechanisms():
+        if spec.codec is not None:
+            boolean = spec.data_kind == "boolean"
+            out.append((spec.name, spec.codec(BOOLEAN_SCHEMA if boolean else SCHEMA),
+                        BOOLEAN_FRAME if boolean else FRAME))
     return out
 
 
-@pytest.mark.parametrize("name, codec", _codecs(), ids=[name for name, _ in _codecs()])
-def test_every_codec_satisfies_the_protocol_and_round_trips_the_categories(name, codec):
+@pytest.mark.parametrize("name, codec, frame", _codecs(), ids=[name for name, _, _ in _codecs()])
+def test_every_codec_satisfies_the_protocol_and_round_trips_the_categories(name, codec, frame):
     assert isinstance(codec, Codec)
-    unit, clipped = codec.encode(FRAME)
-    assert unit.shape[0] == len(FRAME) and clipped == {"x": 0}
+    unit, clipped = codec.encode(frame)
+    assert unit.shape[0] == len(frame) and clipped == {"x": 0}
     back = codec.decode(np.asarray(unit))
-    assert list(back.columns) == ["x", "c"] and back["c"].tolist() == FRAME["c"].tolist()
+    assert list(back.columns) == ["x", "c"] and back["c"].tolist() == frame["c"].tolist()
 
 
 def test_stage_params_only_from_a_staged_codec():

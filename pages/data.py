@@ -39,6 +39,11 @@ else:
             st.success(f"Loaded {md(st.session_state.data['name'])}: now set the public domain of every column "
                        "below.")
 
+if st.session_state.data is None:  # the file could not be read: its one error above says why
+    ui.sidebar_data()
+    ui.sidebar_ledger()
+    st.stop()
+
 with ui.user_errors():
     full = ui.table()
     if ui.release_mode():

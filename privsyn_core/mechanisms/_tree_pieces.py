@@ -151,6 +151,17 @@ class PairRelease:
     sigmas: np.ndarray
     true_leaves: np.ndarray    # teaching only
     noisy_root: int
+    noisy_levels: tuple[np.ndarray, ...] = ()  # the clamped noisy counts of every level, heap order (DP output)
+
+    def level_boxes(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``(lo, hi)`` in the pair's unit square of every node of every level (heap order)."""
+        ca, cb = self.tree.cuts
+        grid = self.tree.heap_to_grid()
+        i, k = grid // (1 << cb), grid % (1 << cb)
+        lo = np.stack([i / 2.0 ** ca, k / 2.0 ** cb], axis=1)
+        hi = np.stack([(i + 1) / 2.0 ** ca, (k + 1) / 2.0 ** cb], axis=1)
+        r = self.tree.depth
+        return [(lo.reshape(2 ** j, -1, 2).min(axis=1), hi.reshape(2 ** j, -1, 2).max(axis=1)) for j in range(r + 1)]
 
 
 def release_pair(tree: PairTree, leaves_heap: np.ndarray, epsilon: float, neighbouring: str,
@@ -191,7 +202,7 @@ def release_pair(tree: PairTree, leaves_heap: np.ndarray, epsilon: float, neighb
     true_grid = np.zeros_like(joint)
     true_grid[tree.heap_to_grid()] = leaves_heap
     return PairRelease(tree, joint.reshape(2 ** ca, 2 ** cb), level_eps, sigmas,
-                       true_grid.reshape(2 ** ca, 2 ** cb), int(noisy[0][0]))
+                       true_grid.reshape(2 ** ca, 2 ** cb), int(noisy[0][0]), tuple(noisy))
 
 
 def consistent_counts(noisy: list[np.ndarray], valid_below: list[np.ndarray]) -> list[np.ndarray]:

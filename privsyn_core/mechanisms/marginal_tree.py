@@ -223,7 +223,10 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
         diagnostics={"tree": {"edges": edges, **select_diag},
                      "edges": [{"columns": [r.tree.a, r.tree.b], "cuts": list(r.tree.cuts),
                                 "true_count": r.true_leaves, "count": r.joint, "sigma": r.sigmas,
-                                "noisy_root": r.noisy_root} for r in releases]},
+                                "noisy_root": r.noisy_root,
+                                "levels": [{"lo": lo, "hi": hi, "noisy_count": noisy}
+                                           for (lo, hi), noisy in zip(r.level_boxes(), r.noisy_levels)]}
+                               for r in releases]},
         params={"tree_edges": edges, "root": 0, "edge_depths": [r.tree.depth for r in releases],
                 "edge_cuts": [list(r.tree.cuts) for r in releases]},
         timings=timings, warnings=warnings)
@@ -395,8 +398,12 @@ class TreePlan(RowPlan):
 
 
 def edge_features(out: MechanismOutput, pair: Any) -> np.ndarray:
-    """Audit features: the released (consistent) counts of every edge's leaves, a noisy released quantity."""
-    return np.concatenate([np.ravel(edge["count"]) for edge in out.diagnostics["edges"]]).astype(float)
+    """Audit features: :func:`~privsyn_core.audit.cell_features` of the first edge's PMM tree, its noisy counts per
+    level (on two columns the one edge's square is the whole cube, so the corners' cells are the pair's)."""
+    from ..audit import cell_features
+
+    edge = MechanismOutput(unit=out.unit, ledger=out.ledger, diagnostics={"levels": out.diagnostics["edges"][0]["levels"]})
+    return cell_features(edge, pair)
 
 
 def _prepare(unit: np.ndarray) -> np.ndarray:
@@ -442,5 +449,6 @@ SPEC = register_staged(
     released=("root", "edge_depths", "edge_cuts"),
     released_noisy=("tree_edges",),
     uses_n=lambda params: True,
-    audit=AuditCase(d=2, params={"depth": 2}, features=edge_features),
+    audit=AuditCase(d=2, params={"depth": 2, "coarse_bits": 1}, features=edge_features, trials=5_000,
+                    selection_trials=1_500, tight_coordinates=2),
 )

@@ -21,6 +21,20 @@ import privsyn_core as ps
 #: conftests).
 collect_ignore = ["conftest.py", "browser/conftest.py"]
 
+@pytest.fixture(autouse=True, scope="module")
+def _module_ledger(tmp_path_factory):
+    """Apps started by module fixtures keep their privacy ledger in a temporary folder, never in app-data/."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PRIVSYN_DATA_DIR", str(tmp_path_factory.mktemp("ledger")))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _fresh_ledger(monkeypatch, tmp_path):
+    """Every test starts with an empty persistent ledger (the app's SQLite store, PRIVSYN_DATA_DIR)."""
+    monkeypatch.setenv("PRIVSYN_DATA_DIR", str(tmp_path / "app-data"))
+
+
 #: The seed of the ``rng`` fixture: fixed, so a statistical test fails the same way every time it fails.
 FIXTURE_SEED = 20_261_123
 

@@ -26,20 +26,6 @@ TIMEOUT = 60
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _module_ledger(tmp_path_factory):
-    """Module fixtures' apps keep their ledger in a temporary folder, never in the repository's app-data/."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PRIVSYN_DATA_DIR", str(tmp_path_factory.mktemp("ledger")))
-        yield
-
-
-@pytest.fixture(autouse=True)
-def _fresh_ledger(monkeypatch, tmp_path):
-    """Every test starts with an empty persistent ledger."""
-    monkeypatch.setenv("PRIVSYN_DATA_DIR", str(tmp_path / "app-data"))
-
-
 def spends(at: AppTest) -> list[dict]:
     """The persistent ledger of the app's current data."""
     from pages._support import ledger

@@ -26,20 +26,6 @@ PAGES = ["pages/data.py", "pages/synthesize.py", "pages/partitions.py", "pages/t
 NOT_PRIVATE_MECHANISMS = [s.name for s in ps.list_mechanisms() if not s.is_private]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _module_ledger(tmp_path_factory):
-    """Module fixtures' apps keep their ledger in a temporary folder, never in the repository's app-data/."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PRIVSYN_DATA_DIR", str(tmp_path_factory.mktemp("ledger")))
-        yield
-
-
-@pytest.fixture(autouse=True)
-def _fresh_ledger(monkeypatch, tmp_path):
-    """Every test starts with an empty persistent ledger."""
-    monkeypatch.setenv("PRIVSYN_DATA_DIR", str(tmp_path / "app-data"))
-
-
 @pytest.fixture()
 def locked(monkeypatch):
     monkeypatch.setenv("PRIVSYN_RELEASE_ONLY", "1")

@@ -45,20 +45,6 @@ NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?")
 CASES = [(s.name, relation) for s in ps.list_mechanisms() if s.is_private for relation in s.neighbouring]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _module_ledger(tmp_path_factory):
-    """Module fixtures' apps keep their ledger in a temporary folder, never in the repository's app-data/."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PRIVSYN_DATA_DIR", str(tmp_path_factory.mktemp("ledger")))
-        yield
-
-
-@pytest.fixture(autouse=True)
-def _fresh_ledger(monkeypatch, tmp_path):
-    """Every test starts with an empty persistent ledger."""
-    monkeypatch.setenv("PRIVSYN_DATA_DIR", str(tmp_path / "app-data"))
-
-
 def tables(relation: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     base = pd.DataFrame(two_blobs(N, 2, rng=3), columns=["x", "y"])
     assert (np.abs(base.to_numpy() - CORNER).max(axis=1) > 0.1).all(), "the corner must be empty"

@@ -52,15 +52,22 @@ from typing import Any
 import numpy as np
 
 from ..accounting import split_epsilon
+from ..audit import AuditCase, released_cells
 from ..errors import ParameterError
-from ..kd_empty import (conditional_weights, empty_subtree_leaves, integer_threshold, sample_ids_excluding,
-                        tail_probability)
+from ..kd_empty import (
+    KD_REFERENCE,
+    conditional_weights,
+    empty_subtree_leaves,
+    integer_threshold,
+    kd_w1_rate,
+    sample_ids_excluding,
+    tail_probability,
+)
+from ..layout import coarse_warnings
 from ..noise import binomial_big, discrete_laplace
 from ..registry import ParamSpec, register_staged
 from ..result import MechanismOutput
 from ..staged import CellCounts, RowPlan, Stages
-from ..audit import AuditCase, released_cells
-from ..layout import coarse_warnings
 from .kd_grid import auto_bins, default_rows, weighted_plan
 
 #: Deepest supported tree (path ids are int64).
@@ -318,8 +325,8 @@ SPEC = register_staged(
               "(replace-one; L and 1 under add/remove), eps' + eps'' = epsilon; empty subtrees simulated exactly",
     description="A KD-tree that keeps splitting boxes with many points (decided privately) and releases noisy "
                 "leaf counts above a threshold: fine bins where the data is, coarse bins elsewhere.",
-    reference='Kreačić, Nguyen, Potluru, Veloso et al., "Differentially private synthetic data using KD-trees", UAI 2023',
-    rate=lambda epsilon, n, d: max(epsilon * n, 2.0) ** (-1 / 3),
+    reference=KD_REFERENCE,
+    rate=kd_w1_rate,
     audit=AuditCase(features=released_cells, trials=10_000, selection_trials=2_500, read_stages=("leaf counts",),
                     tight_coordinates=2),
     released=("h", "h_max", "tau", "t", "threshold", "noisy_levels", "epsilon_tree", "epsilon_leaf", "tree_noise_scale", "leaf_noise_scale"),

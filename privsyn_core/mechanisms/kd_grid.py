@@ -45,16 +45,16 @@ from typing import Any
 
 import numpy as np
 
-from ..layout import BUDGET_HINT, affordable, coarse_warnings, structured
+from ..audit import AuditCase, released_cells
 from ..errors import ParameterError
 from ..grid import cell_boxes, cell_ids
-from ..kd_empty import MAX_ID_SPACE, integer_threshold, sample_empty_cells, tail_probability
+from ..kd_empty import KD_REFERENCE, MAX_ID_SPACE, integer_threshold, kd_w1_rate, sample_empty_cells, tail_probability
+from ..layout import BUDGET_HINT, affordable, coarse_warnings, structured
 from ..noise import discrete_laplace
 from ..registry import ParamSpec, register_staged
 from ..result import MechanismOutput
 from ..sampling import largest_remainder
 from ..staged import CellCounts, RowPlan, Stages
-from ..audit import AuditCase, released_cells
 
 #: Largest expected number of emitted empty bins before the mechanism refuses (spec A.3).
 MAX_EMITTED_EMPTY = 1e7
@@ -178,8 +178,8 @@ SPEC = register_staged(
               "empty bins included (sampled implicitly, exactly)",
     description="Counts on a regular grid plus noise, keeping only bins whose noisy count clears a threshold; "
                 "empty bins that pass are sampled without enumerating them.",
-    reference='Kreačić, Nguyen, Potluru, Veloso et al., "Differentially private synthetic data using KD-trees", UAI 2023',
-    rate=lambda epsilon, n, d: max(epsilon * n, 2.0) ** (-1 / 3),
+    reference=KD_REFERENCE,
+    rate=kd_w1_rate,
     audit=AuditCase(params={"w": 0.5}, features=released_cells),
     released=("w", "bins_per_axis", "cells", "t", "threshold", "noise_scale"),
     uses_n=lambda params: params["w"] is None,

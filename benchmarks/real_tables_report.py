@@ -16,7 +16,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 ORDER = ("marginal_tree", "opendp_mst", "pmm", "psmm", "srw_tsp", "kd_grid", "kd_adaptive", "dp_histogram",
          "laplace_points", "microagg_dp", "microagg_anon", "bootstrap")
@@ -89,7 +88,7 @@ def _ranks(agg: dict, table: str, eps: float, metric: str) -> dict[str, int]:
     if len(entries) < 2:
         return {}
     ranked = rank_runs(entries, higher_is_better=higher)
-    return dict(zip(ranked["run"], ranked["rank"]))
+    return dict(zip(ranked["run"], ranked["rank"], strict=True))
 
 
 def _cell(m: dict | None, rank: int | None = None, digits: int = 3) -> str:
@@ -117,7 +116,7 @@ def verdict(a: dict | None, b: dict | None, higher: bool) -> str:
     return "tied"
 
 
-def write_report(result_files: list[Path], timing_file: Path, out: Path) -> None:
+def write_report(result_files: list[Path], timing_file: Path, out: Path, srw_file: Path | None = None) -> None:
     rows = [r for f in result_files if f.exists() for r in json.loads(f.read_text())]
     if not rows:
         return
@@ -130,6 +129,7 @@ def write_report(result_files: list[Path], timing_file: Path, out: Path) -> None
         lines += [DISCUSSION_FILE.read_text().rstrip(), ""]
     lines += _degenerate(rows, agg)
     lines += _timing(timing_file)
+    lines += _srw(srw_file)
     lines += ["## Per-table results", "",
               "Each cell: mean over seeds [95% interval] (#rank among the private systems; equal ranks = overlapping "
               "intervals, never ordered). W1, TVDs and the correlation gap: lower is better; SDMetrics (overall "
@@ -251,7 +251,7 @@ def _degenerate(rows: list[dict], agg: dict) -> list[str]:
                   for r in sorted(errors, key=lambda r: (r["table"], r["epsilon"], r["seed"], _pos(r["system"])))]
         lines.append("")
     warned = defaultdict(set)
-    for (table, eps, system), entry in agg.items():
+    for (_, _, system), entry in agg.items():
         for w in entry["warnings"]:
             if not w.startswith(("bootstrap copies", "OpenDP draws")):
                 warned[system].add(w.split(":")[1].strip()[:110] if ":" in w else w[:110])
@@ -273,11 +273,51 @@ def _timing(timing_file: Path) -> list[str]:
              "`ps.synthesize(data, 'psmm', 1.0, schema=..., rng=0)` on uniform data in [0,1]^d (defaults: replace "
              "relation, automatic grid, uniform-in-cell sampling); seconds of one run (encode + mechanism + "
              "decode) on the shared 2-core machine.", "",
-             "| n | d | seconds | outcome |", "|---|---|---|---|"]
+             "| n | d | seconds | load average (1 min) at start | outcome |", "|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r["d"], r["n"])):
         outcome = r.get("error") or ("; ".join(r.get("warnings", [])) or "ran, no warning")
-        lines.append(f"| {r['n']:,} | {r['d']} | {r['seconds']:.2f} | {outcome[:220]} |")
+        lines.append(f"| {r['n']:,} | {r['d']} | {r['seconds']:.2f} | {r.get('load_average_1min', float('nan')):.1f} | "
+                     f"{outcome[:220]} |")
     return lines + [""]
+
+
+def _srw(srw_file: Path | None) -> list[str]:
+    if srw_file is None or not srw_file.exists():
+        return []
+    groups = defaultdict(list)
+    for r in json.loads(srw_file.read_text()):
+        if "w1" in r:
+            groups[(r["system"], r["table"], ", ".join(r["columns"]) if r["system"] == "srw" else "all",
+                    float(r["epsilon"]), r["scale"])].append(r["w1"])
+    lines = ["## srw and srw_tsp: W1 with the tight noise scale (default) against the paper's", "",
+             "Exact-subsample W1 (as above; mean over seeds [union of the t-interval over seeds and the mean "
+             "per-run interval]), add/remove, defaults except `scale`. `tight`: the smallest scale that spends "
+             "exactly epsilon (docs/srw_privacy.md); `paper`: b = 2L + 1 (the paper's Thm 3.1 constant).", "",
+             "| system | table | columns | eps | seeds | W1, scale='tight' | W1, scale='paper' | verdict (tight vs paper) |",
+             "|---|---|---|---|---|---|---|---|"]
+    keys = sorted({k[:4] for k in groups}, key=lambda k: (k[0], k[1], k[3]))
+    for system, table, columns, eps in keys:
+        cells = {}
+        for scale in ("tight", "paper"):
+            runs = groups.get((system, table, columns, eps, scale), [])
+            if runs:
+                cells[scale] = _seed_mean([(r["value"], r["low"], r["high"]) for r in runs])
+        seeds = len(groups.get((system, table, columns, eps, "tight"), []))
+        lines.append(f"| {system} | {table} | {columns} | {eps:g} | {seeds} | {_cell(cells.get('tight'))} | "
+                     f"{_cell(cells.get('paper'))} | {verdict(cells.get('tight'), cells.get('paper'), False)} |")
+    return lines + [""]
+
+
+def _seed_mean(triples: list[tuple[float, float, float]]) -> dict:
+    from scipy.stats import t as student_t
+
+    values = np.array([t[0] for t in triples])
+    mean = float(values.mean())
+    low, high = float(np.mean([t[1] for t in triples])), float(np.mean([t[2] for t in triples]))
+    if len(values) >= 2:
+        half = float(student_t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values)))
+        low, high = min(low, mean - half), max(high, mean + half)
+    return {"value": mean, "low": max(low, 0.0), "high": high}
 
 
 def _pos(system: str) -> int:

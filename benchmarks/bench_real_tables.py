@@ -334,8 +334,8 @@ def srw_scale(path: Path, tables: list[str], epsilons: list[float], seeds: list[
                         except Exception as exc:
                             record["error"] = f"{type(exc).__name__}: {exc}"
                         rows.append(record)
+                        path.write_text(json.dumps(rows, indent=1, default=_jsonable))
                         print(json.dumps(record)[:300], flush=True)
-    path.write_text(json.dumps(rows, indent=1, default=_jsonable))
 
 
 # ---------------------------------------------------------------------------------------------------- main

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -254,12 +255,13 @@ def _degenerate(rows: list[dict], agg: dict) -> list[str]:
     for (_, _, system), entry in agg.items():
         for w in entry["warnings"]:
             if not w.startswith(("bootstrap copies", "OpenDP draws")):
-                warned[system].add(w.split(":")[1].strip()[:110] if ":" in w else w[:110])
+                text = w.split(":", 1)[1].strip() if w.startswith(system + ":") else w
+                warned[system].add(re.sub(r"\[[0-9, ]+\]|\d+", "#", text)[:140])
     if warned:
-        lines += ["Warnings the mechanisms themselves emitted on these runs (first words of each distinct "
-                  "warning):", ""]
+        lines += ["Warnings the mechanisms themselves emitted on these runs (each distinct warning once, numbers "
+                  "replaced by #, cut at 140 characters):", ""]
         for system in sorted(warned, key=_pos):
-            for w in sorted(warned[system])[:4]:
+            for w in sorted(warned[system]):
                 lines.append(f"* `{system}`: {w}")
         lines.append("")
     return lines

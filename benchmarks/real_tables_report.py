@@ -286,7 +286,7 @@ def _timing(timing_file: Path) -> list[str]:
     lines = ["## psmm's default run time at 10^5 and 10^6 rows", "",
              "`ps.synthesize(data, 'psmm', 1.0, schema=..., rng=0)` on uniform data in [0,1]^d (defaults: replace "
              "relation, automatic grid, uniform-in-cell sampling); seconds of one run (encode + mechanism + "
-             "decode) on the shared 2-core machine.", "",
+             "decode) on the shared 2-core machine, one row per repetition (noise and load change the LP's time).", "",
              "| n | d | seconds | load average (1 min) at start | outcome |", "|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r["d"], r["n"])):
         outcome = r.get("error") or ("; ".join(r.get("warnings", [])) or "ran, no warning")

@@ -188,12 +188,13 @@ def _header(rows: list[dict], tables: list[str]) -> list[str]:
               "cells filled within the public domain and counted in its warnings); OpenDP's noise cannot be "
               "seeded, so its seeds are independent repetitions. `microagg_dp` / `microagg_anon` accept only "
               "Boolean columns: they run on the tables with at least two Boolean columns, on those columns alone.",
-              "* **Grid.** eps in {0.5, 1, 4}; seeds 0, 1, 2 for our mechanisms (fair8 and randhie8: 3 seeds at "
-              "eps = 1, one at 0.5 and 4, where time allowed); MST (20-190 s a run here): the number of seeds is "
-              "the `seeds` column of each table.",
-              "* **Metrics** (`privsyn_core.metrics.evaluate`, real = the private table, floors on): exact W1 "
+              "* **Grid.** eps in {0.5, 1, 4}; seeds 0, 1, 2 (fewer where the time ran out: MST takes 30-150 s a run "
+              "here); the `seeds` column of every table says how many runs each value averages.",
+              "* **Metrics** (`privsyn_core.metrics.evaluate` with its defaults, real = the private table; the "
+              "real-vs-real floors are computed on the `bootstrap` runs): exact W1 "
               "(POT network simplex, Chebyshev cost in the unit cube of the schema) on 5 repeated uniform "
-              "subsamples of min(1000, n/2) rows per side, with a 95% t-interval; mean 1-way and 2-way TVD "
+              "subsamples of min(1000, n/2) rows per side (the same size for every run of a table), with a 95% "
+              "t-interval; mean 1-way and 2-way TVD "
               "(20 bins per numeric column) and the largest correlation gap, with 30-replicate bootstrap "
               "intervals; coverage flags; TSTR (random forest trained on synthetic rows, tested on the hold-out: "
               "accuracy for a categorical target, R^2 for a numeric one); SDMetrics 0.32 `QualityReport` overall "

@@ -452,7 +452,7 @@ def choose_event(base: np.ndarray, neighbour: np.ndarray, alpha: float = SELECTI
 #: ``kd_empty``'s two functions are the law of the empty cells' discrete Laplace counts (their tail mass
 #: and conditional draws, [KD23] Lemma 9): scaling them with ``discrete_laplace`` keeps the implicit
 #: empty cells equal in law to explicit ones at the scaled noise.
-SCALED_LAWS = (("noise", "discrete_laplace", 0), ("noise", "laplace", 0),
+SCALED_LAWS = (("noise", "discrete_laplace", 0), ("noise", "fill_discrete_laplace", 1), ("noise", "laplace", 0),
                ("kd_empty", "tail_probability", 1), ("kd_empty", "conditional_weights", 1))
 
 

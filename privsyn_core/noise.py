@@ -114,13 +114,13 @@ def discrete_laplace(sigma: float | np.ndarray, size=None, rng: np.random.Genera
     shape = np.broadcast_shapes(sigma.shape, () if size is None else np.empty(size, dtype=np.uint8).shape)
     out = np.empty(shape, dtype=np.int64)
     if sigma.ndim == 0:
-        fill_discrete_laplace(out.reshape(-1), float(sigma), rng)
+        _fill_discrete_laplace(out.reshape(-1), float(sigma), rng)
         return out if shape else out[()]
     flat, scales = out.reshape(-1), np.broadcast_to(sigma, shape).reshape(-1)
     for value in np.unique(scales):  # a few distinct scales in practice; each filled in index order
         where = np.flatnonzero(scales == value)
         draws = np.empty(len(where), dtype=np.int64)
-        fill_discrete_laplace(draws, float(value), rng)
+        _fill_discrete_laplace(draws, float(value), rng)
         flat[where] = draws
     return out
 
@@ -153,7 +153,16 @@ def fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generato
     geometric variables.  Rejection rounds are independent, so the accepted draws are i.i.d.
     ``tests/test_noise.py`` compares the sampler with the pmf (G-test).  Only the geometric
     sampler and raw random bits are used (no continuous noise, see ``tests/test_float_safety.py``).
+
+    Mechanisms call this public name; :func:`discrete_laplace` calls the implementation directly, so the
+    privacy audit (:func:`privsyn_core.audit.scaled_noise`) can rebind each public name and no draw is
+    scaled twice.
     """
+    _fill_discrete_laplace(out, sigma, rng, add=add)
+
+
+def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False) -> None:
+    """The sampler of :func:`fill_discrete_laplace` (see there)."""
     if out.dtype != np.int64 or out.ndim != 1 or not out.flags.c_contiguous:
         raise ValueError("fill_discrete_laplace needs a contiguous 1-D int64 array")
     if not (math.isfinite(sigma) and sigma >= 0):

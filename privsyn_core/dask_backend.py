@@ -74,6 +74,7 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
     timings: dict[str, float] = {}
 
     start = time.perf_counter()
+    _require_workers(_distributed_client())  # else len(ddf) below would wait for a worker forever
     n = int(len(ddf))
     timings["n"] = time.perf_counter() - start
     if n == 0:
@@ -185,6 +186,18 @@ def _batches(tasks: list[Any]) -> Iterator[list[Any]]:
             yield list(dask.compute(*tasks[i:i + MERGE_BATCH]))
         return
     yield from _completed(client, client.compute(tasks), worker_deadline())
+
+
+def _require_workers(client: Any) -> None:
+    """Wait up to :func:`worker_deadline` seconds for a worker of ``client`` (no client: nothing to wait for)."""
+    if client is None:
+        return
+    deadline = worker_deadline()
+    try:
+        client.wait_for_workers(1, timeout=deadline)
+    except TimeoutError:
+        raise ClusterError(f"the Dask cluster has had no worker for {deadline:g} s: start workers, or raise "
+                           "PRIVSYN_DASK_WORKER_TIMEOUT") from None
 
 
 def worker_deadline() -> float:

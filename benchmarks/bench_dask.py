@@ -1,6 +1,6 @@
 """Scale-out on Dask: pmm on 10^7 and 10^8 rows of d = 2 read from Parquet, on a LocalCluster of 2 worker processes.
 
-For every size ``n`` the script writes ``n`` two-blob rows (:func:`privsyn_core.datasets.two_blobs`, one chunk
+For every size ``n`` the script writes ``n`` two-blob rows (:func:`privsyn_core.data.datasets.two_blobs`, one chunk
 per file, never the whole table in memory) to Parquet files under a temporary directory, starts a fresh
 ``LocalCluster(n_workers=2, threads_per_worker=1, processes=True)`` (so every peak is that run's own), runs
 ``synthesize(dd.read_parquet(...), "pmm", ...)`` and writes the synthetic rows to Parquet.  It prints the wall
@@ -56,7 +56,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import privsyn_core as ps
-from privsyn_core.datasets import two_blobs
+from privsyn_core.data.datasets import two_blobs
 
 
 def write_input(directory: Path, n: int, rows_per_file: int, seed: int) -> int:

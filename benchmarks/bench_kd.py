@@ -23,7 +23,7 @@ from pathlib import Path
 import privsyn_core as ps
 from benchmarks.balog import schema
 from benchmarks.docsection import update_section
-from privsyn_core.datasets import balog_mixture
+from privsyn_core.data.datasets import balog_mixture
 
 CASES = (("kd_adaptive", 5, {"h": 15, "h_max": 20}), ("kd_grid", 10, {"w": 1 / 16}))
 

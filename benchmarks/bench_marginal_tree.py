@@ -8,7 +8,7 @@ palmerpenguins)::
 
 Quality: every table of ``benchmarks/peers/real_tables.py`` (public bounds by hand), every epsilon and seed;
 ours under add/remove (MST's relation), MST on 16 public bins per numeric column (``run_opendp.py``).
-Scores: mean 2-way and 1-way TVD (:func:`privsyn_core.metrics.marginal_tvd`, 20 bins per numeric column),
+Scores: mean 2-way and 1-way TVD (:func:`privsyn_core.evaluation.metrics.marginal_tvd`, 20 bins per numeric column),
 exact W1 in the encoded cube (Chebyshev cost, POT ``emd2``) between uniform subsamples of ``--w1-rows`` rows
 of each side, averaged over 3 subsamples, and SDMetrics' QualityReport score (run in the peers' venv).
 Results go to ``--out/results.json`` and a Markdown table on stdout.
@@ -28,8 +28,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 import privsyn_core as ps
-from privsyn_core.domain import Schema
-from privsyn_core.metrics import marginal_tvd
+from privsyn_core.data.domain import Schema
+from privsyn_core.evaluation.metrics import marginal_tvd
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -172,7 +172,7 @@ def summary(rows: list[dict]) -> str:
 
 def timing(sizes: list[int], d: int = 10) -> None:
     """Seconds of marginal_tree on ``n x d`` mixed data (half numeric, half 4-category), eps = 1, replace."""
-    from privsyn_core.domain import Column
+    from privsyn_core.data.domain import Column
 
     rng = np.random.default_rng(0)
     cols = [Column(f"x{j}", "numeric", lo=0.0, hi=1.0) if j % 2 == 0

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 import privsyn_core as ps
-from privsyn_core.metrics import mmd2, w1
+from privsyn_core.evaluation.metrics import mmd2, w1
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from docsection import update_section
@@ -39,7 +39,7 @@ LINES: list[str] = []
 EVAL_CHILD = """
 import sys, time, numpy as np, pandas as pd
 from privsyn_core import Schema
-from privsyn_core.metrics import evaluate
+from privsyn_core.evaluation.metrics import evaluate
 n = int(sys.argv[1]); rng = np.random.default_rng(0)
 cols = [f"x{i}" for i in range(5)]
 real = pd.DataFrame(rng.random((n, 5)), columns=cols)

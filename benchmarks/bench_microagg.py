@@ -26,8 +26,8 @@ import time
 import numpy as np
 
 import privsyn_core as ps
-from privsyn_core.microagg import marginal_table
-from privsyn_core.noise import discrete_laplace
+from privsyn_core.mechanisms.microagg.aggregation import marginal_table
+from privsyn_core.privacy.noise import discrete_laplace
 
 DP_BASELINES = ("indep_marginals", "dp_histogram")
 

@@ -33,8 +33,8 @@ import pandas as pd
 
 import privsyn_core as ps
 from privsyn_core import get_mechanism
-from privsyn_core.metrics import w1
-from privsyn_core.pmm_tree import accuracy_bound, bound_opt_depth, paper_depth
+from privsyn_core.evaluation.metrics import w1
+from privsyn_core.mechanisms.hvz23.pmm_tree import accuracy_bound, bound_opt_depth, paper_depth
 
 #: Spec B.5 [PROTO] mean W1 (5 seeds, add/remove, proportional, uniform sampling): (d, n) -> (paper, bound_opt).
 SPEC_PROTO = {(1, 1000): (0.0117, 0.0081), (1, 4000): (0.0035, 0.0022), (2, 1000): (0.0467, 0.0262),
@@ -59,7 +59,7 @@ def cpu_best(fn, repeats: int) -> tuple[float, object]:
 
 
 def endtoend(n: int, repeats: int) -> None:
-    from privsyn_core.pmm_tree import leaf_ids
+    from privsyn_core.mechanisms.hvz23.pmm_tree import leaf_ids
 
     print(f"== synthesize(DataFrame) -> DataFrame, pmm, n = {n:.0e}, d = 2, eps = 1, add/remove, CPU seconds "
           f"(best of {repeats}) ==")

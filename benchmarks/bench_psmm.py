@@ -21,10 +21,10 @@ import time
 import numpy as np
 
 import privsyn_core as ps
-from privsyn_core.dbl_lp import king_edges, project_dbl
-from privsyn_core.grid import cell_centres
-from privsyn_core.metrics import w1
-from privsyn_core.noise import discrete_laplace
+from privsyn_core.data.grid import cell_centres
+from privsyn_core.evaluation.metrics import w1
+from privsyn_core.mechanisms.hvz23.dbl_lp import king_edges, project_dbl
+from privsyn_core.privacy.noise import discrete_laplace
 
 PROTOTYPE = {(1, 500): 0.045, (1, 2000): 0.019, (2, 500): 0.063, (2, 2000): 0.043, (3, 500): 0.110, (3, 2000): 0.062}
 SIZES = (500, 1000, 2000, 4000)

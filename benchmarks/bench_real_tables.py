@@ -24,7 +24,7 @@ count. Every system is asked for as many rows as the private table has (``n_synt
 compares samples of equal size; that output size is a convention of the benchmark, stated in the report.
 ``microagg_*`` run only on tables with at least two Boolean columns, on those columns alone.
 
-Metrics per run (:func:`privsyn_core.metrics.evaluate`, real = the private table; real-vs-real floors on the
+Metrics per run (:func:`privsyn_core.evaluation.metrics.evaluate`, real = the private table; real-vs-real floors on the
 ``bootstrap`` reference runs, and every run on the floors' subsample size ``min(1000, n // 2)``): exact
 W1 on repeated uniform subsamples (POT, Chebyshev cost in the unit cube of the schema) with its 95% interval, mean
 1-way and 2-way TVD (20 bins per numeric column) and the correlation gap with bootstrap intervals, the coverage
@@ -74,7 +74,7 @@ TABLES = ("grunfeld", "penguins", "anes96", "fair", "randhie", *FIRST8)
 def load_table(name: str) -> dict:
     """Private table (70%), real hold-out (30%), schema and TSTR target of one table of :data:`TABLES`."""
     from benchmarks.peers.real_tables import WIDE
-    from privsyn_core.domain import Schema
+    from privsyn_core.data.domain import Schema
 
     frame, columns, target = WIDE[FIRST8.get(name, name)]()
     if name in FIRST8:
@@ -162,7 +162,7 @@ def _budget_message(exc: Exception) -> str:
 
 def score(table: dict, synth: pd.DataFrame, seed: int, system: str) -> dict:
     """evaluate() (W1, TVDs, correlation gap, coverage), TSTR and SDMetrics' QualityReport of one output."""
-    from privsyn_core.metrics import EVAL_SUBSAMPLE, evaluate
+    from privsyn_core.evaluation.metrics import EVAL_SUBSAMPLE, evaluate
 
     start = time.perf_counter()
     # Every run uses the subsample size of a run with floors (min(1000, n // 2) rows per side), so all W1 values of
@@ -189,9 +189,9 @@ def score(table: dict, synth: pd.DataFrame, seed: int, system: str) -> dict:
 
 
 def tstr(table: dict, synth: pd.DataFrame, seed: int) -> dict:
-    """Train on synthetic, test on the real hold-out, as :func:`privsyn_core.utility.tstr` does it (same features,
+    """Train on synthetic, test on the real hold-out, as :func:`privsyn_core.evaluation.utility.tstr` does it (same features,
     model and score), with the train-on-real reference fitted once per table and seed instead of once per run."""
-    from privsyn_core import utility
+    from privsyn_core.evaluation import utility
 
     schema, target = table["schema"], table["target"]
     task = utility._resolve_task("auto", schema[target])
@@ -294,7 +294,7 @@ def psmm_timing(path: Path, sizes: list[int], dims: list[int], epsilon: float) -
     Appends to ``path``: each call adds one repetition of every (n, d).
     """
     import privsyn_core as ps
-    from privsyn_core.domain import Column, Schema
+    from privsyn_core.data.domain import Column, Schema
 
     rows = json.loads(path.read_text()) if path.exists() else []
     for d in dims:
@@ -324,7 +324,7 @@ SRW_COLUMNS = {"grunfeld": "invest", "penguins": "body_mass_g", "anes96": "age",
 def srw_scale(path: Path, tables: list[str], epsilons: list[float], seeds: list[int]) -> None:
     """Exact-subsample W1 of srw (one column) and srw_tsp (whole table) with scale='tight' (default) and 'paper'."""
     import privsyn_core as ps
-    from privsyn_core.metrics import EVAL_SUBSAMPLE, evaluate
+    from privsyn_core.evaluation.metrics import EVAL_SUBSAMPLE, evaluate
 
     rows = json.loads(path.read_text()) if path.exists() else []
     for name in tables:

@@ -15,7 +15,7 @@ numbers ``repro_*.csv`` under ``docs/figures``.
   synthetic rows in unit coordinates, exact (POT) at these sizes; seed s spawns independent data and
   mechanism streams.
   The log-log least-squares slope of mean W1 against n (and against epsilon) is shown beside the slope of the
-  mechanism's theoretical rate (``privsyn_core.report.theoretical_rate``) over the same grid.
+  mechanism's theoretical rate (``privsyn_core.reporting.report.theoretical_rate``) over the same grid.
 * MMD protocol (KD-tree paper, spec A.10): ``benchmarks/balog.py``, beside Balog's published best numbers.
 * Timings: the sections ``kd-timings`` and ``w1-timings`` of the report are written by ``bench_kd.py --doc`` and
   ``bench_metrics.py --doc``; regenerating the report keeps them.
@@ -39,10 +39,10 @@ import plotly.graph_objects as go
 
 import privsyn_core as ps
 from benchmarks import balog
-from privsyn_core import datasets
+from privsyn_core.data import datasets
 from privsyn_core.errors import PrivsynError
-from privsyn_core.metrics import w1
-from privsyn_core.report import theoretical_rate
+from privsyn_core.evaluation.metrics import w1
+from privsyn_core.reporting.report import theoretical_rate
 
 DATASETS = {"uniform": datasets.uniform_cube, "two_blobs": datasets.two_blobs}
 W1_BUDGET = 16_000_000  # cost-matrix entries: exact W1 up to 4000 x 4000 rows
@@ -211,7 +211,7 @@ def markdown(results: pd.DataFrame, balog_table: pd.DataFrame, config: Config, f
              "n = 400; here d = 2). Mechanisms that take one column only run at d = 1. These metrics read the real "
              "data: evaluation only.", "",
              "## Slopes of mean W1 (log-log least squares) beside the theoretical rates", "",
-             "`theory` is the slope of `privsyn_core.report.theoretical_rate` over the same grid (constants dropped, "
+             "`theory` is the slope of `privsyn_core.reporting.report.theoretical_rate` over the same grid (constants dropped, "
              "so only the slope is comparable); empty where no rate is stated. The rate notes follow the table.", "",
              _slopes_markdown(slopes_table(results)), "", "### Rate notes", ""]
     lines += [f"- `{name}`: {RATE_TEXT.get(name, 'no rate stated')}" for name in results.mechanism.unique()]

@@ -22,10 +22,10 @@ import pandas as pd
 import streamlit as st
 
 import privsyn_core as ps
-from privsyn_core import report
-from privsyn_core.dp_bounds import dp_bounds
-from privsyn_core.figures import NOT_PRIVATE
-from privsyn_core.io import read_csv, to_csv_bytes
+from privsyn_core.reporting import report
+from privsyn_core.data.dp_bounds import dp_bounds
+from privsyn_core.reporting.figures import NOT_PRIVATE
+from privsyn_core.data.io import read_csv, to_csv_bytes
 
 from ._support import ledger as store
 from ._support import output, stakeholder

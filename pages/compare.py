@@ -9,8 +9,8 @@ import privsyn_core as ps
 from pages import _ui as ui
 from pages._support import words
 from pages._support.text import md
-from privsyn_core import figures as F
-from privsyn_core import report
+from privsyn_core.reporting import figures as F
+from privsyn_core.reporting import report
 
 ui.require_entrypoint()
 st.title("Compare")

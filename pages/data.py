@@ -6,7 +6,7 @@ import privsyn_core as ps
 from pages import _ui as ui
 from pages._support import schema_editor
 from pages._support.text import md
-from privsyn_core.datasets import SAMPLES
+from privsyn_core.data.datasets import SAMPLES
 
 ui.require_entrypoint()
 st.title("Data")

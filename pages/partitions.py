@@ -9,7 +9,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from pages._support.text import md
-from privsyn_core import figures as F
+from privsyn_core.reporting import figures as F
 
 READABLE_CELLS = 1024
 

@@ -8,7 +8,7 @@ import numpy as np
 import streamlit as st
 
 from pages import _ui as ui
-from privsyn_core import figures as F
+from privsyn_core.reporting import figures as F
 
 ui.require_entrypoint()
 st.title("TSP folding")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .cli import main
+from privsyn_core.cli import main
 
 
 def run() -> None:

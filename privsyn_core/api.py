@@ -5,14 +5,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .codec import Codec, stage_params as codec_stage_params
-from .domain import Schema, as_frame
-from .noise import RandomLike, resolve_rng
-from .pipeline import assemble, public_size
-from .registry import get_mechanism
-from .resources import check_rows
-from .result import SynthResult
-from .validation import MAX_SYNTHETIC_ROWS, check_count, check_epsilon, check_neighbouring, check_public_n
+from privsyn_core.data.codec import Codec, stage_params as codec_stage_params
+from privsyn_core.data.domain import Schema, as_frame
+from privsyn_core.engine.pipeline import assemble, public_size
+from privsyn_core.engine.resources import check_rows
+from privsyn_core.privacy.noise import RandomLike, resolve_rng
+from privsyn_core.registry import get_mechanism
+from privsyn_core.result import SynthResult
+from privsyn_core.validation import MAX_SYNTHETIC_ROWS, check_count, check_epsilon, check_neighbouring, check_public_n
 
 __all__ = ["synthesize", "check_epsilon", "MAX_SYNTHETIC_ROWS"]
 
@@ -26,7 +26,7 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
     ----------
     data : DataFrame, array-like or Dask DataFrame
         The private table.  Only the schema's columns are used.  A Dask DataFrame runs the
-        count-based mechanisms partition by partition (:mod:`privsyn_core.dask_backend`; the schema
+        count-based mechanisms partition by partition (:mod:`privsyn_core.engine.dask_backend`; the schema
         is then required) and the result's ``data`` is a lazy Dask DataFrame.
     mechanism : str
         Registry key, see :func:`privsyn_core.list_mechanisms`.
@@ -49,7 +49,7 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
         Add/remove only: a record count the caller declares public (it need not be exact), used by
         every rule that needs one (layouts, normalisers, default output sizes).  Without it, a
         mechanism that reads ``n`` gets a noisy count released as its own ledger stage
-        (:mod:`privsyn_core.pipeline`).
+        (:mod:`privsyn_core.engine.pipeline`).
     **params
         Mechanism parameters (see ``MechanismSpec.params``).
 
@@ -64,11 +64,11 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
     public_n = check_public_n(public_n, neighbouring)
     resolved = spec.resolve_params(params)
     n_synthetic = check_count("n_synthetic", n_synthetic)
-    from . import dask_backend  # no Dask import unless ``data`` is a Dask DataFrame
+    from privsyn_core.engine import dask_backend
     if dask_backend.is_dask_frame(data):
         return dask_backend.synthesize_dask(data, spec, epsilon, schema=schema, neighbouring=neighbouring,
                                             n_synthetic=n_synthetic, rng=rng, params=resolved, public_n=public_n)
-    from .validation import resolve_schema
+    from privsyn_core.validation import resolve_schema
     frame = as_frame(data)
     schema = resolve_schema(schema, frame)
     codec: Codec = spec.codec(schema) if spec.codec else schema

@@ -1,7 +1,7 @@
 """Command line: ``python -m privsyn_core mechanisms | synth | evaluate | audit``.
 
 Bad input, including a bad command line, ends with a one-line error naming the problem and
-exit status 2, never a traceback.  Files are written atomically (:func:`~privsyn_core.io.atomic_open`):
+exit status 2, never a traceback.  Files are written atomically (:func:`~privsyn_core.data.io.atomic_open`):
 ``synth`` refuses an output or report path that is one of its inputs or each other, and an
 existing file unless ``--force`` is given.  SIGINT and SIGTERM end the command with one line
 and exit status 130 or 143, after removing any file not yet complete.
@@ -20,11 +20,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .api import synthesize
-from .domain import Schema
-from .errors import OutputError, PrivsynError
-from .io import atomic_open, read_csv, read_schema, write_csv
-from .registry import get_mechanism, list_mechanisms
+from privsyn_core.api import synthesize
+from privsyn_core.data.domain import Schema
+from privsyn_core.data.io import atomic_open, read_csv, read_schema, write_csv
+from privsyn_core.errors import OutputError, PrivsynError
+from privsyn_core.registry import get_mechanism, list_mechanisms
 
 EXIT_USAGE = 2
 #: Exit statuses after a signal, ``128 + signal number`` as shells report them.
@@ -198,7 +198,7 @@ def _cmd_synth(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from .metrics import evaluate
+    from privsyn_core.evaluation.metrics import evaluate
 
     real, synthetic = read_csv(args.real), read_csv(args.synthetic)
     missing = [c for c in real.columns if c not in synthetic.columns]
@@ -218,10 +218,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    from . import audit
+    from privsyn_core.evaluation import audit
 
     counts = {k: v for k, v in (("trials", args.trials), ("selection_trials", args.selection_trials)) if v is not None}
-    from .peers import PEERS  # "all" leaves the optional OpenDP peers out, as audit.audit_all does
+    from privsyn_core.mechanisms.peers.opendp_support import (
+        PEERS,  # "all" leaves the optional OpenDP peers out, as audit.audit_all does
+    )
 
     names = ([s.name for s in list_mechanisms() if s.is_private and s.name not in PEERS] if args.mechanism == "all"
              else [args.mechanism])

@@ -19,7 +19,7 @@ class SchemaError(PrivsynError):
 
 
 class ResourceError(PrivsynError):
-    """A run would exceed the memory budget (:mod:`privsyn_core.resources`); the message says what to change."""
+    """A run would exceed the memory budget (:mod:`privsyn_core.engine.resources`); the message says what to change."""
 
 
 class ClusterError(PrivsynError):

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
-from .codec import CodecFactory
-from .errors import ParameterError
-from .result import MechanismOutput
-from .staged import Stages
+from privsyn_core.data.codec import CodecFactory
+from privsyn_core.engine.staged import Stages
+from privsyn_core.errors import ParameterError
+from privsyn_core.result import MechanismOutput
 
 if TYPE_CHECKING:
-    from .audit import AuditCase
+    from privsyn_core.evaluation.audit import AuditCase
 
 NEIGHBOURING = ("replace", "add_remove")
 #: A run function (module docstring).  Its keyword parameters after ``rng`` are the mechanism's own
@@ -130,10 +130,10 @@ class MechanismSpec:
     run : callable
         The run function (see the module docstring).
     stages : Stages, optional
-        The count-based stages (:mod:`privsyn_core.staged`) for the mechanisms registered with
+        The count-based stages (:mod:`privsyn_core.engine.staged`) for the mechanisms registered with
         :func:`register_staged`; their ``run`` is ``stages.run`` and they also run on Dask.
     codec : callable, optional
-        ``codec(schema) -> Codec`` (:class:`privsyn_core.codec.Codec`: ``encode(df) -> (array, clipped)``
+        ``codec(schema) -> Codec`` (:class:`privsyn_core.data.codec.Codec`: ``encode(df) -> (array, clipped)``
         and ``decode(array) -> DataFrame``, optionally ``stage_params``); ``None`` means the unit-cube
         schema encoding.
     max_dim : int, optional
@@ -161,7 +161,7 @@ class MechanismSpec:
         ``rate(epsilon, n, d) -> float``: the shape of the mechanism's expected-W1 bound (unspecified
         constant), for the trade-off curves and the reproduction report.
     audit : AuditCase, optional
-        How the privacy audit runs it (:class:`privsyn_core.audit.AuditCase`); ``None``: through its
+        How the privacy audit runs it (:class:`privsyn_core.evaluation.audit.AuditCase`); ``None``: through its
         released rows.
     floating_point_exposure : str, optional
         ``None`` when every noise draw is exact integer noise (discrete Laplace as a difference of
@@ -241,10 +241,11 @@ def _discover() -> None:
     global _DISCOVERED
     if _DISCOVERED:
         return
-    from . import mechanisms
-    for info in sorted(pkgutil.iter_modules(mechanisms.__path__), key=lambda m: m.name):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{mechanisms.__name__}.{info.name}")
+    from privsyn_core import mechanisms
+    prefix = f"{mechanisms.__name__}."
+    for info in sorted(pkgutil.walk_packages(mechanisms.__path__, prefix), key=lambda m: m.name):
+        if not any(part.startswith("_") for part in info.name[len(prefix):].split(".")):
+            importlib.import_module(info.name)
     _DISCOVERED = True
 
 

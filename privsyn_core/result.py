@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .accounting import Ledger
+from privsyn_core.privacy.accounting import Ledger
 
 
 @dataclass

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .domain import Schema
-from .errors import ParameterError, SchemaError
-from .registry import MechanismSpec
+from privsyn_core.data.domain import Schema
+from privsyn_core.errors import ParameterError, SchemaError
+from privsyn_core.registry import MechanismSpec
 
 #: Largest number of synthetic rows a run may produce.
 MAX_SYNTHETIC_ROWS = 10**8

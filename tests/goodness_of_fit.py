@@ -4,7 +4,7 @@ Every statistical test of the suite fails with probability at most :data:`ALPHA`
 correct (OpenDP's convention for sampler tests), and each asserts the p-value against it.
 
 >>> import numpy as np
->>> from privsyn_core.noise import discrete_laplace
+>>> from privsyn_core.privacy.noise import discrete_laplace
 >>> draws = discrete_laplace(2.0, 20_000, np.random.default_rng(0))
 >>> bool(discrete_laplace_pvalue(draws, 2.0) > ALPHA), bool(discrete_laplace_pvalue(draws, 1.0) < ALPHA)
 (True, True)
@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import stats
 
-from privsyn_core.noise import discrete_laplace_pmf
+from privsyn_core.privacy.noise import discrete_laplace_pmf
 
 #: False-failure rate of each statistical test.
 ALPHA = 1e-6

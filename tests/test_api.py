@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 
 import privsyn_core as ps
-from privsyn_core import Column, ParameterError, Schema, peers
-from privsyn_core.accounting import ledger_total, split_epsilon
+from privsyn_core import Column, ParameterError, Schema
+from privsyn_core.mechanisms.peers import opendp_support as peers
+from privsyn_core.privacy.accounting import ledger_total, split_epsilon
 
 CONTRACT_KEYS = {"pmm", "psmm", "srw", "srw_tsp", "kd_grid", "kd_adaptive", "microagg_anon", "microagg_dp",
                  "laplace_points", "dp_histogram", "bootstrap"}

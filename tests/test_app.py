@@ -17,8 +17,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import privsyn_core as ps
-from privsyn_core.datasets import two_blobs
-from privsyn_core.figures import MAX_POINTS, NOT_PRIVATE
+from privsyn_core.data.datasets import two_blobs
+from privsyn_core.reporting.figures import MAX_POINTS, NOT_PRIVATE
 
 PAGES = ["pages/data.py", "pages/synthesize.py", "pages/partitions.py", "pages/tsp.py", "pages/compare.py",
          "pages/tradeoff.py", "pages/learn.py"]

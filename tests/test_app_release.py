@@ -16,9 +16,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import privsyn_core as ps
-from privsyn_core import figures as F
-from privsyn_core import report
-from privsyn_core.datasets import two_blobs
+from privsyn_core.data.datasets import two_blobs
+from privsyn_core.reporting import figures as F, report
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGES = ["pages/data.py", "pages/synthesize.py", "pages/partitions.py", "pages/tsp.py", "pages/compare.py",

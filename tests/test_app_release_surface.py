@@ -32,7 +32,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import privsyn_core as ps
-from privsyn_core.datasets import two_blobs
+from privsyn_core.data.datasets import two_blobs
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGES = ["pages/data.py", "pages/synthesize.py", "pages/partitions.py", "pages/tsp.py", "pages/compare.py",

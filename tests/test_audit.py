@@ -28,10 +28,13 @@ import pytest
 from scipy.stats import beta
 
 import privsyn_core as ps
-from privsyn_core import audit, cli, noise, peers
+from privsyn_core import cli
 from privsyn_core.errors import ParameterError
-from privsyn_core.mechanisms import pmm as pmm_module
-from privsyn_core.pmm_tree import NoisePlan
+from privsyn_core.evaluation import audit
+from privsyn_core.mechanisms.hvz23 import pmm as pmm_module
+from privsyn_core.mechanisms.hvz23.pmm_tree import NoisePlan
+from privsyn_core.mechanisms.peers import opendp_support as peers
+from privsyn_core.privacy import noise
 
 CONFIDENCE = 1 - 1e-6
 #: The optional OpenDP peers (installed only with requirements-peers.txt) are not audited here: their noise is
@@ -155,7 +158,7 @@ def test_neighbour_pair_differs_in_one_record(kind, relation, rows):
 
 
 def test_scaled_noise_scales_and_restores():
-    from privsyn_core.mechanisms import dp_histogram as module
+    from privsyn_core.mechanisms.baselines import dp_histogram as module
 
     before = module.discrete_laplace
     with audit.scaled_noise(1e-9):
@@ -169,7 +172,8 @@ def test_scaled_noise_scales_and_restores():
 
 def test_scaled_noise_reaches_the_walk_and_the_empty_cells():
     """srw's walk calls ``noise.laplace`` through the module; kd_empty's laws are rescaled once, not twice."""
-    from privsyn_core import kd_empty, walks
+    from privsyn_core.mechanisms.kdtree import kd_empty
+    from privsyn_core.mechanisms.random_walks import walks
 
     plain = walks.superregular_walk(4, np.random.default_rng(5), "tight", size=3)[1]
     with audit.scaled_noise(0.5):

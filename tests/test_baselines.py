@@ -86,7 +86,7 @@ def test_bootstrap_is_flagged_not_private():
 
 @pytest.mark.slow
 def test_utility_ordering_histogram_beats_naive_laplace():
-    from privsyn_core.datasets import two_blobs
+    from privsyn_core.data.datasets import two_blobs
 
     X = two_blobs(4000, 2, 0)
     hist = ps.synthesize(X, "dp_histogram", 1.0, schema=ps.unit_schema(2), rng=0)
@@ -112,7 +112,7 @@ def test_dp_histogram_has_no_positional_bias_on_reflection_symmetric_data():
 def test_dp_histogram_auto_bins_balance_resolution_and_noise_mass(n, d, eps):
     """The error proxy 1/k + k^d/(eps n) of the module docstring at the automatic k is within a factor 2 of its
     minimum over all k (the balance k = (eps n)^{1/(d+1)} is within d^{1/(d+1)} of the exact minimiser)."""
-    from privsyn_core.mechanisms.dp_histogram import auto_bins
+    from privsyn_core.mechanisms.baselines.dp_histogram import auto_bins
 
     def proxy(k):
         return 1 / k + k ** d / (eps * n)

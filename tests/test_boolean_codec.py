@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 import privsyn_core as ps
-from privsyn_core.boolean_codec import BooleanCodec, boolean_codec
+from privsyn_core.data.boolean_codec import BooleanCodec, boolean_codec
 from privsyn_core.errors import DataError, ParameterError, SchemaError
 
 SCHEMA = ps.Schema((

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from privsyn_core.cli import main
+from privsyn_core.data.io import atomic_open, atomic_write, to_csv_bytes, write_csv
 from privsyn_core.errors import OutputError
-from privsyn_core.io import atomic_open, atomic_write, to_csv_bytes, write_csv
 
 SCHEMA = {"columns": [{"name": "a", "kind": "numeric", "lo": 0, "hi": 1},
                       {"name": "b", "kind": "numeric", "lo": 0, "hi": 10, "integer": True},
@@ -241,7 +241,7 @@ def test_write_csv_in_blocks_equals_to_csv_bytes(tmp_path):
 #: A child process that runs the CLI and, at a chosen point, says READY and blocks until signalled.
 _CHILD = """
 import sys, time
-import privsyn_core.cli as cli, privsyn_core.io as pio
+import privsyn_core.cli as cli, privsyn_core.data.io as pio
 where = sys.argv[1]
 def block(*args, **kwargs):
     print("READY", flush=True)

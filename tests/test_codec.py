@@ -1,11 +1,11 @@
-"""The codec protocol (privsyn_core.codec): every registered codec and the schema satisfy it, round trip."""
+"""The codec protocol (privsyn_core.data.codec): every registered codec and the schema satisfy it, round trip."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
 import privsyn_core as ps
-from privsyn_core.codec import Codec, StagedCodec, stage_params
+from privsyn_core.data.codec import Codec, StagedCodec, stage_params
 
 SCHEMA = ps.Schema((ps.Column("x", "numeric", lo=0.0, hi=1.0),
                     ps.Column("c", "categorical", categories=("a", "b", "z"))))

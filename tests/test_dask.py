@@ -1,4 +1,4 @@
-"""The Dask path (privsyn_core.dask_backend) against the in-memory path, on a LocalCluster of worker processes.
+"""The Dask path (privsyn_core.engine.dask_backend) against the in-memory path, on a LocalCluster of worker processes.
 
 Every comparison is exact: the same data and seed must give bit-identical synthetic rows, atoms, weights and
 ledger, because both paths run the same stages, row blocks and block generators.  Nothing here is statistical.
@@ -15,10 +15,11 @@ import pandas as pd
 import pytest
 
 import privsyn_core as ps
-from privsyn_core import Column, DataError, ParameterError, Schema, SchemaError, dask_backend, staged
-from privsyn_core.dask_backend import is_dask_frame, staged_mechanisms
-from privsyn_core.datasets import two_blobs
-from privsyn_core.pmm_tree import leaf_counts, sparse_leaf_counts
+from privsyn_core import Column, DataError, ParameterError, Schema, SchemaError
+from privsyn_core.data.datasets import two_blobs
+from privsyn_core.engine import dask_backend, staged
+from privsyn_core.engine.dask_backend import is_dask_frame, staged_mechanisms
+from privsyn_core.mechanisms.hvz23.pmm_tree import leaf_counts, sparse_leaf_counts
 
 # The dask extra (pip install -e ".[dask]"; requirements-dev.txt includes it): without it this module is skipped.
 dask = pytest.importorskip("dask", reason="the dask extra is not installed")

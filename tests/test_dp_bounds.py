@@ -13,8 +13,8 @@ import pytest
 from scipy import stats
 
 import privsyn_core as ps
-from privsyn_core.dp_bounds import SENSITIVITY, bucket_edges, bucket_index, dp_bounds, kept_counts, quantile_bounds
-from privsyn_core.noise import discrete_laplace, discrete_laplace_pmf
+from privsyn_core.data.dp_bounds import SENSITIVITY, bucket_edges, bucket_index, dp_bounds, kept_counts, quantile_bounds
+from privsyn_core.privacy.noise import discrete_laplace, discrete_laplace_pmf
 
 ALPHA = 1e-6
 

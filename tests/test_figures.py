@@ -10,8 +10,8 @@ import plotly.graph_objects as go
 import pytest
 
 import privsyn_core as ps
-from privsyn_core import figures as F
-from privsyn_core.datasets import two_blobs
+from privsyn_core.data.datasets import two_blobs
+from privsyn_core.reporting import figures as F
 
 
 def grid_cells(k: int, d: int = 2, seed: int = 0) -> dict:

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import privsyn_core as ps
-from privsyn_core.accounting import ledger_total
-from privsyn_core.datasets import two_blobs
+from privsyn_core.data.datasets import two_blobs
+from privsyn_core.privacy.accounting import ledger_total
 
 CONTINUOUS_SAMPLERS = ("laplace", "exponential", "standard_exponential", "normal", "standard_normal", "gumbel",
                        "logistic", "standard_cauchy", "standard_t", "gamma", "standard_gamma")

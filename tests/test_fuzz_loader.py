@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from privsyn_core import Column, Schema
+from privsyn_core.data.io import read_csv, to_csv_bytes
 from privsyn_core.errors import PrivsynError
-from privsyn_core.io import read_csv, to_csv_bytes
 
 FUZZ = settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 CSV_CHARS = "ab1 .-+eE9,;\t|\"'\n\r=@\x00é\ufeff"

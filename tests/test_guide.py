@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 import privsyn_core as ps
-from privsyn_core._guide_measured import MEASURED
-from privsyn_core.guide import STRUCTURED, measured_from_results, recommend
+from privsyn_core.evaluation._guide_measured import MEASURED
+from privsyn_core.evaluation.guide import STRUCTURED, measured_from_results, recommend
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "peers" / "results.json"
 

@@ -24,8 +24,8 @@ import pytest
 
 import privsyn_core as ps
 from privsyn_core import cli
+from privsyn_core.data.io import read_csv, read_schema, to_csv_bytes
 from privsyn_core.errors import DataError, PrivsynError
-from privsyn_core.io import read_csv, read_schema, to_csv_bytes
 
 CORPUS = Path(__file__).parent / "data" / "bad_csv"
 MANIFEST = json.loads((CORPUS / "manifest.json").read_text())
@@ -332,7 +332,7 @@ def test_bad_command_line_exits_2_with_one_line(label, table, capsys):
 
 
 def test_seed_errors_are_parameter_errors():
-    from privsyn_core.noise import resolve_rng
+    from privsyn_core.privacy.noise import resolve_rng
 
     for bad in (-1, True, 1.5, "seed", [1]):
         with pytest.raises(ps.ParameterError):
@@ -342,7 +342,7 @@ def test_seed_errors_are_parameter_errors():
 @pytest.mark.parametrize("spec", ps.list_mechanisms(), ids=lambda s: s.name)
 def test_widest_accepted_bounds_give_finite_output_without_warnings(spec):
     """At ``|lo|, |hi| = MAX_ABS_BOUND`` every mechanism writes finite values and numpy does not overflow."""
-    from privsyn_core.domain import MAX_ABS_BOUND
+    from privsyn_core.data.domain import MAX_ABS_BOUND
 
     d = spec.max_dim or 2
     rng = np.random.default_rng(0)

@@ -11,10 +11,10 @@ import pytest
 from scipy import stats
 
 import privsyn_core as ps
-from privsyn_core.accounting import split_epsilon
-from privsyn_core.kd_empty import integer_threshold, tail_probability
-from privsyn_core.mechanisms.kd_adaptive import node_boxes, path_codes
-from privsyn_core.noise import discrete_laplace, discrete_laplace_pmf
+from privsyn_core.mechanisms.kdtree.kd_adaptive import node_boxes, path_codes
+from privsyn_core.mechanisms.kdtree.kd_empty import integer_threshold, tail_probability
+from privsyn_core.privacy.accounting import split_epsilon
+from privsyn_core.privacy.noise import discrete_laplace, discrete_laplace_pmf
 
 ALPHA = 1e-6
 RUN = ps.get_mechanism("kd_adaptive").run

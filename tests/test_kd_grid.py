@@ -11,15 +11,15 @@ import pytest
 from scipy import stats
 
 import privsyn_core as ps
-from privsyn_core import kd_empty
-from privsyn_core.kd_empty import (
+from privsyn_core.mechanisms.kdtree import kd_empty
+from privsyn_core.mechanisms.kdtree.kd_empty import (
     conditional_weights,
     integer_threshold,
     sample_empty_cells,
     sample_ids_excluding,
     tail_probability,
 )
-from privsyn_core.noise import discrete_laplace, discrete_laplace_pmf
+from privsyn_core.privacy.noise import discrete_laplace, discrete_laplace_pmf
 
 ALPHA = 1e-6
 
@@ -223,7 +223,7 @@ def test_refuses_thresholds_that_would_emit_mostly_noise():
 
 
 def test_automatic_width_minimises_theorem_3_and_grows_with_epsilon_n():
-    from privsyn_core.mechanisms.kd_grid import auto_bins
+    from privsyn_core.mechanisms.kdtree.kd_grid import auto_bins
     small, large = auto_bins(1000, 2, 1.0, 0.1), auto_bins(10**6, 2, 1.0, 0.1)
     assert 1 <= small < large
     n, d, eps, sigma = 10**5, 2, 1.0, 0.1

@@ -1,4 +1,4 @@
-"""Automatic layouts never degenerate silently (privsyn_core.layout): wide, small tables keep structure
+"""Automatic layouts never degenerate silently (privsyn_core.data.layout): wide, small tables keep structure
 where the budget pays for it, and every coarse layout says so in the released warnings."""
 
 import numpy as np
@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 import privsyn_core as ps
-from privsyn_core import layout
-from privsyn_core.mechanisms.pmm import resolve_depth
-from privsyn_core.pmm_tree import accuracy_bound, cuts_per_axis, paper_depth
+from privsyn_core.data import layout
+from privsyn_core.mechanisms.hvz23.pmm import resolve_depth
+from privsyn_core.mechanisms.hvz23.pmm_tree import accuracy_bound, cuts_per_axis, paper_depth
 
 #: The layout parameter each grid mechanism releases (cells per axis).
 GRID_KEY = {"kd_grid": "bins_per_axis", "dp_histogram": "bins", "psmm": "cells_per_axis", "srw_tsp": "bins"}

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 import privsyn_core as ps
-from privsyn_core.domain import Column, Schema
+from privsyn_core.data.domain import Column, Schema
 from privsyn_core.errors import ParameterError
-from privsyn_core.mechanisms import marginal_tree as mt
-from privsyn_core.mechanisms._tree_pieces import (
+from privsyn_core.mechanisms.wide_tables import marginal_tree as mt
+from privsyn_core.mechanisms.wide_tables.tree_pieces import (
     PairTree,
     consistent_counts,
     cut_schedule,

@@ -8,9 +8,9 @@ import pytest
 from scipy.spatial.distance import cdist
 from scipy.stats import wasserstein_distance
 
-import privsyn_core.metrics as metrics
+import privsyn_core.evaluation.metrics as metrics
 from privsyn_core.errors import DataError, ParameterError
-from privsyn_core.metrics import W1Value, gaussian_kernel_mean, median_bandwidth, mmd, mmd2, sliced_w1, w1
+from privsyn_core.evaluation.metrics import W1Value, gaussian_kernel_mean, median_bandwidth, mmd, mmd2, sliced_w1, w1
 
 NORMS = {"chebyshev": np.inf, "cityblock": 1, "euclidean": 2}
 ALPHA = 1e-6  # false-failure rate of every concentration test below

@@ -5,9 +5,11 @@ import pandas as pd
 import pytest
 from scipy.stats import binom
 
-from privsyn_core import Schema, metrics, report
+from privsyn_core import Schema
 from privsyn_core.errors import ParameterError
-from privsyn_core.metrics import evaluate, mmd, mmd2, rank_runs, w1
+from privsyn_core.evaluation import metrics
+from privsyn_core.evaluation.metrics import evaluate, mmd, mmd2, rank_runs, w1
+from privsyn_core.reporting import report
 
 SCHEMA = Schema.from_dict({"columns": [{"name": "x", "kind": "numeric", "lo": 0, "hi": 1},
                                        {"name": "y", "kind": "numeric", "lo": 0, "hi": 1},

@@ -11,8 +11,8 @@ import pytest
 from privsyn_core import Schema
 from privsyn_core.cli import main
 from privsyn_core.errors import ParameterError
-from privsyn_core.metrics import boolean_marginal_errors, correlation_gap, evaluate, marginal_tvd
-from privsyn_core.utility import tstr
+from privsyn_core.evaluation.metrics import boolean_marginal_errors, correlation_gap, evaluate, marginal_tvd
+from privsyn_core.evaluation.utility import tstr
 
 SCHEMA = Schema.from_dict({"columns": [{"name": "x", "kind": "numeric", "lo": 0, "hi": 1},
                                        {"name": "y", "kind": "numeric", "lo": -5, "hi": 5},

@@ -14,7 +14,7 @@ from scipy import stats
 from scipy.optimize import linprog
 
 from privsyn_core.errors import ParameterError
-from privsyn_core.microagg import (
+from privsyn_core.mechanisms.microagg.aggregation import (
     alg1_params,
     alg4_params,
     avg_sq_marginal_error,

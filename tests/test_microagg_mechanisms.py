@@ -14,9 +14,18 @@ from scipy import stats
 
 import privsyn_core as ps
 from privsyn_core.errors import ParameterError, SchemaError
-from privsyn_core.microagg import (alg4_params, damped_microaggregate, lattice_covering, marginal_table,
-                                   microaggregate, moment_distance, nearest_point_labels, project_simplex_l1,
-                                   second_moment, tensorization_constant)
+from privsyn_core.mechanisms.microagg.aggregation import (
+    alg4_params,
+    damped_microaggregate,
+    lattice_covering,
+    marginal_table,
+    microaggregate,
+    moment_distance,
+    nearest_point_labels,
+    project_simplex_l1,
+    second_moment,
+    tensorization_constant,
+)
 
 ALPHA_TEST = 1e-6
 EPSILONS = [1e-3, 0.1, 1 / 3, 0.7, 1.0, 2.5, 7.3, 10.0]
@@ -95,7 +104,7 @@ def test_synthesize_end_to_end_on_a_boolean_table(mechanism):
 def test_boolean_mechanisms_refuse_non_boolean_columns_from_the_schema_alone(mechanism, monkeypatch):
     """A numeric column other than integer [0, 1], or a categorical one with 3 categories, is refused by
     the public schema before the data is read (the data here are Boolean; the schema decides)."""
-    from privsyn_core import domain
+    from privsyn_core.data import domain
     monkeypatch.setattr(domain.Schema, "encode", lambda *a, **k: pytest.fail("the data was read"))
     df = boolean_table(200)
     for column in (ps.Column("senior", "numeric", lo=0, hi=1),  # not integer: continuous in [0, 1]

@@ -12,7 +12,7 @@ from scipy import stats
 from scipy.integrate import cumulative_simpson
 from scipy.special import i0e
 
-from privsyn_core.microagg import bingham_sample, complement_basis, proj, pvec, second_moment
+from privsyn_core.mechanisms.microagg.aggregation import bingham_sample, complement_basis, proj, pvec, second_moment
 
 ALPHA_TEST = 1e-6
 

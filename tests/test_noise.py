@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from goodness_of_fit import ALPHA, chi_square_pvalue
-from privsyn_core import noise
+from privsyn_core.privacy import noise
 
 
 @pytest.mark.parametrize("sigma", [0.3, 1.0, 5.0])

@@ -1,4 +1,4 @@
-"""OpenDP's MST and AIM as optional registered peers (:mod:`privsyn_core.peers`).
+"""OpenDP's MST and AIM as optional registered peers (:mod:`privsyn_core.mechanisms.peers.opendp_support`).
 
 Two layers.  Our wrapper (registration, public keys, ledger, null filling, decoding, the release
 surface) is tested everywhere, OpenDP installed or not: the registration is driven by patching
@@ -22,9 +22,10 @@ import pytest
 from scipy import stats
 
 import privsyn_core as ps
-from privsyn_core import peers, registry
+from privsyn_core import registry
+from privsyn_core.mechanisms.peers import opendp_support as peers
 
-MODULE = "privsyn_core.mechanisms.opendp_peers"
+MODULE = "privsyn_core.mechanisms.peers.opendp_peers"
 SCHEMA = {"columns": [{"name": "x", "kind": "numeric", "lo": -2.0, "hi": 6.0},
                       {"name": "c", "kind": "categorical", "categories": ["a", "b", "c"]},
                       {"name": "k", "kind": "numeric", "lo": 0, "hi": 40, "integer": True}]}

@@ -14,12 +14,11 @@ import pytest
 from scipy import stats
 
 import privsyn_core as ps
+from privsyn_core.engine.resources import max_pmm_depth
 from privsyn_core.errors import DataError
-from privsyn_core.resources import max_pmm_depth
-from privsyn_core.mechanisms.pmm import DIAGNOSTIC_MAX_CELLS, SPEC as PMM, resolve_depth
-from privsyn_core.metrics import w1
-from privsyn_core.noise import discrete_laplace, discrete_laplace_pmf
-from privsyn_core.pmm_tree import (
+from privsyn_core.evaluation.metrics import w1
+from privsyn_core.mechanisms.hvz23.pmm import DIAGNOSTIC_MAX_CELLS, SPEC as PMM, resolve_depth
+from privsyn_core.mechanisms.hvz23.pmm_tree import (
     MAX_DEPTH,
     THM43_CONSTANT,
     accuracy_bound,
@@ -38,6 +37,7 @@ from privsyn_core.pmm_tree import (
     tree_counts,
     uniform_split,
 )
+from privsyn_core.privacy.noise import discrete_laplace, discrete_laplace_pmf
 
 ALPHA = 1e-6
 RELATIONS = ("add_remove", "replace")

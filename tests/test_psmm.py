@@ -15,13 +15,27 @@ import pytest
 
 import privsyn_core as ps
 from goodness_of_fit import ALPHA, discrete_laplace_pvalue
-from privsyn_core.dbl_lp import all_pairs, dbl_distance, king_edge_count, king_edges, project_dbl, project_dbl_printed
-from privsyn_core.grid import cell_centres
-from privsyn_core.mechanisms.psmm import (MAX_CELLS, MAX_DENSE_CELLS, MAX_KING_FLOWS, auto_cells_per_axis,
-                                         check_lp_size, largest_fitting_k, lp_flow_variables)
-from privsyn_core.mechanisms.psmm import SPEC as PSMM
-from privsyn_core.metrics import w1
-from privsyn_core.noise import discrete_laplace
+from privsyn_core.data.grid import cell_centres
+from privsyn_core.evaluation.metrics import w1
+from privsyn_core.mechanisms.hvz23.dbl_lp import (
+    all_pairs,
+    dbl_distance,
+    king_edge_count,
+    king_edges,
+    project_dbl,
+    project_dbl_printed,
+)
+from privsyn_core.mechanisms.hvz23.psmm import (
+    MAX_CELLS,
+    MAX_DENSE_CELLS,
+    MAX_KING_FLOWS,
+    SPEC as PSMM,
+    auto_cells_per_axis,
+    check_lp_size,
+    largest_fitting_k,
+    lp_flow_variables,
+)
+from privsyn_core.privacy.noise import discrete_laplace
 
 LP_TOL = 1e-6
 
@@ -224,8 +238,8 @@ def test_automatic_grid_is_capped_to_the_lp_with_a_warning_and_runs_at_any_width
 
 def test_star_through_the_hub_is_the_exact_lp_on_the_two_cell_grid():
     """On the 2^d grid every centre pair is 1/2 apart; the star through the centre gives the king LP's value."""
-    from privsyn_core.dbl_lp import king_edges, project_dbl, star_edges
-    from privsyn_core.grid import cell_boxes
+    from privsyn_core.data.grid import cell_boxes
+    from privsyn_core.mechanisms.hvz23.dbl_lp import king_edges, project_dbl, star_edges
     for d in (1, 2, 3, 4):
         lo, hi = cell_boxes(np.arange(2 ** d), 2, d)
         rng = np.random.default_rng(d)
@@ -275,7 +289,7 @@ def test_small_epsilon_n_gives_two_cells_per_axis_and_a_warning(d, n, epsilon):
 
 def test_single_record():
     result = ps.synthesize(np.array([[0.3, 0.9]]), "psmm", 5.0, schema=ps.unit_schema(2), rng=1)
-    # rule round(sqrt(5)) = 2; the noise mass 3^2 * 2/5 = 3.6 <= 4 n pays for 3 (privsyn_core.layout)
+    # rule round(sqrt(5)) = 2; the noise mass 3^2 * 2/5 = 3.6 <= 4 n pays for 3 (privsyn_core.data.layout)
     assert result.params["cells_per_axis"] == 3 and len(result.data) == 1
     assert result.weights.sum() == pytest.approx(1.0)
 

@@ -32,9 +32,11 @@ import pandas as pd
 import pytest
 
 import privsyn_core as ps
-from privsyn_core import peers, pipeline, report
 from privsyn_core.cli import main as cli_main
-from privsyn_core.io import to_csv_bytes
+from privsyn_core.data.io import to_csv_bytes
+from privsyn_core.engine import pipeline
+from privsyn_core.mechanisms.peers import opendp_support as peers
+from privsyn_core.reporting import report
 
 SEED = 7
 EPSILON = 1.0

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 import privsyn_core as ps
-from privsyn_core import figures as F, report
 from privsyn_core.cli import main as cli_main
-from privsyn_core.datasets import two_blobs
-from privsyn_core.io import to_csv_bytes
+from privsyn_core.data.datasets import two_blobs
+from privsyn_core.data.io import to_csv_bytes
+from privsyn_core.reporting import figures as F, report
 
 SCHEMA = {"columns": [{"name": "a", "kind": "numeric", "lo": -1.0, "hi": 2.0},
                       {"name": "b", "kind": "numeric", "lo": -1.0, "hi": 2.0}]}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import privsyn_core as ps
-from privsyn_core import resources
+from privsyn_core.engine import resources
 from privsyn_core.errors import ResourceError
 
 X = np.random.default_rng(0).random((200, 2))

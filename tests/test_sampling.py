@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privsyn_core.sampling import largest_remainder
+from privsyn_core.privacy.sampling import largest_remainder
 
 ALPHA = 1e-6  # false-failure rate of each statistical test
 

@@ -17,7 +17,7 @@ from scipy import stats
 import privsyn_core as ps
 from goodness_of_fit import ALPHA, discrete_laplace_pvalue
 from privsyn_core import cli
-from privsyn_core.noise import discrete_laplace, resolve_rng, secure_generator
+from privsyn_core.privacy.noise import discrete_laplace, resolve_rng, secure_generator
 
 
 def _is_chacha20(generator: np.random.Generator) -> bool:

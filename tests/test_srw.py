@@ -15,8 +15,9 @@ from scipy import stats
 from scipy.optimize import linprog
 
 import privsyn_core as ps
-from privsyn_core import audit, walks
-from privsyn_core.mechanisms.srw import calibrate, privacy_loss_bound
+from privsyn_core.evaluation import audit
+from privsyn_core.mechanisms.random_walks import walks
+from privsyn_core.mechanisms.random_walks.srw import calibrate, privacy_loss_bound
 
 ALPHA = 1e-6
 
@@ -247,7 +248,7 @@ def test_exact_privacy_loss_by_enumerating_every_neighbouring_pair(k, relation):
                                                    ("srw_tsp", "replace", (4_000, 1_000)),
                                                    ("srw_tsp", "add_remove", (4_000, 1_000))])
 def test_audit_passes_at_the_tight_scale_and_detects_half_of_it(name, relation, trials, monkeypatch):
-    """The statistical audit (privsyn_core.audit, walk likelihood-ratio feature) at the default tight scale.
+    """The statistical audit (privsyn_core.evaluation.audit, walk likelihood-ratio feature) at the default tight scale.
 
     At confidence 1 - 1e-6 the correct mechanism passes (``eps_lower <= epsilon`` fails with probability
     <= 1e-6).  The same budget of runs with every walk scale halved (true loss 2 epsilon_walk) must be detected,

@@ -12,7 +12,7 @@ from scipy.sparse.csgraph import minimum_spanning_tree
 from scipy.spatial.distance import cdist
 
 import privsyn_core as ps
-from privsyn_core import walks
+from privsyn_core.mechanisms.random_walks import walks
 
 METRICS = ["chebyshev", "euclidean", "cityblock"]
 
@@ -191,7 +191,7 @@ def test_srw_tsp_diagnostics_follow_the_documented_keys():
     res = ps.synthesize(x, "srw_tsp", 1.0, schema=ps.unit_schema(3), rng=2)
     d, k = res.diagnostics, res.params["cells"]
     # the rule's round((500 / log^1.5 500)^(1/3)) = 3, raised to the target 4 per axis that the noise mass
-    # 4^3 * 2/1 <= 4 * 500 pays for (privsyn_core.layout)
+    # 4^3 * 2/1 <= 4 * 500 pays for (privsyn_core.data.layout)
     assert round((500 / math.log(500) ** 1.5) ** (1 / 3)) == 3 and res.params["bins"] == 4 and k == 4 ** 3
     for key in ("path", "net"):
         assert d[key].shape == (k, 3)

@@ -46,7 +46,7 @@ def dataset_names(quick: bool) -> list[str]:
 
 def load_dataset(name: str, n: int, seed: int = 0) -> Dataset:
     """Uniform / two-blob data in [0,1]^d, the Balog mixture, or a bundled scikit-learn table."""
-    from privsyn_core import datasets
+    from privsyn_core.data import datasets
 
     if name in TABLE_COLUMNS:
         columns, target = TABLE_COLUMNS[name]

@@ -8,7 +8,7 @@ Usage (from the repository root)::
 Every (system, dataset, epsilon) run is one child process on the same private table
 (written once per dataset and seed); the driver measures the child's wall time, the child
 reports its synthesis time and peak resident memory (``VmHWM``), and the driver then scores the synthetic table
-against the real one with :func:`privsyn_core.metrics.evaluate` (W1 with its method/bound,
+against the real one with :func:`privsyn_core.evaluation.metrics.evaluate` (W1 with its method/bound,
 MMD, 1-/2-way marginal TVD, TSTR on a real hold-out that no system saw).  Results go to
 ``benchmarks/peers/results.json`` and ``docs/benchmarks.md`` (+ Plotly HTML figures).
 
@@ -17,7 +17,7 @@ virtual environment (they pull jax, polars, matplotlib) and pass its interpreter
 ``--peer-python``.  A peer that cannot be imported or fails is recorded with its error.
 
 ``--via-registry`` runs ``opendp_mst`` and ``opendp_aim`` through privsyn_core's registry
-(:mod:`privsyn_core.peers`, ``run_ours.py``) instead of ``run_opendp.py``: the same public keys,
+(:mod:`privsyn_core.mechanisms.peers.opendp_support`, ``run_ours.py``) instead of ``run_opendp.py``: the same public keys,
 relation, ledger and null filling as in the library.  The peer interpreter then needs privsyn_core's
 dependencies too (``python -m venv --system-site-packages`` and ``pip install -r requirements-peers.txt``).
 """
@@ -46,14 +46,14 @@ PEERS = {"opendp_mst": ("run_opendp.py", ["--algorithm", "mst"]),
          "opendp_aim_zcdp": ("run_opendp.py", ["--algorithm", "aim_zcdp"]),
          "privbayes": ("run_privbayes.py", [])}
 HOLDOUT = 0.3
-#: The peers that ``--via-registry`` runs through privsyn_core's registry (privsyn_core.peers.PEERS).
+#: The peers that ``--via-registry`` runs through privsyn_core's registry (privsyn_core.mechanisms.peers.opendp_support.PEERS).
 REGISTRY_PEERS = ("opendp_mst", "opendp_aim")
 
 
 def our_mechanisms(d: int | None = None) -> list[str]:
     """Every private continuous mechanism of the registry (that accepts ``d`` columns, when given)."""
     import privsyn_core as ps
-    from privsyn_core.peers import PEERS as REGISTERED_PEERS
+    from privsyn_core.mechanisms.peers.opendp_support import PEERS as REGISTERED_PEERS
 
     return [s.name for s in ps.list_mechanisms() if s.data_kind == "continuous" and s.is_private
             and s.name not in REGISTERED_PEERS and (d is None or s.max_dim is None or d <= s.max_dim)]
@@ -72,7 +72,7 @@ def main() -> None:
     parser.add_argument("--systems", nargs="+", default=None)
     parser.add_argument("--peer-python", default=sys.executable, help="interpreter with the peers installed")
     parser.add_argument("--via-registry", action="store_true",
-                        help="run opendp_mst/opendp_aim through privsyn_core's registry (privsyn_core.peers)")
+                        help="run opendp_mst/opendp_aim through privsyn_core's registry (privsyn_core.mechanisms.peers.opendp_support)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per run")
     parser.add_argument("--aim-timeout", type=float, default=120, help="seconds per AIM run (recorded as a timeout)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/privsyn_peers"))
@@ -190,8 +190,8 @@ def score(real: pd.DataFrame, test: pd.DataFrame, record: dict, meta: dict, w1_e
     """W1 (with method and bound), MMD, marginal TVDs and TSTR of one run (reads the real data: evaluation only)."""
     if "error" in record:
         return {}
-    from privsyn_core.domain import Schema
-    from privsyn_core.metrics import evaluate
+    from privsyn_core.data.domain import Schema
+    from privsyn_core.evaluation.metrics import evaluate
 
     synth = pd.read_csv(Path(meta["folder"]) / f"{record['system']}_eps{record['epsilon']:g}" / "synth.csv")
     schema = Schema.from_dict(meta["schema"])

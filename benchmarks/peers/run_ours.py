@@ -16,7 +16,7 @@ import numpy as np
 from common import parse_args, read_real, write_run
 
 import privsyn_core as ps
-from privsyn_core.peers import PEERS
+from privsyn_core.mechanisms.peers.opendp_support import PEERS
 
 
 def main() -> None:

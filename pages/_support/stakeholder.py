@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 import privsyn_core as ps
-from privsyn_core import figures as F
+from privsyn_core.reporting import figures as F
 
 from . import words
 

@@ -1,0 +1,599 @@
+"""The public data domain: a :class:`Schema` per table, and the unit-cube encoding.
+
+A schema fixes, for every column, its *public* domain: numeric bounds ``[lo, hi]`` or a
+category list.  Mechanisms see the data only through :meth:`Schema.encode`, which maps a
+record into ``[0, 1]^d`` (one coordinate per column), clipping numeric values into their
+bounds.  Clipping is a per-record map, so it preserves differential privacy.
+
+A domain read off the private data (:meth:`Schema.infer`) is **not** differentially
+private: the min, max and observed categories leak.  Such columns carry
+``public=False`` and every result built on them reports ``dp_valid = False``.
+"""
+
+from __future__ import annotations
+
+import math
+import reprlib
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from privsyn_core.errors import DataError, SchemaError
+
+ColumnKind = Literal["numeric", "categorical"]
+SCHEMA_VERSION = 1
+MAX_INFERRED_CATEGORIES = 100
+#: Most public atoms (point masses) one numeric column may declare.
+MAX_ATOMS = 16
+#: Largest ``|lo|``, ``|hi|`` of a numeric column: half the largest float, so that for any ``a, b`` in
+#: ``[lo, hi]`` the span ``b - a``, the sum ``a + b`` (midpoints of cells) and hence every decoded value
+#: ``lo + u (hi - lo)`` are finite.
+MAX_ABS_BOUND = sys.float_info.max / 2
+
+
+@dataclass(frozen=True)
+class Column:
+    """Public domain of one column.
+
+    Attributes
+    ----------
+    name : str
+    kind : {"numeric", "categorical"}
+    lo, hi : float, optional
+        Public bounds of a numeric column, ``lo < hi``.
+    categories : tuple, optional
+        Public category list of a categorical column (at least one).
+    integer : bool
+        Numeric column whose synthetic values are rounded to integers on decoding.
+    public : bool
+        ``False`` when the domain was read off the data (not differentially private).
+    atoms : tuple of float
+        Public point masses of a numeric column (e.g. ``(0.0,)`` for a zero-inflated amount): values in
+        ``[lo, hi]``, at most :data:`MAX_ATOMS`, each encoded in a cell of its own (:func:`atom_layout`).
+    """
+
+    name: str
+    kind: ColumnKind
+    lo: float | None = None
+    hi: float | None = None
+    categories: tuple | None = None
+    integer: bool = False
+    public: bool = True
+    atoms: tuple = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise SchemaError("every column needs a non-empty name")
+        if self.kind == "numeric":
+            self._check_bounds()
+            self._check_atoms()
+        elif self.kind == "categorical":
+            self._check_categories()
+        else:
+            raise SchemaError(f"column {self.name!r}: kind must be 'numeric' or 'categorical', got {_show(self.kind)}")
+        if self.atoms and self.kind != "numeric":
+            raise SchemaError(f"column {self.name!r}: atoms apply to numeric columns only")
+
+    def _check_bounds(self) -> None:
+        if isinstance(self.lo, (bool, np.bool_)) or isinstance(self.hi, (bool, np.bool_)):
+            raise SchemaError(f"column {self.name!r}: numeric bounds must be numbers, not true/false")
+        try:
+            lo, hi = float(self.lo), float(self.hi)
+        except (TypeError, ValueError):
+            raise SchemaError(f"column {self.name!r}: numeric bounds must be numbers, "
+                              f"got lo={_show(self.lo)}, hi={_show(self.hi)}") from None
+        except OverflowError:
+            raise SchemaError(f"column {self.name!r}: bounds must be finite floating-point numbers") from None
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise SchemaError(f"column {self.name!r}: bounds must be finite, got [{lo}, {hi}]")
+        if not lo < hi:
+            raise SchemaError(f"column {self.name!r}: bounds need lo < hi, got lo={lo:g}, hi={hi:g}")
+        if max(abs(lo), abs(hi)) > MAX_ABS_BOUND:
+            raise SchemaError(f"column {self.name!r}: bounds [{lo:g}, {hi:g}] are too wide (hi - lo or a midpoint "
+                              f"overflows); keep them within +-{MAX_ABS_BOUND:.4g}, half the largest float")
+        object.__setattr__(self, "lo", lo)
+        object.__setattr__(self, "hi", hi)
+
+    def _check_categories(self) -> None:
+        """Categories are a non-empty list of distinct scalars (text, numbers, booleans) with distinct texts.
+
+        A CSV file gives every value as text, so two categories whose ``str`` agree
+        (``1`` and ``"1"``) could not be told apart when encoding; they are refused too.
+        """
+        cats = self.categories
+        if not isinstance(cats, (tuple, list, np.ndarray)):
+            raise SchemaError(f"column {self.name!r}: categories must be a list of values, got {_show(cats)}")
+        cats = tuple(cats)
+        object.__setattr__(self, "categories", cats)
+        if not cats:
+            raise SchemaError(f"column {self.name!r}: a categorical column needs a non-empty category list")
+        bad = [t for t in set(map(type, cats)) if not issubclass(t, _CATEGORY_TYPES)]
+        if bad:
+            example = next(c for c in cats if type(c) in bad)
+            raise SchemaError(f"column {self.name!r}: categories must be text, numbers or booleans, "
+                              f"got {_show(example)}")
+        floats = [c for c in cats if isinstance(c, (float, np.floating))]
+        if not all(math.isfinite(c) for c in floats):
+            raise SchemaError(f"column {self.name!r}: categories must be finite numbers, not NaN or infinity")
+        if len(set(cats)) != len(cats):
+            dup = _first_duplicate(cats)
+            first = next(c for c in cats if c == dup)
+            same = f"{_show(first)} and {_show(dup)} are equal" if repr(first) != repr(dup) else _show(dup)
+            raise SchemaError(f"column {self.name!r}: the category list has duplicates: {same}")
+        if len(set(map(str, cats))) != len(cats):
+            text = _first_duplicate([str(c) for c in cats])
+            same = [c for c in cats if str(c) == text][:2]
+            raise SchemaError(f"column {self.name!r}: categories {_show(same[0])} and {_show(same[1])} are the same "
+                              f"text {text!r} in a CSV file; keep one")
+
+    def _check_atoms(self) -> None:
+        """Atoms: a list of at most :data:`MAX_ATOMS` distinct numbers in ``[lo, hi]`` (integers on an
+        integer column), stored sorted as floats."""
+        atoms = self.atoms
+        if not isinstance(atoms, (tuple, list, np.ndarray)):
+            raise SchemaError(f"column {self.name!r}: 'atoms' must be a list of numbers, got {_show(atoms)}")
+        if any(isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, float, np.integer, np.floating))
+               for a in atoms):
+            raise SchemaError(f"column {self.name!r}: 'atoms' must be numbers")
+        values = sorted(float(a) for a in atoms)
+        if len(values) > MAX_ATOMS or len(set(values)) != len(values):
+            raise SchemaError(f"column {self.name!r}: 'atoms' must be at most {MAX_ATOMS} distinct numbers")
+        if values and not (self.lo <= values[0] and values[-1] <= self.hi):
+            raise SchemaError(f"column {self.name!r}: atoms must lie in the bounds [{self.lo:g}, {self.hi:g}]")
+        if self.integer and not all(float(v).is_integer() for v in values):
+            raise SchemaError(f"column {self.name!r}: an integer column's atoms must be integers")
+        object.__setattr__(self, "atoms", tuple(values))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "kind": self.kind, "public": self.public}
+        if self.kind == "numeric":
+            out.update(lo=self.lo, hi=self.hi, integer=self.integer)
+            if self.atoms:
+                out["atoms"] = list(self.atoms)
+        else:
+            out["categories"] = [_plain(c) for c in self.categories]
+        return out
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Public domain of a table: an ordered tuple of :class:`Column`."""
+
+    columns: tuple[Column, ...]
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.columns:
+            raise SchemaError("the schema has no columns")
+        names = [c.name for c in self.columns]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise SchemaError(f"duplicate column names in the schema: {dupes}")
+
+    # -- construction -------------------------------------------------------------
+    @classmethod
+    def infer(cls, df: pd.DataFrame, columns: Sequence[str] | None = None,
+              max_categories: int = MAX_INFERRED_CATEGORIES) -> Schema:
+        """Propose a schema from the data itself.
+
+        Numeric columns get ``[min, max]`` and text/boolean columns their observed
+        categories, all flagged ``public=False``: the result is **not** differentially
+        private (``dp_valid = False`` downstream).  Replace the proposal with public
+        bounds for a private release.
+        """
+        df = _check_frame(df, columns)
+        return cls(tuple(_infer_column(name, df[name], max_categories) for name in df.columns),
+                   notes=("domain proposed from the data: not differentially private",))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Schema:
+        """Read a schema written by :meth:`to_dict` (the CLI's ``--schema`` JSON).
+
+        The reading is strict, so that a typo cannot silently change the domain: the
+        object has the keys ``columns`` (and optionally ``version``); each column has a
+        non-empty string ``name``, ``kind`` ``"numeric"`` (the default) or
+        ``"categorical"``; a numeric column has numbers ``lo < hi`` (finite, with a finite
+        span ``hi - lo``) and optionally the JSON boolean ``integer``; a categorical column
+        has ``categories``, a list of distinct text, number or boolean values (no
+        ``null``); ``public`` is a JSON boolean (default ``true``).  Any other key, or a key
+        of the other kind, is an error naming it.
+
+        Raises
+        ------
+        SchemaError
+            With a one-line message naming the column and the offending key.
+        """
+        if not isinstance(d, dict) or not isinstance(d.get("columns"), list):
+            raise SchemaError("a schema must be a JSON object with a 'columns' list")
+        unknown = set(d) - {"version", "columns"}
+        if unknown:
+            raise SchemaError(f"unknown schema keys [{_keys(unknown)}]; a schema has 'columns' and 'version'")
+        version = d.get("version", SCHEMA_VERSION)
+        if isinstance(version, bool) or version != SCHEMA_VERSION:
+            raise SchemaError(f"schema version {_show(version)} is not supported; this library reads version "
+                              f"{SCHEMA_VERSION}")
+        return cls(tuple(_column_from_dict(i, c) for i, c in enumerate(d["columns"])))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": SCHEMA_VERSION, "columns": [c.to_dict() for c in self.columns]}
+
+    # -- queries ------------------------------------------------------------------
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def dp_valid(self) -> bool:
+        """True when every column's domain is public (not read off the data)."""
+        return all(c.public for c in self.columns)
+
+    def __getitem__(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise SchemaError(f"no column {name!r} in the schema (columns: {self.names})")
+
+    def select(self, names: Iterable[str]) -> Schema:
+        """The sub-schema of the given columns, in that order."""
+        return Schema(tuple(self[n] for n in names), self.notes)
+
+    def with_column(self, column: Column) -> Schema:
+        """A copy with ``column`` replacing the column of the same name."""
+        return Schema(tuple(column if c.name == column.name else c for c in self.columns), self.notes)
+
+    # -- encoding -----------------------------------------------------------------
+    def encode(self, df: pd.DataFrame) -> tuple[np.ndarray, dict[str, int]]:
+        """Map the table into ``[0, 1]^d``.
+
+        Numeric ``x`` becomes ``clip((x - lo) / (hi - lo), 0, 1)``; the ``i``-th of
+        ``K`` categories becomes the cell centre ``(i + 1/2) / K``.
+
+        Returns
+        -------
+        unit : ndarray of shape (n, d)
+        clipped : dict
+            Number of rows clipped into the bounds, per numeric column.
+        """
+        df = _check_frame(df, self.names)
+        unit = np.empty((len(df), len(self.columns)))
+        clipped: dict[str, int] = {}
+        for j, col in enumerate(self.columns):
+            if col.kind == "numeric":
+                x = _numeric_values(df[col.name])
+                clipped[col.name] = _scale_into(x, col.lo, col.hi, unit[:, j])
+                if col.atoms:
+                    unit[:, j] = encode_atoms(x, unit[:, j], col.atoms)
+            else:
+                codes = _category_codes(df[col.name], col)
+                unit[:, j] = (codes + 0.5) / len(col.categories)
+        return unit, clipped
+
+    def decode(self, unit: np.ndarray) -> pd.DataFrame:
+        """Map points of ``[0, 1]^d`` back to a table with the original columns.
+
+        Numeric columns scale back to ``[lo, hi]`` (float64, or rounded to int64 for integer
+        columns); categorical coordinates decode to the category whose cell contains them (dtype
+        from the categories).  Every dtype comes from the schema, a public declaration, never from
+        the private input's dtypes.
+        """
+        unit = np.asarray(unit, dtype=float).reshape(-1, len(self.columns))
+        if all(col.kind == "numeric" and not col.integer and not col.atoms for col in self.columns):
+            # one float block: columns written straight into the (d, n) array pandas keeps (no consolidation copy)
+            block = np.empty((len(self.columns), len(unit)))
+            for j, col in enumerate(self.columns):
+                _unscale_into(unit[:, j], col.lo, col.hi, block[j])
+            return pd.DataFrame(block.T, columns=self.names, copy=False)
+        out = {}
+        for j, col in enumerate(self.columns):
+            if col.kind == "numeric":
+                if col.atoms:
+                    u = np.clip(unit[:, j], 0.0, 1.0)
+                    x = decode_atoms(u, col.lo + decode_continuous(u, len(col.atoms)) * (col.hi - col.lo), col.atoms)
+                else:
+                    x = _unscale_into(unit[:, j], col.lo, col.hi, np.empty(len(unit)))
+                out[col.name] = np.round(x).astype(np.int64) if col.integer else x
+            else:
+                u = np.clip(unit[:, j], 0.0, 1.0)
+                k = len(col.categories)
+                idx = np.minimum((u * k).astype(np.int64), k - 1)
+                values = _category_array(col.categories)
+                out[col.name] = pd.Series(values[idx], dtype=_category_dtype(values))
+        return pd.DataFrame(out, columns=self.names)
+
+
+_NUMERIC_KEYS = frozenset({"lo", "hi", "integer", "atoms"})
+_CATEGORICAL_KEYS = frozenset({"categories"})
+_COLUMN_KEYS = frozenset({"name", "kind", "public"}) | _NUMERIC_KEYS | _CATEGORICAL_KEYS
+_CATEGORY_TYPES = (str, bool, int, float, np.integer, np.floating, np.bool_)
+_SHOW = reprlib.Repr()
+_SHOW.maxstring, _SHOW.maxother, _SHOW.maxlist, _SHOW.maxdict, _SHOW.maxlevel = 40, 40, 3, 3, 2
+
+
+def _show(value: Any) -> str:
+    """A short one-line rendering of a value from a user's schema (bounded even for huge or deep values)."""
+    return _SHOW.repr(value)
+
+
+def _keys(keys: Iterable[Any]) -> str:
+    return ", ".join(sorted(_show(k) for k in keys))
+
+
+def _first_duplicate(values: Sequence[Any]) -> Any:
+    seen: set = set()
+    for v in values:
+        if v in seen:
+            return v
+        seen.add(v)
+    return None
+
+
+def _column_from_dict(i: int, c: Any) -> Column:
+    """One column of :meth:`Schema.from_dict`, every key type-checked (see there)."""
+    if not isinstance(c, dict):
+        raise SchemaError(f"schema column {i} must be an object with 'name' and 'kind', got {_show(c)}")
+    name = c.get("name")
+    if not isinstance(name, str) or not name:
+        raise SchemaError(f"schema column {i}: 'name' must be a non-empty string, got {_show(name)}")
+    unknown = set(c) - _COLUMN_KEYS
+    if unknown:
+        raise SchemaError(f"schema column {name!r}: unknown keys [{_keys(unknown)}]; "
+                          f"allowed: {', '.join(sorted(_COLUMN_KEYS))}")
+    kind = c.get("kind", "numeric")
+    if not isinstance(kind, str) or kind not in ("numeric", "categorical"):
+        raise SchemaError(f"column {name!r}: 'kind' must be 'numeric' or 'categorical', got {_show(kind)}")
+    misplaced = set(c) & (_CATEGORICAL_KEYS if kind == "numeric" else _NUMERIC_KEYS)
+    if misplaced:
+        raise SchemaError(f"column {name!r}: key(s) {_keys(misplaced)} do not apply to a {kind} column")
+    public = _flag(c, "public", True, name)
+    if kind == "categorical":
+        cats = c.get("categories")
+        if not isinstance(cats, (list, tuple)):
+            raise SchemaError(f"column {name!r}: 'categories' must be a list of values, got {_show(cats)}")
+        return Column(name, "categorical", categories=tuple(cats), public=public)
+    if "lo" not in c or "hi" not in c:
+        raise SchemaError(f"column {name!r}: a numeric column needs 'lo' and 'hi' (public bounds)")
+    lo, hi = (_number(c, key, name) for key in ("lo", "hi"))
+    atoms = c.get("atoms", [])
+    if not isinstance(atoms, list):
+        raise SchemaError(f"column {name!r}: 'atoms' must be a list of numbers, got {_show(atoms)}")
+    return Column(name, "numeric", lo=lo, hi=hi, integer=_flag(c, "integer", False, name), public=public,
+                  atoms=tuple(atoms))
+
+
+def _flag(c: dict, key: str, default: bool, name: str) -> bool:
+    value = c.get(key, default)
+    if not isinstance(value, (bool, np.bool_)):
+        raise SchemaError(f"column {name!r}: {key!r} must be true or false (a JSON boolean), got {_show(value)}")
+    return bool(value)
+
+
+def _number(c: dict, key: str, name: str) -> float:
+    value = c[key]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise SchemaError(f"column {name!r}: {key!r} must be a number, got {_show(value)}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise SchemaError(f"column {name!r}: {key!r} is too large for a floating-point number") from None
+
+
+def atom_layout(m: int) -> tuple[float, float]:
+    r"""Where a numeric column with ``m`` public atoms lives in its unit coordinate.
+
+    Like a category, atom ``i`` (in increasing order) gets a sub-interval of its own,
+    ``[i s, (i+1) s)`` with ``s = 2^{-(\lceil \log_2 m \rceil + 1)}`` (the last atom up to ``1/2``), and
+    encodes to its centre; the continuous part is ``[1/2, 1]``, with ``x`` at ``1/2 + (x - lo)/(2 (hi - lo))``.
+    The split at ``1/2`` and the dyadic slots are cell edges of PMM's tree and of every grid with an even
+    number of cells per axis, so a mechanism's cells keep an atom's mass apart from the continuous part
+    without knowing about atoms.  Limits: an odd grid has one cell straddling ``1/2`` whose rows are split
+    between the atom and the low end of the continuous part (kd_grid with 3 bins per axis on a 5-column
+    table: zero share +0.2), and noise spread into the empty slots of ``[0, 1/2)`` by srw_tsp's walk decodes
+    to the atom (+0.1-0.2); pmm, kd_grid with even bins, dp_histogram, psmm and kd_adaptive stay within about
+    0.03 of a 60% spike at epsilon 4.  A value equal to an atom is the atom.
+
+    Returns ``(s, 1/2)``: the slot width and where the continuous part starts.
+    """
+    return 2.0 ** -(math.ceil(math.log2(m)) + 1) if m > 1 else 0.5, 0.5
+
+
+def encode_atoms(x: np.ndarray, scaled: np.ndarray, atoms: tuple) -> np.ndarray:
+    """The unit coordinate of values ``x`` (``scaled = (clip(x) - lo)/(hi - lo)``) of a column with atoms."""
+    slot, start = atom_layout(len(atoms))
+    ends = np.r_[np.arange(1, len(atoms)) * slot, start]
+    centres = (np.r_[0.0, ends[:-1]] + ends) / 2
+    out = start + scaled * (1 - start)
+    index = np.searchsorted(np.asarray(atoms), x)
+    hit = (index < len(atoms)) & (np.asarray(atoms)[np.minimum(index, len(atoms) - 1)] == x)
+    out[hit] = centres[index[hit]]
+    return out
+
+
+def decode_continuous(u: np.ndarray, m: int) -> np.ndarray:
+    """The scaled value ``(x - lo)/(hi - lo)`` of the continuous part of a column with ``m`` atoms."""
+    start = atom_layout(m)[1]
+    return np.clip((u - start) / (1 - start), 0.0, 1.0)
+
+
+def decode_atoms(u: np.ndarray, x: np.ndarray, atoms: tuple) -> np.ndarray:
+    """``x`` with the coordinates in an atom's sub-interval replaced by that atom's exact value."""
+    slot, start = atom_layout(len(atoms))
+    index = np.minimum((u / slot).astype(np.int64), len(atoms) - 1)
+    return np.where(u < start, np.asarray(atoms, dtype=float)[index], x)
+
+
+#: Rows per chunk of the column maps of :meth:`Schema.encode` / :meth:`Schema.decode` (scratch in cache).
+_CHUNK = 2 ** 16
+
+
+def _scale_into(x: np.ndarray, lo: float, hi: float, out: np.ndarray) -> int:
+    """``out = clip((x - lo) / (hi - lo), 0, 1)`` chunk by chunk; returns the number of values outside ``[lo, hi]``.
+
+    The count (teaching-only) and the clipping are skipped when ``min(x)`` and ``max(x)`` lie in the bounds,
+    the common case; the values are those of the one-line formula either way.
+    """
+    outside = 0
+    if len(x) and not (x.min() >= lo and x.max() <= hi):
+        outside = int(np.count_nonzero((x < lo) | (x > hi)))
+    scratch = np.empty(min(_CHUNK, len(x)))
+    for start in range(0, len(x), _CHUNK):
+        part = scratch[:min(_CHUNK, len(x) - start)]
+        np.subtract(x[start:start + _CHUNK], lo, out=part)
+        np.divide(part, hi - lo, out=part)
+        if outside:
+            np.minimum(np.maximum(part, 0.0, out=part), 1.0, out=part)
+        out[start:start + _CHUNK] = part
+    return outside
+
+
+def _unscale_into(u: np.ndarray, lo: float, hi: float, out: np.ndarray) -> np.ndarray:
+    """``out = lo + clip(u, 0, 1) (hi - lo)`` chunk by chunk (clipping only when ``u`` leaves ``[0, 1]``)."""
+    inside = len(u) == 0 or (u.min() >= 0.0 and u.max() <= 1.0)
+    for start in range(0, len(u), _CHUNK):
+        part = out[start:start + _CHUNK]
+        if inside:
+            np.multiply(u[start:start + _CHUNK], hi - lo, out=part)
+        else:
+            np.minimum(np.maximum(u[start:start + _CHUNK], 0.0, out=part), 1.0, out=part)
+            part *= hi - lo
+        np.add(part, lo, out=part)
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars to Python scalars, for JSON."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _category_array(categories: tuple) -> np.ndarray:
+    """The categories as an array whose dtype follows them (public): bool, int64, float64 or object."""
+    values = list(categories)
+    if all(isinstance(c, (bool, np.bool_)) for c in values):
+        return np.array(values, dtype=bool)
+    if all(isinstance(c, (int, np.integer)) and not isinstance(c, (bool, np.bool_)) for c in values):
+        return np.array(values, dtype=np.int64)
+    if all(isinstance(c, (int, float, np.integer, np.floating)) and not isinstance(c, (bool, np.bool_))
+           for c in values):
+        return np.array(values, dtype=float)
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    return arr
+
+
+def _category_dtype(values: np.ndarray) -> Any:
+    """The dtype pandas gives the categories themselves (e.g. ``str`` for text under pandas 3): a function of
+    the public categories only, the same for an empty output and a full one."""
+    return values.dtype if values.dtype != object else pd.Series(values).dtype
+
+
+def _check_frame(df: pd.DataFrame, columns: Sequence[str] | None) -> pd.DataFrame:
+    if not isinstance(df, pd.DataFrame):
+        raise DataError(f"expected a pandas DataFrame, got {type(df).__name__}")
+    if df.columns.duplicated().any():
+        dupes = sorted(set(map(str, df.columns[df.columns.duplicated()])))
+        raise DataError(f"duplicate column names in the table: {dupes}; rename them")
+    if columns is not None:
+        missing = [c for c in columns if c not in df.columns]
+        if missing:
+            raise DataError(f"unknown column(s) {missing}; the table has {list(map(str, df.columns))}")
+        df = df[list(columns)]
+    if df.shape[1] == 0:
+        raise DataError("the table has no columns")
+    if len(df) == 0:
+        raise DataError("the table has no rows")
+    return df
+
+
+def _numeric_values(series: pd.Series) -> np.ndarray:
+    name = series.name
+    if pd.api.types.is_bool_dtype(series):
+        return series.to_numpy(dtype=float)
+    if series.dtype == np.float64:
+        x = series.to_numpy()  # a view for a float64 column (NaN stands for missing)
+    elif pd.api.types.is_numeric_dtype(series):
+        x = series.to_numpy(dtype=float, na_value=np.nan)
+    else:
+        x = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        bad = np.isnan(x) & series.notna().to_numpy()
+        if bad.any():
+            example = series[bad].iloc[0]
+            raise DataError(f"column {name!r} is numeric in the schema but has {int(bad.sum())} non-numeric "
+                            f"value(s), e.g. {str(example)[:40]!r}; fix the data or make it categorical")
+    _reject_missing(name, x)
+    return x
+
+
+def _reject_missing(name: str, x: np.ndarray) -> None:
+    if len(x) and np.isfinite(x.min()) and np.isfinite(x.max()):  # min/max propagate NaN: no full-size mask
+        return
+    nan = np.isnan(x)
+    if nan.any():
+        rows = np.flatnonzero(nan)[:5].tolist()
+        raise DataError(f"column {name!r} has {int(nan.sum())} missing value(s) (NaN) at rows {rows}...; "
+                        "drop or impute them first")
+    inf = np.isinf(x)
+    if inf.any():
+        raise DataError(f"column {name!r} has {int(inf.sum())} infinite value(s); remove them first")
+
+
+def _category_codes(series: pd.Series, col: Column) -> np.ndarray:
+    if series.isna().any():
+        raise DataError(f"column {col.name!r} has {int(series.isna().sum())} missing value(s); "
+                        "drop them or add an explicit category for them")
+    lookup = {c: i for i, c in enumerate(col.categories)}
+    lookup.update({str(c): i for i, c in enumerate(col.categories)})
+    values = series.to_numpy(dtype=object)
+    uniques, inverse = np.unique(values.astype(str), return_inverse=True)
+    codes_of_unique = np.array([lookup.get(u, -1) for u in uniques], dtype=np.int64)
+    if (codes_of_unique < 0).any():
+        unknown = uniques[codes_of_unique < 0][:5].tolist()
+        raise DataError(f"column {col.name!r} has values outside its public categories, e.g. {unknown}; "
+                        "add them to the schema's category list")
+    return codes_of_unique[inverse].astype(float)
+
+
+def _infer_column(name: str, series: pd.Series, max_categories: int) -> Column:
+    name = str(name)
+    if pd.api.types.is_bool_dtype(series):
+        return Column(name, "categorical", categories=(False, True), public=False)
+    if pd.api.types.is_numeric_dtype(series):
+        x = series.to_numpy(dtype=float, na_value=np.nan)
+        _reject_missing(name, x)
+        lo, hi = float(x.min()), float(x.max())
+        if lo == hi:
+            raise DataError(f"column {name!r} is constant ({lo:g}): its bounds cannot be proposed from the data; "
+                            "give public bounds with lo < hi or drop the column")
+        return Column(name, "numeric", lo=lo, hi=hi, integer=pd.api.types.is_integer_dtype(series), public=False)
+    if series.isna().any():
+        raise DataError(f"column {name!r} has {int(series.isna().sum())} missing value(s); drop or impute them first")
+    numeric = pd.to_numeric(series, errors="coerce")
+    if numeric.notna().all():
+        return _infer_column(name, numeric, max_categories)
+    cats = sorted(series.astype(str).unique().tolist())
+    if len(cats) > max_categories:
+        raise DataError(f"column {name!r} is text with {len(cats)} distinct values (more than {max_categories}); "
+                        "it looks like an identifier: drop it, or give its categories in a schema")
+    return Column(name, "categorical", categories=tuple(cats), public=False)
+
+
+def as_frame(data: Any) -> pd.DataFrame:
+    """Accept a DataFrame, a 2-D array (columns ``x0, x1, ...``) or a 1-D array."""
+    if isinstance(data, pd.DataFrame):
+        return data
+    arr = np.asarray(data)
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2:
+        raise DataError(f"data must be a table or a 2-D array, got an array of shape {arr.shape}")
+    return pd.DataFrame(arr, columns=[f"x{j}" for j in range(arr.shape[1])])
+
+
+def unit_schema(d: int) -> Schema:
+    """The public schema of ``[0, 1]^d`` with columns ``x0 .. x{d-1}``."""
+    return Schema(tuple(Column(f"x{j}", "numeric", lo=0.0, hi=1.0) for j in range(d)))
+
+
+__all__ = ["Column", "Schema", "as_frame", "atom_layout", "unit_schema"]

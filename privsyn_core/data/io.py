@@ -1,0 +1,280 @@
+"""Reading user CSV and schema files with clear errors, and writing files safely.
+
+Every failure raises a :class:`~privsyn_core.errors.PrivsynError` with one line that says
+what is wrong and what to change; nothing here prints a traceback to a user.
+
+Writes are atomic (:func:`atomic_open`, :func:`atomic_write`, :func:`write_csv`): the
+bytes go to a temporary file in the target's folder, are flushed to disk, and only a
+complete file is renamed over the target; on any error or signal the temporary file is
+removed and the target is left as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import stat
+import tempfile
+import warnings
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import pandas as pd
+
+from privsyn_core.data.domain import Schema
+from privsyn_core.errors import DataError, OutputError, SchemaError
+
+MAX_BYTES = 200 * 1024 * 1024
+MAX_COLUMNS = 1000
+_DELIMITERS = ",;\t|"
+_SNIFF_CHARS = 64 * 1024
+_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+#: Rows per block when :func:`write_csv` streams a table (bounds the text held in memory).
+CSV_CHUNK_ROWS = 100_000
+
+
+def read_csv(source: str | Path | bytes, *, max_bytes: int = MAX_BYTES) -> pd.DataFrame:
+    """Read a CSV file (path or raw bytes) into a DataFrame.
+
+    Accepts UTF-8 with or without a byte-order mark, sniffs the delimiter among
+    ``, ; TAB |``, and rejects empty files, header-only files, duplicate column names,
+    NUL bytes, more than :data:`MAX_COLUMNS` columns and rows with more fields than the header
+    (a wrong delimiter would otherwise silently turn the first column into an index).
+    """
+    raw = _read_bytes(source, max_bytes)
+    text = _decode(raw)
+    if not text.strip():
+        raise DataError("the file is empty")
+    delimiter = _sniff_delimiter(text)
+    names = _header(text, delimiter)
+    dupes = sorted(h for h, count in Counter(names).items() if count > 1)
+    if dupes:
+        raise DataError(f"duplicate column names {dupes}; rename them so every column is unique")
+    if any(h == "" for h in names):
+        raise DataError("a column has an empty name in the header row; name every column")
+    _check_rows_use(delimiter, text, len(names))
+    if len(names) > MAX_COLUMNS:
+        raise DataError(f"the file has {len(names)} columns; the limit is {MAX_COLUMNS}: "
+                        "keep only the columns to synthesize")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            df = pd.read_csv(io.StringIO(text), sep=delimiter, skipinitialspace=True, index_col=False)
+    except pd.errors.ParserWarning:
+        raise DataError(f"some rows have more fields than the header's {len(names)} (delimiter {delimiter!r}); "
+                        "check the delimiter and the header row") from None
+    except (pd.errors.ParserError, ValueError) as exc:
+        raise DataError(f"could not parse the CSV: {str(exc).splitlines()[0]}") from None
+    if df.shape[1] != len(names):
+        raise DataError(f"the header has {len(names)} fields but the rows were read as {df.shape[1]} columns; "
+                        "check the delimiter and the header row")
+    df.columns = names
+    if len(df) == 0:
+        raise DataError("the file has a header but no data rows")
+    return df
+
+
+def read_schema(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Schema:
+    """Read a schema JSON file (UTF-8, optionally with a byte-order mark) and parse it strictly.
+
+    Raises :class:`~privsyn_core.errors.SchemaError` for a file that is not UTF-8, not JSON,
+    nested too deeply to parse, or not a valid schema (see :meth:`Schema.from_dict`), and
+    :class:`~privsyn_core.errors.DataError` for a missing, non-regular or too large file.
+    """
+    path = Path(path)
+    raw = _read_bytes(path, max_bytes, what="a schema JSON file")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SchemaError(f"schema file {path} is not UTF-8 text (bad byte at position {exc.start}); "
+                          "save it as UTF-8") from None
+    if "\x00" in text:
+        raise SchemaError(f"schema file {path} is not UTF-8 text (it has NUL bytes, as UTF-16 has); save it as UTF-8")
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"schema file {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except RecursionError:
+        raise SchemaError(f"schema file {path} is nested too deeply to be a schema") from None
+    except ValueError as exc:  # e.g. an integer literal with more digits than Python converts
+        raise SchemaError(f"schema file {path} is not valid JSON: {str(exc).splitlines()[0]}") from None
+    try:
+        return Schema.from_dict(obj)
+    except RecursionError:
+        raise SchemaError(f"schema file {path} is nested too deeply to be a schema") from None
+
+
+def to_csv_bytes(df: pd.DataFrame, *, header: bool = True) -> bytes:
+    """CSV bytes with spreadsheet-formula cells neutralised.
+
+    Text cells starting with ``= + - @`` (or tab / carriage return) are prefixed with a
+    single quote, so a spreadsheet does not execute them (CSV/formula injection).
+    Numeric columns are written as they are.  Lines end in CRLF (RFC 4180), so a cell
+    holding a bare carriage return is quoted instead of breaking its row.  ``header=False``
+    leaves out the header row (for blocks after the first, see :func:`write_csv`).
+    """
+    safe = df.copy()
+    for name in safe.columns:
+        if not pd.api.types.is_numeric_dtype(safe[name]) and not pd.api.types.is_bool_dtype(safe[name]):
+            safe[name] = safe[name].map(_escape_cell)
+    safe.columns = [_escape_cell(str(c)) for c in safe.columns]
+    return safe.to_csv(index=False, header=header, lineterminator="\r\n").encode("utf-8")
+
+
+def write_csv(df: pd.DataFrame, target: str | Path | BinaryIO, *, chunk_rows: int = CSV_CHUNK_ROWS) -> None:
+    """Write ``df`` as :func:`to_csv_bytes` does, in blocks of ``chunk_rows`` rows.
+
+    ``target`` is a path (written atomically through :func:`atomic_open`) or an open
+    binary file.  The bytes equal ``to_csv_bytes(df)``; only one block is held as text.
+    """
+    if not isinstance(target, (str, Path)):
+        for start in range(0, max(len(df), 1), chunk_rows):
+            target.write(to_csv_bytes(df.iloc[start:start + chunk_rows], header=start == 0))
+        return
+    with atomic_open(target) as fh:
+        write_csv(df, fh, chunk_rows=chunk_rows)
+
+
+def atomic_write(path: str | Path, data: bytes | str) -> None:
+    """Write ``data`` (text is encoded as UTF-8) to ``path`` atomically; see :func:`atomic_open`."""
+    with atomic_open(path) as fh:
+        fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | Path) -> Iterator[BinaryIO]:
+    """A binary file whose content replaces ``path`` only when the ``with`` block completes.
+
+    The file is a temporary ``.<name>.*.part`` in the folder of ``path`` (following a symbolic
+    link to its target), so the final :func:`os.replace` is an atomic rename on one file system.
+    It is flushed and ``fsync``-ed before the rename, and the folder is ``fsync``-ed after it,
+    so a crash leaves either the old file or the complete new one.  If the block raises
+    anything, including ``KeyboardInterrupt`` or another exception raised by a signal handler,
+    the temporary file is removed and ``path`` is untouched.  The new file gets the mode of the
+    file it replaces, else the default of the process's umask.
+
+    Raises
+    ------
+    OutputError
+        When the folder does not exist or cannot be written, ``path`` is a folder or a
+        device, or a write fails (for example a full disk); the message names ``path``.
+    """
+    target = Path(os.path.realpath(path))
+    folder = target.parent
+    if not folder.is_dir():
+        raise OutputError(f"no such folder: {folder}")
+    if target.exists() and not target.is_file():
+        raise OutputError(f"not a regular file: {target}; give the path of a file to write")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=folder)
+    except OSError as exc:
+        raise OutputError(f"cannot write in folder {folder}: {exc.strerror}") from None
+    try:
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                os.fchmod(fh.fileno(), _mode_for(target))
+                yield fh
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise OutputError(f"could not write {target}: {exc.strerror or exc}; it was left unchanged") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_folder(folder)
+
+
+def _mode_for(target: Path) -> int:
+    """Permission bits for a new file at ``target``: those of the file it replaces, else 0o666 minus the umask."""
+    with contextlib.suppress(OSError):
+        return stat.S_IMODE(target.stat().st_mode)
+    return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (Linux ``/proc``; else the common 0o022)."""
+    with contextlib.suppress(OSError, ValueError, StopIteration), open("/proc/self/status", encoding="ascii") as status:
+        return int(next(line for line in status if line.startswith("Umask:")).split()[1], 8)
+    return 0o022
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make the rename durable; some file systems cannot ``fsync`` a folder, which is harmless here."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _escape_cell(value: object) -> object:
+    if isinstance(value, str) and value.startswith(_FORMULA_PREFIXES):
+        return "'" + value
+    return value
+
+
+def _read_bytes(source: str | Path | bytes, max_bytes: int, what: str = "a CSV file") -> bytes:
+    if isinstance(source, (bytes, bytearray)):
+        raw = bytes(source)
+    else:
+        path = Path(source)
+        if not path.exists():
+            raise DataError(f"no such file: {path}")
+        if not path.is_file():
+            raise DataError(f"not a regular file: {path}; give the path of {what}")
+        if path.stat().st_size > max_bytes:
+            raise DataError(f"{path.name} is {path.stat().st_size / 2**20:.0f} MB; "
+                            f"the limit is {max_bytes / 2**20:.0f} MB")
+        raw = path.read_bytes()
+    if len(raw) > max_bytes:
+        raise DataError(f"the file is {len(raw) / 2**20:.0f} MB; the limit is {max_bytes / 2**20:.0f} MB")
+    return raw
+
+
+def _decode(raw: bytes) -> str:
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"the file is not UTF-8 text (bad byte at position {exc.start}); "
+                        "save it as UTF-8 CSV") from None
+    if "\x00" in text:
+        raise DataError(f"the file contains NUL bytes (first at character {text.index(chr(0))}): it is binary, "
+                        "not CSV text; export it as UTF-8 CSV")
+    return text
+
+
+def _header(text: str, delimiter: str) -> list[str]:
+    """The first non-blank row (pandas skips blank lines too), stripped."""
+    try:
+        rows = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+        return [h.strip() for h in next((row for row in rows if any(cell.strip() for cell in row)), [])]
+    except csv.Error as exc:
+        raise DataError(f"could not parse the header row: {exc}") from None
+
+
+def _check_rows_use(delimiter: str, text: str, columns: int) -> None:
+    """A header split by ``delimiter`` whose first data rows never contain it: the rows use another one."""
+    lines = [line for line in text[:_SNIFF_CHARS].split("\n")[:51] if line.strip()]
+    if columns > 1 and len(lines) > 1 and not any(delimiter in line for line in lines[1:]):
+        raise DataError(f"the header has {columns} columns separated by {delimiter!r} but the data rows contain no "
+                        f"{delimiter!r}; use one delimiter throughout the file")
+
+
+def _sniff_delimiter(text: str) -> str:
+    sample = "\n".join(text[:_SNIFF_CHARS].split("\n")[:50])  # the Sniffer is slow on very long lines
+    first_line = next((line for line in sample.split("\n") if line.strip()), "")
+    in_header = [c for c in _DELIMITERS if c in first_line]
+    try:
+        sniffed = csv.Sniffer().sniff(sample, delimiters=_DELIMITERS).delimiter
+    except csv.Error:
+        sniffed = ","
+    # A header is plain text: when it holds exactly one candidate, trust it over the Sniffer's guess.
+    return in_header[0] if len(in_header) == 1 and sniffed not in first_line else sniffed

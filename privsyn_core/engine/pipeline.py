@@ -1,0 +1,170 @@
+"""The one pipeline below :func:`privsyn_core.synthesize`, shared by the in-memory and the Dask paths.
+
+Every run goes through the same steps:
+
+1. :func:`public_size`: the record count the mechanism may read.  Under replace-one ``n`` is public
+   (the relation fixes it).  Under add/remove ``n`` is private, so a mechanism that reads it
+   (``MechanismSpec.uses_n``) gets the caller's ``public_n`` (a public declaration, which need not be
+   exact) or, without one, a noisy count ``max(1, n + Lap_Z(1/epsilon_n))`` released as its own
+   ledger stage with the share :data:`SIZE_SHARE` of epsilon; the mechanism runs on the rest.  A
+   mechanism that does not read ``n`` costs nothing extra.
+2. the mechanism (its run function, or its stages on Dask);
+3. :func:`check_ledger`: the ledger sums exactly to the epsilon claimed;
+4. decoding with the schema alone (dtypes and integrality are public declarations, never read off the
+   input's dtypes) and :func:`assemble`, which builds the :class:`SynthResult` whose
+   :meth:`~SynthResult.release` is all that may be published.
+
+The noisy count is the discrete Laplace mechanism on a count of sensitivity 1 under add/remove, so it
+is ``epsilon_n``-DP and, by basic composition with the ``(epsilon - epsilon_n)``-DP mechanism, the
+whole run is epsilon-DP.  Everything the mechanism derives from it is post-processing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privsyn_core.data.domain import Schema
+from privsyn_core.privacy.accounting import Ledger, ledger_total
+from privsyn_core.privacy.noise import discrete_laplace
+from privsyn_core.registry import MechanismSpec
+from privsyn_core.result import MechanismOutput, SynthResult
+
+#: Share of epsilon spent on the noisy record count under add/remove when no ``public_n`` is given.
+SIZE_SHARE = 0.05
+#: Share of a column's values outside its public bounds above which the (teaching) warning says so loudly.
+CLIP_WARN_SHARE = 0.01
+
+
+@dataclass(frozen=True)
+class PublicSize:
+    """The record count a mechanism may read, and what it cost.
+
+    Attributes
+    ----------
+    value : int or None
+        The count to pass as ``size`` (``None``: the mechanism reads no count).
+    source : {"replace", "declared", "noisy", "unused"}
+        ``n`` public under replace-one, the caller's ``public_n``, a noisy count, or not needed.
+    ledger : list of (stage, epsilon)
+        The noisy count's stage (empty unless ``source == "noisy"``).
+    mechanism_epsilon : float
+        What is left for the mechanism; ``fsum(ledger) + mechanism_epsilon == epsilon`` exactly.
+    """
+
+    value: int | None
+    source: str
+    ledger: Ledger
+    mechanism_epsilon: float
+
+
+def public_size(spec: MechanismSpec, params: dict[str, Any], n: int, epsilon: float, neighbouring: str,
+                public_n: int | None, rng: np.random.Generator) -> PublicSize:
+    """The count of step 1 of the module docstring (``rng`` is used only for the noisy count)."""
+    if neighbouring == "replace":
+        return PublicSize(n, "replace", [], epsilon)
+    if public_n is not None:
+        return PublicSize(public_n, "declared", [], epsilon)
+    if not (spec.is_private and spec.uses_n(params)):
+        return PublicSize(None, "unused", [], epsilon)
+    mechanism_epsilon = epsilon - SIZE_SHARE * epsilon
+    size_epsilon = epsilon - mechanism_epsilon  # exact (Sterbenz), so the ledger sums to epsilon exactly
+    noisy = max(1, n + int(discrete_laplace(1.0 / size_epsilon, size=1, rng=rng)[0]))
+    stage = (f"record count n (add/remove: n is private), discrete Laplace scale 1/epsilon_n, "
+             f"{SIZE_SHARE:.0%} of epsilon", size_epsilon)
+    return PublicSize(noisy, "noisy", [stage], mechanism_epsilon)
+
+
+def check_ledger(spec: MechanismSpec, ledger: Ledger, epsilon: float) -> float:
+    """The ledger's exact sum; an internal error when a private mechanism's differs from ``epsilon``."""
+    total = ledger_total(ledger)
+    if spec.is_private and total != epsilon:
+        raise RuntimeError(f"internal error: {spec.name} ledger sums to {total!r}, not epsilon={epsilon!r}")
+    return total
+
+
+def released_params(spec: MechanismSpec, resolved: dict[str, Any], out: MechanismOutput, size: PublicSize,
+                    n_synthetic: int | None, seed: int | None) -> dict[str, Any]:
+    """What of the parameters may be published: the user's (resolved), the mechanism's declared ones,
+    the public count when it was declared or released noisily, and an explicit seed."""
+    names = (*spec.released, *spec.released_noisy)
+    params = {**resolved, **{k: out.params[k] for k in names if k in out.params}, "n_synthetic": n_synthetic}
+    if size.source in ("declared", "noisy"):
+        params["public_n" if size.source == "declared" else "noisy_n"] = size.value
+    if seed is not None:
+        params["seed"] = seed
+    return params
+
+
+def assemble(spec: MechanismSpec, out: MechanismOutput, *, data: Any, schema: Schema, epsilon: float,
+             neighbouring: str, resolved: dict[str, Any], size: PublicSize, n_synthetic: int | None,
+             seed: int | None, unit_rows: np.ndarray | None, clipped: dict[str, int], timings: dict[str, float],
+             n_records: int, left_out: list[str] | None = None,
+             diagnostics: dict[str, Any] | None = None) -> SynthResult:
+    """The :class:`SynthResult` of a run (both paths); checks the whole ledger first.
+
+    ``n_records`` (the exact input size) and ``clipped`` only feed teaching warnings; ``left_out`` names
+    the table's columns that the schema does not have (the column set is not private: neighbouring
+    tables differ in one record, never in their columns).
+    """
+    ledger = [*size.ledger, *out.ledger]
+    total = check_ledger(spec, ledger, epsilon)
+    warnings = list(out.warnings) + collapse_warnings(data, schema)
+    if left_out:
+        warnings.append(f"column(s) {left_out} of the table are not in the schema and were left out")
+    if not schema.dp_valid:
+        warnings.append("the domain (bounds/categories) was read off the data: "
+                        "the result is not differentially private")
+    teaching_warnings = clipping_warnings(clipped, n_records)
+    return SynthResult(
+        data=data, unit=out.unit, weights=out.weights, epsilon=total, ledger=ledger,
+        neighbouring=neighbouring, dp_valid=bool(spec.is_private and schema.dp_valid),
+        params={**resolved, **out.params, "n_synthetic": n_synthetic, "seed": seed, "size_source": size.source,
+                "size": size.value},
+        diagnostics={**out.diagnostics, **(diagnostics or {}), "teaching_warnings": teaching_warnings},
+        timings=timings, mechanism=spec.name, schema=schema.to_dict(), unit_rows=unit_rows, clipped=clipped,
+        warnings=warnings, release_params=released_params(spec, resolved, out, size, n_synthetic, seed),
+        seed=seed)
+
+
+def collapse_warnings(data: Any, schema: Schema) -> list[str]:
+    """Numeric columns of the synthetic table with fewer distinct values than they could show.
+
+    A column whose synthetic rows take fewer than ``min(3, rows, its integer values)`` distinct values
+    shows no shape.  This reads the released rows only (post-processing); a lazy (Dask) table is not read.
+    """
+    if not isinstance(data, pd.DataFrame) or len(data) < 2:
+        return []
+    collapsed = []
+    for col in schema.columns:
+        if col.kind != "numeric" or col.name not in data:
+            continue
+        possible = math.floor(col.hi) - math.ceil(col.lo) + 1 if col.integer else math.inf
+        distinct = int(data[col.name].nunique())
+        if distinct < min(3, len(data), possible):
+            collapsed.append(f"{col.name!r} ({distinct})")
+    if not collapsed:
+        return []
+    return [f"synthetic column(s) {', '.join(collapsed)} take fewer than 3 distinct values: the output shows no "
+            "shape on them"]
+
+
+def clipping_warnings(clipped: dict[str, int], n_records: int) -> list[str]:
+    """Teaching-only warnings about input values clipped into the public bounds (read off the raw data).
+
+    Above :data:`CLIP_WARN_SHARE` of a column the warning says the bounds look wrong (all values outside
+    them means the synthetic column says nothing about the data)."""
+    out = []
+    for name, count in clipped.items():
+        if not count:
+            continue
+        share = count / max(n_records, 1)
+        text = (f"{count} of {n_records} values ({share:.1%}) of column {name!r} lay outside its public bounds "
+                "and were clipped")
+        out.append(text + ("; check the bounds" if share > CLIP_WARN_SHARE else ""))
+    return out
+

@@ -1,0 +1,568 @@
+r"""Empirical privacy audit: a statistical lower bound on the epsilon a mechanism really spends.
+
+An epsilon-DP mechanism ``M`` satisfies ``P[M(D') in E] <= e^epsilon P[M(D) in E]`` for every
+pair of neighbouring datasets ``D, D'`` and every output event ``E``.  The audit
+
+1. builds a worst-case neighbouring pair for the mechanism's relation (:func:`neighbour_pair`):
+   ``D`` has all ``n`` records at the origin corner; under replace-one ``D'`` moves record 0
+   to the far corner, under add/remove ``D'`` adds a record there (``{0,1}^p`` likewise with
+   all-zero and all-one records);
+2. runs the mechanism many times on both (``spec.run`` on unit arrays, no encoding);
+3. maps every output to a few real *features* that only read the differentially private
+   output (noisy counts before post-processing, or the released points; never true counts),
+   and considers the events ``{feature >= t}`` and ``{feature < t}``;
+4. **chooses** one event (feature, threshold, direction) on a first, separate set of runs,
+   then counts it on fresh runs and reports the standard auditing bound
+   ([JUO20], [NST21])
+
+   .. math:: \varepsilon_{lower} = \log \frac{\underline{p}_1}{\overline{p}_0},
+
+   where ``p_1`` is the event's probability on the dataset where it is likelier and the
+   one-sided Clopper-Pearson bounds each hold with probability ``1 - alpha/2``.  Because
+   the event is fixed before the evaluation runs, no multiple-testing correction is
+   needed: ``eps_lower <= true epsilon`` with probability at least ``1 - alpha``.
+
+A correctly calibrated mechanism gives ``eps_lower <= epsilon`` (up to the stated false
+failure rate alpha); a mechanism that spends more than it claims is *detected* when
+``eps_lower > epsilon``.  :func:`scaled_noise` builds deliberately mis-calibrated variants
+(noise scales multiplied by a factor) to show that the audit can fail.
+
+Each mechanism declares its audit case in its registration (``MechanismSpec.audit``, an
+:class:`AuditCase`); a mechanism without one is audited through its released rows
+(:func:`release_features`), which is valid but weaker.
+An audit gives a *lower* bound: passing it does not prove privacy, failing it proves a bug.
+
+References
+----------
+.. [JUO20] M. Jagielski, J. Ullman, A. Oprea, "Auditing Differentially Private Machine
+   Learning: How Private is Private SGD?", NeurIPS 2020.
+.. [NST21] M. Nasr, S. Song, A. Thakurta, N. Papernot, N. Carlini, "Adversary
+   Instantiation: Lower Bounds for Differentially Private Machine Learning", IEEE S&P 2021.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import math
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from privsyn_core.engine.pipeline import public_size
+from privsyn_core.errors import ParameterError
+from privsyn_core.mechanisms.random_walks import walks
+from privsyn_core.privacy import noise
+from privsyn_core.registry import MechanismSpec, get_mechanism, list_mechanisms
+from privsyn_core.result import MechanismOutput
+from privsyn_core.validation import check_epsilon
+
+DEFAULT_TRIALS = 20_000
+DEFAULT_SELECTION_TRIALS = 5_000
+DEFAULT_CONFIDENCE = 0.95
+N_THRESHOLDS = 64
+#: Level of the Clopper-Pearson bounds that rank candidate events on the selection runs (any
+#: rule is valid, since the evaluation runs are separate; a moderate level favours events
+#: with enough mass to be estimated).
+SELECTION_ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class NeighbourPair:
+    """Two neighbouring unit datasets: ``base`` (D) and ``neighbour`` (D').
+
+    The changed record is row 0 of ``neighbour``; ``n`` is the size of ``base``.
+    """
+
+    relation: str
+    base: np.ndarray
+    neighbour: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.base)
+
+
+FeatureFn = Callable[[MechanismOutput, NeighbourPair], np.ndarray]
+
+
+@dataclass(frozen=True)
+class AuditCase:
+    """How one mechanism is audited (declared in its registration, ``MechanismSpec.audit``).
+
+    Attributes
+    ----------
+    n, d : int
+        Size of the neighbouring pair (:func:`neighbour_pair`).
+    params : dict
+        Mechanism parameters: few cells, so that thousands of runs take seconds, in the configuration
+        whose calibration is tightest.
+    features : callable, optional
+        ``features(output, pair) -> array`` reading the DP output only; default :func:`release_features`.
+    trials, selection_trials : int
+        Runs per dataset counting the chosen event, and choosing it.
+    read_stages : tuple of str
+        Prefixes of the ledger stages whose noise the features read (``("",)``: all of them); their
+        loss sets the detection factor (:func:`detection_factor`).
+    tight_coordinates : int
+        Independent noise coordinates of the tight event (its mass is about ``2^-k``), for the
+        detection power (:func:`detection_power`).
+    pair_loss : callable, optional
+        ``pair_loss(spec, pair, epsilon, params) -> float``: the loss the pair realises, where it is below
+        the ledger's (microagg_dp's damped centres).
+    """
+
+    n: int = 20
+    d: int = 1
+    params: dict[str, Any] = field(default_factory=dict)
+    features: FeatureFn | None = None
+    trials: int = DEFAULT_TRIALS
+    selection_trials: int = DEFAULT_SELECTION_TRIALS
+    read_stages: tuple[str, ...] = ("",)
+    tight_coordinates: int = 4
+    pair_loss: Callable[..., float] | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    """``{feature[index] >= threshold}`` (``upper``) or its complement; ``likelier`` is 0 (D) or 1 (D')."""
+
+    index: int
+    threshold: float
+    upper: bool
+    likelier: int
+
+    def occurs(self, features: np.ndarray) -> np.ndarray:
+        above = features[:, self.index] >= self.threshold
+        return above if self.upper else ~above
+
+    def describe(self) -> str:
+        op = ">=" if self.upper else "<"
+        dataset = "D" if self.likelier == 0 else "D'"
+        return f"feature[{self.index}] {op} {self.threshold:g}, likelier under {dataset}"
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """One audit: the claimed epsilon, the empirical lower bound and how it was obtained."""
+
+    mechanism: str
+    neighbouring: str
+    epsilon: float
+    eps_lower: float
+    confidence: float
+    trials: int
+    selection_trials: int
+    event: str
+    counts: tuple[int, int]
+    noise_factor: float
+    seconds: float
+
+    @property
+    def detected(self) -> bool:
+        """True when the audit proves (at its confidence) that more than ``epsilon`` is spent."""
+        return self.eps_lower > self.epsilon
+
+    def row(self) -> dict[str, Any]:
+        return {"mechanism": self.mechanism, "neighbouring": self.neighbouring, "epsilon": self.epsilon,
+                "eps_lower": self.eps_lower, "confidence": self.confidence, "trials": self.trials,
+                "selection_trials": self.selection_trials, "event": self.event,
+                "counts": list(self.counts), "noise_factor": self.noise_factor,
+                "detected": self.detected, "seconds": self.seconds}
+
+
+# -- neighbouring datasets ---------------------------------------------------------------
+def neighbour_pair(data_kind: str, relation: str, n: int, d: int) -> NeighbourPair:
+    """``D`` = ``n`` records at the origin; ``D'`` moves (replace) or adds (add/remove) one at the far corner."""
+    dtype = np.uint8 if data_kind == "boolean" else float
+    base = np.zeros((n, d), dtype=dtype)
+    far = np.ones((1, d), dtype=dtype)
+    if relation == "replace":
+        neighbour = np.concatenate([far, base[1:]])
+    elif relation == "add_remove":
+        neighbour = np.concatenate([far, base])
+    else:
+        raise ParameterError(f"unknown neighbouring relation {relation!r}; use 'replace' or 'add_remove'")
+    return NeighbourPair(relation, base, neighbour)
+
+
+# -- features: functions of the private output only ----------------------------------------
+def release_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
+    """Fallback: mass of the released rows (or weighted atoms) in the far half-cube ``[1/2, 1]^d``."""
+    rows = out.rows if out.rows is not None else out.unit
+    rows = np.asarray(rows, dtype=float).reshape(-1, pair.base.shape[1])
+    far_rows = np.mean(np.all(rows >= 0.5, axis=1)) if len(rows) else 0.0
+    atoms = np.asarray(out.unit, dtype=float).reshape(-1, pair.base.shape[1])
+    if out.weights is None or len(atoms) == 0:
+        return np.array([far_rows, float(np.mean(rows)) if len(rows) else 0.0])
+    w = np.asarray(out.weights, dtype=float)
+    far_atoms = float(w[np.all(atoms >= 0.5, axis=1)].sum() / w.sum()) if w.sum() > 0 else 0.0
+    return np.array([far_rows, far_atoms])
+
+
+def cell_features(out: MechanismOutput, pair: NeighbourPair, key: str = "noisy_count") -> np.ndarray:
+    """Counts of the cells holding the two corners, per level (or of the flat cells), shifted to ~0 under ``D``.
+
+    Per level, with ``far``/``origin`` the count of the cell(s) holding the far/origin corner:
+    ``far - (n if one cell holds both else 0)``, ``n - origin`` (0 if one cell holds both) and
+    ``far - origin``.  The last feature is the minimum of those that grow by one from ``D``
+    to ``D'`` under the pair's relation: with independent noise per cell its upper tail has
+    likelihood ratio ``exp(sum of the budgets)``, the tight event for count mechanisms.
+
+    ``key="noisy_count"`` reads the noisy counts of a fixed, data-independent set of cells
+    (all released); ``key="count"`` reads the released counts of mechanisms that threshold
+    or build their cells from the data: a corner in no listed cell counts 0, so whether an
+    unreleased cell is listed in the diagnostics does not matter.
+    """
+    levels = out.diagnostics.get("levels") or [out.diagnostics["cells"]]
+    values, growing = [], []
+    for level in levels:
+        lo, hi = np.asarray(level["lo"]), np.asarray(level["hi"])
+        counts = np.asarray(level[key], dtype=float)
+        holds_origin, holds_far = np.all(lo <= 0.0, axis=1), np.all(hi >= 1.0, axis=1)
+        origin, far = float(counts[holds_origin].sum()), float(counts[holds_far].sum())
+        same = bool(np.any(holds_origin & holds_far))
+        values += [far - pair.n * same, 0.0 if same else pair.n - origin, far - origin]
+        growing += [pair.relation == "add_remove" or not same, pair.relation == "replace" and not same, False]
+    table = np.array(values)
+    shifted = table[np.array(growing)]
+    return np.append(table, shifted.min() if len(shifted) else 0.0)
+
+
+def record_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
+    """The released coordinates of the changed record (row 0) and their minimum (per-record mechanisms)."""
+    first = np.asarray(out.unit, dtype=float)[0]
+    return np.append(first, first.min())
+
+
+def group_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
+    """Microaggregation: the largest released group centre coordinate sum, maximum and minimum, and noisy weights.
+
+    The largest per-centre minimum coordinate is the tight one when the changed record's cell is
+    the only one (``t = 0``): ``{min_i c_i >= shift}`` has ratio ``exp(sum_i shift_i / scale)``,
+    as long as the shift stays below the clip at 1.
+    """
+    groups = out.diagnostics["groups"]
+    centres = np.asarray(groups["centres"], dtype=float).reshape(-1, pair.base.shape[1])
+    weights = np.asarray(groups["noisy_weights"], dtype=float)
+    return np.array([centres.sum(axis=1).max(), centres.max(), weights.max(), weights.min(),
+                     centres.min(axis=1).max()])
+
+
+def walk_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
+    r"""srw / srw_tsp: :func:`cell_features` and the walk's likelihood-ratio statistic.
+
+    With ``c``, ``c'`` the cell counts of ``D`` and ``D'`` in path order (the auditor builds
+    both datasets; the counts are placed by the corners' cells in the diagnostics) and ``y``
+    the released noisy counts,
+
+    .. math:: T(y) = \|\lambda(y - c')\|_1 - \|\lambda(y - c)\|_1,
+
+    ``lambda`` the Haar analysis (:func:`privsyn_core.mechanisms.random_walks.walks.haar_coefficients`, zero-padded
+    to ``2^L`` cells).  For ``K = 2^L`` cells ``T / (s b)`` is the log-likelihood ratio
+    ``log p_D(y) / p_D'(y)`` of the walk (``docs/srw_privacy.md``), so its tails reach the
+    walk's full privacy loss (Neyman-Pearson); it reads no noise scale.  ``T`` is rounded to 9
+    decimals: at its extremes ``+-S`` the float64 rounding pattern of ``y = c + s Z`` depends on
+    ``c``, and the unrounded statistic measures that (documented) floating-point exposure
+    instead of the calibration (with ``scale="paper"`` under add/remove, ``L = 1``, the event
+    ``T >= 1.5000000000000036`` gave ``eps_lower = 0.66`` against a real-number loss of 0.45).
+    """
+    cells = out.diagnostics["cells"]
+    lo, hi = np.asarray(cells["lo"]), np.asarray(cells["hi"])
+    noisy = np.asarray(cells["noisy_count"], dtype=float)
+    origin, far = np.all(lo <= 0.0, axis=1), np.all(hi >= 1.0, axis=1)
+    counts = origin * float(pair.n)
+    other = counts + far - (origin if pair.relation == "replace" else 0.0)
+    padded = np.zeros((2, 1 << walks.walk_depth(len(noisy))))
+    padded[:, :len(noisy)] = noisy - np.stack([other, counts])
+    norms = np.abs(walks.haar_coefficients(padded)).sum(axis=1)
+    return np.append(cell_features(out, pair), np.round(norms[0] - norms[1], 9))
+
+
+#: ``cell_features`` on the released counts (kd_grid, kd_adaptive).
+released_cells = functools.partial(cell_features, key="count")
+
+
+def case_of(spec: MechanismSpec) -> AuditCase:
+    """The mechanism's declared audit case, else :class:`AuditCase` with :func:`release_features`."""
+    return spec.audit if spec.audit is not None else AuditCase(features=release_features)
+
+
+def detection_factor(spec: MechanismSpec, relation: str, epsilon: float = 1.0) -> float:
+    """``f = L / (2 epsilon)`` (at most 1/2): the noise factor that makes the read stages spend ``2 epsilon``.
+
+    ``L`` is the loss of the stages the features read at the claimed noise: the mechanism's own
+    ``privacy_loss_bound`` parameter when it reports one, the case's ``pair_loss`` when the pair
+    realises less than the ledger, else the sum of the ledger stages named by ``read_stages``.
+    Every noise scale times ``f`` divides every Laplace loss by ``f``.
+    """
+    case = case_of(spec)
+    d = case.d if spec.data_kind == "continuous" else max(case.d, 2)
+    pair = neighbour_pair(spec.data_kind, relation, case.n, d)
+    params = spec.resolve_params(case.params)
+    out = spec.run(pair.base, epsilon, neighbouring=relation, n_synthetic=None, rng=np.random.default_rng(0), **params)
+    if "privacy_loss_bound" in out.params:
+        loss = float(out.params["privacy_loss_bound"])
+    elif case.pair_loss is not None:
+        loss = case.pair_loss(spec, pair, epsilon, params)
+    else:
+        loss = math.fsum(e for stage, e in out.ledger if stage.startswith(case.read_stages))
+    return min(0.5, loss / (2 * epsilon))
+
+
+def microagg_pair_loss(spec: MechanismSpec, pair: NeighbourPair, epsilon: float, params: dict[str, Any]) -> float:
+    """The loss microagg_dp's pair realises: it moves the damped averages of [BSV23] (5.4) (one cell when
+    ``t = 0``) by an l1 distance ``Delta``, far below their sensitivity ``4 sqrt(p)/b``, so the centre
+    stage's ``Laplace(vector_noise_scale)`` spends ``Delta / scale`` (the weights of a single cell are
+    always 1, and ``t = 0`` skips the projection)."""
+    runs = [spec.run(data, epsilon, neighbouring=pair.relation, n_synthetic=None, rng=np.random.default_rng(0),
+                     **params) for data in (pair.base, pair.neighbour)]
+    delta = np.abs(runs[1].diagnostics["noise"]["damped"] - runs[0].diagnostics["noise"]["damped"]).sum()
+    return float(delta) / runs[0].params["vector_noise_scale"]
+
+
+# -- the audit -------------------------------------------------------------------------
+def audit(mechanism: str, epsilon: float = 1.0, *, neighbouring: str | None = None,
+          trials: int | None = None, selection_trials: int | None = None,
+          confidence: float = DEFAULT_CONFIDENCE, rng: int | np.random.Generator | None = 0,
+          noise_factor: float = 1.0, case: AuditCase | None = None) -> AuditResult:
+    """Audit one private mechanism under one neighbouring relation.
+
+    Parameters
+    ----------
+    mechanism : str
+        Registry key of a private mechanism.
+    epsilon : float
+        The budget the mechanism is asked to spend (and claims).
+    neighbouring : str, optional
+        Relation to audit; the mechanism's first supported one by default.
+    trials, selection_trials : int, optional
+        Runs per dataset used to count the chosen event, and (separately) to choose it;
+        the case's defaults when ``None``.
+    confidence : float
+        ``1 - alpha``: ``eps_lower`` is below the true epsilon with at least this probability.
+    rng : int, Generator or None
+        Seed of the runs (the audit is reproducible for a fixed seed).
+    noise_factor : float
+        Multiply every noise scale by this factor (:func:`scaled_noise`); ``< 1`` makes a
+        deliberately mis-calibrated variant that spends more than it claims.
+    case : AuditCase, optional
+        Overrides the mechanism's declared case (:func:`case_of`).
+    """
+    spec = get_mechanism(mechanism)
+    epsilon = check_epsilon(epsilon)
+    relation = _relation(spec, neighbouring)
+    case = case or case_of(spec)
+    trials = case.trials if trials is None else trials
+    selection_trials = case.selection_trials if selection_trials is None else selection_trials
+    _check_counts(trials, selection_trials, confidence)
+    d = case.d if spec.data_kind == "continuous" else max(case.d, 2)
+    pair = neighbour_pair(spec.data_kind, relation, case.n, d)
+    params = spec.resolve_params(case.params)
+    features = case.features or release_features
+    generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    alpha = 1.0 - confidence
+
+    start = time.perf_counter()
+    with scaled_noise(noise_factor):
+        sample = functools.partial(_features_of_runs, spec, epsilon=epsilon, relation=relation, params=params,
+                                   features=features, pair=pair, rng=generator)
+        event = choose_event(sample(pair.base, selection_trials), sample(pair.neighbour, selection_trials))
+        hits = (int(event.occurs(sample(pair.base, trials)).sum()),
+                int(event.occurs(sample(pair.neighbour, trials)).sum()))
+    likely, rare = hits[event.likelier], hits[1 - event.likelier]
+    eps_lower = float(epsilon_lower_bound(np.array([likely]), np.array([rare]), trials, alpha)[0])
+    return AuditResult(spec.name, relation, epsilon, eps_lower, confidence, trials, selection_trials,
+                       event.describe(), hits, noise_factor, time.perf_counter() - start)
+
+
+def audit_all(epsilon: float = 1.0, **kwargs: Any) -> list[AuditResult]:
+    """:func:`audit` of every registered private mechanism under every relation it supports.
+
+    The optional OpenDP peers (:mod:`privsyn_core.mechanisms.peers.opendp_support`) are left out: their noise is drawn by OpenDP's
+    own samplers, which the audit's noise factor cannot scale (so no detection case exists), and one run
+    takes seconds to tens of seconds, so the audit's thousands of runs do not fit.
+    """
+    from privsyn_core.mechanisms.peers.opendp_support import PEERS
+
+    return [audit(spec.name, epsilon, neighbouring=relation, **kwargs)
+            for spec in list_mechanisms() if spec.is_private and spec.name not in PEERS
+            for relation in spec.neighbouring]
+
+
+def epsilon_lower_bound(likely: np.ndarray, rare: np.ndarray, trials: int, alpha: float) -> np.ndarray:
+    """``max(0, log(CP_lower(likely) / CP_upper(rare)))``, each one-sided bound at level ``alpha/2``."""
+    likely, rare = np.asarray(likely), np.asarray(rare)
+    lower = np.where(likely > 0, _beta().ppf(alpha / 2, np.maximum(likely, 1), trials - likely + 1), 0.0)
+    upper = np.where(rare < trials, _beta().ppf(1 - alpha / 2, rare + 1, np.maximum(trials - rare, 1)), 1.0)
+    with np.errstate(divide="ignore"):
+        return np.maximum(np.log(lower) - np.log(upper), 0.0)
+
+
+def detection_power(mass: float, true_epsilon: float, epsilon: float, trials: int, alpha: float) -> float:
+    r"""Probability that the audit detects (``eps_lower > epsilon``) an event of ratio ``e^{true_epsilon}``.
+
+    For a fixed event with probability ``p_1 = mass`` on the dataset where it is likelier and
+    ``p_0 = p_1 e^{-true_epsilon}`` on the other, the counts are independent
+    ``X_1 ~ Bin(T, p_1)`` and ``X_0 ~ Bin(T, p_0)``; the audit detects when
+    :func:`epsilon_lower_bound` of ``(X_1, X_0)`` exceeds ``epsilon``.  Exact: for every ``x_1``,
+    the largest detecting ``x_0`` comes from the monotone upper Clopper-Pearson bound, so
+
+    .. math:: P = \sum_{x_1} P(X_1 = x_1)\, P\big(X_0 \le x_0^*(x_1)\big).
+
+    ``1 - P`` is the false-failure rate of a detection test whose chosen event is that one.
+    """
+    from scipy.stats import binom
+
+    x = np.arange(trials + 1)
+    lower = np.where(x > 0, _beta().ppf(alpha / 2, np.maximum(x, 1), trials - x + 1), 0.0)
+    upper = np.where(x < trials, _beta().ppf(1 - alpha / 2, x + 1, np.maximum(trials - x, 1)), 1.0)
+    # log(lower[x1]) - log(upper[x0]) > epsilon  <=>  upper[x0] < lower[x1] e^{-epsilon}; upper increases in x0.
+    largest = np.searchsorted(upper, lower * math.exp(-epsilon), side="left") - 1
+    p0 = mass * math.exp(-true_epsilon)
+    detect = np.where(largest >= 0, binom.cdf(largest, trials, p0), 0.0)
+    return float(np.sum(binom.pmf(x, trials, mass) * detect))
+
+
+def choose_event(base: np.ndarray, neighbour: np.ndarray, alpha: float = SELECTION_ALPHA) -> Event:
+    """The event with the largest :func:`epsilon_lower_bound` (at level ``alpha``) on the selection runs.
+
+    Candidates: every feature, thresholds at the distinct values (or quantiles) of the
+    pooled runs, events ``{f >= t}`` and ``{f < t}``, either dataset as the likelier one.
+    """
+    trials = len(base)
+    best, best_score = Event(0, -math.inf, True, 1), -1.0
+    for index in range(base.shape[1]):
+        thresholds = _thresholds(np.concatenate([base[:, index], neighbour[:, index]]))
+        above = [np.count_nonzero(x[:, index][:, None] >= thresholds, axis=0) for x in (base, neighbour)]
+        for upper, counts in ((True, above), (False, [trials - c for c in above])):
+            for likelier in (0, 1):
+                scores = epsilon_lower_bound(counts[likelier], counts[1 - likelier], trials, alpha)
+                k = int(np.argmax(scores))
+                if scores[k] > best_score:
+                    best, best_score = Event(index, float(thresholds[k]), upper, likelier), float(scores[k])
+    return best
+
+
+#: The noise laws that :func:`scaled_noise` rescales: ``(module, function, position of the scale argument)``.
+#: ``kd_empty``'s two functions are the law of the empty cells' discrete Laplace counts (their tail mass
+#: and conditional draws, [KD23] Lemma 9): scaling them with ``discrete_laplace`` keeps the implicit
+#: empty cells equal in law to explicit ones at the scaled noise.
+SCALED_LAWS = (("noise", "discrete_laplace", 0), ("noise", "fill_discrete_laplace", 1), ("noise", "laplace", 0),
+               ("kd_empty", "tail_probability", 1), ("kd_empty", "conditional_weights", 1))
+
+
+@contextlib.contextmanager
+def scaled_noise(factor: float) -> Iterator[None]:
+    """Multiply the scale of every noise draw in privsyn_core's mechanisms by ``factor``.
+
+    Rebinds the functions of :data:`SCALED_LAWS` in their own module (reaching calls through
+    the module attribute, ``noise.laplace(...)``, as in :mod:`privsyn_core.mechanisms.random_walks.walks`) and in every
+    loaded ``privsyn_core`` module that imported them by name, and restores them on exit.
+    Each wrapper calls the original function, so no draw is scaled twice.  For audits and
+    tests only (not thread-safe).
+    """
+    if factor == 1.0:
+        yield
+        return
+    if not (math.isfinite(factor) and factor > 0):
+        raise ParameterError(f"noise_factor must be finite and > 0, got {factor!r}")
+    from privsyn_core.mechanisms.kdtree import kd_empty
+
+    homes = {"noise": noise, "kd_empty": kd_empty}
+    originals = {name: getattr(homes[home], name) for home, name, _ in SCALED_LAWS}
+    scaled = {name: _scaled(originals[name], factor, position) for _, name, position in SCALED_LAWS}
+    patched = [(module, name) for module in list(sys.modules.values())
+               if getattr(module, "__name__", "").startswith("privsyn_core.")
+               for name, fn in originals.items() if getattr(module, name, None) is fn]
+    try:
+        for module, name in patched:
+            setattr(module, name, scaled[name])
+        yield
+    finally:
+        for module, name in patched:
+            setattr(module, name, originals[name])
+
+
+def format_table(results: list[AuditResult]) -> str:
+    """The audit table: mechanism, relation, claimed epsilon, eps_lower, confidence, trials."""
+    lines = [f"{'mechanism':15s} {'neighbouring':12s} {'epsilon':>8s} {'eps_lower':>9s} {'conf':>5s} "
+             f"{'trials':>7s}  verdict"]
+    for r in results:
+        verdict = "OVERSPENDS" if r.detected else "ok"
+        factor = f" (noise x{r.noise_factor:g})" if r.noise_factor != 1.0 else ""
+        lines.append(f"{r.mechanism:15s} {r.neighbouring:12s} {r.epsilon:8.4g} {r.eps_lower:9.4f} "
+                     f"{r.confidence:5.3g} {r.trials:7d}  {verdict}{factor}")
+    return "\n".join(lines)
+
+
+def _features_of_runs(spec: MechanismSpec, data: np.ndarray, trials: int, *, epsilon: float, relation: str,
+                      params: dict, features: FeatureFn, pair: NeighbourPair, rng: np.random.Generator) -> np.ndarray:
+    return np.array([features(_release(spec, data, epsilon, relation, params, rng), pair)
+                     for _ in range(trials)], dtype=float)
+
+
+def _release(spec: MechanismSpec, data: np.ndarray, epsilon: float, relation: str, params: dict,
+             rng: np.random.Generator) -> MechanismOutput:
+    """One run as :func:`privsyn_core.synthesize` makes it: the public record count of
+    :func:`privsyn_core.engine.pipeline.public_size` (a noisy count under add/remove when the mechanism reads
+    one, so the audited release includes that stage), then the mechanism on the rest of epsilon."""
+    size = public_size(spec, params, len(data), epsilon, relation, None, rng)
+    out = spec.run(data, size.mechanism_epsilon, neighbouring=relation, n_synthetic=None, rng=rng, size=size.value,
+                   **params)
+    out.ledger = [*size.ledger, *out.ledger]
+    return out
+
+
+def _thresholds(values: np.ndarray) -> np.ndarray:
+    distinct = np.unique(values)
+    if len(distinct) <= N_THRESHOLDS:
+        return distinct
+    return np.unique(np.quantile(values, np.linspace(0.0, 1.0, N_THRESHOLDS)))
+
+
+def _scaled(fn: Callable, factor: float, position: int) -> Callable:
+    name = list(inspect.signature(fn).parameters)[position]
+
+    def law(*args, **kwargs):
+        if len(args) > position:
+            args = (*args[:position], args[position] * np.float64(factor), *args[position + 1:])
+        else:
+            kwargs[name] = kwargs[name] * np.float64(factor)
+        return fn(*args, **kwargs)
+    return law
+
+
+def _relation(spec: MechanismSpec, neighbouring: str | None) -> str:
+    if not spec.is_private:
+        raise ParameterError(f"mechanism {spec.name!r} is not differentially private: there is no epsilon to audit")
+    if neighbouring is None:
+        return spec.neighbouring[0]
+    if neighbouring not in spec.neighbouring:
+        raise ParameterError(f"mechanism {spec.name!r} supports {list(spec.neighbouring)}, not {neighbouring!r}")
+    return neighbouring
+
+
+def _check_counts(trials: int, selection_trials: int, confidence: float) -> None:
+    if not (isinstance(trials, int) and isinstance(selection_trials, int) and trials >= 10 and selection_trials >= 10):
+        raise ParameterError("trials and selection_trials must be integers >= 10, "
+                             f"got {trials!r}, {selection_trials!r}")
+    if not 0 < confidence < 1:
+        raise ParameterError(f"confidence must be in (0, 1), got {confidence!r}")
+
+
+__all__ = ["AuditCase", "AuditResult", "Event", "NeighbourPair", "case_of", "detection_factor", "audit", "audit_all",
+           "choose_event", "epsilon_lower_bound", "format_table", "neighbour_pair", "release_features", "cell_features",
+           "record_features", "group_features", "walk_features", "scaled_noise", "SCALED_LAWS",
+           "detection_power"]
+
+
+def _beta() -> Any:
+    """scipy's beta distribution, imported on first use (keeps ``import privsyn_core`` light)."""
+    from scipy.stats import beta
+    return beta

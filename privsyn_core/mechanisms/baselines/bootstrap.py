@@ -1,0 +1,36 @@
+"""Reference: resample the real records with replacement.  **Not private.**
+
+It shows the best any synthesizer could do (the real-data sampling noise floor).  Its
+ledger records an infinite epsilon and its result always has ``dp_valid = False``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from privsyn_core.registry import register
+from privsyn_core.result import MechanismOutput
+
+
+@register(
+    "bootstrap",
+    title="Bootstrap of the real data (reference, not private)",
+    paper="reference",
+    data_kind="continuous",
+    neighbouring=("replace", "add_remove"),
+    is_private=False,
+    params={},
+    guarantee="none: copies real records",
+    description="Resamples the real data: the floor any synthesizer is compared with. Never release it.",
+    reference='reference: resampling the real data (not private)',
+    rate=lambda epsilon, n, d: max(n, 2) ** (-1 / max(d, 2)),
+    released=(),
+)
+def bootstrap(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
+              rng: np.random.Generator, size: int | str | None = None) -> MechanismOutput:
+    n = len(unit)
+    points = unit[rng.integers(0, n, n if n_synthetic is None else n_synthetic)]
+    return MechanismOutput(unit=points, ledger=[("resample the real data (not private)", math.inf)],
+                           warnings=["bootstrap copies real records: it is not private"])

@@ -1,0 +1,82 @@
+"""OpenDP's MST and AIM as registered peers (``opendp_mst``, ``opendp_aim``); see :mod:`privsyn_core.mechanisms.peers.opendp_support`.
+
+Registered only when OpenDP with its ``mbi`` extra is importable, so the library, its registry and
+its tests work without it.  OpenDP itself is imported inside a run, never at discovery.
+
+AIM runs only on two columns here: OpenDP 0.16's AIM fails under pure epsilon-DP on most tables of
+three or more columns (a late round asks ``make_noisy_max`` for a negative scale: the peer benchmark
+recorded it on 15 of its 18 runs with d >= 3, ``benchmarks/peers/notes.md``), while MST runs on any
+width of at least two columns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from privsyn_core.mechanisms.peers import opendp_support as peers
+from privsyn_core.registry import ParamSpec, register
+from privsyn_core.result import MechanismOutput
+
+_BINS = ParamSpec(peers.DEFAULT_BINS, int, (2, 256),
+                  help="equal bins per numeric column, cut from its public bounds (categories stay as they are)")
+_COMMON = {
+    "data_kind": "continuous",
+    "neighbouring": ("replace", "add_remove"),
+    "is_private": True,
+    "params": {"bins": _BINS},
+    "codec": peers.PeerCodec,
+    "released": ("bins", "key_sizes"),
+}
+
+
+def _run(algorithm: str, unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
+         rng: np.random.Generator, bins: int, size: int | None) -> MechanismOutput:
+    """Keys from the public schema, OpenDP's release, nulls filled, keys decoded (module docstring)."""
+    levels = peers.column_levels(unit)
+    sizes = peers.key_sizes(levels, bins)
+    codes = peers.to_codes(unit, levels, bins)
+    # n_synthetic, else n where it is public (replace: size is n), else the model's noisy total
+    rows = n_synthetic if n_synthetic is not None else size
+    released = peers.release_with_opendp(codes, sizes, epsilon, algorithm, neighbouring, rows)
+    keys, nulls = peers.fill_nulls(released, sizes, rng)
+    out = peers.from_codes(keys, levels, bins, rng)
+    return MechanismOutput(
+        unit=out, ledger=peers.ledger(algorithm, epsilon),
+        params={"bins": bins, "key_sizes": sizes},
+        diagnostics={"null_cells": nulls},
+        warnings=[peers.null_warning(nulls, keys.size), peers.SEED_NOTE])
+
+
+if peers.opendp_available():
+    @register(
+        "opendp_mst",
+        title="OpenDP MST (peer: the field's standard)",
+        paper="peer: McKenna, Miklau, Sheldon 2021, MST (Alg. 1), as implemented by OpenDP",
+        guarantee=("pure epsilon-DP (OpenDP's max_divergence): Laplace noise on one-way and selected 2-way "
+                   "marginals of the public bins, report-noisy-max for the spanning tree"),
+        description=("The field's standard: noisy one- and two-way marginals on a spanning tree of the columns, "
+                     "a graphical model fitted to them, rows sampled from it. Optional (OpenDP)."),
+        **_COMMON,
+    )
+    def opendp_mst(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
+                   rng: np.random.Generator, bins: int, size: int | None = None) -> MechanismOutput:
+        peers.check_columns(unit, 2, None, "opendp_mst")
+        return _run("mst", unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng, bins=bins,
+                    size=size)
+
+    @register(
+        "opendp_aim",
+        title="OpenDP AIM on two columns (peer)",
+        paper="peer: McKenna, Mullins, Sheldon, Miklau 2022, AIM (Alg. 1), as implemented by OpenDP",
+        guarantee=("pure epsilon-DP (OpenDP's max_divergence): Laplace noise on one-way marginals, then adaptive "
+                   "rounds of noisy-max selection and Laplace-noised marginals under a privacy filter"),
+        description=("Adaptive marginal selection (AIM), fitted by a graphical model. Two columns only: OpenDP "
+                     "0.16's AIM fails under pure epsilon-DP on wider tables. Optional (OpenDP)."),
+        max_dim=2,
+        **_COMMON,
+    )
+    def opendp_aim(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
+                   rng: np.random.Generator, bins: int, size: int | None = None) -> MechanismOutput:
+        peers.check_columns(unit, 1, 2, "opendp_aim")
+        return _run("aim", unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng, bins=bins,
+                    size=size)

@@ -1,0 +1,319 @@
+r"""Superregular random walk on the interval (seed 000, Sections 3-5, Theorem 5.4).
+
+Boedihardjo, Strohmer, Vershynin, "Private measures, random walks, and synthetic data",
+Probab. Theory Relat. Fields (2024); implementation spec ``random-walk-tsp.md``.
+
+Pipeline (shared with ``srw_tsp``, which only changes the grid and the folding path):
+
+1. quantise the records to ``K`` public cells (Thm 5.4: ``K = floor(alpha)`` on
+   ``[0,1]``), listed in a public path order with positions ``x_k`` on a line;
+2. add the superregular walk (Thm 3.1) to the cell counts:
+   ``noisy = counts + (Delta/epsilon) Z``, ``Delta`` the :math:`\ell_1` change of the
+   count vector between neighbours; the signed measure is ``nu = noisy / n`` (Prop. 5.1);
+3. project ``nu`` onto probability measures in W1 along the line (Prop. 5.2);
+4. round the weights to ``m`` synthetic rows and shuffle them: by default the CDF along the
+   path is rounded (W1 cost at most path length / (2m), post-processing not in the
+   paper); ``rounding="paper"`` is Cor. 7.3 (cost ``kappa diam <= r diam / m``, which
+   needs the paper's ``m = ceil(r diam / delta)``, far more rows than ``n``).
+
+Privacy (derivation: ``docs/srw_privacy.md``).  ``Z`` is the image of ``N = 2^L`` i.i.d.
+``Lap(b)`` coefficients under the Haar synthesis map, whose inverse is the analysis map
+``lambda`` (Sect. 3.4), so for ``K = N`` the noisy counts ``c + s Z`` have Haar
+coefficients ``lambda(c) + s Lap(b)``: a Laplace mechanism on ``lambda(c)`` with loss
+exactly ``max ||lambda(c) - lambda(c')||_1 / (s b)`` over neighbours (for ``K < N`` the
+output is a prefix of that walk, post-processing, so the loss is at most this).  The
+paper's proof bounds it through ``V(z) = ||lambda(z)||_1 / b`` being 1-Lipschitz (3.1),
+(5.1) with ``b = 2L + 1`` (Lemma 3.2); the exact sensitivities give ``scale="tight"``
+(the default): ``b = L/2`` under replace and ``b = 1 + L/2`` under add/remove, which spend
+exactly the declared budget (attained for ``K = 2^L``), where ``b = 2L + 1`` (``scale="paper"``) spends
+``epsilon L / (2(2L + 1)) < epsilon/4`` under replace.
+
+* ``replace`` (the paper's relation: one record changed, ``n`` public).  The paper
+  works with alpha-metric privacy in TV and sets ``alpha = epsilon n`` (Lemma 4.1:
+  neighbouring empirical measures are ``1/n`` apart in TV).  Its noise ``(2/alpha) Z``
+  on the measure is ``(2/epsilon) Z`` on the counts, whose :math:`\ell_1` change is 2.
+  A change ``e_a - e_c`` has no level-0 coefficient and ``||lambda(e_a - e_c)||_1 <= L``
+  (equality when ``a`` and ``c`` lie in different halves of the path), so the loss is
+  ``epsilon L / (2b)``: ``epsilon`` for the tight ``b = L/2``.  The bound holds for every
+  pair of measures (zero-sum differences), so the alpha-metric privacy in TV of Prop. 5.1
+  holds too.
+* ``add_remove`` (extension, not in the paper: ``n`` is then private).  The resolution, the
+  normaliser and the default output size read the public count ``n~`` that
+  :func:`privsyn_core.synthesize` passes as ``size``: the caller's ``public_n`` or a noisy count
+  ``n + Lap_Z(1/epsilon_0)`` released as its own ledger stage (:mod:`privsyn_core.engine.pipeline`); the
+  walk gets the rest, ``epsilon``, and noise ``(1/epsilon) Z`` on the counts (a count vector
+  changes by one unit vector; ``||lambda(e_k)||_1 = 1 + L/2`` for every ``k``), so the walk's
+  loss is ``epsilon (1 + L/2) / b``: ``epsilon`` for the tight ``b = 1 + L/2``.
+
+With ``epsilon n < 2`` there is a single cell (``K = 1``): the output is its centre, which
+is data-independent; the walk's one coefficient is still drawn so seeded streams stay
+aligned (under replace the tight scale of that coefficient is 0: the count ``n`` is public).
+The cells, ``K`` and the path are public (they depend on ``n`` only under ``replace``, where
+``n`` is public), and empty cells stay on the walk.  Everything after the noise is
+post-processing.  The walk noise is continuous float64 Laplace: see
+:func:`privsyn_core.mechanisms.random_walks.walks.superregular_walk` for the floating-point exposure.
+
+Accuracy (Thm 5.4 with ``alpha = epsilon n``): ``E W1 <= 1/(2K) + 2 beta`` with
+``beta = (2/alpha) b sqrt(2(L+1))`` (spec 6, explicit), i.e. ``O(log^{3/2}(alpha)/alpha)``;
+the tight scale divides the noise term by ``(2L + 1)/(L/2)``, about 4.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from privsyn_core.data.grid import cell_coords
+from privsyn_core.engine.staged import EXACT_N, RowPlan
+from privsyn_core.errors import ParameterError
+from privsyn_core.evaluation.audit import AuditCase, walk_features
+from privsyn_core.mechanisms.random_walks import walks
+from privsyn_core.privacy.accounting import Ledger
+from privsyn_core.registry import ParamSpec, register
+from privsyn_core.result import MechanismOutput
+
+#: Auto resolution cap on the interval (spec 15, ``K_max``): accuracy is then limited by ``1/(2 K_max)``.
+MAX_AUTO_BINS_1D = 2**18
+SCALE_PARAM = ParamSpec("tight", str, choices=("tight", "paper"),
+                        help="Laplace scale of the walk: tight b = L/2 (replace) or 1 + L/2 (add/remove), the exact l1 "
+                             "sensitivity of the walk's coefficients, spends exactly epsilon; paper b = 2L+1 (Thm 3.1, "
+                             "Lemma 3.2) spends less than epsilon/4 under replace with about 4x more noise")
+ROUNDING_PARAM = ParamSpec("path", str, choices=("path", "paper"),
+                           help="weights to m rows: path = round the CDF along the folding path (W1 <= path "
+                                "length/(2m); post-processing, not in the paper); paper = floor, remainder on the "
+                                "first atom (Cor 7.3; W1 <= r diam/m, poor unless m >> number of atoms)")
+SAMPLE_PARAM = ParamSpec("uniform", str, choices=("uniform", "center"),
+                         help="rows uniform inside their cell (default; adds at most delta to W1) or at the net "
+                              "points (the paper's output)")
+#: What srw and srw_tsp declare in ``MechanismSpec.floating_point_exposure`` (docs/security.md).
+WALK_FLOAT_EXPOSURE = ("continuous Laplace coefficients of the random walk are sampled in float64 "
+                       "(numpy Generator.laplace) and enter the released weights")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Privacy calibration decided before the cell counts are read.
+
+    Attributes
+    ----------
+    normaliser : float
+        ``n`` (public under replace-one) or the noisy count ``n~`` (add/remove).
+    walk_epsilon : float
+        Budget of the walk stage.
+    count_sensitivity : int
+        :math:`\\ell_1` change of the count vector between neighbours (2 or 1).
+    ledger : list of (stage, epsilon)
+        Every stage, summing exactly to the total epsilon.
+    """
+
+    normaliser: float
+    walk_epsilon: float
+    count_sensitivity: int
+    ledger: Ledger
+
+    @property
+    def alpha(self) -> float:
+        """Metric-privacy parameter of the measure mechanism, ``alpha = epsilon n`` (Lemma 4.1)."""
+        return self.walk_epsilon * self.normaliser
+
+    @property
+    def count_noise_scale(self) -> float:
+        """Multiplier ``s`` of the walk on the counts: ``noisy = counts + s Z``."""
+        return self.count_sensitivity / self.walk_epsilon
+
+
+def calibrate(n: int, epsilon: float, neighbouring: str) -> Calibration:
+    """The noise calibration for ``neighbouring`` (see the module docstring).
+
+    ``n`` is the public record count: the exact one under replace-one, else the count
+    :func:`privsyn_core.synthesize` passes (the caller's ``public_n`` or a noisy count).
+    """
+    if neighbouring == "replace":
+        ledger = [("superregular walk on the path (alpha = epsilon n, noise (2/alpha) Z; Prop 5.1, Lemma 4.1)",
+                   epsilon)]
+        return Calibration(float(n), epsilon, 2, ledger)
+    ledger = [("superregular walk on the cell counts, noise Z/epsilon (add/remove extension)", epsilon)]
+    return Calibration(float(max(1, n)), epsilon, 1, ledger)
+
+
+def privacy_loss_bound(cal: Calibration, depth: int, scale: float, neighbouring: str) -> float:
+    r"""Worst-case privacy loss of the calibration, ``<= epsilon`` (``docs/srw_privacy.md``).
+
+    The walk's loss is ``epsilon_w S / (Delta b)`` with ``S = max ||lambda(c) - lambda(c')||_1``
+    (:func:`privsyn_core.mechanisms.random_walks.walks.coefficient_sensitivity`): ``L`` for a replace-one change
+    ``e_a - e_c`` (no level-0 part), ``1 + L/2`` for ``e_k``.  Exact for ``K = 2^L`` cells,
+    an upper bound otherwise; 0 when no change moves a coefficient (replace, one cell).
+    """
+    worst = walks.coefficient_sensitivity(depth, neighbouring)
+    walk_loss = cal.walk_epsilon * worst / (cal.count_sensitivity * scale) if worst > 0 else 0.0
+    return math.fsum([*(e for _, e in cal.ledger[:-1]), walk_loss])
+
+
+def auto_bins(alpha: float, dim: int) -> int:
+    """Cells per axis (spec 11): ``floor(alpha)`` in 1-D; ``round((alpha / log^{3/2} alpha)^{1/d})`` else."""
+    if dim == 1:
+        return int(min(max(1, math.floor(alpha)), MAX_AUTO_BINS_1D))
+    if alpha < 3:
+        return 1
+    return max(1, round((alpha / math.log(alpha) ** 1.5) ** (1.0 / dim)))
+
+
+@dataclass(frozen=True)
+class Folding:
+    """A public path through the grid cells.
+
+    Attributes
+    ----------
+    coords : int array (K, d)
+        Cell coordinates in path order.
+    bins : int
+        Cells per axis ``M``.
+    metric : str
+    extra : dict
+        Path facts for ``params`` (e.g. the MST weight).
+    """
+
+    coords: np.ndarray
+    bins: int
+    metric: str
+    extra: dict
+
+
+def path_counts(unit: np.ndarray, folding: Folding) -> np.ndarray:
+    """Records per cell, listed in path order (quantisation (5.5)/(7.2); ``x = 1`` joins the last cell)."""
+    shape = (folding.bins,) * unit.shape[1]
+    rank = np.empty(len(folding.coords), dtype=np.int64)
+    rank[np.ravel_multi_index(tuple(folding.coords.T), shape)] = np.arange(len(folding.coords))
+    cells = np.ravel_multi_index(tuple(cell_coords(unit, folding.bins).T), shape)
+    return np.bincount(rank[cells], minlength=len(rank))
+
+
+def release_on_grid(unit: np.ndarray, cal: Calibration, folding: Folding, *, n_synthetic: int | None,
+                    rng: np.random.Generator, neighbouring: str, scale: walks.ScaleMode, rounding: str, sample: str,
+                    timings: dict[str, float]) -> MechanismOutput:
+    """Steps 1-4 of the module docstring on the cells of ``folding`` (shared by srw and srw_tsp)."""
+    start = time.perf_counter()
+    counts = path_counts(unit, folding)
+    timings["quantise"] = time.perf_counter() - start
+    out, plan = release_path_counts(counts, unit.shape[1], cal, folding, n_synthetic=n_synthetic, rng=rng,
+                                    neighbouring=neighbouring, scale=scale, rounding=rounding, sample=sample,
+                                    timings=timings)
+    start = time.perf_counter()
+    out.rows = plan.all_rows()
+    timings["rows"] += time.perf_counter() - start
+    return out
+
+
+def release_path_counts(counts: np.ndarray, dim: int, cal: Calibration, folding: Folding, *,
+                        n_synthetic: int | None, rng: np.random.Generator, neighbouring: str, scale: walks.ScaleMode,
+                        rounding: str, sample: str, timings: dict[str, float]) -> tuple[MechanismOutput, RowPlan]:
+    """Steps 2-4 from the cell counts in path order: the output without rows and its row plan.
+
+    ``scale`` picks the walk's Laplace scale for ``neighbouring`` (:func:`privsyn_core.mechanisms.random_walks.walks.laplace_scale`).
+    """
+    bins, metric = folding.bins, folding.metric
+    points = walks.grid_centres(folding.coords, bins)
+    positions = walks.path_positions(points, metric)
+
+    start = time.perf_counter()
+    walk_rng, rows_rng = rng.spawn(2)
+    steps, coefficients, b = walks.superregular_walk(len(counts), walk_rng, scale, neighbouring=neighbouring)
+    noisy_counts = counts + cal.count_noise_scale * steps
+    signed = noisy_counts / cal.normaliser
+    timings["walk"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    projected = walks.project_to_probability(signed, positions)
+    timings["project"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    m = n_synthetic if n_synthetic is not None else round(cal.normaliser)
+    row_counts = walks.round_weights(projected, m) if rounding == "paper" else walks.round_along_path(projected, m)
+    plan = _row_plan(points, row_counts, bins, sample, rows_rng)
+    timings["rows"] = time.perf_counter() - start
+
+    depth = walks.walk_depth(len(counts))
+    support = projected > 0
+    diam = walks.cube_diameter(dim, metric)
+    diagnostics = {
+        "path": points, "positions": positions,
+        "walk": cal.count_noise_scale * steps / cal.normaliser, "walk_units": "mass",
+        "signed": signed, "projected": projected,
+        "cells": {"lo": folding.coords / bins, "hi": (folding.coords + 1) / bins, "true_count": counts,
+                  "noisy_count": noisy_counts, "count": row_counts},
+        "noise": {"coefficients": coefficients, "laplace_scale": b, "count_noise_scale": cal.count_noise_scale},
+    }
+    params = {
+        "bins": bins, "cells": len(counts), "depth": depth, "walk_length": len(coefficients), "laplace_scale": b,
+        "alpha": cal.alpha, "delta": walks.covering_radius(bins, dim, metric), "path_length": float(positions[-1]),
+        "rounding_w1_bound": _rounding_bound(rounding, projected, m, diam, float(positions[-1])),
+        "privacy_loss_bound": privacy_loss_bound(cal, depth, b, neighbouring),
+        "m": m, **folding.extra,
+    }
+    out = MechanismOutput(unit=points[support], weights=projected[support], ledger=list(cal.ledger),
+                          diagnostics=diagnostics, params=params, timings=timings)
+    return out, plan
+
+
+def _rounding_bound(rounding: str, weights: np.ndarray, m: int, diam: float, path_length: float) -> float:
+    """W1 added by rounding the weights to ``m`` rows: ``kappa diam`` (Cor 7.3) or ``path length / (2m)``."""
+    if rounding == "paper":
+        return (m - float(np.floor(m * weights).sum())) / m * diam
+    return path_length / (2 * m)
+
+
+def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
+              rng: np.random.Generator) -> RowPlan:
+    """Each net point repeated ``counts`` times (optionally jittered in its cell), shuffled."""
+    used = counts > 0
+    return RowPlan("jitter" if sample == "uniform" else "point", counts[used], points[used], rng, bins=bins)
+
+
+@register(
+    "srw",
+    title="Superregular random walk on the interval",
+    paper="000, Sec 3-5 (Thm 3.1, Prop 5.1-5.2, Thm 5.4)",
+    data_kind="continuous",
+    neighbouring=("replace", "add_remove"),
+    is_private=True,
+    floating_point_exposure=WALK_FLOAT_EXPOSURE,
+    params={
+        "bins": ParamSpec(None, int, (1, 2**22), help="cells K on [0,1]; auto: floor(epsilon n) (Thm 5.4), "
+                                                     f"at most {MAX_AUTO_BINS_1D}"),
+        "scale": SCALE_PARAM,
+        "rounding": ROUNDING_PARAM,
+        "sample": SAMPLE_PARAM,
+    },
+    guarantee="epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, Prop 5.1); "
+              "add/remove with a public or noisy record count (extension). Default walk scale b = L/2 (replace) "
+              "or 1 + L/2 (add/remove): the exact l1 sensitivity of the walk's coefficients, loss epsilon "
+              "(attained for 2^L cells; docs/srw_privacy.md); scale='paper' (b = 2L+1, Thm 3.1) spends under "
+              "epsilon/4 under replace",
+    max_dim=1,
+    reference='Boedihardjo, Strohmer, Vershynin, "Private measures, random walks, and synthetic data", '
+              'Probab. Theory Relat. Fields 2024',
+    rate=lambda epsilon, n, d: (math.log(max(epsilon * n, 2.0)) ** 1.5 / max(epsilon * n, 2.0)) ** (1 / d),
+    audit=AuditCase(params={"bins": 2, "scale": "tight"}, features=walk_features),
+    released=("bins", "cells", "depth", "walk_length", "laplace_scale", "alpha", "delta", "path_length"),
+    uses_n=lambda params: True,
+    description="One column: cell counts plus a hierarchical (superregular) random walk, then the closest "
+                "probability measure in W1. Error about log^1.5(epsilon n)/(epsilon n).",
+)
+def srw(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None, rng: np.random.Generator,
+        bins: int | None, scale: walks.ScaleMode, rounding: str, sample: str,
+        size: int | str | None = EXACT_N) -> MechanismOutput:
+    """The walk on the interval; ``size`` is the public record count (:meth:`privsyn_core.engine.staged.Stages.run`)."""
+    n, dim = unit.shape
+    if dim != 1:
+        raise ParameterError(f"srw works on one column, this data has {dim}; use mechanism 'srw_tsp' for d >= 2")
+    public_n = n if size == EXACT_N else size
+    if not isinstance(public_n, (int, np.integer)):
+        raise ParameterError(f"srw reads the record count: size must be a public count, got {size!r}")
+    cal = calibrate(int(public_n), epsilon, neighbouring)
+    k = bins if bins is not None else auto_bins(cal.alpha, 1)
+    folding = Folding(np.arange(k)[:, None], k, "chebyshev", {})
+    return release_on_grid(unit, cal, folding, n_synthetic=n_synthetic, rng=rng, neighbouring=neighbouring,
+                           scale=scale, rounding=rounding, sample=sample, timings={})

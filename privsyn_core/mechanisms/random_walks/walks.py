@@ -1,0 +1,492 @@
+r"""Building blocks of the superregular random walk mechanisms (``srw``, ``srw_tsp``).
+
+Everything follows M. Boedihardjo, T. Strohmer, R. Vershynin, "Private measures, random
+walks, and synthetic data", Probab. Theory Relat. Fields (2024), seed 000, with the
+implementation spec ``random-walk-tsp.md`` (cited as "spec"):
+
+* the superregular random walk of Theorem 3.1 (Faber-Schauder hats with i.i.d. Laplace
+  weights, Sect. 3.2-3.4) and its Haar analysis (the walk's density, Sect. 3.4);
+* the signed-measure W1 on a line (2.7) and the projection onto probability measures of
+  Proposition 5.2, solved exactly as weighted L1 isotonic regression;
+* folding a finite metric space onto a line (Proposition 6.5): the boustrophedon (snake)
+  path through grid cells, and an MST depth-first preorder (Lemma 6.1) with optional
+  2-opt for any finite metric space;
+* public grid nets of the cube (Sect. 9), the weight rounding of Corollary 7.3 and a
+  CDF rounding along the path (post-processing, not in the paper).
+
+All functions are pure: they never see a privacy budget.  The mechanisms calibrate the
+noise (see :mod:`privsyn_core.mechanisms.random_walks.srw`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from typing import Literal
+
+import numpy as np
+from scipy.sparse import coo_matrix, csr_matrix
+from scipy.sparse.csgraph import connected_components, depth_first_order, minimum_spanning_tree, shortest_path
+from scipy.spatial import cKDTree
+from scipy.spatial.distance import cdist
+
+from privsyn_core.privacy import noise
+
+ScaleMode = Literal["paper", "tight"]
+METRICS = ("chebyshev", "euclidean", "cityblock")
+
+# --------------------------------------------------------------------------------------
+# Superregular random walk (Theorem 3.1)
+# --------------------------------------------------------------------------------------
+
+
+def walk_depth(n_steps: int) -> int:
+    """``L = ceil(log2 K)`` (``0`` for ``K = 1``): the walk is built on ``N = 2^L >= K`` steps."""
+    if n_steps < 1:
+        raise ValueError("a walk needs at least one step")
+    return int(n_steps - 1).bit_length()
+
+
+def coefficient_sensitivity(depth: int, neighbouring: str) -> float:
+    r"""``max ||lambda(c) - lambda(c')||_1`` over neighbouring count vectors on ``N = 2^L`` cells.
+
+    ``lambda`` is the Haar analysis map (:func:`haar_coefficients`; Boedihardjo, Strohmer,
+    Vershynin, Sect. 3.4), under which the walk's coefficients are i.i.d. Laplace, so this is
+    the :math:`\ell_1` sensitivity of the coefficient vector (``docs/srw_privacy.md``):
+
+    * ``"add_remove"``: ``c' - c = +-e_k``; ``lambda(e_k)`` has level-0 coefficient 1 and
+      exactly one coefficient ``+-1/2`` per level ``l = 1..L``, so ``1 + L/2`` for every ``k``;
+    * ``"replace"``: ``c' - c = e_a - e_c``; the level-0 coefficient cancels, levels coarser
+      than the first one separating ``a`` and ``c`` cancel, that level gives 1 and each finer
+      level ``1/2 + 1/2``, so ``L - l* + 1``, at most ``L`` (``a``, ``c`` in different halves).
+    """
+    if neighbouring == "replace":
+        return float(depth)
+    if neighbouring == "add_remove":
+        return 1.0 + depth / 2.0
+    raise ValueError(f"neighbouring must be 'replace' or 'add_remove', got {neighbouring!r}")
+
+
+def laplace_scale(depth: int, mode: ScaleMode = "paper", neighbouring: str = "add_remove") -> float:
+    r"""Common Laplace scale ``b`` of the walk's ``2^L`` coefficients.
+
+    The mechanisms add ``(Delta/epsilon) Z`` to the cell counts, ``Delta = ||c - c'||_1`` (2
+    under replace, 1 under add/remove), so the coefficients of the released vector are
+    ``lambda(c) + (Delta/epsilon) Lap(b)``: a Laplace mechanism on ``lambda(c)`` whose
+    privacy loss is exactly ``epsilon S / (Delta b)`` with ``S`` the
+    :func:`coefficient_sensitivity` (``docs/srw_privacy.md``).
+
+    ``"paper"``: ``b = 2L + 1`` (Boedihardjo, Strohmer, Vershynin, Theorem 3.1 and Lemma 3.2:
+    every column of the Haar analysis map has :math:`\ell_1` norm at most ``2L+1``); it spends
+    ``epsilon L / (2(2L+1)) < epsilon/4`` under replace and
+    ``epsilon (L+2) / (2(2L+1))`` under add/remove.  ``"tight"``: ``b = S / Delta``, the
+    smallest scale with loss ``<= epsilon``, attained: ``L/2`` under replace (the
+    :math:`\ell_1 \to \ell_1` norm of ``lambda`` on zero-sum vectors) and ``1 + L/2`` under
+    add/remove (its norm on all vectors).  ``neighbouring`` only matters for ``"tight"``;
+    its default ``"add_remove"`` is valid for either relation.  Under replace with ``L = 0``
+    (one cell, whose count ``n`` is public) the tight scale is 0: no noise is needed.
+    """
+    if mode == "paper":
+        return 2.0 * depth + 1.0
+    if mode == "tight":
+        return coefficient_sensitivity(depth, neighbouring) / (2.0 if neighbouring == "replace" else 1.0)
+    raise ValueError(f"scale mode must be 'paper' or 'tight', got {mode!r}")
+
+
+def hat_partial_sums(coefficients: np.ndarray) -> np.ndarray:
+    r"""Partial sums ``S_k = W_N(k/N)``, ``k = 1..N``, of the walk (3.5)-(3.6).
+
+    ``W_N(t) = sum_j Lambda_j phi_j(t)`` with the Faber-Schauder hats of Sect. 3.1:
+    ``phi_1(t) = t`` and, at level ``l >= 1``, position ``i``, the hat of height 1 on
+    ``((i-1)/2^{l-1}, i/2^{l-1})``.  Coefficients are in paper order (index 0 is level 0,
+    ``[2^{l-1}, 2^l)`` is level ``l`` left to right).  ``O(N log N)``, vectorised over
+    leading axes (spec 3.2 step 4).
+
+    Parameters
+    ----------
+    coefficients : array (..., N), N a power of two
+    """
+    coefficients = np.asarray(coefficients, dtype=float)
+    n = coefficients.shape[-1]
+    depth = walk_depth(n)
+    if n != 1 << depth:
+        raise ValueError(f"the walk length must be a power of two, got {n}")
+    k = np.arange(1, n + 1)
+    sums = coefficients[..., :1] * (k / n)
+    for level in range(1, depth + 1):
+        block = n >> (level - 1)
+        half = block // 2
+        pos = (k - 1) % block + 1
+        hat = np.where(pos <= half, pos, block - pos) / half
+        level_coeffs = coefficients[..., (1 << (level - 1)):(1 << level)]
+        sums = sums + np.repeat(level_coeffs, block, axis=-1) * hat
+    return sums
+
+
+def walk_steps(coefficients: np.ndarray, n_steps: int) -> np.ndarray:
+    """The first ``K = n_steps`` increments ``Z_k = S_k - S_{k-1}`` of the walk.
+
+    Dropping the last ``N - K < N/2`` increments keeps ``S_1..S_K`` and the regularity
+    of the (marginal) density (Sect. 3.2: "by dropping at most n/2 terms ...").
+    """
+    sums = hat_partial_sums(coefficients)
+    return np.diff(sums, axis=-1, prepend=0.0)[..., :n_steps]
+
+
+def superregular_walk(n_steps: int, rng: np.random.Generator, mode: ScaleMode = "paper",
+                      size: int | None = None,
+                      neighbouring: str = "add_remove") -> tuple[np.ndarray, np.ndarray, float]:
+    r"""Draw the superregular random walk of Theorem 3.1 (spec A1).
+
+    ``N = 2^L`` i.i.d. ``Lap(b)`` coefficients are drawn in one call, in paper index
+    order, and pushed through the hats; the first ``K`` increments are returned.
+    ``E (Z_1+..+Z_k)^2 = 2 b^2 sum_j phi_j(k/N)^2 <= 2 b^2 (L+1)`` (3.2).
+
+    Floating point: the coefficients are continuous Laplace draws in float64
+    (``numpy.random.Generator.laplace``).  Textbook floating-point Laplace sampling is
+    not side-channel safe (Mironov 2012): the low-order bits of a noisy value can
+    reveal the input.  This is a research implementation of the paper's continuous
+    mechanism; do not use it where such attacks matter.
+
+    Parameters
+    ----------
+    n_steps : int
+        ``K >= 1`` increments wanted.
+    rng : numpy.random.Generator
+    mode : {"paper", "tight"}
+        Laplace scale rule, see :func:`laplace_scale`.
+    size : int, optional
+        Number of independent walks (leading axis); ``None`` for one walk.
+    neighbouring : {"add_remove", "replace"}
+        Relation the ``"tight"`` scale is calibrated for (see :func:`laplace_scale`).
+
+    Returns
+    -------
+    steps : array (K,) or (size, K)
+        The increments ``Z_1..Z_K``.
+    coefficients : array (N,) or (size, N)
+        The Laplace weights ``Lambda`` (paper order).
+    scale : float
+        ``b``.
+    """
+    depth = walk_depth(n_steps)
+    scale = laplace_scale(depth, mode, neighbouring)
+    shape = (1 << depth,) if size is None else (size, 1 << depth)
+    coefficients = noise.laplace(scale, shape, rng)
+    return walk_steps(coefficients, n_steps), coefficients, scale
+
+
+def haar_coefficients(x: np.ndarray) -> np.ndarray:
+    r"""Haar analysis ``lambda(x)_j = <psi_j, x> / ||psi_j||^2`` (Sect. 3.4).
+
+    Closed form (spec 3.1): ``lambda_1 = sum_k x_k``; a level-``l`` coefficient is half
+    the difference of the sums of ``x`` over the left and right halves of its block.
+    It inverts :func:`walk_steps` for ``K = N``: ``haar_coefficients(walk_steps(c, N)) == c``.
+
+    Parameters
+    ----------
+    x : array (..., N), N a power of two
+    """
+    x = np.asarray(x, dtype=float)
+    n = x.shape[-1]
+    depth = walk_depth(n)
+    if n != 1 << depth:
+        raise ValueError(f"Haar analysis needs a power-of-two length, got {n}")
+    parts = [x.sum(axis=-1, keepdims=True)]
+    for level in range(1, depth + 1):
+        halves = x.reshape(*x.shape[:-1], 1 << (level - 1), 2, n >> level).sum(axis=-1)
+        parts.append((halves[..., 0] - halves[..., 1]) / 2.0)
+    return np.concatenate(parts, axis=-1)
+
+
+def walk_potential(z: np.ndarray, scale: float) -> np.ndarray:
+    r"""Potential ``V(z) = ||lambda(z)||_1 / b`` of the walk's density ``exp(-V)/beta`` (3.1).
+
+    For ``K = N`` the increments are a linear bijection of the coefficients, so the
+    density of ``Z`` is ``exp(-V(z))`` up to a constant (spec 3.3).  Differences of
+    ``V`` give exact privacy-loss values (log density ratios).
+    """
+    return np.abs(haar_coefficients(z)).sum(axis=-1) / scale
+
+
+def hat_square_sums(n: int) -> np.ndarray:
+    r"""``sum_j phi_j(k/N)^2`` for ``k = 1..N``, so ``E S_k^2 = 2 b^2`` times this (3.2).
+
+    Each level contributes at most one non-zero hat, bounded by 1, hence ``<= L + 1``.
+    """
+    k = np.arange(1, n + 1)
+    total = (k / n) ** 2
+    for level in range(1, walk_depth(n) + 1):
+        block = n >> (level - 1)
+        half = block // 2
+        pos = (k - 1) % block + 1
+        total = total + (np.where(pos <= half, pos, block - pos) / half) ** 2
+    return total
+
+
+# --------------------------------------------------------------------------------------
+# Measures on a line: signed W1 (2.7) and the projection of Proposition 5.2
+# --------------------------------------------------------------------------------------
+
+
+def signed_w1_line(a: np.ndarray, b: np.ndarray, positions: np.ndarray, right_end: float | None = None) -> float:
+    r"""``W1(a, b) = int |F_a - F_b|`` for signed measures on sorted positions (2.7).
+
+    ``= sum_k (x_{k+1} - x_k) |sum_{j<=k} (a_j - b_j)|`` with ``x_{K+1} = right_end``
+    (spec 4, the identity of 5.1.3).  ``right_end=None`` stops at the last position,
+    which drops the constant ``(R - x_K)|mass(a) - mass(b)|``.
+    """
+    positions = np.asarray(positions, dtype=float)
+    end = positions[-1] if right_end is None else float(right_end)
+    gaps = np.diff(np.append(positions, end))
+    return float(np.dot(gaps, np.abs(np.cumsum(np.asarray(a, float) - np.asarray(b, float)))))
+
+
+def isotonic_l1(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    r"""Weighted L1 isotonic regression: ``argmin sum_k w_k |G_k - F_k|`` over ``G_1 <= ... <= G_n``.
+
+    Pool-adjacent-violators in its heap ("slope trick") form: after point ``k`` a
+    max-heap holds the weighted breakpoints of ``g_k(x) = min_{y <= x} cost_k(y)``; a
+    new point pushes its value with weight ``2 w_k`` and the top breakpoints carrying
+    weight ``w_k`` are popped (this is where violating pools merge and their weighted
+    median moves).  The heap top is then a minimiser ``t_k`` of the prefix problem ending
+    at ``k``, and ``G_k = min(G_{k+1}, t_k)`` recovers an optimal fit.  ``O(n log n)``;
+    the loop over points is inherently sequential.  Zero weights leave ``G_k`` free
+    (it copies its right neighbour).  Checked against HiGHS in the tests.
+    """
+    values = np.asarray(values, dtype=float)
+    weights = np.asarray(weights, dtype=float)
+    tops = np.full(len(values), np.inf)
+    heap: list[tuple[float, float]] = []
+    for k, (value, weight) in enumerate(zip(values.tolist(), weights.tolist(), strict=True)):
+        if weight > 0:
+            heapq.heappush(heap, (-value, 2.0 * weight))
+            _pop_weight(heap, weight)
+        if heap:
+            tops[k] = -heap[0][0]
+    return np.minimum.accumulate(tops[::-1])[::-1]
+
+
+def _pop_weight(heap: list[tuple[float, float]], amount: float) -> None:
+    """Remove ``amount`` of weight from the largest breakpoints of a max-heap."""
+    while amount > 0 and heap:
+        key, weight = heap[0]
+        if weight <= amount:
+            heapq.heappop(heap)
+            amount -= weight
+        else:
+            heap[0] = (key, weight - amount)  # same key: the heap order is unchanged
+            amount = 0.0
+
+
+def project_to_probability(signed: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    r"""The probability measure closest in W1 to a signed measure on a line (Prop. 5.2).
+
+    With ``F_k = sum_{j<=k} nu_j`` and gaps ``g_k = x_{k+1} - x_k`` the problem is
+    ``min sum_{k<K} g_k |G_k - F_k|`` over ``0 <= G_1 <= ... <= G_{K-1} <= 1`` (spec 5,
+    derived), i.e. box-constrained weighted L1 isotonic regression: the unconstrained
+    fit of :func:`isotonic_l1` clipped to ``[0, 1]``.  Then ``nu_hat = diff(0, G, 1)``.
+    Minimality gives ``W1(nu_hat, nu) <= W1(mu, nu)`` for every probability ``mu`` and so
+    ``W1(nu_hat, mu) <= 2 W1(nu, mu)``.  This is *not* clip-and-renormalise, which loses
+    the factor-2 guarantee (spec 5, 17.4).
+
+    Parameters
+    ----------
+    signed : array (K,)
+        Signed masses ``nu_k`` in path order (any total mass).
+    positions : array (K,)
+        Non-decreasing positions ``x_k`` on the line (zero gaps allowed).
+
+    Returns
+    -------
+    array (K,)
+        Non-negative weights summing to 1.
+    """
+    signed = np.asarray(signed, dtype=float)
+    cdf = np.cumsum(signed)[:-1]
+    fit = np.clip(isotonic_l1(cdf, np.diff(np.asarray(positions, dtype=float))), 0.0, 1.0)
+    weights = np.diff(np.concatenate(([0.0], fit, [1.0])))
+    weights = np.clip(weights, 0.0, None)
+    return weights / weights.sum()
+
+
+# --------------------------------------------------------------------------------------
+# Folding (Section 6) and nets (Sections 7, 9)
+# --------------------------------------------------------------------------------------
+
+
+def snake_order(bins: int, dim: int) -> np.ndarray:
+    """Boustrophedon path through the ``bins^dim`` grid cells: integer coordinates ``(K, dim)``.
+
+    The snake of ``{0..M-1}^d`` visits ``i = 0..M-1`` in the first coordinate and appends
+    the ``(d-1)``-snake, reversed when ``i`` is odd (spec 7, item 1).  Consecutive cells
+    differ by one in exactly one coordinate, so the path has length ``(K-1)/M`` in any
+    l_p metric.  ``O(K d)``; ``d = 1`` is sorted order.
+    """
+    path = np.arange(bins)[:, None]
+    first = np.arange(bins)
+    for _ in range(dim - 1):
+        rows = np.arange(len(path))
+        index = np.where((first % 2 == 1)[:, None], len(path) - 1 - rows, rows)
+        path = np.column_stack([np.repeat(first, len(path)), path[index.ravel()]])
+    return path
+
+
+def grid_centres(coords: np.ndarray, bins: int) -> np.ndarray:
+    """Cell centres ``(i + 1/2) / M`` of integer cell coordinates: the public grid net."""
+    return (np.asarray(coords, dtype=float) + 0.5) / bins
+
+
+def covering_radius(bins: int, dim: int, metric: str) -> float:
+    """``delta`` of the centred grid net of ``[0,1]^d``: ``1/(2M)`` in l_inf, ``sqrt(d)/(2M)``, ``d/(2M)``."""
+    return {"chebyshev": 1.0, "euclidean": math.sqrt(dim), "cityblock": float(dim)}[metric] / (2 * bins)
+
+
+def cube_diameter(dim: int, metric: str) -> float:
+    """Diameter of ``[0,1]^d``: 1 (l_inf), ``sqrt(d)`` (l2), ``d`` (l1)."""
+    return {"chebyshev": 1.0, "euclidean": math.sqrt(dim), "cityblock": float(dim)}[metric]
+
+
+def path_positions(points: np.ndarray, metric: str) -> np.ndarray:
+    r"""Folding positions ``x_1 = 0``, ``x_k = sum_{i<k} rho(z_{i+1}, z_i)`` (Prop. 6.5).
+
+    The map ``x_k -> z_k`` is 1-Lipschitz: ``rho(z_j, z_k) <= |x_j - x_k|`` (telescoping).
+    """
+    points = np.asarray(points, dtype=float)
+    steps = _pair_distances(points[:-1], points[1:], metric)
+    return np.concatenate(([0.0], np.cumsum(steps)))
+
+
+def _pair_distances(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:
+    diff = np.abs(a - b)
+    if metric == "chebyshev":
+        return diff.max(axis=1, initial=0.0)
+    if metric == "euclidean":
+        return np.sqrt((diff ** 2).sum(axis=1))
+    if metric == "cityblock":
+        return diff.sum(axis=1)
+    raise ValueError(f"metric must be one of {list(METRICS)}, got {metric!r}")
+
+
+def distance_matrix(points: np.ndarray, metric: str) -> np.ndarray:
+    """Dense pairwise distances (``scipy.spatial.distance.cdist``)."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {list(METRICS)}, got {metric!r}")
+    return cdist(points, points, metric=metric)
+
+
+def mst_order(points: np.ndarray, metric: str) -> tuple[np.ndarray, float]:
+    r"""Hamiltonian path of a finite metric space: MST depth-first preorder (Lemma 6.1).
+
+    The DFS starts at an end of the tree's longest path (the node farthest from node 0),
+    so a 1-D space comes out in sorted order (spec 7, item 6).  Shortcutting the DFS walk
+    gives a path no longer than ``2 MST <= 2 TSP``.
+
+    The tree is the MST of the complete graph, computed on the sparse graph of all pairs
+    within a radius ``r`` (``scipy.spatial.cKDTree``): once that graph is connected it
+    contains every MST edge, because no MST edge is longer than the smallest connecting
+    radius.  ``r`` starts at the largest nearest-neighbour distance and doubles until the
+    graph is connected.  ``scipy.sparse.csgraph`` reads zero weights as missing edges, so
+    zero distances between distinct points become the smallest positive float.
+
+    Returns
+    -------
+    order : array (K,)
+        A permutation of the points.
+    mst_weight : float
+    """
+    points = np.asarray(points, dtype=float)
+    k = len(points)
+    if k == 1:
+        return np.zeros(1, dtype=np.int64), 0.0
+    tree = minimum_spanning_tree(_radius_graph(points, metric))
+    start = int(np.argmax(shortest_path(tree, directed=False, indices=0)))
+    order = depth_first_order(tree, start, directed=False, return_predecessors=False)
+    return order.astype(np.int64), float(tree.sum())
+
+
+def _radius_graph(points: np.ndarray, metric: str) -> csr_matrix:
+    """The smallest doubling-radius neighbour graph of ``points`` that is connected."""
+    kd = cKDTree(points)
+    p = {"chebyshev": np.inf, "euclidean": 2.0, "cityblock": 1.0}[metric]
+    radius = float(kd.query(points, k=2, p=p)[0][:, 1].max())
+    spread = float(np.ptp(points, axis=0).sum())  # >= every l_p distance between the points
+    while True:
+        pairs = kd.query_pairs(radius * (1 + 1e-9), p=p, output_type="ndarray")
+        weights = np.maximum(_pair_distances(points[pairs[:, 0]], points[pairs[:, 1]], metric),
+                             np.finfo(float).tiny)
+        graph = coo_matrix((weights, (pairs[:, 0], pairs[:, 1])), shape=(len(points),) * 2).tocsr()
+        if connected_components(graph, directed=False)[0] == 1:
+            return graph
+        radius = 2 * radius if radius > 0 else spread
+
+
+def two_opt(order: np.ndarray, distances: np.ndarray, max_passes: int = 20) -> np.ndarray:
+    """Improve an open path by 2-opt segment reversals (spec 7, item 3).
+
+    A dummy node at zero distance from every point closes the path into a tour, so
+    reversals touching either end are allowed.  Each pass tries, for every cut ``i``,
+    the best second cut ``j`` (vectorised over ``j``); ``O(K^2)`` per pass.
+    """
+    k = len(order)
+    if k < 4:
+        return np.asarray(order)
+    padded = np.zeros((k + 1, k + 1))
+    padded[:k, :k] = distances
+    tour = np.concatenate(([k], order, [k]))
+    tol = 1e-12 * max(float(distances.max()), 1.0)
+    for _ in range(max_passes):
+        improved = False
+        for i in range(k - 1):
+            js = np.arange(i + 2, k + 1)
+            a, b = tour[i], tour[i + 1]
+            c, e = tour[js], tour[js + 1]
+            gain = padded[a, b] + padded[c, e] - padded[a, c] - padded[b, e]
+            best = int(np.argmax(gain))
+            if gain[best] > tol:
+                j = int(js[best])
+                tour[i + 1:j + 1] = tour[i + 1:j + 1][::-1].copy()
+                improved = True
+        if not improved:
+            break
+    return tour[1:-1]
+
+
+def path_length(points: np.ndarray, metric: str) -> float:
+    """Length of the open path through ``points`` in the given order."""
+    return float(path_positions(points, metric)[-1])
+
+
+# --------------------------------------------------------------------------------------
+# Synthetic rows (Corollary 7.3)
+# --------------------------------------------------------------------------------------
+
+
+def round_along_path(weights: np.ndarray, m: int) -> np.ndarray:
+    r"""Integer counts ``m_i`` with ``sum m_i = m`` by rounding the CDF along the path.
+
+    ``C_k = floor(m G_k + 1/2)`` with ``G_k = sum_{j<=k} w_j`` (``G_K = 1``) and
+    ``m_k = C_k - C_{k-1} >= 0``.  Every CDF value moves by at most ``1/(2m)``, so on the
+    folded line ``W1 <= x_K / (2m)`` (path length over ``2m``), and through the
+    1-Lipschitz folding map the same bound holds in the metric space.  Not in the paper
+    (post-processing); far smaller than Cor. 7.3's ``r diam / m`` when ``m`` is about ``n``.
+    """
+    cdf = np.minimum(np.cumsum(np.asarray(weights, dtype=float)), 1.0)
+    cdf[-1] = 1.0
+    totals = np.floor(m * cdf + 0.5).astype(np.int64)
+    return np.diff(totals, prepend=0)
+
+
+def round_weights(weights: np.ndarray, m: int) -> np.ndarray:
+    r"""Integer counts ``m_i`` with ``sum m_i = m`` by the rounding of Corollary 7.3.
+
+    ``m_i = floor(m w_i)`` and the whole remainder ``m kappa = m - sum floor(m w_i)`` goes
+    to the first atom of the support, so ``W1(nu, nu') <= kappa diam <= r diam / m``
+    (7.6) for ``r`` atoms.
+    """
+    weights = np.asarray(weights, dtype=float)
+    counts = np.floor(m * weights).astype(np.int64)
+    support = np.flatnonzero(weights > 0)
+    first = int(support[0]) if len(support) else 0
+    counts[first] += m - int(counts.sum())
+    return counts

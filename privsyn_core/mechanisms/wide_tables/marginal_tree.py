@@ -1,0 +1,454 @@
+r"""Marginal tree: a private spanning tree of columns, each edge a W1-accurate PMM measure on its square.
+
+For tables with many columns, where the full-dimensional mechanisms' error ``(eps n)^{-1/d}``
+is close to the diameter, the data is modelled by a tree of 2-D marginals (docs/marginal_tree.md):
+
+0. Every ``n``-dependent choice (depths, number of rows) reads the public record count of
+   :func:`privsyn_core.engine.pipeline.public_size`: ``n`` under replace-one, under add/remove the caller's
+   ``public_n`` or a noisy count ``n~ = n + Lap_Z(1/eps_n)`` released as its own ledger stage.
+1. Pair counts: every pair of columns ``(a, b)`` is counted on the leaves of its pair tree
+   (:class:`~privsyn_core.mechanisms.wide_tables.tree_pieces.PairTree`), one pass over the data.
+2. Tree selection (``d >= 3``), as MST [MMS21]: noisy 1-way marginals on a coarse public
+   discretisation (``coarse_bits`` cuts per axis; discrete Laplace), then ``d - 1`` rounds of the
+   exponential mechanism over the pairs joining two components (Kruskal), with the integer score
+   ``q_ab = sum |n_ab - round(n~ p_a p_b)|`` (the L1 distance of the coarse 2-way counts from the
+   product of the released 1-way marginals), sensitivity 1 (add/remove) or 2 (replace).  The
+   exponential mechanism is sampled exactly in distribution with the Gumbel-max trick.
+3. Edge releases: PMM ([HVZ23] Alg. 3-4) on every chosen edge's pair tree, a share of epsilon each
+   (basic composition over the ``d - 1`` edges).
+4. Consistency: each column's 1-D marginal is the average of the marginals of the edges touching
+   it (spread to the column's finest bins); every edge's histogram is raked (iterative proportional
+   fitting) to the marginals of its two columns.
+5. Rows: the root column (column 0) and its first child jointly from their raked edge histogram, then
+   each further column given its parent, along the tree from the root outward: the parent's bin picks a row of
+   the raked edge histogram, the child's bin is drawn from that row, then a fine bin inside it from the child's
+   consolidated marginal, then a uniform point of the fine bin.  A categorical value is a uniform point of its
+   category's own sub-interval, so it decodes to that category.
+
+Steps 4-5 read only released quantities (post-processing).  Privacy: ``eps_marginals + eps_selection +
+sum_e eps_e`` is what the mechanism receives (the pipeline adds ``eps_n`` in front when it draws a noisy
+count), the ledger built by :func:`privsyn_core.privacy.accounting.split_epsilon`.
+
+Categorical columns need the codec of this mechanism (:class:`TreeCodec`), which passes the public
+category counts with the encoded array; without it (a plain array) every column is numeric.
+
+References
+----------
+.. [MMS21] R. McKenna, G. Miklau, D. Sheldon, "Winning the NIST Contest: A scalable and general
+   approach to differentially private synthetic data", Journal of Privacy and Confidentiality 11(3), 2021
+   (MST: Section 4, Algorithm 1).
+.. [HVZ23] Y. He, R. Vershynin, Y. Zhu, "Algorithmically Effective Differentially Private Synthetic
+   Data", COLT 2023 (seed 004): Algorithms 3-4, Theorems 4.1-4.3.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privsyn_core.data.codec import Codec
+from privsyn_core.data.domain import Schema
+from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
+from privsyn_core.errors import DataError, ParameterError
+from privsyn_core.evaluation.audit import AuditCase
+from privsyn_core.mechanisms.wide_tables.tree_pieces import (
+    ColumnModel,
+    PairRelease,
+    PairTree,
+    block_cdf,
+    category_bits,
+    coarsen,
+    cut_schedule,
+    rake,
+    release_pair,
+    sample_blocks,
+    smoothed_conditional,
+    spread,
+    valid_bins,
+)
+from privsyn_core.privacy.accounting import split_epsilon
+from privsyn_core.privacy.noise import discrete_laplace
+from privsyn_core.registry import ParamSpec, register_staged
+from privsyn_core.result import MechanismOutput
+
+#: Leaves of all pair trees counted in one pass: at most 2^24 int64 (128 MiB), depths shrink to fit.
+PAIR_CELL_BUDGET = 2 ** 24
+#: What the floating-point exposure of the tree selection is (MechanismSpec.floating_point_exposure).
+SELECTION_EXPOSURE = ("the tree selection perturbs integer scores with floating-point Gumbel noise (numpy "
+                      "Generator.gumbel) and releases only the index of the maximum, not a noisy value")
+
+
+class TreeUnit(np.ndarray):
+    """The encoded table, carrying the public category counts of its columns (``levels``: 0 = numeric)."""
+
+    levels: tuple[int, ...] = ()
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.levels = getattr(obj, "levels", ())
+
+
+class TreeCodec(Codec):
+    """The schema's unit-cube encoding, with each column's public category count attached (:class:`TreeUnit`)."""
+
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+        self.levels = tuple(len(c.categories or ()) if c.kind == "categorical" else 0 for c in schema.columns)
+        #: What both paths add to the stages' parameters (public facts of the schema).
+        self.stage_params = {"levels": self.levels}
+
+    def encode(self, frame: pd.DataFrame) -> tuple[np.ndarray, dict[str, int]]:
+        unit, clipped = self.schema.encode(frame)
+        out = unit.view(TreeUnit)
+        out.levels = self.levels
+        return out, clipped
+
+    def decode(self, unit: np.ndarray) -> pd.DataFrame:
+        return self.schema.decode(np.asarray(unit))
+
+
+@dataclass(frozen=True)
+class TreeLayout:
+    """Everything decided before counting: the budget split, the noisy n, the pair trees."""
+
+    levels: tuple[int, ...]
+    n_hat: int
+    shares: list[tuple[str, float]]
+    pairs: tuple[PairTree, ...]
+    offsets: tuple[int, ...]
+    coarse: tuple[int, ...]
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def counts_per_row(self) -> int:
+        """Every row is counted once in each pair tree (the Dask path checks the total against it)."""
+        return len(self.pairs)
+
+    def share(self, name: str) -> float:
+        return dict(self.shares).get(name, 0.0)
+
+
+def tree_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> TreeLayout:
+    """The ledger plan and the pair trees, from the public record count ``n``."""
+    if d < 2:
+        raise ParameterError("marginal_tree needs at least 2 columns; use pmm for one column")
+    levels = tuple(params.get("levels") or (0,) * d)
+    if len(levels) != d:
+        raise ParameterError(f"marginal_tree: {len(levels)} column levels for {d} columns")
+    parts: list[tuple[str, float]] = []
+    edge_share = 1.0
+    if d >= 3:
+        sel = params["selection"]
+        parts += [("marginals", sel / 2), ("selection", sel / 2)]
+        edge_share -= sel
+    parts += [(f"edge {k}", edge_share / (d - 1)) for k in range(d - 1)]
+    shares = split_epsilon(epsilon, parts)
+    n_hat = int(n)
+    eps_edge = dict(shares)["edge 0"]
+    caps = [category_bits(k) for k in levels]
+    coarse = tuple(min(params["coarse_bits"], c) for c in caps)
+    pairs_ab = [(a, b) for a in range(d) for b in range(a + 1, d)]
+    if params["depth"] == "paper":
+        scale = eps_edge * max(n_hat, 1)
+        r = max(0, math.floor(math.log2(scale))) if scale >= 2 else 0
+    else:
+        r = int(params["depth"])
+    r_budget = math.floor(math.log2(PAIR_CELL_BUDGET / len(pairs_ab)))
+    warnings = []
+    if r > r_budget:
+        warnings.append(f"marginal_tree: edge depth {r} capped at {r_budget} (all {len(pairs_ab)} pair trees are "
+                        f"counted in one pass within {PAIR_CELL_BUDGET} cells)")
+    pairs = []
+    for a, b in pairs_ab:
+        depth = min(max(r, coarse[a] + coarse[b]), r_budget)
+        pairs.append(PairTree(a, b, (levels[a], levels[b]), cut_schedule(depth, (caps[a], caps[b]))))
+    offsets = tuple(np.cumsum([0] + [2 ** p.depth for p in pairs]).tolist())
+    return TreeLayout(levels, n_hat, shares, tuple(pairs), offsets, coarse, tuple(warnings))
+
+
+def tree_counts_stage(unit: np.ndarray, layout: TreeLayout) -> CellCounts:
+    """Leaf-grid counts of every pair tree, concatenated (pair ``k`` at ``offsets[k]``)."""
+    given = getattr(unit, "levels", ())
+    if given and tuple(given) != layout.levels:
+        raise ParameterError("marginal_tree: the encoded columns' category counts differ from the layout's")
+    out = np.zeros(layout.offsets[-1], dtype=np.int64)
+    for pair, start, stop in zip(layout.pairs, layout.offsets[:-1], layout.offsets[1:], strict=True):
+        out[start:stop] = np.bincount(pair.grid_ids(unit), minlength=stop - start)
+    return CellCounts.from_dense(out)
+
+
+def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
+                 rng: np.random.Generator, layout: TreeLayout,
+                 params: dict[str, Any]) -> tuple[MechanismOutput, RowPlan]:
+    """Selection, edge releases, consistency and the row plan, from the pair counts only."""
+    marg_rng, select_rng, edge_rng, sample_rng = rng.spawn(4)
+    dense = counts.dense(layout.offsets[-1])
+    grids = [dense[s:e].reshape(2 ** p.cuts[0], 2 ** p.cuts[1])
+             for p, s, e in zip(layout.pairs, layout.offsets[:-1], layout.offsets[1:], strict=True)]
+    timings: dict[str, float] = {}
+    sensitivity = 1 if neighbouring == "add_remove" else 2
+
+    start = time.perf_counter()
+    if d >= 3:
+        selected, select_diag = select_tree(grids, layout, sensitivity, marg_rng, select_rng)
+    else:
+        selected, select_diag = [0], {"scores": None}
+    timings["selection"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    edge_eps = [e for name, e in layout.shares if name.startswith("edge ")]
+    releases = []
+    for index, eps_e, g in zip(selected, edge_eps, edge_rng.spawn(len(selected)), strict=True):
+        pair = layout.pairs[index]
+        releases.append(release_pair(pair, grids[index].ravel()[pair.heap_to_grid()], eps_e, neighbouring, g))
+    timings["edges"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    sampler = build_sampler(releases, layout.levels, d)
+    timings["consistency"] = time.perf_counter() - start
+    total = n_synthetic if n_synthetic is not None else max(layout.n_hat, 0)
+    warnings = list(layout.warnings)
+    if total == 0:
+        warnings.append("the noisy record count was 0: marginal_tree released no synthetic rows")
+    plan = TreePlan("tree", np.array([total], dtype=np.int64), np.zeros((1, d)), sample_rng, sampler=sampler,
+                    shuffle=False)
+    ledger = [(_stage_label(name, layout, releases), eps) for name, eps in layout.shares]
+    edges = [[r.tree.a, r.tree.b] for r in releases]
+    out = MechanismOutput(
+        unit=np.empty((0, d)), ledger=ledger,
+        diagnostics={"tree": {"edges": edges, **select_diag},
+                     "edges": [{"columns": [r.tree.a, r.tree.b], "cuts": list(r.tree.cuts),
+                                "true_count": r.true_leaves, "count": r.joint, "sigma": r.sigmas,
+                                "noisy_root": r.noisy_root,
+                                "levels": [{"lo": lo, "hi": hi, "noisy_count": noisy}
+                                           for (lo, hi), noisy in zip(r.level_boxes(), r.noisy_levels)]}
+                               for r in releases]},
+        params={"tree_edges": edges, "root": 0, "edge_depths": [r.tree.depth for r in releases],
+                "edge_cuts": [list(r.tree.cuts) for r in releases]},
+        timings=timings, warnings=warnings)
+    return out, plan
+
+
+def _stage_label(name: str, layout: TreeLayout, releases: list[PairRelease]) -> str:
+    if name == "noisy n":
+        return "record count n: discrete Laplace (add/remove; n is private)"
+    if name == "marginals":
+        return f"coarse 1-way marginals of {len(layout.levels)} columns: discrete Laplace"
+    if name == "selection":
+        return f"tree selection: {len(layout.levels) - 1} exponential-mechanism rounds (Gumbel-max)"
+    k = int(name.split()[1])
+    tree = releases[k].tree
+    return f"edge {tree.a}-{tree.b}: PMM, depth {tree.depth}, discrete Laplace per level"
+
+
+def select_tree(grids: list[np.ndarray], layout: TreeLayout, sensitivity: int, marg_rng: np.random.Generator,
+                select_rng: np.random.Generator) -> tuple[list[int], dict[str, Any]]:
+    r"""MST's private Kruskal [MMS21]: indices of the ``d - 1`` chosen pairs, and the diagnostics.
+
+    Noisy coarse 1-way marginals: one record changes one bin of every column's histogram (add/remove;
+    two bins under replace), so the ``d`` histograms together have L1 sensitivity ``s d`` and each
+    count gets ``Lap_Z(s d / eps_marginals)``.  Score ``q_ab`` (integer): L1 distance between the true
+    coarse 2-way counts and ``round(n~ p_a p_b)`` from the released marginals; one record changes one
+    2-way cell (two under replace), so ``|q(D) - q(D')| <= s``.  Each round draws a pair joining two
+    components with probability ``proportional to exp(eps_round q / (2 s))`` (exponential mechanism,
+    McSherry-Talwar), sampled as the argmax of ``eps_round q / (2 s) + Gumbel``.
+    """
+    d, pairs, coarse = len(layout.levels), layout.pairs, layout.coarse
+    eps_m, eps_s = layout.share("marginals"), layout.share("selection")
+    first: dict[int, tuple[int, int]] = {}  # column -> (first pair holding it, its axis there)
+    for k, p in enumerate(pairs):
+        first.setdefault(p.a, (k, 0))
+        first.setdefault(p.b, (k, 1))
+    true_1way, noisy_1way, probs = [], [], []
+    for a in range(d):
+        k, axis = first[a]
+        marginal = grids[k].sum(axis=1 - axis)
+        marginal = coarsen(marginal, coarse[a])
+        noisy = marginal + discrete_laplace(sensitivity * d / eps_m, len(marginal), marg_rng)
+        noisy[~valid_bins(layout.levels[a], coarse[a])] = 0
+        noisy = np.maximum(noisy, 0)
+        true_1way.append(marginal)
+        noisy_1way.append(noisy)
+        probs.append(noisy / noisy.sum() if noisy.sum() > 0 else valid_bins(layout.levels[a], coarse[a]) /
+                     valid_bins(layout.levels[a], coarse[a]).sum())
+    scores = np.empty(len(pairs), dtype=np.int64)
+    for k, p in enumerate(pairs):
+        joint = grids[k].reshape(2 ** coarse[p.a], 2 ** (p.cuts[0] - coarse[p.a]), 2 ** coarse[p.b], -1)
+        joint = joint.sum(axis=(1, 3))
+        expected = np.rint(max(layout.n_hat, 0) * np.outer(probs[p.a], probs[p.b])).astype(np.int64)
+        scores[k] = np.abs(joint - expected).sum()
+    round_eps = [e for _, e in split_epsilon(eps_s, [(str(i), 1.0) for i in range(d - 1)])]
+    component = list(range(d))
+    chosen, utilities = [], []
+    for eps_round in round_eps:
+        candidates = np.array([k for k, p in enumerate(pairs) if component[p.a] != component[p.b]])
+        utility = eps_round * scores[candidates] / (2.0 * sensitivity) + select_rng.gumbel(size=len(candidates))
+        best = int(candidates[np.argmax(utility)])
+        chosen.append(best)
+        utilities.append(float(utility.max()))
+        old, new = component[pairs[best].b], component[pairs[best].a]
+        component = [new if c == old else c for c in component]
+    diag = {"pairs": [[p.a, p.b] for p in pairs], "scores": scores, "chosen": chosen, "perturbed_utility": utilities,
+            "one_way": {"true_count": true_1way, "noisy_count": noisy_1way, "bits": list(coarse)}}
+    return chosen, diag
+
+
+@dataclass
+class TreeSampler:
+    """Post-processing of the released edges: column models, the tree from the root, raked edge CDFs."""
+
+    d: int
+    columns: list[ColumnModel]
+    root: int
+    steps: list[tuple[int, int, int, int, np.ndarray]]  # parent, child, parent cuts, child cuts, block CDF
+    first_joint: np.ndarray  # CDF of the raked histogram of the first edge (root and its first child drawn jointly)
+
+    def sample(self, total: int, rng: np.random.Generator) -> np.ndarray:
+        rows = np.empty((total, self.d))
+        fine: dict[int, np.ndarray] = {}
+        caches: list[dict] = [{} for _ in range(self.d)]
+        root = self.columns[self.root]
+        first = self.steps[0]
+        cell = sample_blocks(self.first_joint, np.zeros(total, dtype=np.int64), len(self.first_joint), rng)
+        fine[self.root] = root.refine(cell >> first[3], first[2], rng, caches[self.root])
+        rows[:, self.root] = root.to_unit(fine[self.root], rng)
+        for k, (parent, child, pc, cc, cdf) in enumerate(self.steps):
+            if k == 0:
+                child_bin = cell & (2 ** cc - 1)
+            else:
+                parent_bin = fine[parent] >> (self.columns[parent].fine_bits - pc)
+                child_bin = sample_blocks(cdf, parent_bin, 2 ** cc, rng) - parent_bin * 2 ** cc
+            model = self.columns[child]
+            fine[child] = model.refine(child_bin, cc, rng, caches[child])
+            rows[:, child] = model.to_unit(fine[child], rng)
+        return rows
+
+
+def build_sampler(releases: list[PairRelease], levels: tuple[int, ...], d: int) -> TreeSampler:
+    """Consolidated column marginals, raked edge histograms and the sampling order (module docstring, 4-5)."""
+    touching: dict[int, list[tuple[np.ndarray, int]]] = {a: [] for a in range(d)}
+    for rel in releases:
+        joint = rel.joint.astype(float)
+        mass = joint.sum()
+        joint = joint / mass if mass > 0 else rel.tree.valid_leaves() / rel.tree.valid_leaves().sum()
+        touching[rel.tree.a].append((joint.sum(axis=1), rel.tree.cuts[0]))
+        touching[rel.tree.b].append((joint.sum(axis=0), rel.tree.cuts[1]))
+    columns = []
+    for a in range(d):
+        fine_bits = category_bits(levels[a]) if levels[a] else max(bits for _, bits in touching[a])
+        valid = valid_bins(levels[a], fine_bits)
+        marginal = np.mean([spread(m, bits, fine_bits, valid) for m, bits in touching[a]], axis=0)
+        columns.append(ColumnModel(levels[a], fine_bits, marginal))
+    neighbours: dict[int, list[tuple[int, PairRelease]]] = {a: [] for a in range(d)}
+    for rel in releases:
+        neighbours[rel.tree.a].append((rel.tree.b, rel))
+        neighbours[rel.tree.b].append((rel.tree.a, rel))
+    steps: list[tuple[int, int, int, int, np.ndarray]] = []
+    seen, queue = {0}, [0]
+    while queue:
+        parent = queue.pop(0)
+        for child, rel in neighbours[parent]:
+            if child in seen:
+                continue
+            seen.add(child)
+            queue.append(child)
+            ca, cb = rel.tree.cuts
+            joint = rel.joint.astype(float) if rel.tree.a == parent else rel.joint.T.astype(float)
+            pc, cc = (ca, cb) if rel.tree.a == parent else (cb, ca)
+            parent_marginal = columns[parent].at(pc)
+            conditional = smoothed_conditional(joint, _leaf_sigma(rel))
+            raked = rake(parent_marginal[:, None] * conditional, parent_marginal, columns[child].at(cc))
+            fallback = np.broadcast_to(columns[child].at(cc), raked.shape)
+            if not steps:
+                direct = rake(joint, parent_marginal, columns[child].at(cc)).ravel()
+                first_joint = block_cdf(direct[None, :], direct[None, :])
+            steps.append((parent, child, pc, cc, block_cdf(raked, fallback)))
+    return TreeSampler(d, columns, 0, steps, first_joint)
+
+
+def _leaf_sigma(rel: PairRelease) -> float:
+    """Noise scale of the deepest noisy level of an edge (public): the count a conditional row should reach."""
+    finite = rel.sigmas[np.isfinite(rel.sigmas)]
+    return float(finite[-1]) if len(finite) else 0.0
+
+
+@dataclass
+class TreePlan(RowPlan):
+    """A :class:`RowPlan` whose rows come from a :class:`TreeSampler` (one atom: all rows)."""
+
+    sampler: TreeSampler = field(kw_only=True, repr=False)
+
+    def _piece(self, start: int, stop: int, rng: np.random.Generator, head: tuple | None,
+               tail: tuple | None) -> TreePlan:
+        """Rows ``[start, stop)``: the one atom's count is the block's size (the sampler draws them all)."""
+        return replace(self, counts=np.array([stop - start], dtype=np.int64), rng=rng,
+                       block_rows=max(1, stop - start))
+
+    def rows(self, out: np.ndarray | None = None) -> np.ndarray:
+        """The block's rows from the sampler, into ``out`` if given."""
+        rows = self.sampler.sample(self.total, self.rng)
+        if out is None:
+            return rows
+        out[...] = rows
+        return out
+
+
+def edge_features(out: MechanismOutput, pair: Any) -> np.ndarray:
+    """Audit features: :func:`~privsyn_core.evaluation.audit.cell_features` of the first edge's PMM tree, its noisy counts per
+    level (on two columns the one edge's square is the whole cube, so the corners' cells are the pair's)."""
+    from privsyn_core.evaluation.audit import cell_features
+
+    edge = MechanismOutput(unit=out.unit, ledger=out.ledger, diagnostics={"levels": out.diagnostics["edges"][0]["levels"]})
+    return cell_features(edge, pair)
+
+
+def _prepare(unit: np.ndarray) -> np.ndarray:
+    """The data as an ``(n, d)`` array in ``[0,1]^d`` keeping its public levels; no rows or NaN is a DataError."""
+    levels = getattr(unit, "levels", ())
+    array = np.asarray(unit, dtype=float)
+    if array.ndim != 2 or len(array) == 0:
+        raise DataError(f"marginal_tree needs an (n, d) table with at least one row, got shape {array.shape}")
+    if np.isnan(array).any():
+        raise DataError("the data contain NaN; drop or impute those rows first")
+    out = np.clip(array, 0.0, 1.0).view(TreeUnit)
+    out.levels = levels
+    return out
+
+
+STAGES = Stages(layout=tree_layout, count=tree_counts_stage, release=tree_release, prepare=_prepare)
+SPEC = register_staged(
+    "marginal_tree", STAGES,
+    title="Marginal tree of PMM pieces",
+    paper="MST [MMS21] tree selection + 004 Alg 3-4 per edge",
+    data_kind="continuous",
+    neighbouring=("replace", "add_remove"),
+    is_private=True,
+    params={
+        "selection": ParamSpec(0.2, float, (0.01, 0.9),
+                               help="share of epsilon for the tree selection (half on the coarse 1-way marginals, "
+                                    "half on the exponential mechanism); unused with 2 columns"),
+        "coarse_bits": ParamSpec(3, int, (1, 6), help="cuts per numeric axis of the public discretisation that "
+                                                        "scores pairs (2^bits bins); categories up to 2^bits"),
+        "depth": ParamSpec("paper", int, (2, 40), choices=("paper",),
+                           help="depth of every edge's tree: 'paper' = floor(log2(eps_edge n)) (n noisy under "
+                                "add/remove), or an integer"),
+    },
+    guarantee="epsilon-DP (replace-one or add/remove): noisy n (add/remove), discrete Laplace coarse 1-way marginals, "
+              "d-1 exponential-mechanism rounds and d-1 PMM edge trees, composed; ledger sums to epsilon",
+    description="Chooses a tree of column pairs privately (as MST does), releases each pair's joint distribution "
+                "with PMM in its unit square, and samples rows along the tree. For tables with many columns.",
+    codec=TreeCodec,
+    floating_point_exposure=SELECTION_EXPOSURE,
+    reference=("McKenna, Miklau, Sheldon, \"Winning the NIST contest\", J. Privacy and Confidentiality 2021 (MST tree "
+               "selection); He, Vershynin, Zhu, \"Algorithmically Effective Differentially Private Synthetic Data\", "
+               "COLT 2023 (PMM per edge)"),
+    released=("root", "edge_depths", "edge_cuts"),
+    released_noisy=("tree_edges",),
+    uses_n=lambda params: True,
+    audit=AuditCase(d=2, params={"depth": 2, "coarse_bits": 1}, features=edge_features, trials=5_000,
+                    selection_trials=1_500, tight_coordinates=2),
+)

@@ -1,0 +1,1 @@
+"""Privacy primitives: the epsilon ledger (accounting), exact noise samplers (noise), secure sampling helpers."""

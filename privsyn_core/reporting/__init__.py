@@ -1,0 +1,1 @@
+"""What a person reads: Plotly figure builders (pure functions) and the run / HTML reports."""

@@ -1,0 +1,494 @@
+"""Plotly figure builders for the app and the HTML report (pure: no Streamlit).
+
+Conventions (``docs/diagnostics.md``, spec ``ecosystem-notes.md`` section 3):
+
+* all partition rectangles go into *one* trace per colour bin, separated by NaN, never
+  into ``layout.shapes`` (which is quadratic to build and slow to pan);
+* point clouds above :data:`WEBGL_THRESHOLD` points use ``Scattergl`` and are downsampled
+  to at most ``max_points`` with the shown count stated in the legend;
+* arrays are passed as float32 numpy arrays (Plotly >= 6 sends them as base64 typed arrays).
+
+Every builder takes unit-cube coordinates (or decoded columns, for the comparisons) and
+returns a :class:`plotly.graph_objects.Figure`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+WEBGL_THRESHOLD = 1000
+MAX_POINTS = 5000
+REAL_COLOUR = "#1f77b4"
+SYNTH_COLOUR = "#d62728"
+BIN_COLOURS = ("#f7fbff", "#c6dbef", "#9ecae1", "#6baed6", "#3182bd", "#08519c")
+OUTLINE_COLOURS = ("#d9d9d9", "#9ecae1", "#6baed6", "#3182bd", "#08519c", "#08306b")
+#: Above this many cells the rectangles are WebGL outlines coloured by bin instead of SVG fills.
+FILL_LIMIT = 3000
+NOT_PRIVATE = "uses the real data: not private"
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def downsample(points: np.ndarray, max_points: int = MAX_POINTS, seed: int = 0) -> np.ndarray:
+    """At most ``max_points`` rows, drawn without replacement with a fixed seed (display only)."""
+    points = np.asarray(points)
+    if len(points) <= max_points:
+        return points
+    keep = np.random.default_rng(seed).choice(len(points), max_points, replace=False)
+    return points[np.sort(keep)]
+
+
+def point_trace(points: np.ndarray, name: str, colour: str, *, max_points: int = MAX_POINTS,
+                size: float = 4, opacity: float = 0.6, axes: tuple[int, int] = (0, 1)):
+    """One marker trace of a point cloud; ``Scattergl`` above :data:`WEBGL_THRESHOLD` points."""
+    points = np.asarray(points, dtype=float)
+    shown = downsample(points, max_points)
+    label = name if len(shown) == len(points) else f"{name} ({len(shown):,} of {len(points):,} shown)"
+    cls = go.Scattergl if len(shown) > WEBGL_THRESHOLD else go.Scatter
+    return cls(x=shown[:, axes[0]].astype(np.float32), y=shown[:, axes[1]].astype(np.float32), mode="markers",
+               name=label, marker=dict(size=size, color=colour, opacity=opacity), hoverinfo="skip")
+
+
+def rectangle_path(lo: np.ndarray, hi: np.ndarray, axes: tuple[int, int] = (0, 1)) -> tuple[np.ndarray, np.ndarray]:
+    """x and y of closed rectangle outlines, one after another, separated by NaN.
+
+    Each rectangle contributes 6 values: its 4 corners, the first corner again, NaN.
+    """
+    lo, hi = np.atleast_2d(lo), np.atleast_2d(hi)
+    x0, x1 = lo[:, axes[0]], hi[:, axes[0]]
+    y0, y1 = lo[:, axes[1]], hi[:, axes[1]]
+    nan = np.full(len(lo), np.nan)
+    x = np.column_stack([x0, x1, x1, x0, x0, nan]).ravel()
+    y = np.column_stack([y0, y0, y1, y1, y0, nan]).ravel()
+    return x, y
+
+
+def project_cells(cells: dict, axes: tuple[int, int], value_key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cells projected onto two axes; identical projected boxes are merged and their values summed.
+
+    Boxes are returned largest first, so smaller boxes are drawn on top.
+    """
+    lo, hi = np.asarray(cells["lo"], dtype=float), np.asarray(cells["hi"], dtype=float)
+    values = np.asarray(cells[value_key], dtype=float)
+    box = np.column_stack([lo[:, axes[0]], lo[:, axes[1]], hi[:, axes[0]], hi[:, axes[1]]])
+    unique, inverse = np.unique(box, axis=0, return_inverse=True)
+    merged = np.bincount(inverse.ravel(), weights=values, minlength=len(unique))
+    order = np.argsort(-(unique[:, 2] - unique[:, 0]) * (unique[:, 3] - unique[:, 1]), kind="stable")
+    unique, merged = unique[order], merged[order]
+    d = max(axes) + 1
+    plo, phi = np.zeros((len(unique), d)), np.zeros((len(unique), d))
+    plo[:, axes[0]], plo[:, axes[1]] = unique[:, 0], unique[:, 1]
+    phi[:, axes[0]], phi[:, axes[1]] = unique[:, 2], unique[:, 3]
+    return plo, phi, merged
+
+
+def colour_bins(values: np.ndarray, n_bins: int = len(BIN_COLOURS)) -> tuple[np.ndarray, np.ndarray]:
+    """Bin index of every value and the bin edges (equal-width between min and max)."""
+    values = np.asarray(values, dtype=float)
+    lo, hi = (float(values.min()), float(values.max())) if len(values) else (0.0, 1.0)
+    edges = np.linspace(lo, hi if hi > lo else lo + 1.0, n_bins + 1)
+    return np.clip(np.searchsorted(edges, values, side="right") - 1, 0, n_bins - 1), edges
+
+
+def _unit_axes(fig: go.Figure, labels: Sequence[str], ranges=((0.0, 1.0), (0.0, 1.0))) -> go.Figure:
+    pad = [0.02 * (r[1] - r[0]) for r in ranges]
+    fig.update_layout(xaxis=dict(title=labels[0], range=[ranges[0][0] - pad[0], ranges[0][1] + pad[0]],
+                                 constrain="domain"),
+                      yaxis=dict(title=labels[1], range=[ranges[1][0] - pad[1], ranges[1][1] + pad[1]],
+                                 scaleanchor="x", scaleratio=1, constrain="domain"), height=600,
+                      uirevision="keep", margin=dict(l=40, r=10, t=50, b=40), legend=dict(orientation="h", y=-0.15))
+    return fig
+
+
+# -- partitions --------------------------------------------------------------------------------
+def partition_figure(cells: dict, *, value_key: str = "count", axes: tuple[int, int] = (0, 1),
+                     points: np.ndarray | None = None, labels: Sequence[str] = ("x0", "x1"),
+                     title: str = "", max_points: int = MAX_POINTS) -> go.Figure:
+    """The cells of a partition, filled by ``cells[value_key]`` in a few colour bins.
+
+    One ``Scatter(fill="toself")`` trace per colour bin holds every rectangle of that bin
+    (NaN-separated); above :data:`FILL_LIMIT` cells each bin is one ``Scattergl`` outline
+    trace in the bin's colour instead.  ``points`` (teaching only) are drawn on top.
+    """
+    lo, hi, values = project_cells(cells, axes, value_key)
+    bins, edges = colour_bins(values)
+    filled = len(lo) <= FILL_LIMIT
+    fig = go.Figure()
+    for b, colour in enumerate(BIN_COLOURS):
+        members = bins == b
+        if not members.any():
+            continue
+        x, y = rectangle_path(lo[members], hi[members], axes)
+        name = f"{value_key} {edges[b]:.4g} to {edges[b + 1]:.4g}"
+        if filled:
+            trace = go.Scatter(x=x.astype(np.float32), y=y.astype(np.float32), mode="lines", fill="toself",
+                               fillcolor=colour, line=dict(width=0.5, color="#555"), hoverinfo="skip", name=name)
+        else:  # many cells: WebGL outlines coloured by bin (SVG fills of 10^4+ polygons are slow to draw)
+            trace = go.Scattergl(x=x.astype(np.float32), y=y.astype(np.float32), mode="lines", hoverinfo="skip",
+                                 line=dict(width=1, color=OUTLINE_COLOURS[b]), name=name)
+        fig.add_trace(trace)
+    if points is not None and len(points):
+        fig.add_trace(point_trace(points, f"data ({NOT_PRIVATE})", "#ff7f0e", max_points=max_points, size=3,
+                                  axes=axes))
+    fig.update_layout(title=title or f"{len(lo):,} cells coloured by {value_key.replace('_', ' ')}")
+    return _unit_axes(fig, labels)
+
+
+def count_bars(cells: dict, keys: Sequence[str] = ("true_count", "noisy_count", "count"),
+               max_cells: int = 400) -> go.Figure:
+    """True, noisy and released count per cell (first ``max_cells`` cells), as grouped bars."""
+    k = len(np.asarray(cells[keys[0]]))
+    shown = min(k, max_cells)
+    fig = go.Figure([go.Bar(x=np.arange(shown), y=np.asarray(cells[key], dtype=float)[:shown], name=key.replace("_", " "))
+                     for key in keys if key in cells])
+    fig.update_layout(barmode="group", title=f"counts of the first {shown:,} of {k:,} cells",
+                      xaxis_title="cell", yaxis_title="count", margin=dict(l=40, r=10, t=50, b=40))
+    return fig
+
+
+def level_noise_figure(levels: Sequence[dict]) -> go.Figure:
+    """Mean absolute noise (noisy minus true count) per cell at each tree level."""
+    depth = np.arange(len(levels))
+    noise = [float(np.mean(np.abs(np.asarray(lv["noisy_count"], float) - np.asarray(lv["true_count"], float))))
+             for lv in levels]
+    sizes = [len(np.asarray(lv["lo"])) for lv in levels]
+    fig = go.Figure(go.Scatter(x=depth, y=noise, mode="lines+markers", name="mean |noise| per cell",
+                               text=[f"{s:,} cells" for s in sizes]))
+    fig.update_layout(title=f"noise per cell down the tree ({NOT_PRIVATE})", xaxis_title="level",
+                      yaxis_title="mean |noisy - true| count", margin=dict(l=40, r=10, t=50, b=40))
+    return fig
+
+
+# -- TSP folding -------------------------------------------------------------------------------
+def path_figure(path: np.ndarray, *, net: np.ndarray | None = None, points: np.ndarray | None = None,
+                weights: np.ndarray | None = None, axes: tuple[int, int] = (0, 1),
+                labels: Sequence[str] = ("x0", "x1"), max_points: int = MAX_POINTS) -> go.Figure:
+    """The folding path through the space, the net points (sized by weight) and the data."""
+    path = np.atleast_2d(np.asarray(path, dtype=float))
+    fig = go.Figure()
+    if points is not None and len(points):
+        fig.add_trace(point_trace(points, f"data ({NOT_PRIVATE})", "#bbbbbb", max_points=max_points, size=3,
+                                  axes=axes))
+    line_cls = go.Scattergl if len(path) > WEBGL_THRESHOLD else go.Scatter
+    fig.add_trace(line_cls(x=path[:, axes[0]].astype(np.float32), y=path[:, axes[1]].astype(np.float32),
+                           mode="lines", name=f"folding path ({len(path):,} points)", line=dict(width=1, color="#333"),
+                           hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=path[[0, -1], axes[0]], y=path[[0, -1], axes[1]], mode="markers+text",
+                             text=["start", "end"], textposition="top center", name="path start and end",
+                             marker=dict(size=10, color="#333", symbol=["circle", "square"])))
+    if net is not None:
+        net = np.atleast_2d(np.asarray(net, dtype=float))
+        size = 4 if weights is None else 3 + 12 * np.sqrt(np.asarray(weights, float) / max(np.max(weights), 1e-300))
+        fig.add_trace(go.Scatter(x=net[:, axes[0]].astype(np.float32), y=net[:, axes[1]].astype(np.float32),
+                                 mode="markers", name="net points (size: released weight)",
+                                 marker=dict(size=size, color=SYNTH_COLOUR, opacity=0.7)))
+    fig.update_layout(title="the path that folds the space onto a line")
+    return _unit_axes(fig, labels)
+
+
+def walk_figure(walk: np.ndarray | None, *, signed: np.ndarray | None = None, projected: np.ndarray | None = None,
+                units: str = "") -> go.Figure:
+    """The random-walk noise along the path (teaching only, may be None) and the weights per path point.
+
+    One panel per quantity, each on its own single axis with zero marked (a shared plot with two
+    y-axes put the two zero lines at different heights): the walk on top, then the signed weights
+    (noisy, may be negative) against the projected weights (the released probability measure).
+    """
+    from plotly.subplots import make_subplots
+
+    lengths = [len(a) for a in (walk, signed, projected) if a is not None]
+    position = np.arange(max(lengths, default=0))
+    panels = (["random-walk noise" + (f" ({units})" if units else "")] if walk is not None else []) + \
+        (["weights along the path"] if signed is not None or projected is not None else [])
+    fig = make_subplots(rows=max(len(panels), 1), cols=1, shared_xaxes=True, subplot_titles=panels,
+                        vertical_spacing=0.12)
+    row = 1
+    if walk is not None:
+        fig.add_trace(go.Scatter(x=position, y=np.asarray(walk, dtype=float), mode="lines", line=dict(color="#7f7f7f"),
+                                 name=f"random-walk noise ({NOT_PRIVATE})"), row=1, col=1)
+        fig.update_yaxes(title_text="noise", zeroline=True, zerolinecolor="#333", row=1, col=1)
+        row = 2
+    if signed is not None:
+        fig.add_trace(go.Scatter(x=position, y=np.asarray(signed, float), mode="lines", name="signed weights",
+                                 line=dict(color="#fdae6b")), row=row, col=1)
+    if projected is not None:
+        fig.add_trace(go.Scatter(x=position, y=np.asarray(projected, float), mode="lines", name="projected weights",
+                                 line=dict(color=SYNTH_COLOUR)), row=row, col=1)
+    if signed is not None or projected is not None:
+        fig.update_yaxes(title_text="weight", zeroline=True, zerolinecolor="#333", row=row, col=1)
+    fig.update_xaxes(title_text="position along the path (start to end)", row=max(len(panels), 1), col=1)
+    fig.update_layout(title="noise and weights along the path", height=250 + 200 * max(len(panels), 1),
+                      margin=dict(l=50, r=20, t=70, b=40), legend=dict(orientation="h", y=-0.15))
+    return fig
+
+
+# -- comparisons -------------------------------------------------------------------------------
+def scatter_compare(real: np.ndarray | None, synthetic: np.ndarray, *, axes: tuple[int, int] = (0, 1),
+                    labels: Sequence[str] = ("x0", "x1"), ranges=((0.0, 1.0), (0.0, 1.0)),
+                    max_points: int = MAX_POINTS, title: str = "") -> go.Figure:
+    """Real (teaching only, may be None) and synthetic points on the same axes."""
+    fig = go.Figure()
+    if real is not None:
+        fig.add_trace(point_trace(real, f"real ({NOT_PRIVATE})", REAL_COLOUR, max_points=max_points, axes=axes))
+    fig.add_trace(point_trace(synthetic, "synthetic", SYNTH_COLOUR, max_points=max_points, axes=axes))
+    fig.update_layout(title=title or "real vs synthetic")
+    return _unit_axes(fig, labels, ranges)
+
+
+def plot_coordinates(frame: pd.DataFrame, schema: dict, names: Sequence[str], *, jitter: float = 0.3,
+                     seed: int = 0) -> tuple[np.ndarray, list[dict]]:
+    """Columns in their own units for a scatter, with the axis settings of each.
+
+    Numeric columns are drawn as they are, on their public range ``[lo, hi]``; a categorical column as
+    the position of each value in the public category order plus a uniform jitter in
+    ``[-jitter, jitter]`` (display only), with the categories as tick labels.
+    """
+    columns = {c["name"]: c for c in schema["columns"]}
+    rng = np.random.default_rng(seed)
+    out, settings = np.empty((len(frame), len(names))), []
+    for j, name in enumerate(names):
+        column = columns[name]
+        if column["kind"] == "categorical":
+            order = {str(c): i for i, c in enumerate(column["categories"])}
+            codes = frame[name].astype(str).map(order).to_numpy(dtype=float)
+            out[:, j] = codes + rng.uniform(-jitter, jitter, len(frame))
+            k = len(order)
+            settings.append({"range": [-0.5, k - 0.5], "tickvals": list(range(k)), "ticktext": list(order)})
+        else:
+            out[:, j] = frame[name].to_numpy(dtype=float)
+            pad = 0.02 * (column["hi"] - column["lo"])
+            settings.append({"range": [column["lo"] - pad, column["hi"] + pad]})
+    return out, settings
+
+
+def units_scatter(points: np.ndarray, settings: Sequence[dict], *, axes: tuple[int, int], labels: Sequence[str],
+                  name: str, colour: str, title: str, max_points: int = MAX_POINTS) -> go.Figure:
+    """One point cloud in the columns' own units (see :func:`plot_coordinates`), for side-by-side panels."""
+    fig = go.Figure(point_trace(points, name, colour, max_points=max_points, axes=axes))
+    fig.update_layout(title=title, height=450, margin=dict(l=50, r=10, t=50, b=40), showlegend=False)
+    fig.update_xaxes(title_text=labels[0], **settings[axes[0]])
+    fig.update_yaxes(title_text=labels[1], **settings[axes[1]])
+    return fig
+
+
+def marginal_figure(real: pd.Series | None, synthetic: pd.Series, *, edges: np.ndarray | None = None,
+                    name: str = "", categories: Sequence[str] | None = None) -> go.Figure:
+    """Histograms (as shares) of one column on shared bins: the public bin edges or the categories
+    (in the public order ``categories`` when given)."""
+    fig = go.Figure()
+    series = {"synthetic": synthetic} if real is None else {f"real ({NOT_PRIVATE})": real, "synthetic": synthetic}
+    colours = {"synthetic": SYNTH_COLOUR}
+    if edges is None:
+        categories = ([str(c) for c in categories] if categories is not None
+                      else sorted({str(v) for s in series.values() for v in pd.unique(s)}))
+        for label, s in series.items():
+            share = s.astype(str).value_counts(normalize=True).reindex(categories, fill_value=0.0)
+            fig.add_trace(go.Bar(x=categories, y=share.to_numpy(), name=label,
+                                 marker_color=colours.get(label, REAL_COLOUR), opacity=0.6))
+    else:
+        centres = (edges[:-1] + edges[1:]) / 2
+        for label, s in series.items():
+            counts, _ = np.histogram(np.clip(s.to_numpy(dtype=float), edges[0], edges[-1]), bins=edges)
+            fig.add_trace(go.Bar(x=centres, y=counts / max(counts.sum(), 1), width=np.diff(edges), name=label,
+                                 marker_color=colours.get(label, REAL_COLOUR), opacity=0.6))
+    fig.update_layout(barmode="overlay", title=f"marginal of {name}", yaxis_title="share",
+                      margin=dict(l=40, r=10, t=50, b=40), legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+# -- trade-off ---------------------------------------------------------------------------------
+def tradeoff_figure(summary: pd.DataFrame, *, x: str = "epsilon", rates: pd.DataFrame | None = None,
+                    floor: float | None = None) -> go.Figure:
+    """Mean W1 with its spread over seeds against ``x`` on log-log axes, one line per mechanism.
+
+    ``summary`` has columns ``mechanism, <x>, mean, std``; ``rates`` (optional) has
+    ``mechanism, <x>, rate`` (the theoretical rate, constant fitted) drawn dashed.
+    """
+    fig = go.Figure()
+    palette = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+    for i, (name, group) in enumerate(summary.groupby("mechanism", sort=False)):
+        colour = palette[i % len(palette)]
+        group = group.sort_values(x)
+        fig.add_trace(go.Scatter(x=group[x], y=group["mean"], mode="lines+markers", name=f"{name} (mean W1)",
+                                 line=dict(color=colour), error_y=dict(type="data", array=group["std"].to_numpy(),
+                                                                       visible=True)))
+        if rates is not None:
+            rate = rates[rates["mechanism"] == name].sort_values(x)
+            if len(rate):
+                fig.add_trace(go.Scatter(x=rate[x], y=rate["rate"], mode="lines", name=f"{name} theoretical rate",
+                                         line=dict(color=colour, dash="dash")))
+    if floor is not None:
+        fig.add_hline(y=floor, line=dict(color="#777", dash="dot"),
+                      annotation_text="real vs real floor", annotation_position="bottom left")
+    fig.update_layout(title=f"W1 against {x} (log-log; {NOT_PRIVATE})", xaxis=dict(type="log", title=x),
+                      yaxis=dict(type="log", title="W1 (unit cube, chebyshev)"), margin=dict(l=40, r=10, t=50, b=40),
+                      legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+# -- teaching ----------------------------------------------------------------------------------
+def laplace_count_figure(count: int, epsilon: float, sensitivity: float = 1.0, width: int | None = None) -> go.Figure:
+    """The distribution of a count released with discrete Laplace noise of scale ``sensitivity/epsilon``,
+    for a dataset and its neighbour (count + 1): their ratio never exceeds ``e^epsilon``."""
+    sigma = sensitivity / epsilon
+    width = width or int(max(5, np.ceil(6 * sigma)))
+    z = np.arange(count - width, count + width + 2)
+    p = np.exp(-1.0 / sigma)
+    pmf = lambda centre: (1 - p) / (1 + p) * p ** np.abs(z - centre)
+    fig = go.Figure([go.Bar(x=z, y=pmf(count), name=f"dataset D (count {count})", opacity=0.6,
+                            marker_color=REAL_COLOUR),
+                     go.Bar(x=z, y=pmf(count + sensitivity), name=f"neighbour D' (count {count + sensitivity:g})",
+                            opacity=0.6, marker_color="#ff7f0e")])
+    fig.update_layout(barmode="overlay", title=f"released count = count + discrete Laplace(scale {sigma:.3g})",
+                      xaxis_title="released count", yaxis_title="probability", margin=dict(l=40, r=10, t=50, b=40),
+                      legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def noise_schedule_figure(sigmas: Sequence[float], labels: Sequence[str] | None = None) -> go.Figure:
+    """Noise scale per level of a hierarchical mechanism (level 0 is the root)."""
+    level = np.arange(len(sigmas))
+    fig = go.Figure(go.Bar(x=list(labels) if labels else level, y=np.asarray(sigmas, dtype=float), name="noise scale"))
+    fig.update_layout(title="noise scale per tree level", xaxis_title="level", yaxis_title="discrete Laplace scale",
+                      margin=dict(l=40, r=10, t=50, b=40))
+    return fig
+
+
+def hierarchical_noise_schedule(epsilon: float, depth: int, d: int) -> list[float]:
+    r"""Illustrative per-level scales ``sigma_j`` proportional to ``2^{(1-1/d)(depth-j)/2}`` (constant for
+    d = 1), normalised so that ``sum_j 1/sigma_j = epsilon`` exactly as in PMM [004, Thm 4.3, spec A.4].
+
+    The shape is the paper's asymptotic one; the mechanism itself uses its exact level sizes.
+    """
+    level = np.arange(depth + 1)
+    shape = 2.0 ** (0.5 * (1 - 1 / d) * (depth - level))
+    return list(shape * np.sum(1 / shape) / epsilon)
+
+
+# -- what a release alone shows ----------------------------------------------------------------
+#: Levels with more cells than this are not rebuilt from a release (a figure cannot show them anyway).
+RELEASED_MAX_CELLS = 2 ** 16
+#: Mechanisms whose released atoms are the centres of equal cubes, with the parameter giving cells per axis.
+_GRID_SIDE_PARAM = {"dp_histogram": "bins", "kd_grid": "bins_per_axis", "psmm": "cells_per_axis"}
+
+
+def released_partition(release) -> dict | None:
+    """The cells of a partition mechanism rebuilt from a :class:`privsyn_core.result.Release` alone.
+
+    Release mode may draw only what was released, never ``SynthResult.diagnostics`` (true counts,
+    occupied cells).  Every output here is a function of the release's atoms, weights or rows and
+    of its declared public parameters:
+
+    * ``pmm``: the binary tree of depth ``r = params["depth"]`` is public ([HVZ23] Alg. 3: level
+      ``j`` halves axis ``j mod d``); the count of a cell at level ``j`` is the number of released
+      rows in it, so the released (consistent) counts of every level ``j <= r`` are recomputed
+      from the rows (levels above :data:`RELEASED_MAX_CELLS` cells are left out);
+    * ``dp_histogram``, ``kd_grid``, ``psmm``: the released atoms are centres of a public grid of
+      ``k`` cells per axis (``params`` ``bins``, ``bins_per_axis``, ``cells_per_axis``); each
+      cell is the cube of side ``1/k`` around its atom, valued by the atom's released weight.
+
+    Parameters
+    ----------
+    release : Release
+        What :meth:`SynthResult.release` returns.
+
+    Returns
+    -------
+    dict or None
+        ``{"cells": {"lo", "hi", "count"}, "levels": [cells per level] or None, "value": label}``;
+        ``None`` for mechanisms that release no partition of public geometry.
+    """
+    from privsyn_core.mechanisms.hvz23 import pmm_tree
+
+    unit = np.asarray(release.unit, dtype=float)
+    if unit.ndim != 2 or not len(unit):
+        return None
+    d = unit.shape[1]
+    if release.mechanism == "pmm" and isinstance(release.params.get("depth"), (int, np.integer)):
+        r = int(release.params["depth"])
+        levels = []
+        for j in range(r + 1):
+            if 2 ** j > RELEASED_MAX_CELLS:
+                break
+            lo, hi = pmm_tree.level_boxes(j, d)
+            levels.append({"lo": lo, "hi": hi, "count": pmm_tree.leaf_counts(unit, j).astype(float)})
+        return {"cells": levels[-1], "levels": levels, "value": "released rows"}
+    key = _GRID_SIDE_PARAM.get(release.mechanism)
+    if key is None or release.weights is None or not isinstance(release.params.get(key), (int, np.integer)):
+        return None
+    half = 0.5 / int(release.params[key])
+    cells = {"lo": np.clip(unit - half, 0.0, 1.0), "hi": np.clip(unit + half, 0.0, 1.0),
+             "count": np.asarray(release.weights, dtype=float)}
+    value = "released probability" if release.mechanism == "dp_histogram" else "released weight"
+    return {"cells": cells, "levels": None, "value": value}
+
+
+def released_path(release) -> np.ndarray | None:
+    """The folding path of an ``srw_tsp`` release, rebuilt from its public parameters alone.
+
+    The snake path through the ``M^d`` cell centres (``M = params["bins"]``) is a function of
+    public parameters only ([BSV] Prop. 6.5 folding; :func:`privsyn_core.mechanisms.random_walks.walks.snake_order`).
+    For the MST path, whose net is public too but whose tour is not declared released, the
+    released atoms are joined in the order they are listed, which is path order.  ``None`` when
+    the release folds nothing (``d = 1`` or another mechanism).
+    """
+    from privsyn_core.mechanisms.random_walks.walks import snake_order
+
+    unit = np.asarray(release.unit, dtype=float)
+    if release.mechanism != "srw_tsp" or unit.ndim != 2 or unit.shape[1] < 2:
+        return None
+    bins = release.params.get("bins")
+    if release.params.get("path", "snake") == "snake" and isinstance(bins, (int, np.integer)) \
+            and int(bins) ** unit.shape[1] <= RELEASED_MAX_CELLS:
+        return (snake_order(int(bins), unit.shape[1]) + 0.5) / int(bins)
+    return unit
+
+
+# -- small static figures for self-contained reports -------------------------------------------
+def svg_bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, title: str = "", x_label: str = "",
+             y_label: str = "share of rows", colours: Sequence[str] = (SYNTH_COLOUR, REAL_COLOUR),
+             width: int = 420, height: int = 220) -> str:
+    """A grouped bar chart as an inline SVG string (no JavaScript: a report stays small and opens offline).
+
+    ``series`` maps a legend name to one value per label (e.g. shares of rows per bin or category).
+    Text is XML-escaped, so labels and titles from user data cannot inject markup.
+    """
+    from html import escape
+
+    names = list(series)
+    values = np.asarray([np.asarray(series[n], dtype=float) for n in names]).reshape(len(names), len(labels))
+    top = float(np.nanmax(values)) if values.size and np.isfinite(values).any() else 1.0
+    top = top if top > 0 else 1.0
+    left, right, upper, lower = 44, 8, 30, 44
+    plot_w, plot_h = width - left - right, height - upper - lower
+    slot = plot_w / max(len(labels), 1)
+    bar = slot * 0.8 / max(len(names), 1)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+             f'font-family="sans-serif" font-size="10"><title>{escape(title)}</title>',
+             f'<text x="{width / 2:.0f}" y="14" text-anchor="middle" font-size="12">{escape(title)}</text>',
+             f'<line x1="{left}" y1="{upper + plot_h}" x2="{left + plot_w}" y2="{upper + plot_h}" stroke="#555"/>',
+             f'<text x="{left - 4}" y="{upper + 4}" text-anchor="end">{top:.3g}</text>',
+             f'<text x="{left - 4}" y="{upper + plot_h}" text-anchor="end">0</text>',
+             f'<text x="10" y="{upper + plot_h / 2:.0f}" transform="rotate(-90 10 {upper + plot_h / 2:.0f})" '
+             f'text-anchor="middle">{escape(y_label)}</text>']
+    for s, name in enumerate(names):
+        colour = colours[s % len(colours)]
+        for i, v in enumerate(values[s]):
+            if not np.isfinite(v) or v <= 0:
+                continue
+            h = plot_h * v / top
+            x = left + i * slot + slot * 0.1 + s * bar
+            parts.append(f'<rect x="{x:.1f}" y="{upper + plot_h - h:.1f}" width="{bar:.1f}" height="{h:.1f}" '
+                         f'fill="{colour}"><title>{escape(name)}, {escape(str(labels[i]))}: {v:.3g}</title></rect>')
+        parts.append(f'<rect x="{left + 4 + 110 * s}" y="{height - 12}" width="8" height="8" fill="{colour}"/>'
+                     f'<text x="{left + 15 + 110 * s}" y="{height - 4}">{escape(name)}</text>')
+    step = max(1, int(np.ceil(len(labels) / 8)))
+    for i in range(0, len(labels), step):
+        parts.append(f'<text x="{left + (i + 0.5) * slot:.1f}" y="{upper + plot_h + 12}" text-anchor="middle">'
+                     f'{escape(str(labels[i]))[:12]}</text>')
+    parts.append(f'<text x="{left + plot_w / 2:.0f}" y="{upper + plot_h + 26}" text-anchor="middle">'
+                 f'{escape(x_label)}</text></svg>')
+    return "".join(parts)

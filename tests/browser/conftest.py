@@ -59,7 +59,7 @@ def release_only_url():
 
 def _serve(env: dict):
     port = _free_port()
-    log = tempfile.TemporaryFile()  # noqa: SIM115 (outlives this frame: the server writes to it until teardown)
+    log = tempfile.TemporaryFile()
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",

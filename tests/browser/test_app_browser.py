@@ -7,7 +7,6 @@ Also measures the time from clicking Run to the Compare page showing its metric 
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pandas as pd
 import pytest
 
 import privsyn_core as ps
-from privsyn_core.datasets import two_blobs
+from privsyn_core.data.datasets import two_blobs
 
 pytestmark = pytest.mark.browser
 

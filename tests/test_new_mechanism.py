@@ -21,10 +21,10 @@ MODULE = ROOT / "tests" / "data" / "throwaway_mechanism.py"
 SUITES = ["tests/test_api.py", "tests/test_audit.py", "tests/test_release_surface.py"]
 
 
-def _run_suites(plugin_dir: Path, suites: list[str]) -> tuple[int, str]:
+def _run_suites(plugin_dir: Path, suites: list[str], select: str = "throwaway_cells") -> tuple[int, str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_dir), os.environ.get("PYTHONPATH", "")])}
     cmd = [sys.executable, "-m", "pytest", "-p", "throwaway_mechanism", "-p", "no:cacheprovider", "-q",
-           "-m", "", "-k", "throwaway_cells", *suites]
+           "-m", "", "-k", select, *suites]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     return done.returncode, done.stdout + done.stderr
 
@@ -47,5 +47,5 @@ def test_the_same_module_with_half_its_noise_fails_the_audit(tmp_path: Path) -> 
     broken = MODULE.read_text().replace("sensitivity / epsilon, (layout", "0.5 * sensitivity / epsilon, (layout")
     assert broken != MODULE.read_text()
     (tmp_path / "throwaway_mechanism.py").write_text(broken)
-    code, output = _run_suites(tmp_path, ["tests/test_audit.py"])
+    code, output = _run_suites(tmp_path, ["tests/test_audit.py"], "throwaway_cells and passes_at_full_budget")
     assert code != 0 and _counts(output).get("failed", 0) >= 1, output[-3000:]

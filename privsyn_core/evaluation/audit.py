@@ -50,6 +50,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -462,8 +463,9 @@ def scaled_noise(factor: float) -> Iterator[None]:
     """Multiply the scale of every noise draw in privsyn_core's mechanisms by ``factor``.
 
     Rebinds the functions of :data:`SCALED_LAWS` in their own module (reaching calls through
-    the module attribute, ``noise.laplace(...)``, as in :mod:`privsyn_core.mechanisms.random_walks.walks`) and in every
-    loaded ``privsyn_core`` module that imported them by name, and restores them on exit.
+    the module attribute, ``noise.laplace(...)``, as in :mod:`privsyn_core.mechanisms.random_walks.walks`) and in
+    every loaded module that imported them by name (a mechanism registered from outside the package included),
+    and restores them on exit.
     Each wrapper calls the original function, so no draw is scaled twice.  For audits and
     tests only (not thread-safe).
     """
@@ -477,9 +479,8 @@ def scaled_noise(factor: float) -> Iterator[None]:
     homes = {"noise": noise, "kd_empty": kd_empty}
     originals = {name: getattr(homes[home], name) for home, name, _ in SCALED_LAWS}
     scaled = {name: _scaled(originals[name], factor, position) for _, name, position in SCALED_LAWS}
-    patched = [(module, name) for module in list(sys.modules.values())
-               if getattr(module, "__name__", "").startswith("privsyn_core.")
-               for name, fn in originals.items() if getattr(module, name, None) is fn]
+    patched = [(module, name) for module in list(sys.modules.values()) if isinstance(module, ModuleType)
+               for name, fn in originals.items() if vars(module).get(name) is fn]
     try:
         for module, name in patched:
             setattr(module, name, scaled[name])

@@ -1,0 +1,68 @@
+r"""A throwaway mechanism for ``tests/test_new_mechanism.py``: one module and nothing else.
+
+``throwaway_cells`` releases the ``2^d`` cell counts of the unit cube's halving grid with exact discrete Laplace
+noise of scale ``Delta/epsilon`` (``Delta = 2`` under replace-one, ``1`` under add/remove: the Laplace mechanism
+of Dwork, McSherry, Nissim, Smith, TCC 2006), clips them at 0 and draws rows uniformly in the cells.  It is loaded
+as a pytest plugin (``-p throwaway_mechanism``) so that the registry-driven suites pick it up with no other edit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from privsyn_core.data.grid import cell_boxes, cell_counts
+from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
+from privsyn_core.evaluation.audit import AuditCase, cell_features
+from privsyn_core.privacy.noise import discrete_laplace
+from privsyn_core.privacy.sampling import largest_remainder
+from privsyn_core.registry import ParamSpec, register_staged
+from privsyn_core.result import MechanismOutput
+
+BINS = 2
+
+
+def layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> int:
+    """Two cells per axis, whatever the data."""
+    return BINS
+
+
+def counts(unit: np.ndarray, k: int) -> CellCounts:
+    """The cells' true counts (teaching diagnostics only)."""
+    return CellCounts.from_dense(cell_counts(unit, k))
+
+
+def release(true: CellCounts, n: int, d: int, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
+            rng: np.random.Generator, layout: int, params: dict[str, Any]) -> tuple[MechanismOutput, RowPlan]:
+    """Noisy counts, clipped at zero, and a row plan drawn from them alone.
+
+    The diagnostics hold the cells' boxes and noisy counts, which the audit's ``cell_features`` reads.
+    """
+    noise_rng, sample_rng = rng.spawn(2)
+    sensitivity = 2 if neighbouring == "replace" else 1
+    noisy = true.dense(layout ** d) + discrete_laplace(sensitivity / epsilon, (layout ** d,), noise_rng)
+    released = np.clip(noisy, 0, None)
+    if released.sum() == 0:
+        released = np.ones_like(released)
+    total = n_synthetic if n_synthetic is not None else (n if neighbouring == "replace" else int(released.sum()))
+    lo, hi = cell_boxes(np.arange(layout ** d), layout, d)
+    plan = RowPlan.from_counts(largest_remainder(released, total, sample_rng), lo, hi, sample=params["sample"],
+                               rng=sample_rng)
+    out = MechanismOutput(unit=(lo + hi) / 2, weights=released / released.sum(),
+                          ledger=[("cell counts", epsilon)], params={"bins": layout},
+                          diagnostics={"cells": {"lo": lo, "hi": hi, "noisy_count": noisy}})
+    return out, plan
+
+
+SPEC = register_staged(
+    "throwaway_cells", Stages(layout=layout, count=counts, release=release),
+    title="Throwaway: halving-grid counts", paper="test", data_kind="continuous",
+    neighbouring=("replace", "add_remove"), is_private=True,
+    params={"sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="where rows go in a cell")},
+    guarantee="epsilon-DP: discrete Laplace counts (scale 2/epsilon replace-one, 1/epsilon add/remove)",
+    description="A test fixture.", reference="Dwork, McSherry, Nissim, Smith, TCC 2006 (the Laplace mechanism)",
+    rate=lambda epsilon, n, d: max(epsilon * n, 2.0) ** (-1 / (d + 1)),
+    audit=AuditCase(params={"sample": "center"}, features=cell_features),
+    released=("bins",),
+)

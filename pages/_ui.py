@@ -28,7 +28,7 @@ from privsyn_core.figures import NOT_PRIVATE
 from privsyn_core.io import read_csv, to_csv_bytes
 
 from ._support import ledger as store
-from ._support import output, stakeholder
+from ._support import output, shared, stakeholder
 from ._support.text import md
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,6 +89,12 @@ def keep(widget, label: str, key: str, default: Any, **kwargs: Any) -> Any:
 
 def saved_value(key: str, default: Any = None) -> Any:
     return st.session_state.get("saved", {}).get(key, default)
+
+
+def forget(key: str) -> None:
+    """Drop a widget's kept value, so that :func:`keep` draws it with its default next time."""
+    st.session_state.get("saved", {}).pop(key, None)
+    st.session_state.pop(key, None)
 
 
 def _valid(value: Any, options: list | None) -> bool:
@@ -174,8 +180,7 @@ def set_data(raw: bytes, name: str, sample: str | None = None) -> None:
         raise
     st.session_state.data = {"bytes": raw, "name": name, "sha256": report.sha256(raw), "sample": sample}
     st.session_state.data_version = st.session_state.get("data_version", 0) + 1
-    st.session_state.setdefault("saved", {})["w_columns"] = [str(c) for c in frame.columns]
-    st.session_state.pop("w_columns", None)
+    shared.set_columns([str(c) for c in frame.columns])
     _clear_results()
 
 
@@ -183,8 +188,7 @@ def clear_data() -> None:
     """No current table (after an upload that could not be read)."""
     st.session_state.data = None
     st.session_state.data_version = st.session_state.get("data_version", 0) + 1
-    st.session_state.setdefault("saved", {})["w_columns"] = []
-    st.session_state.pop("w_columns", None)
+    shared.set_columns([])
     _clear_results()
 
 
@@ -213,7 +217,8 @@ def table() -> pd.DataFrame:
 
 
 def columns() -> list[str]:
-    return list(saved_value("w_columns") or [])
+    """The chosen columns (published by the Data page, :mod:`pages._support.shared`)."""
+    return shared.columns()
 
 
 def frame() -> pd.DataFrame:
@@ -282,7 +287,7 @@ def estimate_dp_bounds(epsilon: float, neighbouring: str) -> None:
     numeric = [c for c in columns() if pd.api.types.is_numeric_dtype(table()[c]) and c not in typed]
     if not numeric:
         raise ps.DataError("every chosen numeric column has typed bounds: DP bounds fill only the others")
-    rng = release_rng() if release_mode() else int(saved_value("w_seed", 0))
+    rng = release_rng() if release_mode() else shared.seed()
     store.check(data_id(), epsilon, True)
     found = dp_bounds(frame(), numeric, epsilon, neighbouring=neighbouring, rng=rng)
     for col in found.schema.columns:
@@ -354,7 +359,7 @@ def evaluation(key_json: str, _real: pd.DataFrame, _synthetic: pd.DataFrame, sch
 
 def evaluate_result(result: ps.SynthResult, key: dict) -> dict:
     """The metrics of a run (teaching mode only), cached by the run's key and the TSTR target."""
-    target = saved_value("w_cmp_target", "none")
+    target = shared.tstr_target()
     target = target if target in [c["name"] for c in result.schema["columns"]] else None
     return evaluation(json.dumps(key, sort_keys=True), real_of(result), result.data, json.dumps(result.schema), target)
 
@@ -546,7 +551,7 @@ def metrics_on_demand(result: ps.SynthResult, metrics: dict | None):
     if metrics is not None or release_mode():
         return lambda: metrics
     real, synthetic, schema = real_of(result), result.data, ps.Schema.from_dict(result.schema)
-    target = saved_value("w_cmp_target", "none")
+    target = shared.tstr_target()
     target = target if target in schema.names else None
     return functools.cache(lambda: report.evaluate_subsampled(real, synthetic, schema, target=target))
 

@@ -7,7 +7,7 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
-from pages._support import words
+from pages._support import shared, words
 from pages._support.text import md
 from privsyn_core import figures as F
 from privsyn_core import report
@@ -58,8 +58,9 @@ if found:
     else:
         ui.not_private("every metric reads the real data")
         if len(names) > 1:
-            ui.keep(st.selectbox, "Train-on-synthetic / test-on-real (TSTR) target", "w_cmp_target", "none",
-                    options=["none"] + names, help="Trains classifiers or regressors: opt-in because it is slower.")
+            shared.set_tstr_target(ui.keep(
+                st.selectbox, "Train-on-synthetic / test-on-real (TSTR) target", "w_cmp_target", "none",
+                options=["none"] + names, help="Trains classifiers or regressors: opt-in because it is slower."))
         with ui.user_errors():
             evaluation = ui.evaluate_result(result, key)
             table = report.metrics_table(evaluation)

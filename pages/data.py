@@ -4,7 +4,7 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
-from pages._support import schema_editor
+from pages._support import schema_editor, shared
 from pages._support.text import md
 from privsyn_core.datasets import SAMPLES
 
@@ -52,8 +52,11 @@ with ui.user_errors():
                     "is private too.")
     else:
         st.markdown(f"**{md(st.session_state.data['name'])}**: {len(full):,} rows, {full.shape[1]} columns.")
-    ui.keep(st.multiselect, "Columns to synthesize", "w_columns", [str(c) for c in full.columns],
-            options=[str(c) for c in full.columns])
+    if st.session_state.get("columns_drawn_for") != st.session_state.get("data_version"):
+        ui.forget("w_columns")  # a new table: the widget starts from the table's columns (shared.columns)
+        st.session_state.columns_drawn_for = st.session_state.get("data_version")
+    shared.set_columns(ui.keep(st.multiselect, "Columns to synthesize", "w_columns", shared.columns(),
+                               options=[str(c) for c in full.columns]))
     if len(full) < 2 and not ui.release_mode():
         st.warning("The table has a single row: every mechanism needs more data to say anything useful.")
 

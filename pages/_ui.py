@@ -14,8 +14,9 @@ import json
 import math
 import os
 import runpy
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,8 +28,7 @@ from privsyn_core.dp_bounds import dp_bounds
 from privsyn_core.figures import NOT_PRIVATE
 from privsyn_core.io import read_csv, to_csv_bytes
 
-from ._support import ledger as store
-from ._support import output, shared, stakeholder
+from ._support import ledger as store, output, shared, stakeholder
 from ._support.text import md
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,7 +16,8 @@ KEY = re.compile(r"""(?<![A-Za-z0-9_])f?["'](w_[A-Za-z0-9_]*)""")
 
 
 def app_files() -> list[Path]:
-    return [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "pages" / "_support").glob("*.py"))]
+    pages = ROOT / "pages"
+    return [ROOT / "app.py", *sorted(pages.glob("*.py")), *sorted((pages / "_support").glob("*.py"))]
 
 
 def test_every_widget_key_is_named_in_one_file_only():

@@ -18,8 +18,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import privsyn_core as ps
-from privsyn_core.datasets import two_blobs
 from pages._support import comparison
+from privsyn_core.datasets import two_blobs
 from privsyn_core.figures import MAX_POINTS, NOT_PRIVATE
 
 PAGES = ["pages/data.py", "pages/synthesize.py", "pages/partitions.py", "pages/tsp.py", "pages/compare.py",

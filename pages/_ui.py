@@ -28,7 +28,7 @@ from privsyn_core.dp_bounds import dp_bounds
 from privsyn_core.figures import NOT_PRIVATE
 from privsyn_core.io import read_csv, to_csv_bytes
 
-from ._support import ledger as store, output, shared, stakeholder
+from ._support import ledger as store, output, shared, stakeholder, uploads
 from ._support.text import md
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,9 +61,9 @@ def require_entrypoint() -> None:
 
 # -- state -------------------------------------------------------------------------------------
 def init_state() -> None:
-    """Defaults for a new session: the default sample with its public schema."""
+    """Defaults for a new session: the table named in the URL (after a reload), else the default sample."""
     if "data" not in st.session_state:
-        load_sample(DEFAULT_SAMPLE)
+        restore_or_default()
     st.session_state.setdefault("result", None)
     st.session_state.setdefault("run", None)
     st.session_state.setdefault("compare", None)
@@ -167,18 +167,50 @@ def load_sample(name: str) -> None:
     set_schema_entries({c["name"]: {**c, "source": "sample: published public bounds"} for c in schema["columns"]})
 
 
-def set_data(raw: bytes, name: str, sample: str | None = None) -> None:
-    """Make ``raw`` the current table (validated by :func:`load_table`).
+def restore_or_default() -> None:
+    """A new session (a reload) restores the table its URL names (``?data=<id>`` or ``?sample=<name>``).
+
+    Uploads are kept on disk by :mod:`pages._support.uploads` (bounded, oldest evicted); an id that is no
+    longer kept falls back to the default sample with a note.
+    """
+    token, sample = st.query_params.get("data"), st.query_params.get("sample")
+    if token:
+        found = uploads.load(token)
+        if found is not None:
+            with contextlib.suppress(ps.PrivsynError):
+                set_data(*found, token=token)
+                return
+    load_sample(sample if sample and sample.isidentifier() and (ASSETS / f"{sample}.csv").exists()
+                else DEFAULT_SAMPLE)
+    if token:  # shown until another table is chosen
+        st.session_state.restore_note = ("The table of this link is no longer kept on the server (the oldest "
+                                         "uploads are removed to keep the disk bounded): upload it again.")
+
+
+def set_data(raw: bytes, name: str, sample: str | None = None, token: str | None = None) -> None:
+    """Make ``raw`` the current table (validated by :func:`load_table`) and name it in the page's URL.
 
     A file that cannot be read clears the previous table, its schema and every result before the error
-    is shown: nothing on screen may belong to another file than the one the user just chose.
+    is shown: nothing on screen may belong to another file than the one the user just chose.  An upload
+    is kept on disk (:mod:`pages._support.uploads`) under a random id that goes into the URL
+    (``?data=<id>``; ``token`` when it is restored from there), a sample by its name (``?sample=``), so a
+    reload finds the same table.
     """
+    st.session_state.pop("restore_note", None)
     try:
         frame = load_table(raw)
     except ps.PrivsynError:
         clear_data()
         raise
-    st.session_state.data = {"bytes": raw, "name": name, "sha256": report.sha256(raw), "sample": sample}
+    if sample is None and token is None:
+        token = uploads.save(raw, name)
+    st.session_state.data = {"bytes": raw, "name": name, "sha256": report.sha256(raw), "sample": sample,
+                             "token": token}
+    st.query_params.clear()
+    if sample is not None:
+        st.query_params["sample"] = sample
+    elif token is not None:
+        st.query_params["data"] = token
     st.session_state.data_version = st.session_state.get("data_version", 0) + 1
     shared.set_columns([str(c) for c in frame.columns])
     _clear_results()
@@ -188,6 +220,7 @@ def clear_data() -> None:
     """No current table (after an upload that could not be read)."""
     st.session_state.data = None
     st.session_state.data_version = st.session_state.get("data_version", 0) + 1
+    st.query_params.clear()
     shared.set_columns([])
     _clear_results()
 
@@ -386,6 +419,9 @@ def sidebar_data() -> None:
     """The sidebar's line naming the current data, drawn after the page (which may have loaded new data)."""
     data = st.session_state.get("data")
     slot = st.session_state.pop("sidebar_data", None) or st.sidebar.empty()
+    note = st.session_state.get("restore_note")
+    if note:
+        st.sidebar.warning(note)
     if data is None:
         slot.caption("Data: none (the last file could not be read)")
         return
@@ -468,7 +504,7 @@ def _number_param(name: str, p: ps.ParamSpec, key: str) -> Any:
     if mode == "auto":
         return None
     if mode != "number":
-        return next(c for c in p.choices if str(c) == mode)
+        return next(c for c in (p.choices or ()) if str(c) == mode)
     lo, hi = p.bounds if p.bounds else (None, None)
     number_default = p.default if isinstance(p.default, (int, float)) and not isinstance(p.default, bool) else lo
     if p.type is int:

@@ -14,8 +14,10 @@ st.write("Pick a bundled sample or upload a CSV, choose the columns to synthesiz
          "**public** domain (bounds or categories). Mechanisms are private only if this domain does not come "
          "from the data.")
 
-source = ui.keep(st.radio, "Source", "w_source", "Bundled sample", options=["Bundled sample", "Upload a CSV"],
-                 horizontal=True)
+current_data = st.session_state.data
+uploaded = current_data is not None and current_data["sample"] is None  # also after a reload restored it
+source = ui.keep(st.radio, "Source", "w_source", "Upload a CSV" if uploaded else "Bundled sample",
+                 options=["Bundled sample", "Upload a CSV"], horizontal=True)
 if source == "Bundled sample":
     names = list(SAMPLES)
     current = (st.session_state.data or {}).get("sample") or ui.DEFAULT_SAMPLE
@@ -38,6 +40,9 @@ else:
             # the schema grid under the user's pointer between a click and a double-click
             st.success(f"Loaded {md(st.session_state.data['name'])}: now set the public domain of every column "
                        "below.")
+    elif uploaded:
+        st.success(f"Loaded {md(current_data['name'])} (kept across reloads: this page's address names it). "
+                   "Upload another file to replace it.")
 
 if st.session_state.data is None:  # the file could not be read: its one error above says why
     ui.sidebar_data()

@@ -44,10 +44,10 @@ def test_the_kept_bytes_stay_bounded_and_the_least_recently_used_go_first(monkey
     size = max(len(t) for t in tables)
     monkeypatch.setenv(uploads.MAX_BYTES_ENV, str(3 * size))
     tokens = [uploads.save(tables[0], "t0.csv"), uploads.save(tables[1], "t1.csv"), uploads.save(tables[2], "t2.csv")]
-    assert uploads.load(tokens[0]) is not None  # t0 used again: t1 is now the oldest
+    assert uploads.load(str(tokens[0])) is not None  # t0 used again: t1 is now the oldest
     tokens.append(uploads.save(tables[3], "t3.csv"))
     assert uploads.kept_bytes() <= 3 * size
-    kept = [uploads.load(t) is not None for t in tokens]
+    kept = [uploads.load(str(t)) is not None for t in tokens]
     assert kept == [True, False, True, True]
 
 

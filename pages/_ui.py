@@ -64,6 +64,7 @@ def init_state() -> None:
     """Defaults for a new session: the table named in the URL (after a reload), else the default sample."""
     if "data" not in st.session_state:
         restore_or_default()
+    name_data_in_url()
     st.session_state.setdefault("result", None)
     st.session_state.setdefault("run", None)
     st.session_state.setdefault("compare", None)
@@ -187,6 +188,16 @@ def restore_or_default() -> None:
                                          "uploads are removed to keep the disk bounded): upload it again.")
 
 
+def name_data_in_url() -> None:
+    """Keep the URL naming the current table (``?data=<id>`` or ``?sample=<name>``) on every page: Streamlit
+    drops the query parameters when the user changes page, and a reload there must find the same table."""
+    data = st.session_state.get("data") or {}
+    wanted = ({"sample": data["sample"]} if data.get("sample") else
+              {"data": data["token"]} if data.get("token") else {})
+    if st.query_params.to_dict() != wanted:
+        st.query_params.from_dict(wanted)
+
+
 def set_data(raw: bytes, name: str, sample: str | None = None, token: str | None = None) -> None:
     """Make ``raw`` the current table (validated by :func:`load_table`) and name it in the page's URL.
 
@@ -206,11 +217,7 @@ def set_data(raw: bytes, name: str, sample: str | None = None, token: str | None
         token = uploads.save(raw, name)
     st.session_state.data = {"bytes": raw, "name": name, "sha256": report.sha256(raw), "sample": sample,
                              "token": token}
-    st.query_params.clear()
-    if sample is not None:
-        st.query_params["sample"] = sample
-    elif token is not None:
-        st.query_params["data"] = token
+    name_data_in_url()
     st.session_state.data_version = st.session_state.get("data_version", 0) + 1
     shared.set_columns([str(c) for c in frame.columns])
     _clear_results()
@@ -220,7 +227,7 @@ def clear_data() -> None:
     """No current table (after an upload that could not be read)."""
     st.session_state.data = None
     st.session_state.data_version = st.session_state.get("data_version", 0) + 1
-    st.query_params.clear()
+    name_data_in_url()
     shared.set_columns([])
     _clear_results()
 

@@ -7,7 +7,7 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
-from pages._support import output, shared, words
+from pages._support import code_panel, output, shared, words
 from pages._support.text import md
 
 ui.require_entrypoint()
@@ -126,3 +126,4 @@ if found:
             st.json({"params": {k: str(v) for k, v in result.params.items()}, "timings": result.timings})
     with ui.user_errors():
         ui.downloads(result, run)
+        code_panel.show(run, st.session_state.data["name"], slot="synthesize")

@@ -7,7 +7,6 @@ import time
 
 import pandas as pd
 import pytest
-
 from test_app_browser import assert_no_errors, goto, shoot, wait_idle
 
 pytestmark = pytest.mark.browser

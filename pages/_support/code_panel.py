@@ -13,6 +13,8 @@ import streamlit as st
 
 from privsyn_core import code_export
 
+from .text import md
+
 
 def files(data_name: str) -> tuple[str, str]:
     """The data file's name and the schema file's name beside it (``data.csv`` -> ``data.schema.json``)."""
@@ -27,7 +29,7 @@ def show(key: dict, data_name: str, *, slot: str) -> None:
                     neighbouring=key["neighbouring"], seed=key["seed"], n_synthetic=key["n_synthetic"],
                     data_file=data_file, schema_file=schema_file)
     with st.expander("Reproduce this run as code (Python script or command line)"):
-        st.caption(f"Save the schema as **{schema_file}** next to your CSV, then run either form: both read the "
+        st.caption(f"Save the schema as **{md(schema_file)}** next to your CSV, then run either form: both read the "
                    "same files and call the same function."
                    + (f" With seed {key['seed']} they write the same rows as this run." if key["seed"] is not None
                       else " No seed: each run is a new release that spends epsilon again."))

@@ -14,21 +14,21 @@ import json
 import math
 import os
 import runpy
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 import privsyn_core as ps
-from privsyn_core.reporting import report
 from privsyn_core.data.dp_bounds import dp_bounds
-from privsyn_core.reporting.figures import NOT_PRIVATE
 from privsyn_core.data.io import read_csv, to_csv_bytes
+from privsyn_core.reporting import report
+from privsyn_core.reporting.figures import NOT_PRIVATE
 
-from ._support import ledger as store
-from ._support import output, stakeholder
+from ._support import ledger as store, output, shared, stakeholder, uploads
 from ._support.text import md
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,9 +61,10 @@ def require_entrypoint() -> None:
 
 # -- state -------------------------------------------------------------------------------------
 def init_state() -> None:
-    """Defaults for a new session: the default sample with its public schema."""
+    """Defaults for a new session: the table named in the URL (after a reload), else the default sample."""
     if "data" not in st.session_state:
-        load_sample(DEFAULT_SAMPLE)
+        restore_or_default()
+    name_data_in_url()
     st.session_state.setdefault("result", None)
     st.session_state.setdefault("run", None)
     st.session_state.setdefault("compare", None)
@@ -89,6 +90,12 @@ def keep(widget, label: str, key: str, default: Any, **kwargs: Any) -> Any:
 
 def saved_value(key: str, default: Any = None) -> Any:
     return st.session_state.get("saved", {}).get(key, default)
+
+
+def forget(key: str) -> None:
+    """Drop a widget's kept value, so that :func:`keep` draws it with its default next time."""
+    st.session_state.get("saved", {}).pop(key, None)
+    st.session_state.pop(key, None)
 
 
 def _valid(value: Any, options: list | None) -> bool:
@@ -161,21 +168,58 @@ def load_sample(name: str) -> None:
     set_schema_entries({c["name"]: {**c, "source": "sample: published public bounds"} for c in schema["columns"]})
 
 
-def set_data(raw: bytes, name: str, sample: str | None = None) -> None:
-    """Make ``raw`` the current table (validated by :func:`load_table`).
+def restore_or_default() -> None:
+    """A new session (a reload) restores the table its URL names (``?data=<id>`` or ``?sample=<name>``).
+
+    Uploads are kept on disk by :mod:`pages._support.uploads` (bounded, oldest evicted); an id that is no
+    longer kept falls back to the default sample with a note.
+    """
+    token, sample = st.query_params.get("data"), st.query_params.get("sample")
+    if token:
+        found = uploads.load(token)
+        if found is not None:
+            with contextlib.suppress(ps.PrivsynError):
+                set_data(*found, token=token)
+                return
+    load_sample(sample if sample and sample.isidentifier() and (ASSETS / f"{sample}.csv").exists()
+                else DEFAULT_SAMPLE)
+    if token:  # shown until another table is chosen
+        st.session_state.restore_note = ("The table of this link is no longer kept on the server (the oldest "
+                                         "uploads are removed to keep the disk bounded): upload it again.")
+
+
+def name_data_in_url() -> None:
+    """Keep the URL naming the current table (``?data=<id>`` or ``?sample=<name>``) on every page: Streamlit
+    drops the query parameters when the user changes page, and a reload there must find the same table."""
+    data = st.session_state.get("data") or {}
+    wanted = ({"sample": data["sample"]} if data.get("sample") else
+              {"data": data["token"]} if data.get("token") else {})
+    if st.query_params.to_dict() != wanted:
+        st.query_params.from_dict(wanted)
+
+
+def set_data(raw: bytes, name: str, sample: str | None = None, token: str | None = None) -> None:
+    """Make ``raw`` the current table (validated by :func:`load_table`) and name it in the page's URL.
 
     A file that cannot be read clears the previous table, its schema and every result before the error
-    is shown: nothing on screen may belong to another file than the one the user just chose.
+    is shown: nothing on screen may belong to another file than the one the user just chose.  An upload
+    is kept on disk (:mod:`pages._support.uploads`) under a random id that goes into the URL
+    (``?data=<id>``; ``token`` when it is restored from there), a sample by its name (``?sample=``), so a
+    reload finds the same table.
     """
+    st.session_state.pop("restore_note", None)
     try:
         frame = load_table(raw)
     except ps.PrivsynError:
         clear_data()
         raise
-    st.session_state.data = {"bytes": raw, "name": name, "sha256": report.sha256(raw), "sample": sample}
+    if sample is None and token is None:
+        token = uploads.save(raw, name)
+    st.session_state.data = {"bytes": raw, "name": name, "sha256": report.sha256(raw), "sample": sample,
+                             "token": token}
+    name_data_in_url()
     st.session_state.data_version = st.session_state.get("data_version", 0) + 1
-    st.session_state.setdefault("saved", {})["w_columns"] = [str(c) for c in frame.columns]
-    st.session_state.pop("w_columns", None)
+    shared.set_columns([str(c) for c in frame.columns])
     _clear_results()
 
 
@@ -183,8 +227,8 @@ def clear_data() -> None:
     """No current table (after an upload that could not be read)."""
     st.session_state.data = None
     st.session_state.data_version = st.session_state.get("data_version", 0) + 1
-    st.session_state.setdefault("saved", {})["w_columns"] = []
-    st.session_state.pop("w_columns", None)
+    name_data_in_url()
+    shared.set_columns([])
     _clear_results()
 
 
@@ -213,7 +257,8 @@ def table() -> pd.DataFrame:
 
 
 def columns() -> list[str]:
-    return list(saved_value("w_columns") or [])
+    """The chosen columns (published by the Data page, :mod:`pages._support.shared`)."""
+    return shared.columns()
 
 
 def frame() -> pd.DataFrame:
@@ -282,7 +327,7 @@ def estimate_dp_bounds(epsilon: float, neighbouring: str) -> None:
     numeric = [c for c in columns() if pd.api.types.is_numeric_dtype(table()[c]) and c not in typed]
     if not numeric:
         raise ps.DataError("every chosen numeric column has typed bounds: DP bounds fill only the others")
-    rng = release_rng() if release_mode() else int(saved_value("w_seed", 0))
+    rng = release_rng() if release_mode() else shared.seed()
     store.check(data_id(), epsilon, True)
     found = dp_bounds(frame(), numeric, epsilon, neighbouring=neighbouring, rng=rng)
     for col in found.schema.columns:
@@ -354,7 +399,7 @@ def evaluation(key_json: str, _real: pd.DataFrame, _synthetic: pd.DataFrame, sch
 
 def evaluate_result(result: ps.SynthResult, key: dict) -> dict:
     """The metrics of a run (teaching mode only), cached by the run's key and the TSTR target."""
-    target = saved_value("w_cmp_target", "none")
+    target = shared.tstr_target()
     target = target if target in [c["name"] for c in result.schema["columns"]] else None
     return evaluation(json.dumps(key, sort_keys=True), real_of(result), result.data, json.dumps(result.schema), target)
 
@@ -381,6 +426,9 @@ def sidebar_data() -> None:
     """The sidebar's line naming the current data, drawn after the page (which may have loaded new data)."""
     data = st.session_state.get("data")
     slot = st.session_state.pop("sidebar_data", None) or st.sidebar.empty()
+    note = st.session_state.get("restore_note")
+    if note:
+        st.sidebar.warning(note)
     if data is None:
         slot.caption("Data: none (the last file could not be read)")
         return
@@ -463,7 +511,7 @@ def _number_param(name: str, p: ps.ParamSpec, key: str) -> Any:
     if mode == "auto":
         return None
     if mode != "number":
-        return next(c for c in p.choices if str(c) == mode)
+        return next(c for c in (p.choices or ()) if str(c) == mode)
     lo, hi = p.bounds if p.bounds else (None, None)
     number_default = p.default if isinstance(p.default, (int, float)) and not isinstance(p.default, bool) else lo
     if p.type is int:
@@ -546,7 +594,7 @@ def metrics_on_demand(result: ps.SynthResult, metrics: dict | None):
     if metrics is not None or release_mode():
         return lambda: metrics
     real, synthetic, schema = real_of(result), result.data, ps.Schema.from_dict(result.schema)
-    target = saved_value("w_cmp_target", "none")
+    target = shared.tstr_target()
     target = target if target in schema.names else None
     return functools.cache(lambda: report.evaluate_subsampled(real, synthetic, schema, target=target))
 

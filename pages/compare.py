@@ -1,16 +1,21 @@
-"""Compare page: real vs synthetic scatter and marginals, and the metric table beside the real-vs-real floor."""
+"""Compare page: real vs synthetic in the columns' units, correlations, metrics with floors, several runs.
+
+The logic lives in :mod:`pages._support.comparison` (metrics in words, runs, honest ranks, the report) and
+:mod:`privsyn_core.reporting.figures` (the figures); this page draws them.
+"""
+
+import json
 
 import numpy as np
-import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
-from pages._support import words
+from pages._support import code_panel, comparison as cmp, shared
 from pages._support.text import md
-from privsyn_core.reporting import figures as F
-from privsyn_core.reporting import report
+from privsyn_core.data.io import to_csv_bytes
+from privsyn_core.mechanisms.peers import opendp_support as peers
+from privsyn_core.reporting import figures as F, report
 
 ui.require_entrypoint()
 st.title("Compare")
@@ -32,7 +37,7 @@ if found:
         labels = [names[axes[0]], names[axes[1]]]
         panels = ([("real", ui.real_of(result), F.REAL_COLOUR)] if teaching else []) + \
             [("synthetic", ui.synthetic_table(result), F.SYNTH_COLOUR)]
-        for column_slot, (what, frame, colour) in zip(st.columns(len(panels)), panels):
+        for column_slot, (what, frame, colour) in zip(st.columns(len(panels)), panels, strict=True):
             points, settings = F.plot_coordinates(frame, result.schema, names)
             fig = F.units_scatter(points, settings, axes=axes, labels=labels, name=what, colour=colour,
                                   title=f"{what}: {len(frame):,} rows")
@@ -41,7 +46,7 @@ if found:
                    "other; categories are in their public order, spread a little (jitter) so that points show.")
         column = ui.keep(st.selectbox, "Marginal of", "w_cmp_marginal", names[0], options=names)
         col = schema[column]
-        edges = None if col.kind == "categorical" else np.linspace(col.lo, col.hi, 31)
+        edges = None if col.kind == "categorical" else np.linspace(float(col.lo or 0.0), float(col.hi or 1.0), 31)
         real_col = ui.real_of(result)[column] if teaching else None
         st.plotly_chart(F.marginal_figure(real_col, result.data[column], edges=edges, name=column,
                                           categories=col.categories if col.kind == "categorical" else None),
@@ -51,6 +56,16 @@ if found:
 
     views()
 
+    if len(names) > 1:
+        st.subheader("Correlations")
+        synthetic_corr = F.correlation_matrix(report.schema_encode(result.data, result.schema))
+        real_corr = F.correlation_matrix(ui.unit_real(result)) if teaching else None
+        if teaching:
+            ui.not_private("the real correlations")
+        st.plotly_chart(F.correlation_heatmap(synthetic_corr, names, real=real_corr), key="compare_correlations")
+        st.caption("Red: the columns rise together; blue: one rises as the other falls; white: no linear relation. "
+                   + ("The right panel is the difference: the paler, the better kept." if teaching else ""))
+
     st.subheader("Metrics")
     evaluation = None
     if not teaching:
@@ -58,63 +73,73 @@ if found:
     else:
         ui.not_private("every metric reads the real data")
         if len(names) > 1:
-            ui.keep(st.selectbox, "Train-on-synthetic / test-on-real (TSTR) target", "w_cmp_target", "none",
-                    options=["none"] + names, help="Trains classifiers or regressors: opt-in because it is slower.")
+            shared.set_tstr_target(ui.keep(
+                st.selectbox, "Train-on-synthetic / test-on-real (TSTR) target", "w_cmp_target", "none",
+                options=["none"] + names, help="Trains classifiers or regressors: opt-in because it is slower."))
         with ui.user_errors():
             evaluation = ui.evaluate_result(result, key)
-            table = report.metrics_table(evaluation)
-            st.table(table.set_index("metric"))
+            st.table(cmp.shown(cmp.metric_table(evaluation)).set_index("metric"))
             note = evaluation.get("_subsample", {}).get("note")
-            st.caption(f"Computed on {note}. The floor is the same metric between two random halves of the real "
-                       "data: the level a perfect synthesizer would show. Tables per column and pair are in the JSON "
-                       "report.")
+            st.caption(f"Computed on {note}. Intervals are 95%. The floor is the same metric between two random "
+                       "halves of the real data: the level a perfect synthesizer would show. Tables per column and "
+                       "pair are in the JSON report.")
 
         st.subheader("Several mechanisms at the same epsilon")
-        specs = [s for s in ps.list_mechanisms() if s.data_kind == "continuous"]
+        specs = [s for s in ui.mechanisms() if s.data_kind == "continuous"]
+        found_peers = [p for p in peers.available() if p in {s.name for s in specs}]
+        st.caption(f"The field's standard is listed too: {', '.join(found_peers)} (OpenDP)." if found_peers
+                   else md(peers.INSTALL_NOTE))
         chosen = ui.keep(st.multiselect, "Mechanisms", "w_cmp_many", [result.mechanism],
                          options=[s.name for s in specs])
         if st.button("Run and compare", help="Each mechanism runs at this epsilon and seed with its default parameters "
                                              "(the last run keeps its own); each new run is a release in the ledger."):
-            rows, errors, runs = {}, [], {}
             progress = st.progress(0.0)
-            for i, name in enumerate(chosen):
-                progress.progress(i / max(len(chosen), 1), text=f"running {name}")
-                try:
-                    spec = ps.get_mechanism(name)
-                    params = key["params"] if name == key["mechanism"] else {k: p.default for k, p in spec.params.items()}
-                    relation = key["neighbouring"] if key["neighbouring"] in spec.neighbouring else spec.neighbouring[0]
-                    other_key = {**key, "mechanism": name, "params": params, "neighbouring": relation}
-                    other = ui.execute(other_key, label=", Compare")
-                    rows[name] = report.metrics_table(ui.evaluate_result(other, other_key))
-                    runs[name] = {"epsilon": other.epsilon, "neighbours differ by": words.relation(relation),
-                                  "privacy guarantee": words.guarantee(spec.is_private, other.dp_valid),
-                                  "synthetic rows": len(other.data)}
-                except ps.PrivsynError as exc:
-                    errors.append(f"{name}: {exc}")
-            progress.progress(1.0, text="done")
-            st.session_state.compare = {"rows": rows, "errors": errors, "epsilon": key["epsilon"], "runs": runs}
+            st.session_state.compare = cmp.run_many(
+                chosen, key, execute=lambda k: ui.execute(k, label=", Compare"), evaluate=ui.evaluate_result,
+                progress=lambda share, text: progress.progress(share, text=text))
         compare = st.session_state.compare
         if compare:
             for message in compare["errors"]:
                 st.error(md(message))
-            if compare["rows"]:
-                wide = pd.concat({n: t.set_index("metric")["value"] for n, t in compare["rows"].items()}, axis=1)
-                floors = pd.concat([t.set_index("metric")["real-vs-real floor"] for t in compare["rows"].values()],
-                                   axis=1).bfill(axis=1).iloc[:, 0]
-                wide["real-vs-real floor"] = floors
-                st.table(wide)
-                st.markdown("**The runs**: a run whose guarantee is not 'holds' is **not a private release**, "
-                            "however good its metrics look.")
-                st.table(pd.DataFrame.from_dict(compare.get("runs", {}), orient="index"))
-                first = wide.index[0]
-                values = wide.drop(columns="real-vs-real floor").loc[first]
-                private = [compare.get("runs", {}).get(n, {}).get("privacy guarantee") == "holds" for n in values.index]
-                fig = go.Figure(go.Bar(x=[n if ok else f"{n} (NOT private)" for n, ok in zip(values.index, private)],
-                                       y=values.to_numpy(dtype=float), name=first,
-                                       marker_color=["#08519c" if ok else "#bdbdbd" for ok in private]))
-                fig.update_layout(title=f"{first} at epsilon {compare['epsilon']:g} (lower is better)",
-                                  margin=dict(l=40, r=10, t=50, b=40))
-                st.plotly_chart(fig, key="compare_many_chart")
+            runs = compare["runs"]
+            if runs:
+                st.markdown("**The runs.** A run marked NOT PRIVATE has no privacy guarantee, however good its "
+                            "metrics look: never publish it.")
+                st.table(cmp.runs_table(runs))
+                st.markdown("**Metrics of every run**: value [95% interval].")
+                st.table(cmp.wide_metrics(runs))
+                rankable = [m for m in cmp.RANKABLE if all(m in r["evaluation"] for r in runs.values())] or ["w1"]
+                metric = ui.keep(st.selectbox, "Rank on", "w_cmp_rank", rankable[0], options=rankable,
+                                 format_func=lambda m: f"{cmp.METRICS[m][0]} ({cmp.better(m)} is better)")
+                with ui.user_errors():
+                    ranked, others, floor = cmp.ranking(runs, metric)
+                    st.plotly_chart(F.interval_figure(ranked, metric=cmp.METRICS[metric][0], better=cmp.better(metric),
+                                                      floor=floor, not_private=others), key="compare_many_chart")
+                    st.markdown("\n".join(f"- {md(line)}" for line in cmp.ranking_words(ranked)))
+                    st.caption("Only private runs are ranked. Runs whose intervals overlap share a rank and are "
+                               "listed by name: the data cannot tell them apart. "
+                               + cmp.METRICS[metric][2].capitalize() + ".")
+                st.markdown("**Downloads of every run**")
+                for name, run in runs.items():
+                    cols = st.columns([2, 1, 1])
+                    mark = "" if cmp.is_private(run["result"]) else " (NOT private)"
+                    cols[0].write(f"{md(name)}{mark}")
+                    table = ui.synthetic_table(run["result"])
+                    cols[1].download_button("CSV", data=to_csv_bytes(table), file_name=f"synthetic_{name}.csv",
+                                            mime="text/csv", on_click="ignore", key=f"dl_cmp_csv_{name}")
+                    run_json = json.dumps(ui.report_builder(run["result"], run["key"])(metrics=run["evaluation"]),
+                                          indent=1, default=str)
+                    cols[2].download_button("JSON report", data=run_json, file_name=f"run_report_{name}.json",
+                                            mime="application/json", on_click="ignore", key=f"dl_cmp_json_{name}")
+                tables = {name: ui.synthetic_table(run["result"]) for name, run in runs.items()}
+                real = ui.real_of(result)
+                data_name = st.session_state.data["name"]
+                st.download_button("Download the comparison report (HTML, every run)",
+                                   file_name="privsyn_comparison.html", mime="text/html", on_click="ignore",
+                                   key="dl_cmp_html",
+                                   data=lambda: cmp.comparison_html(data_name=data_name, runs=runs, tables=tables,
+                                                                    real=real, rank_metric=metric))
 
     with ui.user_errors():
         ui.downloads(result, key, metrics=evaluation)
+        code_panel.show(key, st.session_state.data["name"], slot="compare")

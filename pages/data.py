@@ -4,7 +4,7 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
-from pages._support import schema_editor
+from pages._support import schema_editor, shared
 from pages._support.text import md
 from privsyn_core.data.datasets import SAMPLES
 
@@ -14,8 +14,10 @@ st.write("Pick a bundled sample or upload a CSV, choose the columns to synthesiz
          "**public** domain (bounds or categories). Mechanisms are private only if this domain does not come "
          "from the data.")
 
-source = ui.keep(st.radio, "Source", "w_source", "Bundled sample", options=["Bundled sample", "Upload a CSV"],
-                 horizontal=True)
+current_data = st.session_state.data
+uploaded = current_data is not None and current_data["sample"] is None  # also after a reload restored it
+source = ui.keep(st.radio, "Source", "w_source", "Upload a CSV" if uploaded else "Bundled sample",
+                 options=["Bundled sample", "Upload a CSV"], horizontal=True)
 if source == "Bundled sample":
     names = list(SAMPLES)
     current = (st.session_state.data or {}).get("sample") or ui.DEFAULT_SAMPLE
@@ -38,6 +40,9 @@ else:
             # the schema grid under the user's pointer between a click and a double-click
             st.success(f"Loaded {md(st.session_state.data['name'])}: now set the public domain of every column "
                        "below.")
+    elif uploaded:
+        st.success(f"Loaded {md(current_data['name'])} (kept across reloads: this page's address names it). "
+                   "Upload another file to replace it.")
 
 if st.session_state.data is None:  # the file could not be read: its one error above says why
     ui.sidebar_data()
@@ -52,8 +57,11 @@ with ui.user_errors():
                     "is private too.")
     else:
         st.markdown(f"**{md(st.session_state.data['name'])}**: {len(full):,} rows, {full.shape[1]} columns.")
-    ui.keep(st.multiselect, "Columns to synthesize", "w_columns", [str(c) for c in full.columns],
-            options=[str(c) for c in full.columns])
+    if st.session_state.get("columns_drawn_for") != st.session_state.get("data_version"):
+        ui.forget("w_columns")  # a new table: the widget starts from the table's columns (shared.columns)
+        st.session_state.columns_drawn_for = st.session_state.get("data_version")
+    shared.set_columns(ui.keep(st.multiselect, "Columns to synthesize", "w_columns", shared.columns(),
+                               options=[str(c) for c in full.columns]))
     if len(full) < 2 and not ui.release_mode():
         st.warning("The table has a single row: every mechanism needs more data to say anything useful.")
 

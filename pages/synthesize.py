@@ -7,7 +7,7 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
-from pages._support import output, words
+from pages._support import code_panel, output, shared, words
 from pages._support.text import md
 
 ui.require_entrypoint()
@@ -43,6 +43,7 @@ with right:
         st.caption("Release mode: noise from a cryptographically secure generator (no seed).")
     else:
         seed = int(ui.keep(st.number_input, "Seed (same seed, same output)", "w_seed", 0, min_value=0, step=1))
+        shared.set_seed(seed)  # the Data page's teaching DP bounds reuse it
         st.caption("Re-running with a new seed spends epsilon again.")
     n_syn = int(ui.keep(st.number_input, "Synthetic rows (0 = the mechanism's default)", "w_n_synthetic", 0,
                         min_value=0, step=100))
@@ -125,3 +126,4 @@ if found:
             st.json({"params": {k: str(v) for k, v in result.params.items()}, "timings": result.timings})
     with ui.user_errors():
         ui.downloads(result, run)
+        code_panel.show(run, st.session_state.data["name"], slot="synthesize")

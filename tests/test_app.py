@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import privsyn_core as ps
+from pages._support import comparison
 from privsyn_core.data.datasets import two_blobs
 from privsyn_core.reporting.figures import MAX_POINTS, NOT_PRIVATE
 
@@ -24,6 +26,7 @@ PAGES = ["pages/data.py", "pages/synthesize.py", "pages/partitions.py", "pages/t
          "pages/tradeoff.py", "pages/learn.py"]
 TIMEOUT = 60
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
+W1 = comparison.METRICS["w1"][0]  # the metric tables are indexed by plain names
 
 
 def spends(at: AppTest) -> list[dict]:
@@ -148,8 +151,8 @@ def test_each_registered_mechanism_runs_and_compare_shows_metrics_and_points(upl
     at.switch_page("pages/compare.py").run()
     assert not at.exception, at.exception
     table = at.table[0].value
-    assert "w1" in table.index
-    assert np.isfinite(table.loc["w1", "value"])
+    assert W1 in table.index
+    assert np.isfinite(float(table.loc[W1, "value"]))
     real_panel, synthetic_panel = figures(at)[:2]  # side by side, in the columns' own units
     synthetic = synthetic_panel["data"][0]
     assert synthetic["name"] == "synthetic" and len(values(synthetic["x"])) == min(len(result.data), MAX_POINTS)
@@ -261,11 +264,15 @@ def test_teaching_mode_labels_raw_views_and_offers_tstr():
     at.switch_page("pages/compare.py").run()
     assert any(NOT_PRIVATE in c.value for c in at.caption)
     table = at.table[0].value
-    assert {"w1", "mmd", "marginal_tvd_1way", "marginal_tvd_2way", "correlation_gap"} <= set(table.index)
-    assert "method=" in table.loc["w1", "details"] and np.isfinite(float(table.loc["w1", "real-vs-real floor"]))
+    assert {comparison.METRICS[m][0] for m in ("w1", "mmd", "marginal_tvd_1way", "marginal_tvd_2way",
+                                               "correlation_gap")} <= set(table.index)
+    assert table.loc[W1, "better"] == "lower is better" and np.isfinite(float(table.loc[W1, "real-vs-real floor"]))
+    low, high = map(float, table.loc[W1, "95% interval"].strip("[]").split(","))
+    assert low <= float(table.loc[W1, "value"]) <= high
     at.selectbox(key="w_cmp_target").set_value("y").run()
     assert not problems(at)
-    assert "tstr" in at.table[0].value.index
+    tstr = at.table[0].value.loc[comparison.METRICS["tstr"][0]]
+    assert tstr["better"] == "higher is better" and tstr["real-vs-real floor"] != "-"  # the train-on-real reference
 
 
 # -- bad input never shows a traceback ----------------------------------------------------------------
@@ -353,13 +360,17 @@ def test_several_mechanisms_side_by_side_at_the_same_epsilon():
     at.multiselect(key="w_cmp_many").set_value(["dp_histogram", "laplace_points", "kd_grid"]).run()
     click(at, "Run and compare")
     assert not problems(at)
-    wide = at.table[1].value
-    assert list(wide.columns) == ["dp_histogram", "laplace_points", "kd_grid", "real-vs-real floor"]
-    assert wide.loc["w1", "laplace_points"] > wide.loc["w1", "real-vs-real floor"]
+    wide = at.table[2].value
+    assert list(wide.columns) == ["better", "dp_histogram", "laplace_points", "kd_grid", "real-vs-real floor"]
+    assert re.fullmatch(r"\S+ \[\S+, \S+\]", wide.loc[W1, "laplace_points"])  # value [interval]
     assert [e["mechanism"] for e in spends(at)] == ["dp_histogram", "laplace_points", "kd_grid"]
-    runs = at.table[2].value
+    runs = at.table[1].value
     assert list(runs.index) == ["dp_histogram", "laplace_points", "kd_grid"]
-    assert set(runs["privacy guarantee"]) == {"holds"} and "neighbours differ by" in runs.columns
+    assert set(runs["privacy"]) == {"private"} and set(runs["dp_valid"]) == {True}
+    assert {"epsilon", "neighbours differ by"} <= set(runs.columns)
+    labels = {b.label for b in at.get("download_button")}
+    assert {"CSV", "JSON report", "Download the comparison report (HTML, every run)"} <= labels
+    assert sum(b.label == "CSV" for b in at.get("download_button")) == 3  # every run, not only the last
 
 
 def test_a_non_private_run_is_marked_in_the_comparison():
@@ -368,10 +379,11 @@ def test_a_non_private_run_is_marked_in_the_comparison():
     at.switch_page("pages/compare.py").run()
     at.multiselect(key="w_cmp_many").set_value(["dp_histogram", "bootstrap"]).run()
     click(at, "Run and compare")
-    runs = at.table[2].value
-    assert runs.loc["bootstrap", "privacy guarantee"].startswith("none")
-    bars = figures(at)[-1]["data"][0]
-    assert "bootstrap (NOT private)" in bars["x"]
+    runs = at.table[1].value
+    assert runs.loc["bootstrap", "privacy"] == "NOT PRIVATE" and runs.loc["bootstrap", "guarantee"].startswith("none")
+    chart = figures(at)[-1]["data"]
+    assert list(chart[0]["x"]) == ["dp_histogram"]  # only private runs are ranked
+    assert chart[1]["x"] == ["bootstrap (NOT private)"] and "not ranked" in chart[1]["name"]
 
 
 @pytest.mark.parametrize("mechanism", [s.name for s in ps.list_mechanisms()])

@@ -142,8 +142,8 @@ def count_bars(cells: dict, keys: Sequence[str] = ("true_count", "noisy_count", 
     """True, noisy and released count per cell (first ``max_cells`` cells), as grouped bars."""
     k = len(np.asarray(cells[keys[0]]))
     shown = min(k, max_cells)
-    fig = go.Figure([go.Bar(x=np.arange(shown), y=np.asarray(cells[key], dtype=float)[:shown], name=key.replace("_", " "))
-                     for key in keys if key in cells])
+    fig = go.Figure([go.Bar(x=np.arange(shown), y=np.asarray(cells[key], dtype=float)[:shown],
+                            name=key.replace("_", " ")) for key in keys if key in cells])
     fig.update_layout(barmode="group", title=f"counts of the first {shown:,} of {k:,} cells",
                       xaxis_title="cell", yaxis_title="count", margin=dict(l=40, r=10, t=50, b=40))
     return fig
@@ -296,6 +296,131 @@ def marginal_figure(real: pd.Series | None, synthetic: pd.Series, *, edges: np.n
                                  marker_color=colours.get(label, REAL_COLOUR), opacity=0.6))
     fig.update_layout(barmode="overlay", title=f"marginal of {name}", yaxis_title="share",
                       margin=dict(l=40, r=10, t=50, b=40), legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def correlation_matrix(unit: np.ndarray) -> np.ndarray:
+    r"""Pearson correlations between the columns of ``unit`` (rows in the schema's unit coordinates).
+
+    :math:`\rho_{jk} = \mathrm{cov}(x_j, x_k) / (\sigma_j \sigma_k)`; a categorical column enters as the
+    position of its value in the public category order (as in ``metrics.correlation_gap``).  A column with
+    no spread (a single value) has no correlation: its row and column are NaN, the diagonal is 1.
+    """
+    X = np.asarray(unit, dtype=float)
+    d = X.shape[1] if X.ndim == 2 else 0
+    out = np.full((d, d), np.nan)
+    if X.ndim != 2 or len(X) < 2:
+        np.fill_diagonal(out, 1.0)
+        return out
+    centred = X - X.mean(axis=0)
+    scale = np.sqrt((centred ** 2).sum(axis=0))
+    ok = scale > 1e-12 * max(1.0, float(np.abs(X).max(initial=0.0)))
+    if ok.any():
+        z = centred[:, ok] / scale[ok]
+        out[np.ix_(ok, ok)] = np.clip(z.T @ z, -1.0, 1.0)
+    np.fill_diagonal(out, 1.0)
+    return out
+
+
+def correlation_heatmap(synthetic: np.ndarray, names: Sequence[str], *, real: np.ndarray | None = None,
+                        annotate_max: int = 12) -> go.Figure:
+    """Correlation matrices side by side on one colour scale: real (teaching only), synthetic, and their difference.
+
+    Parameters
+    ----------
+    synthetic, real : ndarray (d, d)
+        Matrices from :func:`correlation_matrix`; ``real`` is ``None`` in release mode (only the release shown).
+    names : sequence of str
+        Column names, in the order of the matrices.
+    annotate_max : int
+        Cells carry their value as text up to this many columns.
+
+    Returns
+    -------
+    Figure
+        One heatmap per panel, colour scale -1 (blue) to 1 (red) shared by every panel (differences beyond
+        +-1 saturate), titled with what to look for.
+    """
+    from plotly.subplots import make_subplots
+
+    panels = [("synthetic", np.asarray(synthetic, dtype=float))]
+    if real is not None:
+        real = np.asarray(real, dtype=float)
+        panels = [(f"real ({NOT_PRIVATE})", real), panels[0], ("synthetic minus real", panels[0][1] - real)]
+    labels = [str(n) for n in names]
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[t for t, _ in panels], horizontal_spacing=0.08)
+    text = "%{z:.2f}" if len(labels) <= annotate_max else None
+    for i, (title, matrix) in enumerate(panels, start=1):
+        fig.add_trace(go.Heatmap(z=matrix, x=labels, y=labels, coloraxis="coloraxis", name=title,
+                                 texttemplate=text, hovertemplate=f"{title}<br>%{{y}} / %{{x}}: %{{z:.3f}}"
+                                                                   "<extra></extra>"), row=1, col=i)
+        fig.update_yaxes(autorange="reversed", row=1, col=i, showticklabels=i == 1)
+    fig.update_layout(coloraxis=dict(colorscale="RdBu", reversescale=True, cmin=-1, cmax=1,
+                                     colorbar=dict(title="correlation")),
+                      title="Correlations between columns (Pearson, categories in their public order): look for "
+                            "the same pattern" + (", and a pale difference panel" if real is not None else ""),
+                      height=380 + 12 * len(labels), margin=dict(l=60, r=10, t=80, b=40))
+    return fig
+
+
+def interval_figure(ranking: pd.DataFrame, *, metric: str, better: str, floor: tuple[float, float, float] | None = None,
+                    not_private: pd.DataFrame | None = None) -> go.Figure:
+    """One metric per run as a point with its interval, grouped by rank; runs whose intervals overlap are tied.
+
+    Parameters
+    ----------
+    ranking : DataFrame
+        :func:`privsyn_core.metrics.rank_runs` output (``run, value, low, high, rank, tied_with``), in its order:
+        rank groups, and inside a group by name, never by value.
+    metric : str
+        The metric's name for the title and the y axis.
+    better : {"lower", "higher"}
+    floor : (value, low, high), optional
+        The real-vs-real floor with its interval, drawn as a band.
+    not_private : DataFrame, optional
+        Runs without a privacy guarantee (``run, value, low, high``): drawn in grey at the right, never ranked.
+
+    Returns
+    -------
+    Figure
+        Each rank group on a shaded background labelled "rank k" (or "tied at rank k"); error bars are the
+        intervals.  The x order is the groups' order, which the intervals justify, and names inside a group.
+    """
+    fig = go.Figure()
+    x = [str(r) for r in ranking["run"]]
+    fig.add_trace(go.Scatter(
+        x=x, y=ranking["value"], mode="markers", name="private runs", marker=dict(size=10, color="#08519c"),
+        error_y=dict(type="data", symmetric=False, array=ranking["high"] - ranking["value"],
+                     arrayminus=ranking["value"] - ranking["low"], thickness=2, width=8),
+        customdata=np.stack([ranking["rank"], ranking["low"], ranking["high"]], axis=1) if len(ranking) else None,
+        hovertemplate="%{x}: %{y:.4g} [%{customdata[1]:.4g}, %{customdata[2]:.4g}], rank %{customdata[0]}"
+                      "<extra></extra>"))
+    for i, (rank, group) in enumerate(ranking.groupby("rank", sort=True)):
+        members = [str(r) for r in group["run"]]
+        label = f"tied at rank {rank}" if len(members) > 1 else f"rank {rank}"
+        fig.add_vrect(x0=x.index(members[0]) - 0.45, x1=x.index(members[-1]) + 0.45, line_width=0,
+                      fillcolor="#deebf7" if i % 2 == 0 else "#f0f0f0", layer="below",
+                      annotation_text=label, annotation_position="top left")
+    if not_private is not None and len(not_private):
+        names = [f"{r} (NOT private)" for r in not_private["run"]]
+        fig.add_trace(go.Scatter(
+            x=names, y=not_private["value"], mode="markers", name="NOT private: not ranked",
+            marker=dict(size=10, color="#969696", symbol="x"),
+            error_y=dict(type="data", symmetric=False, array=not_private["high"] - not_private["value"],
+                         arrayminus=not_private["value"] - not_private["low"], color="#969696")))
+    if floor is not None:
+        value, low, high = floor
+        if np.isfinite(low) and np.isfinite(high):
+            fig.add_hrect(y0=low, y1=high, fillcolor="#74c476", opacity=0.25, line_width=0, layer="below")
+        fig.add_hline(y=value, line_dash="dot", line_color="#238b45",
+                      annotation_text="real-vs-real floor", annotation_position="bottom right")
+    fig.update_layout(title=f"{metric} ({better} is better): runs in one shaded group have overlapping intervals "
+                            "and are not ordered",
+                      yaxis_title=f"{metric} ({better} is better)", xaxis_title="run (by rank group, then name)",
+                      margin=dict(l=50, r=10, t=60, b=60), showlegend=not_private is not None and len(not_private) > 0,
+                      legend=dict(orientation="h", y=-0.3))
+    fig.update_xaxes(categoryorder="array", categoryarray=x + ([f"{r} (NOT private)" for r in not_private["run"]]
+                                                               if not_private is not None else []))
     return fig
 
 

@@ -1,0 +1,136 @@
+"""Uploaded tables kept on disk, so that a browser reload (a new Streamlit session) finds its data again.
+
+A reload starts a new session with an empty ``session_state``.  The upload is therefore kept on the
+server: its bytes once per content (``uploads/<sha256>.csv``, deduplicated by content hash), and for
+each upload a *dataset id*: a random token (``secrets.token_urlsafe``) that names the file and its
+display name.  The app puts the token in the page's URL (``?data=<token>``, ``st.query_params``) and a
+new session restores the table from it.  The token is random, not a function of the data: the URL
+carries nothing computed from the raw table (the content hash stays on the server).
+
+**Bounded.** At most :data:`MAX_BYTES` bytes of tables are kept (200 MB by default; the environment
+variable ``PRIVSYN_UPLOAD_MAX_BYTES`` sets another bound, ``0`` keeps nothing).  Storing a table evicts
+the least recently used ones (by their last save or restore) until the total fits; a table larger than
+the bound is not kept (the session still uses it; a reload then falls back to the default sample and
+says so).  A restore checks the bytes against their hash, so a damaged file is dropped, never used.
+
+The folder is ``$PRIVSYN_DATA_DIR/uploads`` (default ``app-data/uploads`` beside ``app.py``, as the ledger).
+Uploaded tables hold raw, possibly sensitive data: keep the data folder as private as the data, or set
+``PRIVSYN_UPLOAD_MAX_BYTES=0`` on a server that must not keep uploads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+import sqlite3
+import time
+from contextlib import closing
+from pathlib import Path
+
+from . import ledger
+
+MAX_BYTES_ENV = "PRIVSYN_UPLOAD_MAX_BYTES"
+#: Default bound on the bytes of tables kept on disk (all uploads together).
+MAX_BYTES = 200 * 2**20
+#: The form of a dataset id (``secrets.token_urlsafe(16)``): anything else in a URL is ignored.
+TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
+#: The next value of the use counter: a strict order of saves and restores (clock ties cannot reorder them).
+_NEXT_USE = "(select coalesce(max(last_used), 0) + 1 from files)"
+SCHEMA = """
+create table if not exists files (sha256 text primary key, size integer not null, last_used integer not null);
+create table if not exists datasets (token text primary key, sha256 text not null, name text not null,
+                                     created real not null);
+"""
+
+
+def max_bytes() -> int:
+    """The bound on kept bytes (:data:`MAX_BYTES` unless ``PRIVSYN_UPLOAD_MAX_BYTES`` says otherwise)."""
+    text = os.environ.get(MAX_BYTES_ENV, "").strip()
+    try:
+        return max(0, int(text)) if text else MAX_BYTES
+    except ValueError:
+        return MAX_BYTES
+
+
+def folder() -> Path:
+    path = ledger.path().parent / "uploads"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _connect() -> sqlite3.Connection:
+    connection = sqlite3.connect(folder() / "uploads.sqlite", timeout=10)
+    connection.row_factory = sqlite3.Row
+    connection.executescript(SCHEMA)
+    return connection
+
+
+def _file(sha: str) -> Path:
+    return folder() / f"{sha}.csv"
+
+
+def save(raw: bytes, name: str) -> str | None:
+    """Keep ``raw`` (as ``name``) and return its new dataset id, or ``None`` when it is larger than the bound."""
+    cap = max_bytes()
+    if len(raw) > cap:
+        return None
+    sha = hashlib.sha256(raw).hexdigest()
+    target = _file(sha)
+    if not target.exists():
+        partial = target.with_suffix(f".{secrets.token_hex(4)}.part")
+        partial.write_bytes(raw)
+        partial.replace(target)  # atomic: a reader never sees half a file
+    token = secrets.token_urlsafe(16)
+    with closing(_connect()) as db, db:
+        db.execute(f"insert into files(sha256, size, last_used) values(?, ?, {_NEXT_USE}) on conflict(sha256) do "
+                   f"update set last_used = {_NEXT_USE}", (sha, len(raw)))
+        db.execute("insert into datasets(token, sha256, name, created) values(?, ?, ?, ?)",
+                   (token, sha, name, time.time()))
+        _evict(db, cap, keep=sha)
+    return token
+
+
+def _evict(db: sqlite3.Connection, cap: int, keep: str) -> None:
+    """Delete the least recently used tables (never ``keep``) until the kept bytes are at most ``cap``."""
+    rows = db.execute("select sha256, size from files order by last_used, sha256").fetchall()
+    total = sum(r["size"] for r in rows)
+    for row in rows:
+        if total <= cap:
+            break
+        if row["sha256"] == keep:
+            continue
+        _drop(db, row["sha256"])
+        total -= row["size"]
+
+
+def _drop(db: sqlite3.Connection, sha: str) -> None:
+    db.execute("delete from files where sha256 = ?", (sha,))
+    db.execute("delete from datasets where sha256 = ?", (sha,))
+    _file(sha).unlink(missing_ok=True)
+
+
+def load(token: str) -> tuple[bytes, str] | None:
+    """The bytes and display name of the dataset ``token``, or ``None`` when it is unknown, evicted or damaged."""
+    if not TOKEN.fullmatch(str(token)):
+        return None
+    with closing(_connect()) as db, db:
+        row = db.execute("select sha256, name from datasets where token = ?", (token,)).fetchone()
+        if row is None:
+            return None
+        try:
+            raw = _file(row["sha256"]).read_bytes()
+        except FileNotFoundError:
+            raw = None
+        if raw is None or hashlib.sha256(raw).hexdigest() != row["sha256"]:
+            _drop(db, row["sha256"])
+            return None
+        db.execute(f"update files set last_used = {_NEXT_USE} where sha256 = ?", (row["sha256"],))
+    return raw, str(row["name"])
+
+
+def kept_bytes() -> int:
+    """Bytes of tables kept now."""
+    with closing(_connect()) as db:
+        return int(db.execute("select coalesce(sum(size), 0) from files").fetchone()[0])

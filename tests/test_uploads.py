@@ -1,0 +1,102 @@
+"""Uploads survive a reload: kept on disk by content, named in the URL by a random id, bounded, oldest evicted."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from pages._support import uploads
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+def csv(n: int, seed: int = 0) -> bytes:
+    return pd.DataFrame({"a": [float(seed + i) for i in range(n)], "b": [2.0 * i for i in range(n)]}) \
+        .to_csv(index=False).encode()
+
+
+def test_save_and_load_round_trip_by_a_random_id_and_the_same_content_is_stored_once():
+    raw = csv(10)
+    first, second = uploads.save(raw, "one.csv"), uploads.save(raw, "two.csv")
+    assert first and second and first != second
+    assert hashlib.sha256(raw).hexdigest() not in first + second  # the URL names no function of the data
+    assert uploads.load(first) == (raw, "one.csv") and uploads.load(second) == (raw, "two.csv")
+    assert uploads.kept_bytes() == len(raw)
+    assert len(list(uploads.folder().glob("*.csv"))) == 1
+
+
+def test_unknown_malformed_and_damaged_ids_restore_nothing():
+    assert uploads.load("no-such-token-0000000") is None
+    assert uploads.load("../../etc/passwd") is None
+    token = uploads.save(csv(5), "x.csv")
+    assert token is not None
+    next(uploads.folder().glob("*.csv")).write_bytes(b"tampered")
+    assert uploads.load(token) is None
+    assert uploads.kept_bytes() == 0  # the damaged file was dropped
+
+
+def test_the_kept_bytes_stay_bounded_and_the_least_recently_used_go_first(monkeypatch):
+    tables = [csv(40, seed) for seed in range(4)]
+    size = max(len(t) for t in tables)
+    monkeypatch.setenv(uploads.MAX_BYTES_ENV, str(3 * size))
+    tokens = [uploads.save(tables[0], "t0.csv"), uploads.save(tables[1], "t1.csv"), uploads.save(tables[2], "t2.csv")]
+    assert uploads.load(str(tokens[0])) is not None  # t0 used again: t1 is now the oldest
+    tokens.append(uploads.save(tables[3], "t3.csv"))
+    assert uploads.kept_bytes() <= 3 * size
+    kept = [uploads.load(str(t)) is not None for t in tokens]
+    assert kept == [True, False, True, True]
+
+
+@pytest.mark.parametrize("bound", ["0", "100"])
+def test_a_table_larger_than_the_bound_is_not_kept(monkeypatch, bound):
+    monkeypatch.setenv(uploads.MAX_BYTES_ENV, bound)
+    assert uploads.save(csv(50), "big.csv") is None
+    assert uploads.kept_bytes() == 0
+
+
+def test_a_new_session_restores_the_upload_named_in_its_url():
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("pages/data.py").run()
+    at.radio(key="w_source").set_value("Upload a CSV").run()
+    raw = csv(25)
+    at.file_uploader[0].set_value(("mine.csv", raw, "text/csv")).run()
+    assert not at.exception
+    token = at.query_params["data"]
+    token = token[0] if isinstance(token, list) else token
+    assert uploads.load(token) == (raw, "mine.csv")
+
+    reloaded = AppTest.from_file(APP, default_timeout=60)
+    reloaded.query_params["data"] = token
+    reloaded.run()
+    assert not reloaded.exception
+    data = reloaded.session_state["data"]
+    assert (data["bytes"], data["name"], data["sample"]) == (raw, "mine.csv", None)
+    assert reloaded.session_state["shared"]["columns"] == ["a", "b"]
+    reloaded.switch_page("pages/data.py").run()
+    assert reloaded.radio(key="w_source").value == "Upload a CSV"
+    assert any("Loaded mine.csv" in s.value for s in reloaded.success)
+    assert reloaded.session_state["data"]["bytes"] == raw  # the Data page did not fall back to a sample
+
+
+def test_an_evicted_upload_falls_back_to_the_sample_and_says_so():
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["data"] = "gone-gone-gone-gone-gone"
+    at.run()
+    assert not at.exception
+    assert at.session_state["data"]["sample"] == "blobs"
+    assert any("no longer kept" in w.value for w in at.sidebar.warning)
+
+
+def test_a_sample_is_named_in_the_url_and_restored():
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["sample"] = "blobs"
+    at.run()
+    assert at.session_state["data"]["sample"] == "blobs"
+    bad = AppTest.from_file(APP, default_timeout=60)
+    bad.query_params["sample"] = "../app"
+    bad.run()
+    assert not bad.exception and bad.session_state["data"]["sample"] == "blobs"

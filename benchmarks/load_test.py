@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -166,21 +167,26 @@ async def wait_run(page: Page, wire: Wire, before: int) -> None:
     await page.wait_for_selector(f"{APP_STATE}[data-test-script-state='notRunning']", timeout=PAGE_TIMEOUT_MS)
 
 
-async def open_synthesize(page: Page, url: str, mechanism: str | None, wire: Wire) -> None:
+async def open_synthesize(page: Page, url: str, mechanism: str | None, wire: Wire, step: list[str]) -> None:
+    """Open the app, go to the Synthesize page (choose ``mechanism``) and click Run; ``step`` names the last step."""
+    step[0] = "open the app"
     before = wire.started
     await page.goto(url, timeout=PAGE_TIMEOUT_MS)
     await page.wait_for_selector(f"{APP_STATE}[data-test-connection-state='CONNECTED']", timeout=PAGE_TIMEOUT_MS)
     await wait_run(page, wire, before)
+    step[0] = "go to Synthesize"
     before = wire.started
     await page.get_by_test_id("stSidebarNav").get_by_role("link", name="Synthesize", exact=True).click()
     await wait_run(page, wire, before)
     if mechanism:
+        step[0] = f"choose {mechanism}"
         before = wire.started
         box = page.get_by_test_id("stSelectbox").filter(has=page.get_by_text("Mechanism", exact=True))
         await box.click()
         await page.get_by_role("option", name=re.compile(rf"\[{re.escape(mechanism)}\]$")).click()
         await wait_run(page, wire, before)
     # after a first run, setting changes re-run by themselves
+    step[0] = "click Run"
     before = wire.started
     await page.get_by_role("button", name="Run", exact=True).click()
     await wait_run(page, wire, before)
@@ -206,10 +212,11 @@ def dump_threads(pid: int, dump_file: Path, stats: Stats) -> None:
 
 
 async def session(browser, url: str, duration: float, mechanism: str | None, stats: Stats, index: int,
-                  server_pid: int, dump_file: Path) -> None:
+                  server_pid: int, dump_file: Path, shots: Path | None) -> None:
     context = await browser.new_context()
     page = await context.new_page()
-    wire = Wire()
+    page.set_default_timeout(PAGE_TIMEOUT_MS)  # 20 pages on 2 shared cores can take longer than 30 s to act
+    wire, step = Wire(), ["start"]
 
     def watch(ws: WebSocket) -> None:
         ws.on("framereceived", wire.on_frame)
@@ -217,8 +224,9 @@ async def session(browser, url: str, duration: float, mechanism: str | None, sta
     page.on("websocket", watch)
     page.on("pageerror", lambda exc: stats.errors.append(f"session {index}: page error {exc}"))
     try:
-        await open_synthesize(page, url, mechanism, wire)
+        await open_synthesize(page, url, mechanism, wire, step)
         stats.sessions_started += 1
+        step[0] = "change the seed"
         deadline = time.monotonic() + duration
         seed_box = page.get_by_label("Seed (same seed, same output)", exact=True)
         seed = 1000 * index
@@ -233,22 +241,25 @@ async def session(browser, url: str, duration: float, mechanism: str | None, sta
             if await page.locator("[data-testid='stException']").count():
                 stats.errors.append(f"session {index}: exception shown at seed {seed}")
     except Stuck as exc:
-        stats.stuck.append(f"session {index}: {exc}")
+        stats.stuck.append(f"session {index} at '{step[0]}': {exc}")
         dump_threads(server_pid, dump_file, stats)
     except (PlaywrightError, TimeoutError) as exc:
         state = await app_state(page)
-        stats.errors.append(f"session {index}: {str(exc).splitlines()[0]} ({state}; server running="
+        if shots is not None:
+            with contextlib.suppress(PlaywrightError):
+                await page.screenshot(path=str(shots / f"session{index}.png"), full_page=True)
+        stats.errors.append(f"session {index} at '{step[0]}': {str(exc).splitlines()[0]} ({state}; server running="
                             f"{wire.running}, runs started {wire.started}, finished {wire.finished})")
     finally:
         await context.close()
 
 
 async def drive(url: str, sessions: int, duration: float, mechanism: str | None, server_pid: int,
-                dump_file: Path) -> Stats:
+                dump_file: Path, shots: Path | None = None) -> Stats:
     stats = Stats()
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"])
-        await asyncio.gather(*(session(browser, url, duration, mechanism, stats, i, server_pid, dump_file)
+        await asyncio.gather(*(session(browser, url, duration, mechanism, stats, i, server_pid, dump_file, shots)
                                for i in range(sessions)))
         await browser.close()
     return stats
@@ -275,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--duration", type=float, default=120.0, help="seconds of load per session, after it opened")
     parser.add_argument("--mechanism", help="registry key to select on the Synthesize page (default: the page's)")
+    parser.add_argument("--screenshots", type=Path, help="folder for a screenshot of every session that failed")
     args = parser.parse_args(argv)
     if not 1 <= args.sessions <= 100 or not 1 <= args.duration <= 3600:
         parser.error("use 1..100 sessions and 1..3600 seconds")
@@ -287,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     try:
         stats = asyncio.run(drive(f"http://127.0.0.1:{port}/", args.sessions, args.duration, args.mechanism,
-                                  server.pid, dump_file))
+                                  server.pid, dump_file, args.screenshots))
         if stats.dumps:
             time.sleep(2)  # let faulthandler finish writing
     finally:

@@ -13,7 +13,7 @@ the report tells two failures apart:
   :data:`STUCK_S` seconds (nor started another run).  The server's thread stacks are then written with
   ``faulthandler`` (the file is named in the report) and the session stops.
 * **errors**: everything else that went wrong (an exception on the page, a locator or page timeout, a page
-  that still shows "running" although the server finished).
+  that still shows "running" although the server finished); each failed session leaves a screenshot.
 
 It reports runs, errors, stuck sessions, p50/p95/max latency of a run (seed change until the server finished
 the run and the page is idle) and the peak resident memory of the server process.  Every loop is bounded by
@@ -245,9 +245,10 @@ async def session(browser, url: str, duration: float, mechanism: str | None, sta
         dump_threads(server_pid, dump_file, stats)
     except (PlaywrightError, TimeoutError) as exc:
         state = await app_state(page)
-        if shots is not None:
-            with contextlib.suppress(PlaywrightError):
-                await page.screenshot(path=str(shots / f"session{index}.png"), full_page=True)
+        with contextlib.suppress(PlaywrightError):
+            shot = (shots or dump_file.parent) / f"session{index}.png"
+            await page.screenshot(path=str(shot), full_page=True)
+            state += f"; screenshot {shot}"
         stats.errors.append(f"session {index} at '{step[0]}': {str(exc).splitlines()[0]} ({state}; server running="
                             f"{wire.running}, runs started {wire.started}, finished {wire.finished})")
     finally:
@@ -286,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--duration", type=float, default=120.0, help="seconds of load per session, after it opened")
     parser.add_argument("--mechanism", help="registry key to select on the Synthesize page (default: the page's)")
-    parser.add_argument("--screenshots", type=Path, help="folder for a screenshot of every session that failed")
+    parser.add_argument("--screenshots", type=Path,
+                        help="folder for a screenshot of every session that failed (default: the run's temp folder)")
     args = parser.parse_args(argv)
     if not 1 <= args.sessions <= 100 or not 1 <= args.duration <= 3600:
         parser.error("use 1..100 sessions and 1..3600 seconds")

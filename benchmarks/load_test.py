@@ -1,12 +1,24 @@
 """Load test: N concurrent browser sessions drive the Streamlit app on localhost for a bounded time.
 
-Starts ``streamlit run app.py`` on a free localhost port, opens N Playwright contexts in one
-headless Chromium (Debian's ``/usr/bin/chromium``; Playwright downloads nothing), and in every
-session clicks Run once on the Synthesize page and then repeatedly changes the seed, which re-runs
-the mechanism (teaching mode re-runs automatically for small tables after a first run).  Each
-session loads for ``--duration`` seconds after it has opened the page.  It reports errors, p50/p95/max latency of a run
-(seed change until the script is idle again) and the peak resident memory of the server
-process.  Every loop is bounded by ``--duration``; every wait by a timeout.
+Starts ``streamlit run app.py`` on a free localhost port (with a private ledger folder), opens N Playwright
+contexts in one headless Chromium (Debian's ``/usr/bin/chromium``; Playwright downloads nothing), and in
+every session clicks Run once on the Synthesize page and then repeatedly changes the seed, which re-runs the
+mechanism (teaching mode re-runs automatically for small tables after a first run).  Each session loads for
+``--duration`` seconds after it has opened the page.
+
+Every session also reads the server's messages off its websocket (Streamlit's ``ForwardMsg`` protobufs), so
+the report tells two failures apart:
+
+* **stuck**: the server started a run (``new_session``) and sent no ``script_finished`` within
+  :data:`STUCK_S` seconds (nor started another run).  The server's thread stacks are then written with
+  ``faulthandler`` (the file is named in the report) and the session stops.
+* **errors**: everything else that went wrong (an exception on the page, a locator or page timeout, a page
+  that still shows "running" although the server finished); each failed session leaves a screenshot.
+
+It reports runs, errors, stuck sessions, p50/p95/max latency of a run (seed change until the server finished
+the run and the page is idle) and the peak resident memory of the server process.  Every loop is bounded by
+``--duration``; every wait by a timeout.  Locators are exact (a label also matched "... the mechanism's
+default" before).
 
 Usage::
 
@@ -18,10 +30,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
+import re
+import signal
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -29,20 +45,67 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
-from playwright.async_api import Error as PlaywrightError, Page, async_playwright
+from playwright.async_api import Error as PlaywrightError, Page, WebSocket, async_playwright
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 APP_STATE = "[data-testid='stApp']"
-RUN_TIMEOUT_MS = 120_000
+#: A run without ``script_finished`` this many seconds after its ``new_session`` is stuck.
+STUCK_S = 30.0
+PAGE_TIMEOUT_MS = 120_000
 START_TIMEOUT_S = 90
+#: Starts the server with ``faulthandler`` on SIGUSR1 (all threads' stacks into the file given first).
+BOOT = ("import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR1, file=open(sys.argv.pop(1), 'w'), "
+        "all_threads=True); from streamlit.web.cli import main; sys.argv[0] = 'streamlit'; "
+        "sys.exit(main(prog_name='streamlit'))")
+
+
+class Stuck(Exception):
+    """The server started a run and did not finish it within :data:`STUCK_S` seconds."""
 
 
 @dataclass
 class Stats:
     latencies: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    stuck: list[str] = field(default_factory=list)
     sessions_started: int = 0
+    dumps: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Wire:
+    """What one session's server said on its websocket: runs started and finished, and when."""
+
+    started: int = 0
+    finished: int = 0
+    deltas_since_start: int = 0
+    last_start: float = 0.0
+    last_finish: float = 0.0
+    last_message: float = 0.0
+
+    def on_frame(self, payload: bytes | str) -> None:
+        if isinstance(payload, str):
+            return
+        message = ForwardMsg()
+        try:
+            message.ParseFromString(payload)
+        except Exception:  # a frame that is not a ForwardMsg says nothing about runs
+            return
+        kind = message.WhichOneof("type")
+        now = self.last_message = time.monotonic()
+        if kind == "new_session":
+            self.started, self.last_start, self.deltas_since_start = self.started + 1, now, 0
+        elif kind == "script_finished":
+            self.finished, self.last_finish = self.finished + 1, now
+        elif kind == "delta":
+            self.deltas_since_start += 1
+
+    @property
+    def running(self) -> bool:
+        """The last run the server started has not finished (a run superseded by a new one sends no finish)."""
+        return self.started > 0 and self.last_start > self.last_finish
 
 
 def free_port() -> int:
@@ -51,11 +114,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int) -> subprocess.Popen:
-    command = [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.headless", "true",
+def start_server(port: int, dump_file: Path, ledger_dir: str) -> subprocess.Popen:
+    command = [sys.executable, "-c", BOOT, str(dump_file), "run", str(REPO / "app.py"), "--server.headless", "true",
                "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
                "--server.fileWatcherType", "none"]
-    server = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, "PRIVSYN_DATA_DIR": ledger_dir})
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         try:
@@ -84,27 +148,49 @@ class PeakMemory(threading.Thread):
                 return
 
 
-async def wait_idle(page: Page) -> None:
-    """Wait until the app's script has started (if it has not finished already) and is idle again."""
-    with contextlib.suppress(PlaywrightError):  # the run may be quicker than the poll
-        await page.wait_for_selector(f"{APP_STATE}:not([data-test-script-state='notRunning'])", timeout=1_500)
-    await page.wait_for_selector(f"{APP_STATE}[data-test-script-state='notRunning']", timeout=RUN_TIMEOUT_MS)
+async def wait_run(page: Page, wire: Wire, before: int) -> None:
+    """Wait until the server has finished a run started after ``before`` runs, and the page shows it idle.
+
+    Raises :class:`Stuck` when the server's last run has gone :data:`STUCK_S` seconds without a finish.
+    """
+    deadline = time.monotonic() + PAGE_TIMEOUT_MS / 1000
+    while time.monotonic() < deadline:
+        if wire.started > before and not wire.running:
+            break
+        if wire.running and time.monotonic() - wire.last_start > STUCK_S:
+            raise Stuck(f"no script_finished {time.monotonic() - wire.last_start:.0f} s after new_session "
+                        f"({wire.deltas_since_start} deltas since; last message "
+                        f"{time.monotonic() - wire.last_message:.0f} s ago)")
+        await asyncio.sleep(0.05)
+    else:
+        raise TimeoutError(f"no run started within {PAGE_TIMEOUT_MS / 1000:.0f} s")
+    await page.wait_for_selector(f"{APP_STATE}[data-test-script-state='notRunning']", timeout=PAGE_TIMEOUT_MS)
 
 
-async def open_synthesize(page: Page, url: str, mechanism: str | None) -> None:
-    await page.goto(url, timeout=RUN_TIMEOUT_MS)
-    await page.wait_for_selector(f"{APP_STATE}[data-test-connection-state='CONNECTED']", timeout=RUN_TIMEOUT_MS)
-    await wait_idle(page)
-    await page.get_by_role("link", name="Synthesize").click()
-    await wait_idle(page)
+async def open_synthesize(page: Page, url: str, mechanism: str | None, wire: Wire, step: list[str]) -> None:
+    """Open the app, go to the Synthesize page (choose ``mechanism``) and click Run; ``step`` names the last step."""
+    step[0] = "open the app"
+    before = wire.started
+    await page.goto(url, timeout=PAGE_TIMEOUT_MS)
+    await page.wait_for_selector(f"{APP_STATE}[data-test-connection-state='CONNECTED']", timeout=PAGE_TIMEOUT_MS)
+    await wait_run(page, wire, before)
+    step[0] = "go to Synthesize"
+    before = wire.started
+    await page.get_by_test_id("stSidebarNav").get_by_role("link", name="Synthesize", exact=True).click()
+    await wait_run(page, wire, before)
     if mechanism:
-        await page.get_by_label("Mechanism").click()
-        await page.get_by_role("option", name=f"[{mechanism}]", exact=False).click()
-        await wait_idle(page)
+        step[0] = f"choose {mechanism}"
+        before = wire.started
+        box = page.get_by_test_id("stSelectbox").filter(has=page.get_by_text("Mechanism", exact=True))
+        await box.click()
+        await page.get_by_role("option", name=re.compile(rf"\[{re.escape(mechanism)}\]$")).click()
+        await wait_run(page, wire, before)
     # after a first run, setting changes re-run by themselves
+    step[0] = "click Run"
+    before = wire.started
     await page.get_by_role("button", name="Run", exact=True).click()
-    await wait_idle(page)
-    await page.get_by_text("epsilon spent", exact=True).first.wait_for(timeout=RUN_TIMEOUT_MS)
+    await wait_run(page, wire, before)
+    await page.get_by_text("epsilon spent", exact=True).first.wait_for(timeout=PAGE_TIMEOUT_MS)
 
 
 async def app_state(page: Page) -> str:
@@ -118,36 +204,64 @@ async def app_state(page: Page) -> str:
         return f"state unreadable: {str(exc).splitlines()[0]}"
 
 
-async def session(browser, url: str, duration: float, mechanism: str | None, stats: Stats, index: int) -> None:
+def dump_threads(pid: int, dump_file: Path, stats: Stats) -> None:
+    """Ask the server (once) to write every thread's stack to ``dump_file``."""
+    if not stats.dumps:
+        os.kill(pid, signal.SIGUSR1)
+        stats.dumps.append(str(dump_file))
+
+
+async def session(browser, url: str, duration: float, mechanism: str | None, stats: Stats, index: int,
+                  server_pid: int, dump_file: Path, shots: Path | None) -> None:
     context = await browser.new_context()
     page = await context.new_page()
+    page.set_default_timeout(PAGE_TIMEOUT_MS)  # 20 pages on 2 shared cores can take longer than 30 s to act
+    wire, step = Wire(), ["start"]
+
+    def watch(ws: WebSocket) -> None:
+        ws.on("framereceived", wire.on_frame)
+
+    page.on("websocket", watch)
     page.on("pageerror", lambda exc: stats.errors.append(f"session {index}: page error {exc}"))
     try:
-        await open_synthesize(page, url, mechanism)
+        await open_synthesize(page, url, mechanism, wire, step)
         stats.sessions_started += 1
+        step[0] = "change the seed"
         deadline = time.monotonic() + duration
-        seed_box = page.get_by_label("Seed (same seed, same output)")
+        seed_box = page.get_by_label("Seed (same seed, same output)", exact=True)
         seed = 1000 * index
         while time.monotonic() < deadline:
             seed += 1
             start = time.perf_counter()
+            before = wire.started
             await seed_box.fill(str(seed))
             await seed_box.press("Enter")
-            await wait_idle(page)
+            await wait_run(page, wire, before)
             stats.latencies.append(time.perf_counter() - start)
             if await page.locator("[data-testid='stException']").count():
                 stats.errors.append(f"session {index}: exception shown at seed {seed}")
-    except PlaywrightError as exc:
-        stats.errors.append(f"session {index}: {str(exc).splitlines()[0]} ({await app_state(page)})")
+    except Stuck as exc:
+        stats.stuck.append(f"session {index} at '{step[0]}': {exc}")
+        dump_threads(server_pid, dump_file, stats)
+    except (PlaywrightError, TimeoutError) as exc:
+        state = await app_state(page)
+        with contextlib.suppress(PlaywrightError):
+            shot = (shots or dump_file.parent) / f"session{index}.png"
+            await page.screenshot(path=str(shot), full_page=True)
+            state += f"; screenshot {shot}"
+        stats.errors.append(f"session {index} at '{step[0]}': {str(exc).splitlines()[0]} ({state}; server running="
+                            f"{wire.running}, runs started {wire.started}, finished {wire.finished})")
     finally:
         await context.close()
 
 
-async def drive(url: str, sessions: int, duration: float, mechanism: str | None) -> Stats:
+async def drive(url: str, sessions: int, duration: float, mechanism: str | None, server_pid: int,
+                dump_file: Path, shots: Path | None = None) -> Stats:
     stats = Stats()
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"])
-        await asyncio.gather(*(session(browser, url, duration, mechanism, stats, i) for i in range(sessions)))
+        await asyncio.gather(*(session(browser, url, duration, mechanism, stats, i, server_pid, dump_file, shots)
+                               for i in range(sessions)))
         await browser.close()
     return stats
 
@@ -156,12 +270,16 @@ def report(stats: Stats, sessions: int, duration: float, peak: int, wall: float)
     lat = sorted(stats.latencies)
     quantile = (lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]) if lat else (lambda q: float("nan"))
     print(f"sessions={sessions} (started {stats.sessions_started}) duration={duration:.0f}s wall={wall:.0f}s")
-    print(f"runs={len(lat)} errors={len(stats.errors)}")
+    print(f"runs={len(lat)} errors={len(stats.errors)} stuck={len(stats.stuck)}")
     if lat:
         print(f"latency p50={statistics.median(lat):.2f}s p95={quantile(0.95):.2f}s max={lat[-1]:.2f}s")
     print(f"server peak RSS={peak / 2**20:.0f} MB")
+    for line in stats.stuck[:10]:
+        print(f"  stuck: {line}")
     for error in stats.errors[:10]:
         print(f"  error: {error}")
+    for dump in stats.dumps:
+        print(f"  server thread stacks at the first stuck session: {dump}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,16 +287,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--duration", type=float, default=120.0, help="seconds of load per session, after it opened")
     parser.add_argument("--mechanism", help="registry key to select on the Synthesize page (default: the page's)")
+    parser.add_argument("--screenshots", type=Path,
+                        help="folder for a screenshot of every session that failed (default: the run's temp folder)")
     args = parser.parse_args(argv)
     if not 1 <= args.sessions <= 100 or not 1 <= args.duration <= 3600:
         parser.error("use 1..100 sessions and 1..3600 seconds")
     port = free_port()
-    server = start_server(port)
+    work = Path(tempfile.mkdtemp(prefix="privsyn-load-"))
+    dump_file = work / "server-threads.txt"
+    server = start_server(port, dump_file, str(work / "ledger"))
     memory = PeakMemory(server.pid)
     memory.start()
     start = time.monotonic()
     try:
-        stats = asyncio.run(drive(f"http://127.0.0.1:{port}/", args.sessions, args.duration, args.mechanism))
+        stats = asyncio.run(drive(f"http://127.0.0.1:{port}/", args.sessions, args.duration, args.mechanism,
+                                  server.pid, dump_file, args.screenshots))
+        if stats.dumps:
+            time.sleep(2)  # let faulthandler finish writing
     finally:
         memory.stopped.set()
         memory.join()
@@ -188,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         except subprocess.TimeoutExpired:
             server.kill()
     report(stats, args.sessions, args.duration, memory.peak, time.monotonic() - start)
-    return 1 if stats.errors else 0
+    return 1 if stats.errors or stats.stuck else 0
 
 
 if __name__ == "__main__":

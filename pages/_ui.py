@@ -1,15 +1,19 @@
 """Shared Streamlit state, caches and widgets of the app (the only app module with logic).
 
 Session state keeps small descriptors: the data bytes and name, the chosen columns, the
-schema entries, the privacy ledger and the last result.  Heavy work lives in bounded
-``st.cache_data`` functions keyed by the SHA-256 of the file bytes (never by a DataFrame,
-which Streamlit hashes from a sample above 50k rows).
+schema entries, the privacy ledger and the last result.  Parsed tables live in :data:`TABLES`,
+shared by all sessions, keyed by the SHA-256 of the file bytes and bounded in bytes
+(:mod:`pages._support.table_cache`); runs and metrics in ``st.cache_data`` functions keyed by a
+run's JSON key (never by a DataFrame, which Streamlit hashes from a sample above 50k rows).
+What a run's view and downloads need is made once per run and kept in the session
+(:func:`synthetic_table`, :func:`run_view`); download files are built only on a click.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import json
 import math
 import os
@@ -25,11 +29,29 @@ import streamlit as st
 import privsyn_core as ps
 from privsyn_core.data.dp_bounds import dp_bounds
 from privsyn_core.data.io import read_csv, to_csv_bytes
+from privsyn_core.engine import resources
 from privsyn_core.reporting import report
 from privsyn_core.reporting.figures import NOT_PRIVATE
 
-from ._support import ledger as store, output, shared, stakeholder, uploads
+from ._support import ledger as store, output, shared, stakeholder, table_cache, uploads
 from ._support.text import md
+
+
+def freeze_import_heap() -> None:
+    """Move every object alive now (the imported modules of Streamlit, pandas, Plotly, privsyn) out of the
+    cyclic garbage collector's reach (:func:`gc.freeze`), once per server process.
+
+    A full collection walks every tracked object: about 200,000 after the imports, 0.46-0.62 s per
+    collection measured on this 2-core machine under load, during which no other thread (the event loop that
+    sends every session's messages included) runs.  Streamlit collected after every script run, including every
+    run stopped by a rerun (``runner.postScriptGC``, now off in ``.streamlit/config.toml``), and the
+    collector also starts by itself in any thread, possibly one holding Streamlit's media file lock.  Under
+    20 sessions that saturated the interpreter: the root cause of the "stuck" sessions (docs/security.md).
+    Frozen, a full collection walks only the objects made since (0.04-0.06 s measured).  Objects frozen here
+    are still freed by reference counting; only cycles among them are never collected.
+    """
+    gc.collect()
+    gc.freeze()
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSETS = ROOT / "assets"
@@ -86,6 +108,19 @@ def keep(widget, label: str, key: str, default: Any, **kwargs: Any) -> Any:
         st.session_state[key] = value if _valid(value, options) else default
     saved[key] = widget(label, key=key, **kwargs)
     return saved[key]
+
+
+def capped(widget, label: str, key: str, default: Any, *, max_value: int | float, **kwargs: Any) -> Any:
+    """:func:`keep` for a number widget whose maximum may have shrunk since its value was set.
+
+    A kept value above ``max_value`` (say, rows chosen before more columns were) is lowered to it first:
+    Streamlit refuses a widget whose value exceeds its maximum.
+    """
+    saved = st.session_state.setdefault("saved", {})
+    for holder in (st.session_state, saved):
+        if key in holder and holder[key] is not None and holder[key] > max_value:
+            holder[key] = type(holder[key])(max_value)
+    return keep(widget, label, key, min(default, max_value), max_value=max_value, **kwargs)
 
 
 def saved_value(key: str, default: Any = None) -> Any:
@@ -208,15 +243,15 @@ def set_data(raw: bytes, name: str, sample: str | None = None, token: str | None
     reload finds the same table.
     """
     st.session_state.pop("restore_note", None)
+    digest = report.sha256(raw)
     try:
-        frame = load_table(raw)
+        frame = load_table(raw, digest)
     except ps.PrivsynError:
         clear_data()
         raise
     if sample is None and token is None:
         token = uploads.save(raw, name)
-    st.session_state.data = {"bytes": raw, "name": name, "sha256": report.sha256(raw), "sample": sample,
-                             "token": token}
+    st.session_state.data = {"bytes": raw, "name": name, "sha256": digest, "sample": sample, "token": token}
     name_data_in_url()
     st.session_state.data_version = st.session_state.get("data_version", 0) + 1
     shared.set_columns([str(c) for c in frame.columns])
@@ -244,16 +279,29 @@ def set_schema_entries(entries: dict[str, dict]) -> None:
     st.session_state.schema_version = st.session_state.get("schema_version", 0) + 1
 
 
-@st.cache_data(max_entries=8, show_spinner="Reading the CSV...")
-def load_table(raw: bytes) -> pd.DataFrame:
-    """The parsed table (cached by the full bytes)."""
-    return read_csv(raw, max_bytes=MAX_UPLOAD_MB * 2**20)
+#: Parsed tables of every session, bounded in bytes (``PRIVSYN_UPLOAD_CACHE_MB``, :mod:`pages._support.table_cache`).
+TABLES = table_cache.TableCache()
+
+
+def load_table(raw: bytes, digest: str | None = None) -> pd.DataFrame:
+    """The parsed table of ``raw``, from :data:`TABLES` when present (keyed by ``digest``, the SHA-256 of ``raw``).
+
+    The table is shared between sessions: never modify it in place.  A table larger than the cache's whole
+    budget is refused (a :class:`~privsyn_core.errors.ResourceError` naming the limit).
+    """
+    digest = digest or report.sha256(raw)
+    found = TABLES.get(digest)
+    if found is not None:
+        return found
+    with st.spinner("Reading the CSV..."):
+        return TABLES.put(digest, read_csv(raw, max_bytes=MAX_UPLOAD_MB * 2**20))
 
 
 def table() -> pd.DataFrame:
-    if st.session_state.get("data") is None:
+    data = st.session_state.get("data")
+    if data is None:
         raise ps.DataError("no data: the last file could not be read; choose a sample or upload a CSV on the Data page")
-    return load_table(st.session_state.data["bytes"])
+    return load_table(data["bytes"], data["sha256"])
 
 
 def columns() -> list[str]:
@@ -485,6 +533,25 @@ def sidebar_ledger() -> None:
 
 
 # -- mechanism widgets -------------------------------------------------------------------------
+def max_synthetic_rows() -> int:
+    """The most synthetic rows the memory budget holds for the chosen columns (:func:`resources.max_rows`).
+
+    Reads only public inputs: the number of columns and ``PRIVSYN_MEMORY_BUDGET_MB``.
+    """
+    return resources.max_rows(max(len(columns()), 1))
+
+
+def row_cap_caption(limit: int) -> str:
+    return (f"At most {limit:,} rows for {max(len(columns()), 1)} column(s): the memory budget of "
+            f"{resources.budget_bytes() / 2**20:,.0f} MB (PRIVSYN_MEMORY_BUDGET_MB).")
+
+
+def _budget_caps() -> dict[tuple[str, str], tuple[int, str]]:
+    """Size parameters capped by the memory budget: (mechanism, parameter) -> (largest value, what it sizes)."""
+    return {("pmm", "depth"): (resources.max_pmm_depth(), f"2^depth leaves at {resources.PMM_BYTES_PER_LEAF} bytes "
+                                                          "each")}
+
+
 def param_widgets(spec: ps.MechanismSpec) -> dict[str, Any]:
     """One widget per parameter; returns the values (None = auto)."""
     values = {}
@@ -498,11 +565,11 @@ def param_widgets(spec: ps.MechanismSpec) -> dict[str, Any]:
             values[name] = keep(st.selectbox, label, key, p.default if p.default in choices else choices[0],
                                 options=choices, help=p.help)
         else:
-            values[name] = _number_param(name, p, key)
+            values[name] = _number_param(name, p, key, spec.name)
     return values
 
 
-def _number_param(name: str, p: ps.ParamSpec, key: str) -> Any:
+def _number_param(name: str, p: ps.ParamSpec, key: str, spec_name: str) -> Any:
     options = (["auto"] if p.default is None else []) + [str(c) for c in (p.choices or ())] + ["number"]
     default = "auto" if p.default is None else (str(p.default) if p.choices and p.default in p.choices else "number")
     mode = default
@@ -515,6 +582,15 @@ def _number_param(name: str, p: ps.ParamSpec, key: str) -> Any:
     lo, hi = p.bounds if p.bounds else (None, None)
     number_default = p.default if isinstance(p.default, (int, float)) and not isinstance(p.default, bool) else lo
     if p.type is int:
+        cap = _budget_caps().get((spec_name, name))
+        if cap is not None:
+            hi = cap[0] if hi is None else min(int(hi), cap[0])
+            value = int(capped(st.number_input, f"{name} value", key,
+                               int(number_default if number_default is not None else 1),
+                               min_value=None if lo is None else int(lo), max_value=int(hi), step=1, help=p.help))
+            st.caption(f"{name} at most {hi}: the memory budget of {resources.budget_bytes() / 2**20:,.0f} MB "
+                       f"(PRIVSYN_MEMORY_BUDGET_MB) holds {cap[1]} up to {name} = {cap[0]}.")
+            return value
         return int(keep(st.number_input, f"{name} value", key,
                         int(number_default if number_default is not None else 1),
                         min_value=None if lo is None else int(lo), max_value=None if hi is None else int(hi),
@@ -535,50 +611,123 @@ def epsilon_guidance(epsilon: float) -> str:
 
 
 # -- downloads ---------------------------------------------------------------------------------
+#: Largest synthetic CSV kept in memory between two download clicks of the same run (larger ones are rebuilt).
+CSV_KEEP_BYTES = 64 * 2**20
+#: Download views (shaped table, report, builders) a session keeps: Synthesize's and Compare's of one run.
+VIEWS_KEPT = 2
+
+
 def downloads(result: ps.SynthResult, key: dict, metrics: dict | None = None) -> None:
-    """Synthetic CSV, JSON run report and the HTML stakeholder report.
+    """Synthetic CSV, JSON run report and the HTML stakeholder report, each built only when downloaded.
+
+    Every file is built on the click, by Streamlit's deferred download (``data`` a callable, ``on_click="ignore"``)
+    in a worker thread, never during a page run: a rerun only registers three small callables.  Before, the
+    CSV was built on every rerun (0.41 s at 10^5 rows) and handed to Streamlit's media file manager, whose global
+    lock every session's script thread also takes at the start of each run.  The callables and what they read
+    are made once per run (:func:`run_view`), so a rerun that changed no setting does no work here.
 
     In teaching mode both reports carry the metrics: ``metrics`` when the page has them already (Compare), else
     they are computed when a report is downloaded, so a run never waits for an evaluation nobody asked for (under
     concurrent sessions those evaluations queued into minute-long stalls).  Release mode has no metrics.
     """
-    run_report = report_builder(result, key)
-    run = run_report()
-    report_metrics = metrics_on_demand(result, metrics)
+    view = run_view(result, key, metrics)
     cols = st.columns(3)
-    cols[0].download_button("Download synthetic CSV", data=to_csv_bytes(synthetic_table(result)),
-                            file_name="synthetic.csv",
-                            mime="text/csv", on_click="ignore", key="dl_csv")
-    cols[1].download_button("Download JSON report", file_name="run_report.json", mime="application/json",
-                            data=lambda: json.dumps(run_report(metrics=report_metrics()), indent=1, default=str),
-                            on_click="ignore", key="dl_json")
-    inputs = stakeholder_inputs(result)
-    cols[2].download_button("Export stakeholder report (HTML)", file_name="privsyn_report.html", mime="text/html",
-                            data=lambda: stakeholder.build(**inputs, metrics=metrics_table_or_none(report_metrics())),
-                            on_click="ignore", key="dl_html")
+    cols[0].download_button("Download synthetic CSV", data=view["csv"], file_name="synthetic.csv", mime="text/csv",
+                            on_click="ignore", key="dl_csv")
+    cols[1].download_button("Download JSON report", data=view["json"], file_name="run_report.json",
+                            mime="application/json", on_click="ignore", key="dl_json")
+    cols[2].download_button("Export stakeholder report (HTML)", data=view["html"], file_name="privsyn_report.html",
+                            mime="text/html", on_click="ignore", key="dl_html")
     st.caption("The stakeholder report is one small HTML file in plain words (no scripts); the JSON report holds "
                "every technical detail.")
     st.caption("The JSON report reproduces the run: save its 'schema' as schema.json and run")
-    st.code(run["cli"], language="bash", wrap_lines=True)
+    st.code(view["run"]["cli"], language="bash", wrap_lines=True)
     with st.expander("What the JSON report contains" + (" (release only)" if release_mode() else "")):
-        st.json({k: v for k, v in run.items() if k != "created"}, expanded=False)
+        st.json({k: v for k, v in view["run"].items() if k != "created"}, expanded=False)
+
+
+def run_view(result: ps.SynthResult, key: dict, metrics: dict | None = None) -> dict[str, Any]:
+    """What the downloads of one run need, made once per run and kept in the session (:data:`VIEWS_KEPT`).
+
+    ``run`` is the JSON report without metrics (shown on the page); ``csv``, ``json`` and ``html`` build the
+    files when called.  Their inputs are gathered now, since they run later, on a click, in a thread without
+    the script's session; the ledger is read at the click, so a file always carries the spends of that moment.
+    The view is made again when anything it shows changes: the run, the mode, the declared decimals, the
+    TSTR target, whether the page passed metrics, or the number of spends on the data.
+    """
+    did = data_id()
+    target = shared.tstr_target()
+    decimals = {k: e.get("decimals") for k, e in st.session_state.get("schema_entries", {}).items()}
+    token = json.dumps([key, release_mode(), target, metrics is not None, decimals, len(store.spends(did))],
+                       sort_keys=True, default=str)
+    views = st.session_state.setdefault("_run_views", {})
+    found = views.get(token)
+    if found is not None and found["result"] is result:
+        return found
+    run_report = report_builder(result, key)
+    report_metrics = metrics_on_demand(result, metrics)
+    inputs = stakeholder_inputs(result)
+
+    def json_report() -> str:
+        return json.dumps(run_report(metrics=report_metrics(), extra_ledger=ledger_rows(did)), indent=1,
+                          default=str)
+
+    def html_report() -> str:
+        return stakeholder.build(**inputs, totals=store.totals(did), budget=store.budget(did),
+                                 ledger=ledger_rows(did), metrics=metrics_table_or_none(report_metrics()))
+
+    view = {"result": result, "run": run_report(), "csv": csv_builder(inputs["shaped"]), "json": json_report,
+            "html": html_report}
+    while len(views) >= VIEWS_KEPT:
+        views.pop(next(iter(views)))
+    views[token] = view
+    return view
+
+
+def csv_builder(shaped: pd.DataFrame, keep_bytes: int = CSV_KEEP_BYTES):
+    """A callable returning ``to_csv_bytes(shaped)``: built on its first call, kept if at most ``keep_bytes``."""
+    kept: list[bytes] = []
+
+    def build() -> bytes:
+        if kept:
+            return kept[0]
+        data = to_csv_bytes(shaped)
+        if len(data) <= keep_bytes:
+            kept.append(data)
+        return data
+
+    return build
 
 
 def synthetic_table(result: ps.SynthResult) -> pd.DataFrame:
-    """The released rows as the user sees and downloads them (integers, declared decimals, no -0)."""
+    """The released rows as the user sees and downloads them (integers, declared decimals, no -0).
+
+    Shaped once per run and declared decimals, then kept in the session: reruns reuse it.
+    """
     entries = st.session_state.get("schema_entries", {})
-    return output.shaped(result.data, result.schema, {k: e.get("decimals") for k, e in entries.items()})
+    decimals = {k: e.get("decimals") for k, e in entries.items()}
+    memo = st.session_state.get("_shaped")
+    if memo is not None and memo["result"] is result and memo["decimals"] == decimals:
+        return memo["table"]
+    table = output.shaped(result.data, result.schema, decimals)
+    st.session_state["_shaped"] = {"result": result, "decimals": decimals, "table": table}
+    return table
 
 
 def shown_ledger() -> list[dict]:
     """The data's ledger as reports show it (no data fingerprint, no internal keys)."""
+    return ledger_rows(data_id())
+
+
+def ledger_rows(did: str) -> list[dict]:
+    """The ledger of the data ``did`` as reports show it (readable from any thread: no session needed)."""
     return [{"release": e["label"], "mechanism": e["mechanism"], "epsilon": e["epsilon"],
-             "neighbouring": e["relation"], "dp_valid": e["private"]} for e in store.spends(data_id())]
+             "neighbouring": e["relation"], "dp_valid": e["private"]} for e in store.spends(did)]
 
 
 def report_builder(result: ps.SynthResult, key: dict):
-    """``run_report(metrics=None)``: the JSON report of this run, release-only in release mode (no hash, no
-    timings, no metrics, no teaching section)."""
+    """``run_report(metrics=None, extra_ledger=...)``: the JSON report of this run, release-only in release mode
+    (no hash, no timings, no metrics, no teaching section)."""
     release = release_mode()
     return functools.partial(report.run_report, result, params=key["params"], release_mode=release,
                              data_name=st.session_state.data["name"],
@@ -604,12 +753,10 @@ def metrics_table_or_none(metrics: dict | None) -> pd.DataFrame | None:
 
 
 def stakeholder_inputs(result: ps.SynthResult) -> dict:
-    """Arguments of :func:`stakeholder.build` but the metrics, gathered now (the HTML is built on click, in
-    another thread); in release mode nothing read off the raw data."""
-    did = data_id()
-    return dict(release=result.release(), data_name=st.session_state.data["name"], totals=store.totals(did),
-                budget=store.budget(did), real=None if release_mode() else real_of(result),
-                shaped=synthetic_table(result), ledger=shown_ledger())
+    """Arguments of :func:`stakeholder.build` but the metrics and the ledger's figures, gathered now (the HTML is
+    built on click, in another thread); in release mode nothing read off the raw data."""
+    return dict(release=result.release(), data_name=st.session_state.data["name"],
+                real=None if release_mode() else real_of(result), shaped=synthetic_table(result))
 
 
 def need_result() -> tuple[ps.SynthResult, dict] | None:
@@ -643,3 +790,6 @@ def real_of(result: ps.SynthResult) -> pd.DataFrame:
 def unit_real(result: ps.SynthResult) -> np.ndarray:
     """The real rows (teaching only) in the unit coordinates of the run's schema (not the editor's current one)."""
     return report.schema_encode(table(), result.schema)
+
+
+freeze_import_heap()  # once per process: this module is imported on the server's first script run

@@ -30,11 +30,15 @@ else:
     upload = st.file_uploader(f"CSV file (UTF-8, comma/semicolon/tab separated, at most {ui.MAX_UPLOAD_MB} MB)",
                               type=["csv", "txt"], key="uploader")
     if upload is not None:
-        raw = upload.getvalue()
         current = st.session_state.data
-        if current is None or ui.report.sha256(raw) != current["sha256"]:
-            with ui.user_errors():
-                ui.set_data(raw, upload.name)  # a file that cannot be read clears the previous data and results
+        # the upload's id says whether it is the file already loaded: no 50 MB hash on every rerun
+        if current is None or current.get("upload_id") != upload.file_id:
+            raw = upload.getvalue()
+            if current is None or ui.report.sha256(raw) != current["sha256"]:
+                with ui.user_errors():
+                    ui.set_data(raw, upload.name)  # a file that cannot be read clears the previous data and results
+            if st.session_state.data is not None:
+                st.session_state.data["upload_id"] = upload.file_id
         if st.session_state.data is not None and st.session_state.data["sample"] is None:
             # shown on every run while this upload is current: a message that vanished on the next rerun moved
             # the schema grid under the user's pointer between a click and a double-click

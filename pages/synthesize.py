@@ -45,8 +45,10 @@ with right:
         seed = int(ui.keep(st.number_input, "Seed (same seed, same output)", "w_seed", 0, min_value=0, step=1))
         shared.set_seed(seed)  # the Data page's teaching DP bounds reuse it
         st.caption("Re-running with a new seed spends epsilon again.")
-    n_syn = int(ui.keep(st.number_input, "Synthetic rows (0 = the mechanism's default)", "w_n_synthetic", 0,
-                        min_value=0, step=100))
+    row_cap = ui.max_synthetic_rows()
+    n_syn = int(ui.capped(st.number_input, "Synthetic rows (0 = the mechanism's default)", "w_n_synthetic", 0,
+                          min_value=0, max_value=row_cap, step=100))
+    st.caption(ui.row_cap_caption(row_cap))
     with st.expander("Mechanism parameters", expanded=bool(spec.params)):
         params = ui.param_widgets(spec)
         if not spec.params:

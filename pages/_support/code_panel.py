@@ -34,10 +34,10 @@ def show(key: dict, data_name: str, *, slot: str) -> None:
                    + (f" With seed {key['seed']} they write the same rows as this run." if key["seed"] is not None
                       else " No seed: each run is a new release that spends epsilon again."))
         cols = st.columns(2)
-        cols[0].download_button("Download the Python script", data=code_export.python_script(**settings),
+        cols[0].download_button("Download the Python script", data=lambda: code_export.python_script(**settings),
                                 file_name="repeat_run.py", mime="text/x-python", on_click="ignore",
                                 key=f"dl_script_{slot}")
-        cols[1].download_button("Download the schema (JSON)", data=code_export.schema_json(key["schema"]),
+        cols[1].download_button("Download the schema (JSON)", data=lambda: code_export.schema_json(key["schema"]),
                                 file_name=schema_file, mime="application/json", on_click="ignore",
                                 key=f"dl_schema_{slot}")
         st.code(code_export.cli_line(**settings), language="bash", wrap_lines=True)

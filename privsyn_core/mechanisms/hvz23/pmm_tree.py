@@ -150,11 +150,13 @@ def _heap_tables(r: int, d: int) -> list[list[tuple[int, int, np.ndarray]]]:
     return tables
 
 
-def _heap_id_chunks(unit: np.ndarray, r: int) -> Iterator[tuple[int, np.ndarray]]:
+def _heap_id_chunks(unit: np.ndarray, r: int, ties: str = "upper") -> Iterator[tuple[int, np.ndarray]]:
     """``(start, ids)`` for consecutive chunks of :data:`ROW_CHUNK` rows: the heap (Morton) index of each row's
     depth-``r`` leaf, ``sum_a sum_pieces table[(coordinate_a >> shift) & mask]`` (:func:`_heap_tables`) with
-    ``coordinate_a = min(floor(x_a 2^c_a), 2^c_a - 1)``.  No per-bit loop and no sort; the yielded array is
-    scratch that the next chunk overwrites.
+    ``coordinate_a = min(floor(x_a 2^c_a), 2^c_a - 1)`` (``ties="upper"``: a point on a cut goes to the upper
+    cell, PMM's rule; needs ``x >= 0``) or ``clip(ceil(x_a 2^c_a) - 1, 0, 2^c_a - 1)`` (``ties="lower"``: to the
+    lower cell, the KD-tree rule).  Scaling by ``2^c_a`` is exact, so both are exact.  No per-bit loop and no
+    sort; the yielded array is scratch that the next chunk overwrites.
     """
     n, d = unit.shape
     cuts, tables = cuts_per_axis(r, d), _heap_tables(r, d)
@@ -162,14 +164,21 @@ def _heap_id_chunks(unit: np.ndarray, r: int) -> Iterator[tuple[int, np.ndarray]
     ids, scaled = np.empty(chunk, dtype=np.int64), np.empty(chunk)
     coordinate, piece, looked = (np.empty(chunk, dtype=np.int64) for _ in range(3))
     axes = [(axis, int(c)) for axis, c in enumerate(cuts) if c]
+    lower = ties == "lower"
     for start in range(0, n, chunk):
         size = min(n, start + chunk) - start
         part, sc, co, pc, lk = ids[:size], scaled[:size], coordinate[:size], piece[:size], looked[:size]
         part[:] = 0
         for axis, c in axes:
             np.multiply(unit[start:start + size, axis], float(2 ** c), out=sc)
-            np.copyto(co, sc, casting="unsafe")  # floor, since unit >= 0
-            np.minimum(co, 2 ** c - 1, out=co)
+            if lower:
+                np.ceil(sc, out=sc)
+                np.copyto(co, sc, casting="unsafe")
+                co -= 1
+                np.clip(co, 0, 2 ** c - 1, out=co)
+            else:
+                np.copyto(co, sc, casting="unsafe")  # floor, since unit >= 0
+                np.minimum(co, 2 ** c - 1, out=co)
             for shift, width, table in tables[axis]:
                 source = co
                 if shift or width < c:
@@ -181,29 +190,29 @@ def _heap_id_chunks(unit: np.ndarray, r: int) -> Iterator[tuple[int, np.ndarray]
         yield start, part
 
 
-def leaf_counts(unit: np.ndarray, r: int, out: np.ndarray | None = None) -> np.ndarray:
+def leaf_counts(unit: np.ndarray, r: int, out: np.ndarray | None = None, ties: str = "upper") -> np.ndarray:
     """True counts of the ``2^r`` leaves (heap order) for points ``unit`` in ``[0,1]^d``.
 
-    ``O(n d + 2^r)``: the rows' heap ids chunk by chunk (:func:`_heap_id_chunks`), each chunk added
-    into the counts (``numpy.add.at``), so no array of ``n`` ids is held.  ``out`` (int64, ``2^r``)
-    receives them when given.
+    ``O(n d + 2^r)``: the rows' heap ids chunk by chunk (:func:`_heap_id_chunks`, ``ties`` as there), each
+    chunk added into the counts (``numpy.add.at``), so no array of ``n`` ids is held.  ``out`` (int64,
+    ``2^r``) receives them when given.
     """
     out = np.zeros(2 ** r, dtype=np.int64) if out is None else out
     out[:] = 0
-    for _, ids in _heap_id_chunks(unit, r):
+    for _, ids in _heap_id_chunks(unit, r, ties):
         np.add.at(out, ids, 1)
     return out
 
 
-def leaf_ids(unit: np.ndarray, r: int) -> np.ndarray:
+def leaf_ids(unit: np.ndarray, r: int, ties: str = "upper") -> np.ndarray:
     """Heap (Morton) index of the depth-``r`` leaf of each row (spec B.4.1).
 
     Bit ``r-1-j`` of the id is the side (0 lower, 1 upper) of the cut at level ``j``,
-    along axis ``j mod d``.  A point on a cut plane goes to the upper cell; ``x = 1.0``
-    goes to the last cell.
+    along axis ``j mod d``.  A point on a cut plane goes to the upper cell (``ties="lower"``: to the
+    lower cell); ``x = 1.0`` goes to the last cell.
     """
     out = np.empty(len(unit), dtype=np.int64)
-    for start, ids in _heap_id_chunks(unit, r):
+    for start, ids in _heap_id_chunks(unit, r, ties):
         out[start:start + len(ids)] = ids
     return out
 

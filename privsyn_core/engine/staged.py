@@ -45,6 +45,8 @@ ROW_CHUNK = 2 ** 16
 DENSE_FACTOR = 4
 #: Atoms per group when locating the atom of a row (:meth:`RowPlan.pieces`).
 _LOCATE_GROUP = 2 ** 12
+#: Leaves per group of a ``"leaf"`` plan's rows (:meth:`RowPlan._fill_leaves`).
+LEAF_GROUP = 2 ** 14
 #: Rows per pile of :func:`shuffled_piles` on average: a pile's int32 labels stay in a core's L2 cache while
 #: they are shuffled.
 PILE_ROWS = 2 ** 16
@@ -284,13 +286,8 @@ class RowPlan:
         total, d, rng = self.total, self.dim, self.rng
         out = np.empty((total, d)) if out is None else out
         tables: list[tuple[np.ndarray, ...]] = [() for _ in range(d)]
-        if self.mode == "leaf":  # the tree geometry lives with PMM
-            from privsyn_core.mechanisms.hvz23.pmm_tree import leaf_axis_coordinates
-
-            used = np.flatnonzero(self.counts)
-            tables = [(leaf_axis_coordinates(self.depth, d, a, self.first_leaf + used).astype(float),)
-                      for a in range(d)]
-            self._fill(out, _run_labels(self.counts[used], total), tables)
+        if self.mode == "leaf":
+            self._fill_leaves(out)
             return out
         if self.mode == "cube":
             self._fill(out, None, tables)
@@ -319,13 +316,6 @@ class RowPlan:
                 lab = None if labels is None else labels[start:stop]
                 if self.mode == "point":
                     np.take(tables[a][0], lab, out=col, mode="clip")
-                elif self.mode == "leaf":
-                    if self.uniform:
-                        rng.random(out=col)
-                    else:
-                        col[:] = 0.5
-                    col += np.take(tables[a][0], lab, out=tmp, mode="clip")
-                    col *= self.side[a]
                 else:
                     rng.random(out=col)
                     if self.mode == "jitter":
@@ -336,6 +326,65 @@ class RowPlan:
                         col *= np.take(tables[a][0], lab, out=tmp, mode="clip")
                         col += np.take(tables[a][1], lab, out=tmp, mode="clip")
                 out[start:stop, a] = col
+
+    def _fill_leaves(self, out: np.ndarray) -> None:
+        """The rows of a ``"leaf"`` plan, ``(U + c_t) * side`` (``(0.5 + c_t) * side`` without ``uniform``).
+
+        Leaves are taken in groups of :data:`LEAF_GROUP` consecutive leaves, a group halved until its rows fit
+        :data:`ROW_CHUNK` (or it is one leaf, whose rows are then drawn chunk by chunk): the group's rows are
+        ``numpy.repeat`` of its leaf ids, and a leaf's corner ``c_t`` is the sum of two lookups in tables of at
+        most a few thousand entries (:func:`privsyn_core.mechanisms.hvz23.pmm_tree.leaf_corner_tables`, the tree
+        geometry lives with PMM).  Every pass stays in the CPU caches and nothing of the size of the leaves or
+        the rows is allocated.  The ``U`` are i.i.d. uniform, drawn group by group and column by column.
+        """
+        from privsyn_core.mechanisms.hvz23.pmm_tree import leaf_corner_tables
+
+        counts, d, rng, side = self.counts, out.shape[1], self.rng, self.side
+        k, tables = leaf_corner_tables(self.depth, d)
+        mask = (1 << k) - 1
+        column, high, low = np.empty(ROW_CHUNK), np.empty(ROW_CHUNK, dtype=np.int64), np.empty(ROW_CHUNK, dtype=np.int64)
+
+        def draw(col: np.ndarray) -> None:
+            if self.uniform:
+                rng.random(out=col)
+            else:
+                col[:] = 0.5
+
+        row = 0
+        groups = [(g, min(len(counts), g + LEAF_GROUP)) for g in range(0, len(counts), LEAF_GROUP)][::-1]
+        while groups:
+            first, last = groups.pop()
+            size = int(counts[first:last].sum(dtype=np.int64))
+            if size == 0:
+                continue
+            if size > ROW_CHUNK and last - first > 1:
+                middle = (first + last) // 2
+                groups += [(middle, last), (first, middle)]
+                continue
+            if last - first == 1:  # one leaf: a constant corner, rows in chunks
+                leaf = self.first_leaf + first
+                for a in range(d):
+                    corner = tables[a][0][leaf >> k] + tables[a][1][leaf & mask]
+                    for start in range(0, size, ROW_CHUNK):
+                        col = column[:min(ROW_CHUNK, size - start)]
+                        draw(col)
+                        col += corner
+                        col *= side[a]
+                        out[row + start:row + start + len(col), a] = col
+                row += size
+                continue
+            leaves = np.repeat(np.arange(self.first_leaf + first, self.first_leaf + last, dtype=np.int64),
+                               counts[first:last])
+            hi, lo, col = high[:size], low[:size], column[:size]
+            np.right_shift(leaves, k, out=hi)
+            np.bitwise_and(leaves, mask, out=lo)
+            for a in range(d):
+                draw(col)
+                col += np.take(tables[a][0], hi, mode="clip")
+                col += np.take(tables[a][1], lo, mode="clip")
+                col *= side[a]
+                out[row:row + size, a] = col
+            row += size
 
     def all_rows(self) -> np.ndarray:
         """Every row, block by block, into one ``(total, d)`` array (the in-memory path)."""

@@ -102,14 +102,27 @@ def leaf_axis_coordinates(r: int, d: int, axis: int, leaves: np.ndarray) -> np.n
 
     The same values as ``axis_corners(r, d)[axis][leaves]`` without building the ``2^r`` table: the
     low ``k`` bits of a heap index and its high bits contribute separately, so the coordinate is a sum
-    of two lookups in tables of ``2^k`` and ``2^(r-k)`` entries.
+    of two lookups in tables of ``2^k`` and ``2^(r-k)`` entries (:func:`leaf_corner_tables`).
     """
-    cuts = cuts_per_axis(r, d)
-    weights = [(1 << (int(cuts[axis]) - 1 - level // d)) if level % d == axis else 0 for level in range(r)]
-    k = min(r, max(r // 2, 12))
-    high, low = _bit_sum(weights[:r - k], np.int64), _bit_sum(weights[r - k:], np.int64)
+    k, tables = leaf_corner_tables(r, d, np.int64)
+    high, low = tables[axis]
     leaves = np.asarray(leaves, dtype=np.int64)
     return high[leaves >> k] + low[leaves & ((1 << k) - 1)]
+
+
+def leaf_corner_tables(r: int, d: int, dtype: type = float) -> tuple[int, list[tuple[np.ndarray, np.ndarray]]]:
+    """``k`` and per axis the tables ``(high, low)`` with corner ``high[t >> k] + low[t & (2^k - 1)]`` of leaf ``t``.
+
+    ``k = min(r, max(floor(r/2), 12))``: both tables have at most ``2^max(12, ceil(r/2))`` entries (they
+    stay in the CPU caches for every supported depth).
+    """
+    cuts = cuts_per_axis(r, d)
+    k = min(r, max(r // 2, 12))
+    tables = []
+    for axis in range(d):
+        weights = [(1 << (int(cuts[axis]) - 1 - level // d)) if level % d == axis else 0 for level in range(r)]
+        tables.append((_bit_sum(weights[:r - k], np.int64).astype(dtype), _bit_sum(weights[r - k:], np.int64).astype(dtype)))
+    return k, tables
 
 
 def level_boxes(j: int, d: int) -> tuple[np.ndarray, np.ndarray]:

@@ -167,9 +167,9 @@ class RowPlan:
     * ``"jitter"``: ``points[i] + (U - 0.5) / bins``, uniform in the grid cell of side ``1/bins``
       centred at ``points[i]`` (``srw``'s rows).
 
-    ``shuffle`` permutes the rows of each block uniformly at random, so row order does not reveal
-    the atom order.  Rows are computed column by column in a block-sized scratch column and copied
-    into the ``(rows, d)`` output.
+    ``shuffle`` permutes the rows of each block uniformly at random (:func:`shuffled_piles`), so row
+    order does not reveal the atom order.  Rows are computed column by column in a chunk-sized scratch
+    column (in the CPU caches) and copied into the ``(rows, d)`` output.
     """
 
     mode: str

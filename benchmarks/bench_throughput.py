@@ -2,19 +2,26 @@
 
 Usage::
 
-    python -m benchmarks.bench_throughput [--sizes 100000 1000000 10000000] [--d 2] [--repeats 3]
+    python -m benchmarks.bench_throughput [--sizes 1000000 10000000] [--d 2] [--repeats 3] [--no-endtoend]
 
 For every count-based mechanism (``pmm``, ``dp_histogram``, ``kd_grid``, ``kd_adaptive``, ``psmm``, ``srw_tsp``)
-and n in ``--sizes``: the CPU time (``time.process_time``, user + system seconds of this process, so other jobs on
-a shared machine count less than in wall time) of the registered run function on ``n`` uniform rows in ``[0,1]^d`` (default
-parameters, epsilon = 1, replace-one, ``n`` synthetic rows; no DataFrame encode/decode), best of ``--repeats``,
-its throughput in rows per second, and its time divided by the physical reference.
+and n in ``--sizes``: the CPU time (``time.process_time``, user + system seconds of this process, so other jobs
+on a shared machine count less than in wall time) of the registered run function on ``n`` uniform rows in
+``[0,1]^d`` (default parameters, epsilon = 1, replace-one, ``n`` synthetic rows; no DataFrame encode/decode),
+best of ``--repeats``,
+its throughput in rows per second, and its time divided by the physical reference.  The repeats are
+interleaved (every size once, then again), so a change in the machine's load hits all sizes alike.
 
 The reference is what any counting mechanism must at least do: ``numpy.bincount`` of the rows' cell ids on a
 ``2^10``-per-axis grid (``floor(x * 1024)`` per axis, raveled), timed from the float rows (``ids+bincount``) and
 from precomputed ids (``bincount``).  The exponent is the least-squares slope of log time against log n: 1.0 is
 linear.  PSMM runs with a fixed 64 x 64 grid (its automatic grid grows with ``epsilon n`` until the LP guard
 refuses), so its cost is counting plus a constant LP; ``srw_tsp``'s automatic grid grows with n.
+
+Last, the PMM end-to-end ratio (as ``bench_pmm.py --sections endtoend``): CPU seconds of
+``privsyn_core.synthesize`` from a pandas DataFrame to a DataFrame, PMM, ``max(--sizes)`` rows, eps = 1,
+add/remove (paper depth from the noisy count), divided by ``numpy.bincount`` of the precomputed depth-``r``
+leaf ids (``minlength = 2^r``), both best of ``--repeats`` in this run (target: at most 10x).
 
 Times are CPU seconds on the machine at hand (numpy counts on one core); read the ratios within one run.
 Peak memory per run: ``bench_memory.py``.
@@ -26,8 +33,10 @@ import argparse
 import time
 
 import numpy as np
+import pandas as pd
 
 import privsyn_core as ps
+from privsyn_core.mechanisms.hvz23.pmm_tree import leaf_ids
 
 MECHANISMS = {"pmm": {}, "dp_histogram": {}, "kd_grid": {}, "kd_adaptive": {}, "psmm": {"cells_per_axis": 64},
               "srw_tsp": {}}
@@ -42,6 +51,15 @@ def best_time(fn, repeats: int) -> float:
         fn()
         times.append(time.process_time() - start)
     return min(times)
+
+
+def interleaved_best(fns: dict[int, object], repeats: int) -> dict[int, float]:
+    """Smallest CPU time of every ``fns[n]()`` over ``repeats`` rounds, each round calling every one once."""
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(repeats):
+        for n, fn in fns.items():
+            best[n] = min(best[n], best_time(fn, 1))
+    return best
 
 
 def cell_ids(X: np.ndarray, bins: int) -> np.ndarray:
@@ -59,11 +77,26 @@ def reference_times(X: np.ndarray, repeats: int) -> tuple[float, float]:
     return full, alone
 
 
-def mechanism_time(name: str, X: np.ndarray, repeats: int) -> float:
+def mechanism_call(name: str, X: np.ndarray):
+    """A call of the registered run function on ``X`` (epsilon 1, replace-one, ``len(X)`` synthetic rows)."""
     spec = ps.get_mechanism(name)
     params = spec.resolve_params(MECHANISMS[name])
-    return best_time(lambda: spec.run(X, 1.0, neighbouring="replace", n_synthetic=len(X),
-                                      rng=np.random.default_rng(0), **params), repeats)
+    return lambda: spec.run(X, 1.0, neighbouring="replace", n_synthetic=len(X), rng=np.random.default_rng(0),
+                            **params)
+
+
+def pmm_endtoend(n: int, d: int, repeats: int) -> tuple[float, float, int]:
+    """CPU seconds of ``synthesize`` DataFrame -> DataFrame (pmm, add/remove), of the leaf-id bincount, depth."""
+    X = np.random.default_rng(0).random((n, d))
+    frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(d)])
+    schema = ps.unit_schema(d)
+    result = ps.synthesize(frame, "pmm", 1.0, schema=schema, neighbouring="add_remove", rng=1)
+    r = result.params["depth"]
+    ids = leaf_ids(X, r)
+    times = interleaved_best({0: lambda: ps.synthesize(frame, "pmm", 1.0, schema=schema, neighbouring="add_remove",
+                                                       rng=1),
+                              1: lambda: np.bincount(ids, minlength=2 ** r)}, repeats)
+    return times[0], times[1], r
 
 
 def exponent(sizes: list[int], seconds: list[float]) -> float:
@@ -73,25 +106,37 @@ def exponent(sizes: list[int], seconds: list[float]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10**5, 10**6, 10**7])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10**6, 10**7])
     parser.add_argument("--d", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--mechanisms", nargs="+", default=list(MECHANISMS), choices=list(MECHANISMS))
+    parser.add_argument("--no-endtoend", action="store_true", help="skip the PMM end-to-end ratio")
     args = parser.parse_args()
     data = {n: np.random.default_rng(n).random((n, args.d)) for n in args.sizes}
     reference = {n: reference_times(X, args.repeats) for n, X in data.items()}
-    print(f"d = {args.d}, epsilon = 1, replace-one, n synthetic rows = n; CPU seconds, best of {args.repeats}")
+    print(f"d = {args.d}, epsilon = 1, replace-one, n synthetic rows = n; CPU seconds, best of {args.repeats} "
+          "(interleaved)")
     print(f"{'system':<14}{'n':>10}{'seconds':>9}{'rows/s':>11}{'/ ids+bincount':>16}{'/ bincount':>12}")
     for n in args.sizes:
         full, alone = reference[n]
         print(f"{'ids+bincount':<14}{n:>10}{full:>9.3f}{n / full:>11.3g}{1:>16.2f}{full / alone:>12.2f}")
     print(f"ids+bincount exponent in n: {exponent(args.sizes, [reference[n][0] for n in args.sizes]):.2f}")
+    exponents = {}
     for name in args.mechanisms:
-        seconds = [mechanism_time(name, data[n], args.repeats) for n in args.sizes]
+        best = interleaved_best({n: mechanism_call(name, data[n]) for n in args.sizes}, args.repeats)
+        seconds = [best[n] for n in args.sizes]
         for n, s in zip(args.sizes, seconds, strict=True):
             full, alone = reference[n]
             print(f"{name:<14}{n:>10}{s:>9.3f}{n / s:>11.3g}{s / full:>16.2f}{s / alone:>12.2f}", flush=True)
-        print(f"{name} exponent in n: {exponent(args.sizes, seconds):.2f}", flush=True)
+        exponents[name] = exponent(args.sizes, seconds)
+        print(f"{name} exponent in n: {exponents[name]:.2f}", flush=True)
+    print("exponents (target <= 1.1): " + ", ".join(f"{k} {v:.2f}" for k, v in exponents.items()))
+    if not args.no_endtoend:
+        n = max(args.sizes)
+        seconds, floor, r = pmm_endtoend(n, args.d, args.repeats)
+        print(f"pmm end to end (synthesize DataFrame -> DataFrame, add/remove, n = {n:.0e}, depth {r}): "
+              f"{seconds:.3f} s CPU; bincount of the 2^{r} leaf ids {floor:.3f} s; ratio {seconds / floor:.1f}x "
+              "(target <= 10x)", flush=True)
 
 
 if __name__ == "__main__":

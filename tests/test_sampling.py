@@ -44,3 +44,68 @@ def test_selection_equals_the_sorted_rule_when_remainders_are_distinct(seed):
     order = np.argsort(-(share - expected), kind="stable")
     expected[order[:total - expected.sum()]] += 1
     assert np.array_equal(largest_remainder(weights, total, rng), expected)
+
+
+# -- row order and leaf rows of privsyn_core.engine.staged.RowPlan -------------------------------------------------
+@pytest.mark.parametrize(("counts", "pile_rows"), [((2, 1, 1), 2), ((3, 3), 2), ((1, 1, 1, 1), 1), ((2, 1, 1), 64)])
+def test_shuffled_piles_give_every_arrangement_of_the_labels_with_equal_probability(monkeypatch, counts, pile_rows):
+    """All ``total! / prod(c!)`` arrangements of the multiset are equally likely (chi-square, false failure 1e-6).
+
+    ``PILE_ROWS`` is made tiny, so the cases take the bincount path ((3, 3): 3 piles x 2 labels <= 6 rows), the
+    radix-sort path ((2, 1, 1), (1, 1, 1, 1): piles x labels > rows) and the single Fisher-Yates pass (64).
+    The reference law (uniform over the arrangements) does not depend on the sampler.
+    """
+    from math import factorial, prod
+
+    from privsyn_core.engine import staged
+
+    monkeypatch.setattr(staged, "PILE_ROWS", pile_rows)
+    counts = np.array(counts, dtype=np.int64)
+    total = int(counts.sum())
+    arrangements = factorial(total) // prod(factorial(int(c)) for c in counts)
+    trials = 1000 * arrangements
+    rng = np.random.default_rng(7)
+    seen: dict[tuple, int] = {}
+    for _ in range(trials):
+        order = np.empty(total, dtype=np.int64)
+        for start, labels in staged.shuffled_piles(counts, total, rng):
+            order[start:start + len(labels)] = labels
+        key = tuple(order.tolist())
+        seen[key] = seen.get(key, 0) + 1
+    assert len(seen) == arrangements and all(np.bincount(key, minlength=len(counts)).tolist() == counts.tolist()
+                                             for key in seen)
+    observed = np.array(list(seen.values()))
+    assert stats.chisquare(observed).pvalue > ALPHA
+
+
+def test_shuffled_rows_keep_every_atoms_row_count():
+    """A shuffled box plan of several piles puts exactly ``counts[i]`` rows in box ``i`` (boxes disjoint)."""
+    from privsyn_core.engine.staged import PILE_ROWS, RowPlan
+
+    rng = np.random.default_rng(3)
+    m = 50
+    counts = rng.integers(0, 3 * PILE_ROWS // m, m)
+    lo = np.stack([np.arange(m) / m, np.zeros(m)], axis=1)
+    hi = lo + np.array([1 / m, 1.0])
+    rows = RowPlan("box", counts, (lo + hi) / 2, rng, lo=lo, hi=hi).all_rows()
+    assert len(rows) == counts.sum() > PILE_ROWS
+    assert np.array_equal(np.bincount(np.minimum((rows[:, 0] * m).astype(int), m - 1), minlength=m), counts)
+    assert not np.array_equal(np.sort(rows[:, 0]), rows[:, 0])  # shuffled, not grouped by atom
+
+
+def test_leaf_rows_fall_in_their_leaves_in_heap_order():
+    """PMM's leaf rows: ``counts[t]`` rows in leaf ``t``, grouped by leaf in heap order, also when one leaf holds
+    more rows than a chunk and when a group of leaves is split (a deterministic check of the row layout)."""
+    from privsyn_core.engine.staged import LEAF_GROUP, ROW_CHUNK
+    from privsyn_core.mechanisms.hvz23.pmm import leaf_plan
+    from privsyn_core.mechanisms.hvz23.pmm_tree import leaf_ids
+
+    r, d = 15, 2
+    rng = np.random.default_rng(5)
+    counts = rng.integers(0, 3, 2 ** r)
+    counts[3] = ROW_CHUNK + 17  # one leaf over a chunk
+    counts[LEAF_GROUP + 1: LEAF_GROUP + 40] = 2000  # a group of leaves over a chunk
+    for how in ("uniform", "center"):
+        rows = leaf_plan(counts, r, d, how, rng).all_rows()
+        ids = leaf_ids(rows, r)
+        assert np.array_equal(ids, np.repeat(np.arange(2 ** r), counts))

@@ -144,13 +144,32 @@ def collapse_warnings(data: Any, schema: Schema) -> list[str]:
         if col.kind != "numeric" or col.name not in data:
             continue
         possible = math.floor(col.hi) - math.ceil(col.lo) + 1 if col.integer else math.inf
-        distinct = int(data[col.name].nunique())
+        distinct = distinct_up_to_three(data[col.name].to_numpy())
         if distinct < min(3, len(data), possible):
             collapsed.append(f"{col.name!r} ({distinct})")
     if not collapsed:
         return []
     return [f"synthetic column(s) {', '.join(collapsed)} take fewer than 3 distinct values: the output shows no "
             "shape on them"]
+
+
+def distinct_up_to_three(x: np.ndarray) -> int:
+    """The number of distinct non-NaN values of a numeric array when it is at most 2, else 3.
+
+    ``O(n)`` without hashing (``Series.nunique`` hashes every row: seconds at 10^7 rows): with ``a``, ``b``
+    the least and the largest value, there are 0, 1 or 2 distinct values, or a third one lies strictly
+    between them.
+    """
+    if x.dtype.kind not in "biuf":
+        return min(3, int(pd.Series(x).nunique()))
+    if not len(x):
+        return 0
+    low, high = np.fmin.reduce(x), np.fmax.reduce(x)  # NaN only when every value is NaN
+    if low != low:
+        return 0
+    if low == high:
+        return 1
+    return 3 if bool(np.any((x > low) & (x < high))) else 2
 
 
 def clipping_warnings(clipped: dict[str, int], n_records: int) -> list[str]:

@@ -28,7 +28,7 @@ plan is released output: generating rows is post-processing.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -45,6 +45,11 @@ ROW_CHUNK = 2 ** 16
 DENSE_FACTOR = 4
 #: Atoms per group when locating the atom of a row (:meth:`RowPlan.pieces`).
 _LOCATE_GROUP = 2 ** 12
+#: Leaves per group of a ``"leaf"`` plan's rows (:meth:`RowPlan._fill_leaves`).
+LEAF_GROUP = 2 ** 14
+#: Rows per pile of :func:`shuffled_piles` on average: a pile's int32 labels stay in a core's L2 cache while
+#: they are shuffled.
+PILE_ROWS = 2 ** 16
 
 
 class CellCounts:
@@ -162,9 +167,9 @@ class RowPlan:
     * ``"jitter"``: ``points[i] + (U - 0.5) / bins``, uniform in the grid cell of side ``1/bins``
       centred at ``points[i]`` (``srw``'s rows).
 
-    ``shuffle`` permutes the rows of each block uniformly at random, so row order does not reveal
-    the atom order.  Rows are computed column by column in a block-sized scratch column and copied
-    into the ``(rows, d)`` output.
+    ``shuffle`` permutes the rows of each block uniformly at random (:func:`shuffled_piles`), so row
+    order does not reveal the atom order.  Rows are computed column by column in a chunk-sized scratch
+    column (in the CPU caches) and copied into the ``(rows, d)`` output.
     """
 
     mode: str
@@ -271,31 +276,37 @@ class RowPlan:
     def rows(self, out: np.ndarray | None = None) -> np.ndarray:
         """All rows of a one-block plan (what a block or a Dask partition computes), into ``out`` if given.
 
-        Every row gets the label of its atom (a run of ``counts[i]`` rows per atom; shuffled plans
-        shuffle the labels, a uniformly random order of the rows, instead of permuting finished rows).
-        Then column by column, in chunks of :data:`ROW_CHUNK` rows so that every pass stays in the CPU
-        caches: ``U`` from the plan's generator (one whole column after the other, so the draws do not
-        depend on the chunking), then the labelled atom's offset and scale.
+        Every row gets the label of its atom (a run of ``counts[i]`` rows per atom).  A shuffled plan
+        arranges the labels in a uniformly random order (:func:`shuffled_piles`: pile by pile, each pile
+        in the CPU caches) instead of permuting finished rows.  Then, column by column, in chunks of at
+        most :data:`ROW_CHUNK` rows so that every pass stays in the CPU caches: ``U`` from the plan's
+        generator, then the labelled atom's offset and scale.  The ``U`` are i.i.d. and independent of
+        the labels, so the order in which they are drawn does not change the law of the rows.
         """
         total, d, rng = self.total, self.dim, self.rng
         out = np.empty((total, d)) if out is None else out
         tables: list[tuple[np.ndarray, ...]] = [() for _ in range(d)]
-        labels = None
-        if self.mode == "leaf":  # the tree geometry lives with PMM
-            from privsyn_core.mechanisms.hvz23.pmm_tree import leaf_axis_coordinates
+        if self.mode == "leaf":
+            self._fill_leaves(out)
+            return out
+        if self.mode == "cube":
+            self._fill(out, None, tables)
+            return out
+        if self.mode == "box":
+            tables = [(self.hi[:, a] - self.lo[:, a], self.lo[:, a]) for a in range(d)]
+        else:
+            tables = [(np.ascontiguousarray(self.points[:, a]),) for a in range(d)]
+        if not self.shuffle:
+            self._fill(out, _run_labels(self.counts, total), tables)
+            return out
+        for start, labels in shuffled_piles(self.counts, total, rng):
+            self._fill(out[start:start + len(labels)], labels, tables)
+        return out
 
-            used = np.flatnonzero(self.counts)
-            labels = _run_labels(self.counts[used], total)
-            tables = [(leaf_axis_coordinates(self.depth, d, a, self.first_leaf + used).astype(float),)
-                      for a in range(d)]
-        elif self.mode != "cube":
-            labels = _run_labels(self.counts, total)
-            if self.shuffle:
-                rng.shuffle(labels)
-            if self.mode == "box":
-                tables = [(self.hi[:, a] - self.lo[:, a], self.lo[:, a]) for a in range(d)]
-            else:
-                tables = [(np.ascontiguousarray(self.points[:, a]),) for a in range(d)]
+    def _fill(self, out: np.ndarray, labels: np.ndarray | None, tables: list[tuple[np.ndarray, ...]]) -> None:
+        """Rows ``out`` (``(len(out), d)``) of the atoms ``labels`` (``None`` for ``"cube"``), column by column
+        in chunks of :data:`ROW_CHUNK` rows."""
+        total, d, rng = len(out), out.shape[1], self.rng
         size = min(ROW_CHUNK, max(total, 1))
         column, looked = np.empty(size), np.empty(size)
         for a in range(d):
@@ -305,13 +316,6 @@ class RowPlan:
                 lab = None if labels is None else labels[start:stop]
                 if self.mode == "point":
                     np.take(tables[a][0], lab, out=col, mode="clip")
-                elif self.mode == "leaf":
-                    if self.uniform:
-                        rng.random(out=col)
-                    else:
-                        col[:] = 0.5
-                    col += np.take(tables[a][0], lab, out=tmp, mode="clip")
-                    col *= self.side[a]
                 else:
                     rng.random(out=col)
                     if self.mode == "jitter":
@@ -322,7 +326,65 @@ class RowPlan:
                         col *= np.take(tables[a][0], lab, out=tmp, mode="clip")
                         col += np.take(tables[a][1], lab, out=tmp, mode="clip")
                 out[start:stop, a] = col
-        return out
+
+    def _fill_leaves(self, out: np.ndarray) -> None:
+        """The rows of a ``"leaf"`` plan, ``(U + c_t) * side`` (``(0.5 + c_t) * side`` without ``uniform``).
+
+        Leaves are taken in groups of :data:`LEAF_GROUP` consecutive leaves, a group halved until its rows fit
+        :data:`ROW_CHUNK` (or it is one leaf, whose rows are then drawn chunk by chunk): the group's rows are
+        ``numpy.repeat`` of its leaf ids, and a leaf's corner ``c_t`` is the sum of two lookups in tables of at
+        most a few thousand entries (:func:`privsyn_core.mechanisms.hvz23.pmm_tree.leaf_corner_tables`, the tree
+        geometry lives with PMM).  Every pass stays in the CPU caches and nothing of the size of the leaves or
+        the rows is allocated.  The ``U`` are i.i.d. uniform, drawn group by group and column by column.
+        """
+        from privsyn_core.mechanisms.hvz23.pmm_tree import leaf_corner_tables
+
+        counts, d, rng, side = self.counts, out.shape[1], self.rng, self.side
+        k, tables = leaf_corner_tables(self.depth, d)
+        mask = (1 << k) - 1
+        column, high, low = np.empty(ROW_CHUNK), np.empty(ROW_CHUNK, dtype=np.int64), np.empty(ROW_CHUNK, dtype=np.int64)
+
+        def draw(col: np.ndarray) -> None:
+            if self.uniform:
+                rng.random(out=col)
+            else:
+                col[:] = 0.5
+
+        row = 0
+        groups = [(g, min(len(counts), g + LEAF_GROUP)) for g in range(0, len(counts), LEAF_GROUP)][::-1]
+        while groups:
+            first, last = groups.pop()
+            size = int(counts[first:last].sum(dtype=np.int64))
+            if size == 0:
+                continue
+            if size > ROW_CHUNK and last - first > 1:
+                middle = (first + last) // 2
+                groups += [(middle, last), (first, middle)]
+                continue
+            if last - first == 1:  # one leaf: a constant corner, rows in chunks
+                leaf = self.first_leaf + first
+                for a in range(d):
+                    corner = tables[a][0][leaf >> k] + tables[a][1][leaf & mask]
+                    for start in range(0, size, ROW_CHUNK):
+                        col = column[:min(ROW_CHUNK, size - start)]
+                        draw(col)
+                        col += corner
+                        col *= side[a]
+                        out[row + start:row + start + len(col), a] = col
+                row += size
+                continue
+            leaves = np.repeat(np.arange(self.first_leaf + first, self.first_leaf + last, dtype=np.int64),
+                               counts[first:last])
+            hi, lo, col = high[:size], low[:size], column[:size]
+            np.right_shift(leaves, k, out=hi)
+            np.bitwise_and(leaves, mask, out=lo)
+            for a in range(d):
+                draw(col)
+                col += np.take(tables[a][0], hi, mode="clip")
+                col += np.take(tables[a][1], lo, mode="clip")
+                col *= side[a]
+                out[row:row + size, a] = col
+            row += size
 
     def all_rows(self) -> np.ndarray:
         """Every row, block by block, into one ``(total, d)`` array (the in-memory path)."""
@@ -344,6 +406,56 @@ def _run_labels(counts: np.ndarray, total: int) -> np.ndarray:
         labels[starts] = np.diff(present, prepend=0)
         np.cumsum(labels, out=labels)
     return labels
+
+
+def shuffled_piles(counts: np.ndarray, total: int,
+                   rng: np.random.Generator) -> Iterator[tuple[int, np.ndarray]]:
+    """The labels ``repeat(arange(m), counts)`` in a uniformly random order, as ``(start, labels)`` piles.
+
+    The Rao-Sandelius method (C. R. Rao, "Generation of random permutations of given number of elements
+    using random sampling numbers", Sankhya A 23, 1961; M. Sandelius, "A simple randomization procedure",
+    JRSS B 24, 1962): every row draws an i.i.d. uniform pile among ``K = ceil(total / PILE_ROWS)`` (at most
+    256), the piles are laid out in order, and the labels of every pile are shuffled uniformly
+    (Fisher-Yates, ``Generator.shuffle``), independently.  Exact in law: this orders the rows by the keys
+    ``(pile, u)`` with ``u`` i.i.d. continuous (the pile's shuffle), and i.i.d. keys that are almost surely
+    distinct rank the rows in a uniformly random order, the law of one Fisher-Yates pass over all of them.
+    A pile (about :data:`PILE_ROWS` labels) is shuffled in the CPU cache, where one pass over millions of
+    labels misses the cache at almost every swap.
+
+    The piles' contents are the counts ``N[k, i]`` of rows of atom ``i`` in pile ``k``, one ``bincount`` of
+    ``k m + i`` over the rows (when the ``K m`` table is not larger than the rows), else a stable radix sort
+    of the ``uint8`` piles; a pile's labels are then built from its counts, or taken from the sort, and
+    shuffled.  Either way the pile of every row is drawn first, so both give the same law.
+    """
+    m = len(counts)
+    piles = min(256, -(-total // PILE_ROWS))
+    if piles <= 1:
+        labels = _run_labels(counts, total)
+        rng.shuffle(labels)
+        yield 0, labels
+        return
+    if piles * m <= total:  # the table holds at most one int64 per row; int32 keys (piles * m < 2^31)
+        key = rng.integers(0, piles, size=total, dtype=np.int32)
+        key *= m
+        key += _run_labels(counts, total)
+        table = np.bincount(key, minlength=piles * m).reshape(piles, m)
+        del key
+        start = 0
+        for pile_counts in table:
+            size = int(pile_counts.sum())
+            labels = _run_labels(pile_counts, size)
+            rng.shuffle(labels)
+            yield start, labels
+            start += size
+        return
+    pile = rng.integers(0, piles, size=total, dtype=np.uint8)
+    grouped = _run_labels(counts, total)[np.argsort(pile, kind="stable")]
+    ends = np.cumsum(np.bincount(pile, minlength=piles)).tolist()
+    del pile
+    for start, stop in zip([0] + ends[:-1], ends):
+        labels = grouped[start:stop]
+        rng.shuffle(labels)
+        yield start, labels
 
 
 def _compact(counts: np.ndarray) -> np.ndarray:

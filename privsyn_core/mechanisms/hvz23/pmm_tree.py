@@ -102,14 +102,27 @@ def leaf_axis_coordinates(r: int, d: int, axis: int, leaves: np.ndarray) -> np.n
 
     The same values as ``axis_corners(r, d)[axis][leaves]`` without building the ``2^r`` table: the
     low ``k`` bits of a heap index and its high bits contribute separately, so the coordinate is a sum
-    of two lookups in tables of ``2^k`` and ``2^(r-k)`` entries.
+    of two lookups in tables of ``2^k`` and ``2^(r-k)`` entries (:func:`leaf_corner_tables`).
     """
-    cuts = cuts_per_axis(r, d)
-    weights = [(1 << (int(cuts[axis]) - 1 - level // d)) if level % d == axis else 0 for level in range(r)]
-    k = min(r, max(r // 2, 12))
-    high, low = _bit_sum(weights[:r - k], np.int64), _bit_sum(weights[r - k:], np.int64)
+    k, tables = leaf_corner_tables(r, d, np.int64)
+    high, low = tables[axis]
     leaves = np.asarray(leaves, dtype=np.int64)
     return high[leaves >> k] + low[leaves & ((1 << k) - 1)]
+
+
+def leaf_corner_tables(r: int, d: int, dtype: type = float) -> tuple[int, list[tuple[np.ndarray, np.ndarray]]]:
+    """``k`` and per axis the tables ``(high, low)`` with corner ``high[t >> k] + low[t & (2^k - 1)]`` of leaf ``t``.
+
+    ``k = min(r, max(floor(r/2), 12))``: both tables have at most ``2^max(12, ceil(r/2))`` entries (they
+    stay in the CPU caches for every supported depth).
+    """
+    cuts = cuts_per_axis(r, d)
+    k = min(r, max(r // 2, 12))
+    tables = []
+    for axis in range(d):
+        weights = [(1 << (int(cuts[axis]) - 1 - level // d)) if level % d == axis else 0 for level in range(r)]
+        tables.append((_bit_sum(weights[:r - k], np.int64).astype(dtype), _bit_sum(weights[r - k:], np.int64).astype(dtype)))
+    return k, tables
 
 
 def level_boxes(j: int, d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -150,11 +163,13 @@ def _heap_tables(r: int, d: int) -> list[list[tuple[int, int, np.ndarray]]]:
     return tables
 
 
-def _heap_id_chunks(unit: np.ndarray, r: int) -> Iterator[tuple[int, np.ndarray]]:
+def _heap_id_chunks(unit: np.ndarray, r: int, ties: str = "upper") -> Iterator[tuple[int, np.ndarray]]:
     """``(start, ids)`` for consecutive chunks of :data:`ROW_CHUNK` rows: the heap (Morton) index of each row's
     depth-``r`` leaf, ``sum_a sum_pieces table[(coordinate_a >> shift) & mask]`` (:func:`_heap_tables`) with
-    ``coordinate_a = min(floor(x_a 2^c_a), 2^c_a - 1)``.  No per-bit loop and no sort; the yielded array is
-    scratch that the next chunk overwrites.
+    ``coordinate_a = min(floor(x_a 2^c_a), 2^c_a - 1)`` (``ties="upper"``: a point on a cut goes to the upper
+    cell, PMM's rule; needs ``x >= 0``) or ``clip(ceil(x_a 2^c_a) - 1, 0, 2^c_a - 1)`` (``ties="lower"``: to the
+    lower cell, the KD-tree rule).  Scaling by ``2^c_a`` is exact, so both are exact.  No per-bit loop and no
+    sort; the yielded array is scratch that the next chunk overwrites.
     """
     n, d = unit.shape
     cuts, tables = cuts_per_axis(r, d), _heap_tables(r, d)
@@ -162,14 +177,21 @@ def _heap_id_chunks(unit: np.ndarray, r: int) -> Iterator[tuple[int, np.ndarray]
     ids, scaled = np.empty(chunk, dtype=np.int64), np.empty(chunk)
     coordinate, piece, looked = (np.empty(chunk, dtype=np.int64) for _ in range(3))
     axes = [(axis, int(c)) for axis, c in enumerate(cuts) if c]
+    lower = ties == "lower"
     for start in range(0, n, chunk):
         size = min(n, start + chunk) - start
         part, sc, co, pc, lk = ids[:size], scaled[:size], coordinate[:size], piece[:size], looked[:size]
         part[:] = 0
         for axis, c in axes:
             np.multiply(unit[start:start + size, axis], float(2 ** c), out=sc)
-            np.copyto(co, sc, casting="unsafe")  # floor, since unit >= 0
-            np.minimum(co, 2 ** c - 1, out=co)
+            if lower:
+                np.ceil(sc, out=sc)
+                np.copyto(co, sc, casting="unsafe")
+                co -= 1
+                np.clip(co, 0, 2 ** c - 1, out=co)
+            else:
+                np.copyto(co, sc, casting="unsafe")  # floor, since unit >= 0
+                np.minimum(co, 2 ** c - 1, out=co)
             for shift, width, table in tables[axis]:
                 source = co
                 if shift or width < c:
@@ -181,29 +203,29 @@ def _heap_id_chunks(unit: np.ndarray, r: int) -> Iterator[tuple[int, np.ndarray]
         yield start, part
 
 
-def leaf_counts(unit: np.ndarray, r: int, out: np.ndarray | None = None) -> np.ndarray:
+def leaf_counts(unit: np.ndarray, r: int, out: np.ndarray | None = None, ties: str = "upper") -> np.ndarray:
     """True counts of the ``2^r`` leaves (heap order) for points ``unit`` in ``[0,1]^d``.
 
-    ``O(n d + 2^r)``: the rows' heap ids chunk by chunk (:func:`_heap_id_chunks`), each chunk added
-    into the counts (``numpy.add.at``), so no array of ``n`` ids is held.  ``out`` (int64, ``2^r``)
-    receives them when given.
+    ``O(n d + 2^r)``: the rows' heap ids chunk by chunk (:func:`_heap_id_chunks`, ``ties`` as there), each
+    chunk added into the counts (``numpy.add.at``), so no array of ``n`` ids is held.  ``out`` (int64,
+    ``2^r``) receives them when given.
     """
     out = np.zeros(2 ** r, dtype=np.int64) if out is None else out
     out[:] = 0
-    for _, ids in _heap_id_chunks(unit, r):
+    for _, ids in _heap_id_chunks(unit, r, ties):
         np.add.at(out, ids, 1)
     return out
 
 
-def leaf_ids(unit: np.ndarray, r: int) -> np.ndarray:
+def leaf_ids(unit: np.ndarray, r: int, ties: str = "upper") -> np.ndarray:
     """Heap (Morton) index of the depth-``r`` leaf of each row (spec B.4.1).
 
     Bit ``r-1-j`` of the id is the side (0 lower, 1 upper) of the cut at level ``j``,
-    along axis ``j mod d``.  A point on a cut plane goes to the upper cell; ``x = 1.0``
-    goes to the last cell.
+    along axis ``j mod d``.  A point on a cut plane goes to the upper cell (``ties="lower"``: to the
+    lower cell); ``x = 1.0`` goes to the last cell.
     """
     out = np.empty(len(unit), dtype=np.int64)
-    for start, ids in _heap_id_chunks(unit, r):
+    for start, ids in _heap_id_chunks(unit, r, ties):
         out[start:start + len(ids)] = ids
     return out
 

@@ -52,9 +52,10 @@ from typing import Any
 import numpy as np
 
 from privsyn_core.data.layout import coarse_warnings
-from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
+from privsyn_core.engine.staged import DENSE_FACTOR, CellCounts, RowPlan, Stages
 from privsyn_core.errors import ParameterError
 from privsyn_core.evaluation.audit import AuditCase, released_cells
+from privsyn_core.mechanisms.hvz23.pmm_tree import leaf_counts, leaf_ids
 from privsyn_core.mechanisms.kdtree.kd_empty import (
     KD_REFERENCE,
     conditional_weights,
@@ -115,7 +116,13 @@ def adaptive_layout(n: int, d: int, epsilon: float, neighbouring: str, params: d
 
 
 def adaptive_counts(unit: np.ndarray, layout: AdaptiveLayout) -> CellCounts:
-    """Sparse counts of the non-empty depth-``h_max`` nodes, by path id (:func:`path_codes`)."""
+    """Counts of the non-empty depth-``h_max`` nodes, by path id (:func:`path_codes`).
+
+    Dense (``2^h_max`` counts, summed chunk by chunk, no array of ``n`` ids) when there are at most
+    :data:`~privsyn_core.engine.staged.DENSE_FACTOR` ids per row, else sorted sparse ids and counts.
+    """
+    if 2 ** layout.h_max <= DENSE_FACTOR * len(unit) + 2 ** 16:
+        return CellCounts.from_dense(leaf_counts(unit, layout.h_max, ties="lower"))
     return CellCounts.from_ids(path_codes(unit, layout.h_max))
 
 
@@ -196,16 +203,10 @@ def path_codes(unit: np.ndarray, depth: int) -> np.ndarray:
     Axis ``a`` is cut ``c_a = ⌊depth/d⌋ + [a < depth mod d]`` times; the point's cell on it is
     ``clip(ceil(x_a 2^{c_a}) - 1, 0, 2^{c_a} - 1)`` so points on a cut go left (spec A.11), and the
     cut at depth ``j`` reads bit ``c_a - 1 - ⌊j/d⌋`` of that cell (exact: scaling by ``2^c`` is exact).
+    That is the heap (Morton) index of PMM's partition with ties to the lower cell
+    (:func:`privsyn_core.mechanisms.hvz23.pmm_tree.leaf_ids`), computed in cache-sized chunks by table lookups.
     """
-    n, d = unit.shape
-    cuts = [depth // d + (a < depth % d) for a in range(d)]
-    cells = [np.clip(np.ceil(unit[:, a] * 2.0 ** cuts[a]).astype(np.int64) - 1, 0, 2 ** cuts[a] - 1)
-             for a in range(d)]
-    codes = np.zeros(n, dtype=np.int64)
-    for j in range(depth):
-        a = j % d
-        codes = (codes << 1) | ((cells[a] >> (cuts[a] - 1 - j // d)) & 1)
-    return codes
+    return leaf_ids(unit, depth, ties="lower")
 
 
 def grow_nonempty(ids: np.ndarray, counts: np.ndarray, h: int, h_max: int, tau: float, tree_scale: float,

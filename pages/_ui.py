@@ -14,8 +14,9 @@ import json
 import math
 import os
 import runpy
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,8 +28,7 @@ from privsyn_core.dp_bounds import dp_bounds
 from privsyn_core.figures import NOT_PRIVATE
 from privsyn_core.io import read_csv, to_csv_bytes
 
-from ._support import ledger as store
-from ._support import output, stakeholder
+from ._support import ledger as store, output, stakeholder
 from ._support.text import md
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -246,6 +246,8 @@ def _column_dict(entry: dict) -> dict:
         out["categories"] = list(entry["categories"])
     else:
         out.update(lo=float(entry["lo"]), hi=float(entry["hi"]), integer=bool(entry.get("integer", False)))
+    if entry.get("atoms"):  # the schema validates them (numbers, inside the bounds, numeric columns only)
+        out["atoms"] = list(entry["atoms"])
     return out
 
 
@@ -463,7 +465,7 @@ def _number_param(name: str, p: ps.ParamSpec, key: str) -> Any:
     if mode == "auto":
         return None
     if mode != "number":
-        return next(c for c in p.choices if str(c) == mode)
+        return next(c for c in p.choices or () if str(c) == mode)
     lo, hi = p.bounds if p.bounds else (None, None)
     number_default = p.default if isinstance(p.default, (int, float)) and not isinstance(p.default, bool) else lo
     if p.type is int:

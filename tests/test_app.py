@@ -405,7 +405,7 @@ def test_browsing_mechanisms_never_spends_and_only_a_changed_setting_re_runs():
     at = new_app()
     run_mechanism(at, "dp_histogram")
     assert at.toggle(key="w_live").value, "live re-runs are on for the small default sample"
-    for name in ("laplace_points", "kd_grid", "bootstrap", "microagg_anon", "dp_histogram"):
+    for name in ("laplace_points", "kd_grid", "bootstrap", "psmm", "dp_histogram"):
         at.selectbox(key="w_mechanism").set_value(name).run()
     assert [e["mechanism"] for e in spends(at)] == ["dp_histogram"]
     at.select_slider(key="w_epsilon").set_value(2.0).run()  # a setting of the mechanism last run

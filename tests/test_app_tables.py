@@ -4,6 +4,7 @@ requirements, public atoms in the schema editor, the guide panel on the Synthesi
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pandas as pd
@@ -169,3 +170,25 @@ def test_guide_kinds_follow_the_public_declaration():
     assert guide_panel.measured(None) == "not measured"
     assert guide_panel.measured((0.1, 0.1)).startswith("0.1 (a single measured run")
     assert guide_panel.measured((0.1234, 0.5)) == "0.123 to 0.5"
+
+
+# -- the released tree of marginal_tree --------------------------------------------------------------------
+@pytest.mark.parametrize("release", [False, True])
+def test_partitions_page_draws_the_released_tree_in_both_modes_from_the_release_alone(release):
+    from test_app_release import _Untouchable
+
+    at = new_app()
+    if release:
+        at.toggle(key="w_release").set_value(True).run()
+    at.switch_page("pages/synthesize.py").run()
+    at.selectbox(key="w_mechanism").set_value("marginal_tree").run()
+    next(b for b in at.button if b.label == "Run").click().run()
+    assert not problems(at)
+    if release:  # release mode draws from the release alone (teaching mode may read the diagnostics)
+        result = at.session_state["result"]
+        result.diagnostics = _Untouchable(result.diagnostics)
+    at.switch_page("pages/partitions.py").run()
+    assert not at.exception, at.exception
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["layout"]["title"]["text"].startswith("Released tree of column pairs")
+    assert [t["text"] for t in spec["data"] if t.get("name") == "columns"] == [["x", "y"]]

@@ -13,6 +13,11 @@ run.  The base is rebuilt (under a new widget key, so old deltas never apply to 
 when the entries change from outside the grid (a sample, an upload, DP bounds, a proposal, other
 columns chosen) or when the widget's state is gone (the user visited another page, where Streamlit
 drops it).  Sources are shown beside the grid from the entries, so they are always current.
+
+Atoms.  The last column holds a numeric column's public atoms (point masses such as 0), typed as
+comma-separated numbers (:func:`parse_atoms`).  They are saved in the entry and passed to the
+:class:`~privsyn_core.Schema`, whose validation (numbers, inside the bounds, integers for an integer
+column, numeric columns only) is what the Data page reports.
 """
 
 from __future__ import annotations

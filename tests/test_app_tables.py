@@ -72,7 +72,7 @@ def test_the_choice_reads_the_declaration_not_the_name():
     numeric = ps.Schema.from_dict({"columns": [{"name": "x", "kind": "numeric", "lo": 0, "hi": 10}]})
     pmm = ps.get_mechanism("pmm")
     assert offer.unmet(pmm, numeric) is None
-    assert "Boolean columns only" in offer.unmet(dataclasses.replace(pmm, data_kind="boolean"), numeric)
+    assert "Boolean columns only" in str(offer.unmet(dataclasses.replace(pmm, data_kind="boolean"), numeric))
     for name in BOOLEAN_SPECS:
         spec = ps.get_mechanism(name)
         assert offer.unmet(spec, numeric) is not None

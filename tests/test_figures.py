@@ -225,6 +225,7 @@ def test_released_tree_figure_reads_only_the_schema_and_the_released_parameters(
     fig = F.released_tree_figure(release)
     params = {k: release.params[k] for k in ("tree_edges", "root", "edge_depths", "edge_cuts")}
     bare = F.released_tree_figure(SimpleNamespace(schema=release.schema, params=params))
+    assert fig is not None and bare is not None
     assert fig.to_json() == bare.to_json()
     lines, labels, nodes = fig.data
     assert list(nodes.text) == [c["name"] for c in release.schema["columns"]]

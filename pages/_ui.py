@@ -339,6 +339,8 @@ def _column_dict(entry: dict) -> dict:
         out["categories"] = list(entry["categories"])
     else:
         out.update(lo=float(entry["lo"]), hi=float(entry["hi"]), integer=bool(entry.get("integer", False)))
+    if entry.get("atoms"):  # the schema validates them (numbers, inside the bounds, numeric columns only)
+        out["atoms"] = list(entry["atoms"])
     return out
 
 

@@ -84,6 +84,10 @@ else:
     st.write("Three sources: **type** bounds/categories you know from public documentation, **estimate** them with "
              "differential privacy (spends epsilon, recorded in the ledger), or **propose** them from the data "
              "(not private: results get dp_valid = False).")
+st.caption("A numeric column may also list public **atoms**: values that many records take exactly and that are "
+           "known in public (0 for an amount most people do not have, or a bound). Each atom is released as a cell "
+           "of its own, so the synthetic column keeps its spike there. Atoms lie inside the bounds; an integer "
+           "column's atoms are integers.")
 
 @st.fragment
 def schema_grid() -> None:

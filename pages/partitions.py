@@ -1,5 +1,8 @@
 """Partitions page: the mechanism's cells, coloured by released counts (and, teaching only, true / noisy ones).
 
+For marginal_tree it draws the released tree of column pairs (``figures.released_tree_figure``, from the
+release alone, in both modes).
+
 Release mode draws only what the release holds (``figures.released_partition``: the public
 geometry and the released rows, atoms and weights), never ``SynthResult.diagnostics``.
 """
@@ -32,7 +35,14 @@ if found:
     else:
         diagnostics = result.diagnostics
         cells, levels = diagnostics.get("cells"), diagnostics.get("levels")
-    if cells is None and not levels:
+    tree = F.released_tree_figure(result.release())
+    if tree is not None:  # drawn from the release alone, so in release mode too
+        st.subheader("The released tree of column pairs")
+        st.plotly_chart(tree, key="released_tree_chart")
+        st.caption("marginal_tree chose these pairs of columns with differential privacy (part of the release) and "
+                   "released each pair's joint distribution with PMM on the grid shown beside its edge; rows are "
+                   "drawn from the root down, each column given its parent.")
+    elif cells is None and not levels:
         st.info(f"{result.mechanism} releases no partition"
                 + (" whose cells can be drawn from the release alone" if release_mode else "")
                 + ". Choose pmm, psmm, kd_grid or dp_histogram on the Synthesize page to see one.")

@@ -7,15 +7,18 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
-from pages._support import code_panel, output, shared, words
+from pages._support import code_panel, guide_panel, offer, output, shared, words
 from pages._support.text import md
 
 ui.require_entrypoint()
 st.title("Synthesize")
-specs = {s.name: s for s in ui.mechanisms()}
-default = "pmm" if "pmm" in specs else "dp_histogram"
+schema = offer.current_schema()
+offered, unmet = offer.split(ui.mechanisms(), schema)
+specs = {s.name: s for s in offered}
+default = "pmm" if "pmm" in specs else next(iter(specs))
 name = ui.keep(st.selectbox, "Mechanism", "w_mechanism", default, options=list(specs),
                format_func=lambda n: f"{specs[n].title} [{n}]")
+offer.note(unmet, ui.mechanisms())
 spec = specs[name]
 st.markdown(f"**Source:** {md(words.paper(spec.paper))} &nbsp; **Data:** {spec.data_kind}")
 with st.expander("The exact guarantee and terms"):
@@ -54,6 +57,8 @@ with right:
         if not spec.params:
             st.caption("This mechanism has no parameters.")
 
+guide_panel.show(schema, epsilon, neighbouring, len(ui.table()) if schema and neighbouring == "replace" else None,
+                 list(specs), "w_mechanism")
 key = None
 with ui.user_errors():
     key = ui.run_key(name, epsilon, params, neighbouring, seed, n_syn or None)

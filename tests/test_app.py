@@ -389,6 +389,12 @@ def test_a_non_private_run_is_marked_in_the_comparison():
 @pytest.mark.parametrize("mechanism", [s.name for s in ps.list_mechanisms()])
 def test_synthesize_page_warns_exactly_for_mechanisms_with_floating_point_exposure(mechanism):
     at = new_app()
+    if mechanism in ONE_COLUMN:  # offered on one column only
+        choose_columns(at, ["x"])
+    if ps.get_mechanism(mechanism).data_kind == "boolean":  # offered only on columns declared Boolean
+        at.session_state["schema_entries"] = {
+            name: {"name": name, "kind": "numeric", "lo": 0.0, "hi": 1.0, "integer": True, "public": True,
+                   "source": "typed by the user"} for name in ("x", "y")}
     at.switch_page("pages/synthesize.py").run()
     at.selectbox(key="w_mechanism").set_value(mechanism).run()
     shown = any("Floating-point exposure" in w.value for w in at.warning)
@@ -417,7 +423,7 @@ def test_browsing_mechanisms_never_spends_and_only_a_changed_setting_re_runs():
     at = new_app()
     run_mechanism(at, "dp_histogram")
     assert at.toggle(key="w_live").value, "live re-runs are on for the small default sample"
-    for name in ("laplace_points", "kd_grid", "bootstrap", "microagg_anon", "dp_histogram"):
+    for name in ("laplace_points", "kd_grid", "bootstrap", "psmm", "dp_histogram"):
         at.selectbox(key="w_mechanism").set_value(name).run()
     assert [e["mechanism"] for e in spends(at)] == ["dp_histogram"]
     at.select_slider(key="w_epsilon").set_value(2.0).run()  # a setting of the mechanism last run

@@ -204,3 +204,39 @@ def test_plot_coordinates_keep_units_and_the_public_category_order():
     assert settings[1]["ticktext"] == ["M", "F"] and settings[0]["range"][0] < 17.0
     fig = F.marginal_figure(None, frame["sex"], categories=["M", "F"])
     assert list(fig.data[0].x) == ["M", "F"]
+
+
+def test_tree_positions_put_each_node_one_level_below_its_parent_and_parents_over_their_children():
+    edges = [[0, 1], [0, 2], [2, 3], [2, 4]]
+    xy = F.tree_positions(edges, root=0, d=5)
+    assert xy[:, 1].tolist() == [0, -1, -1, -2, -2]
+    assert xy[2, 0] == (xy[3, 0] + xy[4, 0]) / 2 and xy[0, 0] == (xy[1, 0] + xy[2, 0]) / 2
+    assert len({tuple(p) for p in xy}) == 5  # no two columns drawn on the same spot
+
+
+def test_released_tree_figure_reads_only_the_schema_and_the_released_parameters():
+    """A stand-in holding nothing but the schema and the released parameters draws the same figure as the release."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(0)
+    base = rng.random(2000)
+    df = pd.DataFrame({f"x{j}": np.clip(base + 0.05 * rng.standard_normal(2000), 0, 1) for j in range(4)})
+    release = ps.synthesize(df, "marginal_tree", 4.0, schema=ps.unit_schema(4), rng=3).release()
+    fig = F.released_tree_figure(release)
+    params = {k: release.params[k] for k in ("tree_edges", "root", "edge_depths", "edge_cuts")}
+    bare = F.released_tree_figure(SimpleNamespace(schema=release.schema, params=params))
+    assert fig is not None and bare is not None
+    assert fig.to_json() == bare.to_json()
+    lines, labels, nodes = fig.data
+    assert list(nodes.text) == [c["name"] for c in release.schema["columns"]]
+    xy = np.column_stack([nodes.x, nodes.y])
+    drawn = np.array(lines.x, dtype=float).reshape(-1, 3)[:, :2], np.array(lines.y, dtype=float).reshape(-1, 3)[:, :2]
+    for k, (a, b) in enumerate(params["tree_edges"]):
+        assert np.allclose([drawn[0][k], drawn[1][k]], [[xy[a, 0], xy[b, 0]], [xy[a, 1], xy[b, 1]]])
+        ca, cb = params["edge_cuts"][k]
+        assert labels.text[k] == f"PMM depth {params['edge_depths'][k]}, {2 ** ca} x {2 ** cb} cells"
+    assert len(params["tree_edges"]) == 3
+
+
+def test_released_tree_figure_is_none_for_a_release_without_a_tree():
+    assert F.released_tree_figure(_release("pmm").release()) is None

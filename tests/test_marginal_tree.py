@@ -188,3 +188,31 @@ def test_dask_path_gives_the_in_memory_release(neighbouring):
     assert lazy.ledger == memory.ledger and lazy.params["tree_edges"] == memory.params["tree_edges"]
     computed = lazy.data.compute().reset_index(drop=True)
     assert (computed.astype(object).to_numpy() == memory.data.astype(object).to_numpy()).all()
+
+
+def test_block_cdf_of_a_row_without_mass_and_an_empty_fallback_is_uniform():
+    """A block wholly outside the public categories has neither mass nor in-domain fallback: uniform, never NaN."""
+    from privsyn_core.mechanisms.wide_tables.tree_pieces import block_cdf
+
+    probs = np.array([[1.0, 3.0], [0.0, 0.0], [0.0, 0.0]])
+    fallback = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    with np.errstate(all="raise"):
+        cdf = block_cdf(probs, fallback)
+    assert cdf.tolist() == [0.25, 1.0, 1.0, 2.0, 2.5, 3.0]
+
+
+def test_eleven_categories_sample_without_invalid_arithmetic():
+    """Grunfeld's shape (11 firms: 4 bits, indices 11-15 virtual) once warned "invalid value in divide" when a
+    column's finest bins were refined inside a coarse bin holding virtual indices only; every value stays valid."""
+    rng = np.random.default_rng(0)
+    cats = tuple(f"firm{k}" for k in range(11))
+    n = 220
+    frame = pd.DataFrame({"firm": np.array(cats)[np.repeat(np.arange(11), n // 11)], "x": rng.random(n),
+                          "y": rng.random(n)})
+    schema = Schema((Column("x", "numeric", lo=0.0, hi=1.0), Column("firm", "categorical", categories=cats),
+                     Column("y", "numeric", lo=0.0, hi=1.0)))
+    for seed in range(3):
+        with np.errstate(all="raise"):
+            result = ps.synthesize(frame[["x", "firm", "y"]], "marginal_tree", 1.0, schema=schema, rng=seed)
+        assert set(result.data["firm"]) <= set(cats)
+        assert np.isfinite(np.asarray(result.unit_rows, dtype=float)).all()

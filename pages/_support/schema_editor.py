@@ -13,6 +13,11 @@ run.  The base is rebuilt (under a new widget key, so old deltas never apply to 
 when the entries change from outside the grid (a sample, an upload, DP bounds, a proposal, other
 columns chosen) or when the widget's state is gone (the user visited another page, where Streamlit
 drops it).  Sources are shown beside the grid from the entries, so they are always current.
+
+Atoms.  The last column holds a numeric column's public atoms (point masses such as 0), typed as
+comma-separated numbers (:func:`parse_atoms`).  They are saved in the entry and passed to the
+:class:`~privsyn_core.Schema`, whose validation (numbers, inside the bounds, integers for an integer
+column, numeric columns only) is what the Data page reports.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-FIELDS = ("name", "kind", "lo", "hi", "categories", "integer", "decimals")
+FIELDS = ("name", "kind", "lo", "hi", "categories", "integer", "decimals", "atoms")
 TYPED = "typed by the user"
 
 
@@ -35,6 +40,27 @@ def _number(value: Any) -> float | None:
     return None if math.isnan(value) else value
 
 
+def atoms_text(atoms: Any) -> str:
+    """A column's public atoms as the grid shows them: ``0, 100`` (empty when it has none)."""
+    return ", ".join(f"{a:g}" if isinstance(a, (int, float)) else str(a) for a in (atoms or []))
+
+
+def parse_atoms(text: Any) -> list:
+    """The atoms typed in the grid: comma-separated numbers.
+
+    A piece that is not a number is kept as typed, so that the schema's own validation
+    (:class:`privsyn_core.data.domain.Column`) rejects it with a message naming the column; so are atoms
+    outside the bounds, fractional atoms of an integer column and atoms of a categorical column.
+    """
+    out: list = []
+    for piece in str(text or "").split(","):
+        piece = piece.strip()
+        if piece:
+            number = _number(piece)
+            out.append(piece if number is None else number)
+    return out
+
+
 def base_rows(chosen: list[str], entries: dict[str, dict], table: pd.DataFrame) -> pd.DataFrame:
     """The grid's input: one row per chosen column from its entry (kind guessed from the dtype when unset)."""
     rows = []
@@ -43,21 +69,24 @@ def base_rows(chosen: list[str], entries: dict[str, dict], table: pd.DataFrame) 
         kind = e.get("kind") or ("numeric" if pd.api.types.is_numeric_dtype(table[name]) else "categorical")
         rows.append({"name": name, "kind": kind, "lo": _number(e.get("lo")), "hi": _number(e.get("hi")),
                      "categories": ", ".join(map(str, e.get("categories") or [])),
-                     "integer": bool(e.get("integer", False)), "decimals": _number(e.get("decimals"))})
+                     "integer": bool(e.get("integer", False)), "decimals": _number(e.get("decimals")),
+                     "atoms": atoms_text(e.get("atoms"))})
     return pd.DataFrame(rows, columns=list(FIELDS)).astype({"lo": float, "hi": float, "decimals": float})
 
 
 def _row_entry(row: dict) -> dict:
     categories = [c.strip() for c in str(row["categories"] or "").split(",") if c.strip()]
+    decimals = _number(row["decimals"])
     return {"name": row["name"], "kind": row["kind"], "lo": _number(row["lo"]), "hi": _number(row["hi"]),
             "categories": categories, "integer": bool(row["integer"]), "public": True, "source": TYPED,
-            "decimals": None if _number(row["decimals"]) is None else int(_number(row["decimals"]))}
+            "decimals": None if decimals is None else int(decimals),
+            "atoms": parse_atoms(row["atoms"])}
 
 
 def merge(base: pd.DataFrame, edited: pd.DataFrame, entries: dict[str, dict]) -> dict[str, dict]:
     """Entries after the grid: a row the user changed becomes a typed entry, the others keep theirs."""
     out = dict(entries)
-    for before, after in zip(base.to_dict("records"), edited.to_dict("records")):
+    for before, after in zip(base.to_dict("records"), edited.to_dict("records"), strict=True):
         if any(not _same(before[k], after[k]) for k in FIELDS[1:]):
             out[after["name"]] = _row_entry(after)
     return out
@@ -73,10 +102,10 @@ def editor(chosen: list[str], table: pd.DataFrame) -> dict[str, dict]:
     """Draw the grid and return the entries with the user's edits (also stored in ``session_state``)."""
     state = st.session_state
     entries = state.get("schema_entries", {})
-    grid = state.get("schema_grid")
+    grid: dict[str, Any] | None = state.get("schema_grid")
     stale = (grid is None or grid["columns"] != chosen or grid["synced"] != entries
              or grid["key"] not in state)
-    if stale:
+    if grid is None or stale:
         version = (grid["version"] + 1) if grid else 0
         grid = {"version": version, "key": f"schema_grid_{version}", "columns": list(chosen),
                 "base": base_rows(chosen, entries, table), "synced": entries, "first": True}
@@ -92,7 +121,12 @@ def editor(chosen: list[str], table: pd.DataFrame) -> dict[str, dict]:
                        "decimals": st.column_config.NumberColumn(
                            "decimals", min_value=0, max_value=12, step=1, format="%d",
                            help="decimals of this column in the synthetic CSV (empty: 4 significant digits of the "
-                                "range); a public choice, it costs no privacy")})
+                                "range); a public choice, it costs no privacy"),
+                       "atoms": st.column_config.TextColumn(
+                           "atoms (public point masses)",
+                           help="numeric columns only: values that many records take exactly, known in public "
+                                "(e.g. 0 for an amount most people do not have), comma separated, inside the "
+                                "bounds; each is kept as a point mass of its own")})
     merged = merge(grid["base"], edited, entries)
     grid["synced"] = merged
     state.schema_grid = grid

@@ -370,7 +370,7 @@ def interval_figure(ranking: pd.DataFrame, *, metric: str, better: str, floor: t
     Parameters
     ----------
     ranking : DataFrame
-        :func:`privsyn_core.metrics.rank_runs` output (``run, value, low, high, rank, tied_with``), in its order:
+        :func:`privsyn_core.evaluation.metrics.rank_runs` output (``run, value, low, high, rank, tied_with``), in its order:
         rank groups, and inside a group by name, never by value.
     metric : str
         The metric's name for the title and the y axis.
@@ -571,6 +571,100 @@ def released_path(release) -> np.ndarray | None:
         return (snake_order(int(bins), unit.shape[1]) + 0.5) / int(bins)
     return unit
 
+
+
+def tree_positions(edges: Sequence[Sequence[int]], root: int, d: int) -> np.ndarray:
+    """``(d, 2)`` drawing positions of a tree on ``d`` nodes: depth from ``root`` downwards, leaves evenly spaced.
+
+    Children are visited in the order their edges are listed; a parent sits above the middle of its children.
+    Nodes the edges do not reach (none in a spanning tree) are put in a row below.
+    """
+    children: dict[int, list[int]] = {a: [] for a in range(d)}
+    neighbours: dict[int, list[int]] = {a: [] for a in range(d)}
+    for a, b in edges:
+        neighbours[int(a)].append(int(b))
+        neighbours[int(b)].append(int(a))
+    depth = {root: 0}
+    order = [root]
+    for node in order:
+        for other in neighbours[node]:
+            if other not in depth:
+                depth[other] = depth[node] + 1
+                children[node].append(other)
+                order.append(other)
+    xy = np.zeros((d, 2))
+    leaves = 0
+
+    def place(node: int) -> float:
+        nonlocal leaves
+        if not children[node]:
+            x = float(leaves)
+            leaves += 1
+        else:
+            x = float(np.mean([place(c) for c in children[node]]))
+        xy[node] = (x, -depth[node])
+        return x
+
+    place(root)
+    lost = [a for a in range(d) if a not in depth]
+    bottom = -max(depth.values()) - 1
+    for i, a in enumerate(lost):
+        xy[a] = (i, bottom)
+    return xy
+
+
+def released_tree_figure(release) -> go.Figure | None:
+    """The tree of column pairs a ``marginal_tree`` release chose, drawn from the release alone.
+
+    Reads only ``release.schema`` (column names and kinds, public) and the released parameters
+    ``tree_edges`` (the privately selected pairs, a DP output: ``MechanismSpec.released_noisy``),
+    ``root``, ``edge_depths`` and ``edge_cuts`` (functions of public inputs): edge ``k`` joins the
+    columns ``tree_edges[k] = [a, b]`` and its PMM tree of depth ``edge_depths[k]`` ends on a
+    ``2^{c_a} x 2^{c_b}`` grid, ``edge_cuts[k] = [c_a, c_b]``.  ``None`` for a release without a tree.
+    """
+    params = release.params
+    edges = params.get("tree_edges")
+    columns = (release.schema or {}).get("columns") or []
+    if not edges or not columns:
+        return None
+    d = len(columns)
+    root = int(params.get("root", 0))
+    depths = list(params.get("edge_depths") or [None] * len(edges))
+    cuts = list(params.get("edge_cuts") or [None] * len(edges))
+    xy = tree_positions(edges, root, d)
+    fig = go.Figure()
+    line_x: list[float | None] = []
+    line_y: list[float | None] = []
+    mid_x, mid_y, mid_text = [], [], []
+    for (a, b), depth, cut in zip(edges, depths, cuts, strict=True):
+        line_x += [xy[a, 0], xy[b, 0], None]
+        line_y += [xy[a, 1], xy[b, 1], None]
+        mid_x.append((xy[a, 0] + xy[b, 0]) / 2)
+        mid_y.append((xy[a, 1] + xy[b, 1]) / 2)
+        grid = "" if cut is None else f"{2 ** int(cut[0])} x {2 ** int(cut[1])} cells"
+        tree = "" if depth is None else f"PMM depth {int(depth)}"
+        mid_text.append(", ".join(t for t in (tree, grid) if t))
+    fig.add_trace(go.Scatter(x=line_x, y=line_y, mode="lines", line={"color": "#9ecae1", "width": 3},
+                             hoverinfo="skip", showlegend=False, name="edges"))
+    fig.add_trace(go.Scatter(x=mid_x, y=mid_y, mode="text", text=mid_text, textposition="middle right",
+                             textfont={"size": 11, "color": "#555"}, hoverinfo="text", showlegend=False,
+                             name="edge releases"))
+    names = [str(c.get("name", j)) for j, c in enumerate(columns)]
+    kinds = [str(c.get("kind", "numeric")) for c in columns]
+    fig.add_trace(go.Scatter(
+        x=xy[:, 0], y=xy[:, 1], mode="markers+text", text=names, textposition="top center",
+        marker={"size": 18, "color": [REAL_COLOUR if k == "numeric" else SYNTH_COLOUR for k in kinds],
+                "line": {"width": 2, "color": "#ffffff"}},
+        hovertext=[f"{n} ({k})" + (" - root" if j == root else "")
+                   for j, (n, k) in enumerate(zip(names, kinds, strict=True))],
+        hoverinfo="text", showlegend=False, name="columns"))
+    fig.update_layout(
+        title="Released tree of column pairs (chosen with differential privacy)",
+        xaxis={"visible": False, "range": [xy[:, 0].min() - 0.7, xy[:, 0].max() + 1.2]},
+        yaxis={"visible": False, "range": [xy[:, 1].min() - 0.6, 0.6]},
+        height=max(260, 120 * (1 - int(xy[:, 1].min()))), margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        plot_bgcolor="white")
+    return fig
 
 # -- small static figures for self-contained reports -------------------------------------------
 def svg_bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, title: str = "", x_label: str = "",

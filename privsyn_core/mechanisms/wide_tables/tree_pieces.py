@@ -277,10 +277,17 @@ def smoothed_conditional(joint: np.ndarray, threshold: float) -> np.ndarray:
 
 
 def block_cdf(probs: np.ndarray, fallback: np.ndarray) -> np.ndarray:
-    """Per-row CDFs of a ``(G, B)`` matrix, offset by the row number (rows without mass use ``fallback``)."""
+    """Per-row CDFs of a ``(G, B)`` matrix, offset by the row number.
+
+    A row without mass uses its ``fallback`` row; a row whose fallback has no mass either (a block of a
+    categorical axis that lies wholly outside the public categories, where both the released marginal and
+    the in-domain indicator are 0) is uniform over its ``B`` entries, a public choice that keeps every CDF
+    finite and increasing (a NaN row would break the binary search of :func:`sample_blocks`).
+    """
     probs = np.array(probs, dtype=float)
     empty = probs.sum(axis=1) <= 0
     probs[empty] = fallback[empty]
+    probs[probs.sum(axis=1) <= 0] = 1.0
     cdf = np.cumsum(probs, axis=1)
     cdf /= cdf[:, -1:]
     cdf[:, -1] = 1.0

@@ -1,0 +1,84 @@
+"""The guide panel of the Synthesize page: :func:`privsyn_core.evaluation.guide.recommend` on the public shape of the table.
+
+It reads only public inputs: the schema (number of columns and their kinds), epsilon, and the number of
+rows where it is public (replace-one neighbours); under add/remove the row count is private, so the
+user types a public estimate instead.  The recommendation, its reason and the measured ranges it rests
+on are shown as the guide returns them (measured figures, not bounds).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import privsyn_core as ps
+from privsyn_core.data.boolean_codec import is_boolean_column
+from privsyn_core.evaluation import guide
+
+from .text import md
+
+#: The row count the add/remove estimate starts from (the user replaces it with a public figure).
+DEFAULT_ESTIMATE = 1000
+
+
+def column_kinds(schema: ps.Schema) -> list[str]:
+    """The guide's kind of every column: ``boolean`` by its public declaration, else ``numeric``/``categorical``."""
+    return ["boolean" if is_boolean_column(c) else c.kind for c in schema.columns]
+
+
+def measured(low_high: tuple[float, float] | None) -> str:
+    """A measured range as text: ``a to b``, one value when there is no spread, or that nothing was measured."""
+    if low_high is None:
+        return "not measured"
+    low, high = low_high
+    if low == high:
+        return f"{low:.3g} (a single measured run: no spread measured)"
+    return f"{low:.3g} to {high:.3g}"
+
+
+def show(schema: ps.Schema | None, epsilon: float, neighbouring: str, n_public: int | None,
+         offered: list[str], choose_key: str) -> None:
+    """Draw the panel.
+
+    Parameters
+    ----------
+    schema : Schema or None
+        The public schema of the chosen columns (``None`` while incomplete: the panel says so).
+    epsilon : float
+    neighbouring : {"replace", "add_remove"}
+    n_public : int or None
+        The record count when it is public (replace-one), else ``None``: a public estimate is asked for.
+    offered : list of str
+        Mechanisms the page offers; a "use it" button appears when the recommendation is one of them.
+    choose_key : str
+        Session-state key of the page's mechanism chooser (the button sets it).
+    """
+    if schema is None:
+        st.caption("Guide: complete the public domain of every column on the Data page to get a recommendation.")
+        return
+    with st.expander("Guide: which mechanism to try first for this table", expanded=False):
+        if n_public is None:
+            n_rows = int(st.number_input(
+                "A public estimate of the number of rows", min_value=1, value=DEFAULT_ESTIMATE, step=100,
+                key="w_guide_n", help="Neighbours differ by adding or removing one record, so the row count is "
+                                      "private: the guide reads a figure you know from public sources."))
+        else:
+            n_rows = n_public
+            st.caption(f"Rows: {n_rows:,} (public: neighbours differ by replacing one record).")
+        kinds = column_kinds(schema)
+        found = guide.recommend(len(kinds), n_rows, kinds, epsilon)
+        st.markdown(f"**Try {md(found.mechanism)} first.** {md(found.why)}")
+        st.markdown(f"- mean 2-way marginal TVD: {measured(found.expected_tvd2_range)}\n"
+                    f"- W1 in the unit cube (l-infinity): {measured(found.expected_w1_range)}")
+        st.caption("Ranges are the smallest and largest values this mechanism reached on the measured benchmark "
+                   "tables nearest to this shape (benchmarks/peers): measured figures, not bounds, and only as "
+                   "good as those tables resemble yours.")
+        if found.mechanism in offered and st.session_state.get(choose_key) != found.mechanism:
+            st.button(f"Use {found.mechanism}", key="w_guide_use", on_click=_choose, args=(choose_key, found.mechanism))
+        elif found.mechanism not in offered:
+            st.caption(f"{md(found.mechanism)} is not offered for the chosen columns or in this mode.")
+
+
+def _choose(key: str, name: str) -> None:
+    """Callback of the "use it" button: set the page's chooser (and the value it keeps across pages)."""
+    st.session_state[key] = name
+    st.session_state.setdefault("saved", {})[key] = name

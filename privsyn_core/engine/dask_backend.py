@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from privsyn_core.data.domain import Schema
-from privsyn_core.engine.pipeline import assemble, public_size
+from privsyn_core.engine.pipeline import assemble, check_width, public_size
 from privsyn_core.engine.staged import CellCounts, RowPlan, Stages, merge_counts
 from privsyn_core.errors import ClusterError, DataError, ParameterError, SchemaError
 from privsyn_core.privacy.noise import resolve_rng
@@ -80,6 +80,7 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
     if n == 0:
         raise DataError("the table has no rows")
     d = len(schema.names)
+    check_width(spec, d)
     size = public_size(spec, params, n, epsilon, neighbouring, public_n, generator)
     layout = stages.layout(size.value, d, size.mechanism_epsilon, neighbouring, stage_params)
 

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import math
 import secrets
-from typing import Union
 
 import numpy as np
 
 from privsyn_core.errors import ParameterError
 
-RandomLike = Union[None, int, np.integer, np.random.Generator, str]
+RandomLike = None | int | np.integer | np.random.Generator | str
 
 _INT64_SAFE = 2**62
 
@@ -80,11 +79,6 @@ def secure_generator() -> np.random.Generator:
         raise ImportError("rng='secure' needs the 'randomgen' package (pip install randomgen)") from exc
     key = int.from_bytes(secrets.token_bytes(32), "little")
     return np.random.Generator(ChaCha(key=key, rounds=20))
-
-
-def child_generators(rng: np.random.Generator, k: int) -> list[np.random.Generator]:
-    """``k`` independent child generators, so one stage's draws never shift another's."""
-    return list(rng.spawn(k))
 
 
 def discrete_laplace(sigma: float | np.ndarray, size=None, rng: np.random.Generator | None = None) -> np.ndarray:
@@ -173,7 +167,7 @@ def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generat
         return
     success = -math.expm1(-1.0 / sigma)  # 1 - p, accurate for large sigma
     chunk = min(NOISE_CHUNK, len(out))
-    draw = np.empty(chunk, dtype=np.int64) if add else None
+    draw = np.empty(chunk if add else 0, dtype=np.int64)  # scratch for the draws added to ``out``
     for start in range(0, len(out), chunk):
         size = min(chunk, len(out) - start)
         target = out[start:start + size]

@@ -137,18 +137,6 @@ def partition_figure(cells: dict, *, value_key: str = "count", axes: tuple[int, 
     return _unit_axes(fig, labels)
 
 
-def count_bars(cells: dict, keys: Sequence[str] = ("true_count", "noisy_count", "count"),
-               max_cells: int = 400) -> go.Figure:
-    """True, noisy and released count per cell (first ``max_cells`` cells), as grouped bars."""
-    k = len(np.asarray(cells[keys[0]]))
-    shown = min(k, max_cells)
-    fig = go.Figure([go.Bar(x=np.arange(shown), y=np.asarray(cells[key], dtype=float)[:shown], name=key.replace("_", " "))
-                     for key in keys if key in cells])
-    fig.update_layout(barmode="group", title=f"counts of the first {shown:,} of {k:,} cells",
-                      xaxis_title="cell", yaxis_title="count", margin=dict(l=40, r=10, t=50, b=40))
-    return fig
-
-
 def level_noise_figure(levels: Sequence[dict]) -> go.Figure:
     """Mean absolute noise (noisy minus true count) per cell at each tree level."""
     depth = np.arange(len(levels))

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privsyn_core.privacy.accounting import Ledger, split_epsilon
+from privsyn_core.privacy.sensitivity import count_sensitivity
 
 #: Deepest tree allowed: ``2^{r+1}`` counts must fit in memory (spec B.4.2).
 MAX_DEPTH = 26
@@ -38,7 +39,6 @@ MAX_DEPTH = 26
 #: Theorem 4.3 and App. A.8 print ``sqrt(2)``; substituting (A.4) into Theorem 4.2
 #: gives ``2 sqrt(2) S^2 / (epsilon n)`` (spec B.4.6).
 THM43_CONSTANT = 2.0 * math.sqrt(2.0)
-NEIGHBOURING_SENSITIVITY = {"add_remove": 1, "replace": 2}
 
 
 # -- geometry -------------------------------------------------------------------------
@@ -304,7 +304,7 @@ def noise_plan(r: int, d: int, epsilon: float, neighbouring: str = "add_remove")
     The ledger is built first, with the last level taking the exact remainder, so that
     ``math.fsum(ledger) == epsilon`` bit for bit; ``sigma_j = sensitivity / eps_j``.
     """
-    sensitivity = NEIGHBOURING_SENSITIVITY[neighbouring]
+    sensitivity = count_sensitivity(neighbouring)
     first = 0 if neighbouring == "add_remove" else 1
     weights = [math.sqrt(level_delta(j - 1, d)) for j in range(first, r + 1)]
     level_eps = np.zeros(r + 1)

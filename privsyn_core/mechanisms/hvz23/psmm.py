@@ -61,6 +61,7 @@ from privsyn_core.evaluation.audit import AuditCase, cell_features
 from privsyn_core.mechanisms.hvz23.dbl_lp import king_edge_count, king_edges, project_dbl, star_edges
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.privacy.sampling import largest_remainder
+from privsyn_core.privacy.sensitivity import count_sensitivity
 from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
 
@@ -153,11 +154,6 @@ def w1_rate(epsilon: float, n: int, d: int) -> float:
 def auto_cells_per_axis(n: int, d: int, epsilon: float) -> int:
     """``k = max(1, round((epsilon n)^{1/d}))``, so ``k^d`` is about ``epsilon n`` (spec B.3.1)."""
     return max(1, int(np.round((epsilon * n) ** (1.0 / d))))
-
-
-def count_sensitivity(neighbouring: str) -> int:
-    """l1 sensitivity of the cell counts: 2 (replace-one) or 1 (add/remove); the noise scale is this over epsilon."""
-    return 2 if neighbouring == "replace" else 1
 
 
 def lp_graph(k: int, d: int, lp: str) -> dict[str, Any]:

@@ -67,6 +67,7 @@ from privsyn_core.mechanisms.kdtree.kd_empty import (
 from privsyn_core.mechanisms.kdtree.kd_grid import auto_bins, default_rows, weighted_plan
 from privsyn_core.privacy.accounting import split_epsilon
 from privsyn_core.privacy.noise import binomial_big, discrete_laplace
+from privsyn_core.privacy.sensitivity import count_sensitivity
 from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
 
@@ -100,7 +101,7 @@ class AdaptiveLayout:
 
 def adaptive_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> AdaptiveLayout:
     """Resolve ``h``, ``h_max`` (read ``n``), the ledger, ``tau`` and ``t`` (module docstring, Defaults)."""
-    sensitivity = 2 if neighbouring == "replace" else 1
+    sensitivity = count_sensitivity(neighbouring)
     h, h_max, tau, t = params["h"], params["h_max"], params["tau"], params["t"]
     warnings: list[str] = []
     tree_fraction = params["tree_fraction"]

@@ -60,6 +60,7 @@ from privsyn_core.mechanisms.kdtree.kd_empty import (
 )
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.privacy.sampling import largest_remainder
+from privsyn_core.privacy.sensitivity import count_sensitivity
 from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
 
@@ -70,7 +71,7 @@ _MAX_AUTO_BINS = 4096
 
 def grid_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> int:
     """Bins per axis ``k``: ``ceil(1/w)`` or Theorem 3's rule (reads ``n``); at most 2^62 bins."""
-    sensitivity = 2 if neighbouring == "replace" else 1
+    sensitivity = count_sensitivity(neighbouring)
     w = params["w"]
     k = math.ceil(1.0 / w - 1e-9) if w is not None else structured_bins(n, d, epsilon * 2 / sensitivity,
                                                                          params["bandwidth"])
@@ -88,7 +89,7 @@ def grid_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
                  rng: np.random.Generator, layout: int, params: dict[str, Any]) -> tuple[MechanismOutput, RowPlan]:
     """Steps 2-4 of the module docstring from the non-empty bins' counts."""
     k, w, t, sample = layout, params["w"], params["t"], params["sample"]
-    sensitivity = 2 if neighbouring == "replace" else 1
+    sensitivity = count_sensitivity(neighbouring)
     scale = sensitivity / epsilon
     n_cells = k ** d
     t = scale * math.log(n_cells) if t is None else t

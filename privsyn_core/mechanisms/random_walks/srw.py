@@ -72,6 +72,7 @@ from privsyn_core.errors import ParameterError
 from privsyn_core.evaluation.audit import AuditCase, walk_features
 from privsyn_core.mechanisms.random_walks import walks
 from privsyn_core.privacy.accounting import Ledger
+from privsyn_core.privacy.sensitivity import count_sensitivity
 from privsyn_core.registry import ParamSpec, register
 from privsyn_core.result import MechanismOutput
 
@@ -134,9 +135,9 @@ def calibrate(n: int, epsilon: float, neighbouring: str) -> Calibration:
     if neighbouring == "replace":
         ledger = [("superregular walk on the path (alpha = epsilon n, noise (2/alpha) Z; Prop 5.1, Lemma 4.1)",
                    epsilon)]
-        return Calibration(float(n), epsilon, 2, ledger)
+        return Calibration(float(n), epsilon, count_sensitivity(neighbouring), ledger)
     ledger = [("superregular walk on the cell counts, noise Z/epsilon (add/remove extension)", epsilon)]
-    return Calibration(float(max(1, n)), epsilon, 1, ledger)
+    return Calibration(float(max(1, n)), epsilon, count_sensitivity(neighbouring), ledger)
 
 
 def privacy_loss_bound(cal: Calibration, depth: int, scale: float, neighbouring: str) -> float:

@@ -31,6 +31,7 @@ from scipy.spatial import cKDTree
 from scipy.spatial.distance import cdist
 
 from privsyn_core.privacy import noise
+from privsyn_core.privacy.sensitivity import count_sensitivity
 
 ScaleMode = Literal["paper", "tight"]
 METRICS = ("chebyshev", "euclidean", "cityblock")
@@ -89,7 +90,7 @@ def laplace_scale(depth: int, mode: ScaleMode = "paper", neighbouring: str = "ad
     if mode == "paper":
         return 2.0 * depth + 1.0
     if mode == "tight":
-        return coefficient_sensitivity(depth, neighbouring) / (2.0 if neighbouring == "replace" else 1.0)
+        return coefficient_sensitivity(depth, neighbouring) / count_sensitivity(neighbouring)
     raise ValueError(f"scale mode must be 'paper' or 'tight', got {mode!r}")
 
 

@@ -73,6 +73,7 @@ from privsyn_core.mechanisms.wide_tables.tree_pieces import (
 )
 from privsyn_core.privacy.accounting import split_epsilon
 from privsyn_core.privacy.noise import discrete_laplace
+from privsyn_core.privacy.sensitivity import count_sensitivity
 from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
 
@@ -97,7 +98,7 @@ class TreeCodec(Codec):
 
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
-        self.levels = tuple(len(c.categories or ()) if c.kind == "categorical" else 0 for c in schema.columns)
+        self.levels = tuple(len(c.category_list) if c.kind == "categorical" else 0 for c in schema.columns)
         #: What both paths add to the stages' parameters (public facts of the schema).
         self.stage_params = {"levels": self.levels}
 
@@ -190,7 +191,7 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
     grids = [dense[s:e].reshape(2 ** p.cuts[0], 2 ** p.cuts[1])
              for p, s, e in zip(layout.pairs, layout.offsets[:-1], layout.offsets[1:], strict=True)]
     timings: dict[str, float] = {}
-    sensitivity = 1 if neighbouring == "add_remove" else 2
+    sensitivity = count_sensitivity(neighbouring)
 
     start = time.perf_counter()
     if d >= 3:

@@ -84,7 +84,7 @@ def _bit_sum(weights: list[int], dtype: type) -> np.ndarray:
     low bits, and the table is their broadcast sum; ``O(2^L)`` in total, one full-size write.
     """
     if len(weights) <= 4:
-        out = np.zeros(1, dtype=dtype)
+        out: np.ndarray = np.zeros(1, dtype=dtype)
         for w in weights:
             out = np.repeat(out, 2)
             if w:
@@ -402,6 +402,9 @@ def consistency_in_place(tree: HeapTree, r: int, rule: str = "proportional",
     """
     if rule not in ("proportional", "uniform"):
         raise ValueError(f"unknown consistency rule {rule!r}")
+    if rule == "uniform" and rng is None:
+        raise ValueError("the 'uniform' consistency rule splits odd totals at random: it needs rng")
+    tie_rng = rng if rule == "uniform" else None
     scratch = [np.empty(min(CONSISTENCY_CHUNK, 2 ** max(r - 1, 0)), dtype=np.int64) for _ in range(3)]
     for j in range(r):
         parents, children = level_of(tree, j), level_of(tree, j + 1)
@@ -411,8 +414,8 @@ def consistency_in_place(tree: HeapTree, r: int, rule: str = "proportional",
             total = parents[start:stop]
             a, b = children[2 * start:2 * stop:2], children[2 * start + 1:2 * stop:2]
             left = scratch[0][:stop - start]
-            if rule == "uniform":
-                left[:] = uniform_split(a, b, total, rng)
+            if tie_rng is not None:
+                left[:] = uniform_split(a, b, total, tie_rng)
             elif wide:
                 left[:] = proportional_split(a, b, total)
             else:

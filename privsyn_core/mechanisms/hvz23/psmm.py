@@ -75,8 +75,12 @@ MAX_KING_FLOWS = 200_000
 MAX_DENSE_CELLS = 1_024
 
 
+#: The public layout of a run: cells per axis ``k``, the LP kind and the layout's warnings.
+PsmmLayout = tuple[int, str, tuple[str, ...]]
+
+
 def psmm_layout(n: int, d: int, epsilon: float, neighbouring: str,
-                params: dict[str, Any]) -> tuple[int, str, tuple[str, ...]]:
+                params: dict[str, Any]) -> PsmmLayout:
     """Cells per axis ``k``, the LP kind and the layout's warnings (public: ``n`` is the public count).
 
     An explicit ``cells_per_axis`` must fit the LP limits (:func:`check_lp_size`, whose error names the
@@ -100,13 +104,13 @@ def psmm_layout(n: int, d: int, epsilon: float, neighbouring: str,
     return k, lp, tuple(warnings + coarse_warnings([k] * d, "psmm", hint))
 
 
-def psmm_counts(unit: np.ndarray, layout: tuple[int, str]) -> CellCounts:
+def psmm_counts(unit: np.ndarray, layout: PsmmLayout) -> CellCounts:
     """Sparse counts of the ``k^d`` grid cells."""
     return CellCounts.from_dense(cell_counts(unit, layout[0]))
 
 
 def psmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-                 rng: np.random.Generator, layout: tuple[int, str],
+                 rng: np.random.Generator, layout: PsmmLayout,
                  params: dict[str, Any]) -> tuple[MechanismOutput, RowPlan]:
     """Noise, signed measure, d_BL projection and the row plan (a function of the counts only)."""
     (k, lp, warnings), normalise, sample = layout, params["normalise"], params["sample"]

@@ -231,7 +231,7 @@ def grow_nonempty(ids: np.ndarray, counts: np.ndarray, h: int, h_max: int, tau: 
         Sorted ids of the non-empty depth-``h`` nodes.
     """
     leaf_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    empty_parts: list[tuple[np.ndarray, np.ndarray]] = []
+    empty_parts: list[tuple[np.ndarray, np.ndarray]] = [(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))]
     occupied_h = _runs(ids >> (h_max - h), counts)[0]
     for depth in range(h, h_max + 1):
         nodes, node_counts, members = _runs(ids >> (h_max - depth), counts)
@@ -247,10 +247,9 @@ def grow_nonempty(ids: np.ndarray, counts: np.ndarray, h: int, h_max: int, tau: 
         children = _runs(ids >> (h_max - depth - 1), counts)[0]
         lonely = _lonely_children(children)
         empty_parts.append((np.full(len(lonely), depth + 1, dtype=np.int64), lonely ^ 1))
-    leaves = tuple(np.concatenate(part) for part in zip(*leaf_parts))
-    empty = tuple(np.concatenate(part) for part in zip(*empty_parts)) if empty_parts else (
-        np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
-    return leaves, empty, occupied_h
+    leaf_depths, leaf_ids, leaf_counts = (np.concatenate(part) for part in zip(*leaf_parts, strict=True))
+    empty_depths, empty_ids = (np.concatenate(part) for part in zip(*empty_parts, strict=True))
+    return (leaf_depths, leaf_ids, leaf_counts), (empty_depths, empty_ids), occupied_h
 
 
 def _runs(sorted_ids: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

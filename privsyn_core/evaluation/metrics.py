@@ -6,8 +6,8 @@
 * :func:`mmd` / :func:`mmd2`: Gaussian-kernel maximum mean discrepancy (biased V-statistic, unbiased U-statistic,
   linear-time block estimator); :func:`gaussian_kernel_mean` is the chunked kernel mean they use.
 * :func:`marginal_tvd`, :func:`correlation_gap`, :func:`boolean_marginal_errors`: marginal fidelity.
-* :func:`evaluate`: all of them (plus TSTR from :mod:`privsyn_core.evaluation.utility` on request), each with a real-vs-real
-  split-half floor.
+* :func:`evaluate`: all of them (plus TSTR from :mod:`privsyn_core.evaluation.utility` on request), each with a
+  real-vs-real split-half floor.
 """
 
 from __future__ import annotations
@@ -751,8 +751,8 @@ def evaluate(real_df: pd.DataFrame, synth_df: pd.DataFrame, schema: Schema | Non
     real_df, synth_df : DataFrame
     schema : Schema, optional
     target : str, optional
-        Column for train-on-synthetic/test-on-real (TSTR, :func:`privsyn_core.evaluation.utility.tstr`); opt-in because it
-        trains models (on the evaluated rows).
+        Column for train-on-synthetic/test-on-real (TSTR, :func:`privsyn_core.evaluation.utility.tstr`); opt-in
+        because it trains models (on the evaluated rows).
     real_test : DataFrame, optional
         Real hold-out for TSTR (rows not used to make the synthetic data); else a split of the real rows.
     floor : bool

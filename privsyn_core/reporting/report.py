@@ -141,8 +141,8 @@ def subsample_frame(df: pd.DataFrame, max_rows: int = EVAL_ROWS, seed: int = 0) 
 
 def evaluate_subsampled(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema | None,
                         max_rows: int = EVAL_ROWS, target: str | None = None) -> dict[str, Any]:
-    """:func:`privsyn_core.evaluation.metrics.evaluate` reading at most ``max_rows`` rows of each side (stated in the result);
-    ``target`` adds train-on-synthetic/test-on-real for that column."""
+    """:func:`privsyn_core.evaluation.metrics.evaluate` reading at most ``max_rows`` rows of each side (stated in the
+    result); ``target`` adds train-on-synthetic/test-on-real for that column."""
     from privsyn_core.evaluation.metrics import evaluate
 
     out = dict(evaluate(real, synthetic, schema=schema, target=target, max_rows=max_rows))
@@ -175,10 +175,11 @@ def metrics_table(evaluation: dict[str, Any]) -> pd.DataFrame:
 
 def rank_table(evaluations: dict[str, dict[str, Any]], metric: str = "w1", *,
                higher_is_better: bool = False) -> pd.DataFrame:
-    """Rank runs (name -> :func:`privsyn_core.evaluation.metrics.evaluate` output) on one metric; overlapping intervals tie.
+    """Rank runs (name -> :func:`privsyn_core.evaluation.metrics.evaluate` output) on one metric; overlapping
+    intervals tie.
 
-    Wraps :func:`privsyn_core.evaluation.metrics.rank_runs`: runs whose intervals overlap (directly or through a chain of
-    overlaps) share a rank and are never ordered. Adds the floor and whether each run's interval overlaps the
+    Wraps :func:`privsyn_core.evaluation.metrics.rank_runs`: runs whose intervals overlap (directly or through a chain
+    of overlaps) share a rank and are never ordered. Adds the floor and whether each run's interval overlaps the
     floor's (``at floor``: indistinguishable from real data at this resolution) and the coverage flags, because a
     collapsed output can have a small W1.
     """

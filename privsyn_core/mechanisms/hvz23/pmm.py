@@ -72,7 +72,8 @@ from privsyn_core.result import MechanismOutput
 DIAGNOSTIC_MAX_CELLS = 2 ** 18
 
 
-def pmm_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> tuple[int, tuple[str, ...]]:
+def pmm_layout(n: int, d: int, epsilon: float, neighbouring: str,
+               params: dict[str, Any]) -> tuple[int, tuple[str, ...]]:
     """Tree depth ``r`` (:func:`resolve_depth`) and its warnings."""
     r, warnings = resolve_depth(params["depth"], n, epsilon, d, neighbouring)
     return r, tuple(warnings)
@@ -252,8 +253,8 @@ SPEC = register_staged(
                             help="where the points of a leaf go: uniformly inside it, or at its centre"),
     },
     guarantee="epsilon-DP: discrete Laplace counts on every level of a binary partition, sum_j 1/sigma_j = epsilon "
-              "(add/remove; replace-one: no root noise, sensitivity 2); under add/remove the depth rules read public_n or a "
-              "noisy record count (its own ledger stage)",
+              "(add/remove; replace-one: no root noise, sensitivity 2); under add/remove the depth rules read public_n "
+              "or a noisy record count (its own ledger stage)",
     description="Noisy counts on a binary tree of boxes, made consistent top-down, then points drawn in the leaves. "
                 "W1 error about (eps n)^(-1/d), in time linear in n.",
     reference='He, Vershynin, Zhu, "Algorithmically Effective Differentially Private Synthetic Data", COLT 2023',

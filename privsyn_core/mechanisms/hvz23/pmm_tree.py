@@ -311,7 +311,7 @@ def noise_plan(r: int, d: int, epsilon: float, neighbouring: str = "add_remove")
     if not weights:
         ledger = [("level 0: n is public under replace-one, no count released", epsilon)]
         return NoisePlan(np.array([np.inf]), level_eps, sensitivity, ledger)
-    split = split_epsilon(epsilon, [(str(j), w) for j, w in zip(range(first, r + 1), weights)])
+    split = split_epsilon(epsilon, [(str(j), w) for j, w in zip(range(first, r + 1), weights, strict=True)])
     level_eps[first:] = [e for _, e in split]
     sigmas = np.full(r + 1, np.inf)
     sigmas[first:] = sensitivity / level_eps[first:]
@@ -426,7 +426,8 @@ def consistency_in_place(tree: HeapTree, r: int, rule: str = "proportional",
 
 def _proportional_left(a: np.ndarray, b: np.ndarray, total: np.ndarray, left: np.ndarray, s: np.ndarray,
                        zero: np.ndarray) -> None:
-    """``left = floor(total a / (a + b))``, ``floor(total / 2)`` where ``a + b = 0`` (no overflow: checked by the caller).
+    """``left = floor(total a / (a + b))``, ``floor(total / 2)`` where ``a + b = 0`` (no overflow: checked by the
+    caller).
 
     Branch-free: with ``z = [a + b = 0]``, ``floor(total (a + z) / (a + b + 2z))`` is both.
     """

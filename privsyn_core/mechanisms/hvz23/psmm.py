@@ -161,8 +161,9 @@ def auto_cells_per_axis(n: int, d: int, epsilon: float) -> int:
 
 
 def lp_graph(k: int, d: int, lp: str) -> dict[str, Any]:
-    """The flow graph of :func:`privsyn_core.mechanisms.hvz23.dbl_lp.project_dbl`: all pairs (dense), the king graph, or on
-    the ``2^d`` grid the exact star through a hub at the cube's centre (:mod:`privsyn_core.mechanisms.hvz23.dbl_lp`)."""
+    """The flow graph of :func:`privsyn_core.mechanisms.hvz23.dbl_lp.project_dbl`: all pairs (dense), the king graph,
+    or on the ``2^d`` grid the exact star through a hub at the cube's centre
+    (:mod:`privsyn_core.mechanisms.hvz23.dbl_lp`)."""
     if lp == "dense":
         return {}
     if k == 2:

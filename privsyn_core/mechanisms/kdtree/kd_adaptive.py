@@ -36,11 +36,12 @@ Defaults (the paper gives none; spec A.4.3 [EXT]): ``ε' = ε'' = ε/2``; ``h = 
 ``k`` the bins per axis of ``kd_grid``'s Theorem 3 rule at budget ε''; ``h_max = h + 2d`` (at most
 62); ``τ = b_tree h log 2`` (on average at most 1/2 of the empty depth-``h`` nodes split);
 ``t = b_leaf h log 2`` (at most 1/2 empty depth-``h`` leaf is released on average).  The
-automatic ``h`` reads ``n``, public under replace-one only; under add/remove it reads the public count :func:`privsyn_core.synthesize` passes (``public_n``, or a noisy
-count released as its own ledger stage).  ``h`` is not raised like ``kd_grid``'s bins: with ``h = 0``
-the ``2d`` noisy levels still split where the data is (measured on 7-9 column tables of 233-500 rows:
-2-way TVD 0.20 with ``h = 0`` at ε = 4 against 0.33 with ``h = d``, 0.42 against 0.35 at ε = 0.5, so
-neither rule dominates); a ``h_max`` whose deepest leaves have at most 2 cells on an axis is warned about.
+automatic ``h`` reads ``n``, public under replace-one only; under add/remove it reads the public count
+:func:`privsyn_core.synthesize` passes (``public_n``, or a noisy count released as its own ledger stage).
+``h`` is not raised like ``kd_grid``'s bins: with ``h = 0`` the ``2d`` noisy levels still split where the data is
+(measured on 7-9 column tables of 233-500 rows: 2-way TVD 0.20 with ``h = 0`` at ε = 4 against 0.33 with ``h = d``,
+0.42 against 0.35 at ε = 0.5, so neither rule dominates); a ``h_max`` whose deepest leaves have at most 2 cells on
+an axis is warned about.
 """
 
 from __future__ import annotations
@@ -169,7 +170,7 @@ def _depths(n: int, d: int, leaf_epsilon: float, bandwidth: float, h: int | None
     """Resolve ``h`` and ``h_max`` (module docstring) and check ``h <= h_max``."""
     if h is None:
         bins = auto_bins(n, d, leaf_epsilon, bandwidth) if leaf_epsilon > 0 else 1
-        h = min(MAX_DEPTH, d * int(math.floor(math.log2(bins))))
+        h = min(MAX_DEPTH, d * math.floor(math.log2(bins)))
     if h_max is None:
         h_max = min(MAX_DEPTH, h + 2 * d)
     if h_max < h:
@@ -313,13 +314,16 @@ SPEC = register_staged(
     neighbouring=("replace", "add_remove"),
     is_private=True,
     params={
-        "h": ParamSpec(None, int, (0, MAX_DEPTH), help="data-independent depth; auto: d*floor(log2 k), k from kd_grid's rule"),
+        "h": ParamSpec(None, int, (0, MAX_DEPTH),
+                       help="data-independent depth; auto: d*floor(log2 k), k from kd_grid's rule"),
         "h_max": ParamSpec(None, int, (0, MAX_DEPTH), help="maximum depth (>= h); auto: h + 2d"),
         "tau": ParamSpec(None, float, (0.0, 1e15), help="a node splits if count > tau + noise; auto: b_tree*h*log 2"),
         "t": ParamSpec(None, float, help="leaf filtering threshold; auto: b_leaf*h*log 2"),
         "tree_fraction": ParamSpec(0.5, float, (0.0, 1.0), help="share of epsilon for the split decisions (eps')"),
-        "sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="rows uniform in their leaf (default) or at its centre (the paper's output)"),
-        "bandwidth": ParamSpec(0.1, float, (1e-6, 10.0), help="kernel bandwidth (unit coordinates) the automatic h is tuned for"),
+        "sample": ParamSpec("uniform", str, choices=("uniform", "center"),
+                            help="rows uniform in their leaf (default) or at its centre (the paper's output)"),
+        "bandwidth": ParamSpec(0.1, float, (1e-6, 10.0),
+                               help="kernel bandwidth (unit coordinates) the automatic h is tuned for"),
     },
     guarantee="epsilon-DP: split decisions with discrete Laplace scale 2L/eps' and leaf counts with scale 2/eps'' "
               "(replace-one; L and 1 under add/remove), eps' + eps'' = epsilon; empty subtrees simulated exactly",
@@ -329,6 +333,7 @@ SPEC = register_staged(
     rate=kd_w1_rate,
     audit=AuditCase(features=released_cells, trials=10_000, selection_trials=2_500, read_stages=("leaf counts",),
                     tight_coordinates=2),
-    released=("h", "h_max", "tau", "t", "threshold", "noisy_levels", "epsilon_tree", "epsilon_leaf", "tree_noise_scale", "leaf_noise_scale"),
+    released=("h", "h_max", "tau", "t", "threshold", "noisy_levels", "epsilon_tree", "epsilon_leaf", "tree_noise_scale",
+              "leaf_noise_scale"),
     uses_n=lambda params: params["h"] is None or params["h_max"] is None,
 )

@@ -184,7 +184,8 @@ def empty_subtree_leaves(depths: np.ndarray, ids: np.ndarray, max_depth: int, ta
 
 
 #: The paper of both KD-tree mechanisms (kd_grid, kd_adaptive).
-KD_REFERENCE = 'Kreačić, Nguyen, Potluru, Veloso et al., "Differentially private synthetic data using KD-trees", UAI 2023'
+KD_REFERENCE = ('Kreačić, Nguyen, Potluru, Veloso et al., "Differentially private synthetic data using KD-trees", '
+                'UAI 2023')
 
 
 def kd_w1_rate(epsilon: float, n: int, d: int) -> float:

@@ -34,8 +34,8 @@ Theorem 5 choice ``(8/ε) log J`` is four times more conservative).  The bound a
 (one repeated row) on wide tables, so the rule's ``k`` is raised to at least 2 and, where the threshold
 leaves room, to 3-4 (:func:`structured_bins`, :mod:`privsyn_core.data.layout`); a coarse grid is warned about.
 The automatic ``w`` reads
-``n``, which is public under replace-one only: under add/remove it reads the public count :func:`privsyn_core.synthesize` passes (``public_n``, or a noisy
-count released as its own ledger stage).
+``n``, which is public under replace-one only: under add/remove it reads the public count
+:func:`privsyn_core.synthesize` passes (``public_n``, or a noisy count released as its own ledger stage).
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def default_rows(n_synthetic: int | None, n: int, neighbouring: str, weights: np
     """``n_synthetic``, else ``n`` (public under replace-one), else the released total (at least 1)."""
     if n_synthetic is not None:
         return n_synthetic
-    return n if neighbouring == "replace" else max(1, int(round(weights.sum())))
+    return n if neighbouring == "replace" else max(1, round(float(weights.sum())))
 
 
 def weighted_plan(centres: np.ndarray, weights: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, sample: str,
@@ -179,8 +179,10 @@ SPEC = register_staged(
         "w": ParamSpec(None, float, (1e-6, 1.0), help="bin width in unit coordinates (rounded down to 1/ceil(1/w)); "
                                                        "auto: minimises the Theorem 3 bound"),
         "t": ParamSpec(None, float, help="filtering threshold on noisy counts; auto: (noise scale) * log(#bins)"),
-        "sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="rows uniform in their bin (default) or at its centre (the paper's output)"),
-        "bandwidth": ParamSpec(0.1, float, (1e-6, 10.0), help="kernel bandwidth (unit coordinates) the automatic w is tuned for"),
+        "sample": ParamSpec("uniform", str, choices=("uniform", "center"),
+                            help="rows uniform in their bin (default) or at its centre (the paper's output)"),
+        "bandwidth": ParamSpec(0.1, float, (1e-6, 10.0),
+                               help="kernel bandwidth (unit coordinates) the automatic w is tuned for"),
     },
     guarantee="epsilon-DP: discrete Laplace bin counts of scale 2/epsilon (replace-one) or 1/epsilon (add/remove), "
               "empty bins included (sampled implicitly, exactly)",

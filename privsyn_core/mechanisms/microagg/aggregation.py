@@ -37,6 +37,9 @@ from scipy.optimize import brentq
 
 from privsyn_core.errors import ParameterError
 
+#: The paper of both microaggregation mechanisms (microagg_anon, microagg_dp).
+BSV23_REFERENCE = ("Boedihardjo, Strohmer, Vershynin, \"Covariance's loss is privacy's gain: computationally "
+                   "efficient, private and accurate synthetic data\", Found. Comput. Math. 2024")
 CHUNK_ROWS = 65_536
 MAX_COVERING_POINTS = 200_000
 _BINGHAM_BATCH = 32

@@ -44,6 +44,7 @@ import numpy as np
 from privsyn_core.data.boolean_codec import strict_boolean_codec
 from privsyn_core.errors import ParameterError
 from privsyn_core.mechanisms.microagg.aggregation import (
+    BSV23_REFERENCE,
     alg1_params,
     bootstrap_indices,
     covariance_loss,
@@ -86,11 +87,12 @@ DEFAULT_BLOCK_SIZE = 10
     description="Groups similar records into blocks of equal size and releases block averages, rounded back to "
                 "0/1: means are kept exactly, correlations approximately. Anonymity, not differential privacy.",
     codec=partial(strict_boolean_codec, mechanism="microagg_anon"),
-    reference='Boedihardjo, Strohmer, Vershynin, "Covariance\'s loss is privacy\'s gain: computationally efficient, private and accurate synthetic data", Found. Comput. Math. 2024',
+    reference=BSV23_REFERENCE,
     released=("k", "k_prime", "alpha", "t", "s", "m"),
 )
 def microagg_anon(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-                  rng: np.random.Generator, k: int | None, t: int | str, within_cell_order: str, size: int | str | None = None) -> MechanismOutput:
+                  rng: np.random.Generator, k: int | None, t: int | str, within_cell_order: str,
+                  size: int | str | None = None) -> MechanismOutput:
     """Algorithm 1 of [BSV23]; ``epsilon`` is ignored (no privacy budget is used)."""
     X = np.asarray(unit)
     n, p = X.shape

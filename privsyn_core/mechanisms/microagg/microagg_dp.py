@@ -52,6 +52,7 @@ import numpy as np
 from privsyn_core.data.boolean_codec import strict_boolean_codec
 from privsyn_core.evaluation.audit import AuditCase, group_features, microagg_pair_loss
 from privsyn_core.mechanisms.microagg.aggregation import (
+    BSV23_REFERENCE,
     alg4_params,
     bootstrap_indices,
     damped_microaggregate,
@@ -79,7 +80,8 @@ STAGES = (("private PCA projection PROJ (Alg 3)", 1.0), ("cell weights, Laplace 
     data_kind="boolean",
     neighbouring=("replace",),
     is_private=True,
-    floating_point_exposure="continuous Laplace noise on the cell weights and damped averages, and the Bingham sampler of the private PCA, are sampled in float64",
+    floating_point_exposure=("continuous Laplace noise on the cell weights and damped averages, and the Bingham "
+                             "sampler of the private PCA, are sampled in float64"),
     params={
         "kappa": ParamSpec(1 / 3, float, (1e-6, 1 - 1e-6),
                            help="trade-off exponent in (0,1): t = floor(kappa log n/log(7/alpha)) and "
@@ -99,12 +101,13 @@ STAGES = (("private PCA projection PROJ (Alg 3)", 1.0), ("cell weights, Laplace 
                 "group averages and sizes are released and rounded back to 0/1. Needs very large n to beat "
                 "simple baselines.",
     codec=partial(strict_boolean_codec, mechanism="microagg_dp"),
-    reference='Boedihardjo, Strohmer, Vershynin, "Covariance\'s loss is privacy\'s gain: computationally efficient, private and accurate synthetic data", Found. Comput. Math. 2024',
+    reference=BSV23_REFERENCE,
     audit=AuditCase(n=4, d=2, features=group_features, pair_loss=microagg_pair_loss),
     released=("alpha", "t", "s", "b", "kappa", "weight_noise_scale", "vector_noise_scale", "m"),
 )
 def microagg_dp(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-                rng: np.random.Generator, kappa: float, t: int | str, b: float | str, size: int | str | None = None) -> MechanismOutput:
+                rng: np.random.Generator, kappa: float, t: int | str, b: float | str,
+                size: int | str | None = None) -> MechanismOutput:
     """Algorithm 4 of [BSV23] (see the module docstring)."""
     X = np.asarray(unit)
     n, p = X.shape

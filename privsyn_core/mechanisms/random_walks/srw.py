@@ -92,6 +92,25 @@ SAMPLE_PARAM = ParamSpec("uniform", str, choices=("uniform", "center"),
 #: What srw and srw_tsp declare in ``MechanismSpec.floating_point_exposure`` (docs/security.md).
 WALK_FLOAT_EXPOSURE = ("continuous Laplace coefficients of the random walk are sampled in float64 "
                        "(numpy Generator.laplace) and enter the released weights")
+#: The guarantee of both walk mechanisms (srw, srw_tsp); ``{result}`` names the paper's metric-privacy result for
+#: the mechanism's path (Prop 5.1 on the interval, Thm 7.2 along a folding path).
+WALK_GUARANTEE = ("epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, {result}); "
+                  "add/remove with a public or noisy record count (extension). Default walk scale b = L/2 (replace) "
+                  "or 1 + L/2 (add/remove): the exact l1 sensitivity of the walk's coefficients, loss epsilon "
+                  "(attained for 2^L cells; docs/srw_privacy.md); scale='paper' (b = 2L+1, Thm 3.1) spends under "
+                  "epsilon/4 under replace")
+WALK_REFERENCE = ('Boedihardjo, Strohmer, Vershynin, "Private measures, random walks, and synthetic data", '
+                  'Probab. Theory Relat. Fields 2024')
+
+
+def walk_rate(epsilon: float, n: int, d: int) -> float:
+    """Shape of the walk mechanisms' expected W1 error, ``(log^{3/2}(epsilon n) / (epsilon n))^{1/d}``.
+
+    Boedihardjo, Strohmer and Vershynin, "Private measures, random walks, and synthetic data", Corollary 9.2
+    (the cube ``[0, 1]^d``; Theorem 5.4 on the interval, ``d = 1``), without its unspecified constant ``C``.
+    """
+    alpha = max(epsilon * n, 2.0)
+    return (math.log(alpha) ** 1.5 / alpha) ** (1 / d)
 
 
 @dataclass(frozen=True)
@@ -213,7 +232,8 @@ def release_path_counts(counts: np.ndarray, dim: int, cal: Calibration, folding:
                         rounding: str, sample: str, timings: dict[str, float]) -> tuple[MechanismOutput, RowPlan]:
     """Steps 2-4 from the cell counts in path order: the output without rows and its row plan.
 
-    ``scale`` picks the walk's Laplace scale for ``neighbouring`` (:func:`privsyn_core.mechanisms.random_walks.walks.laplace_scale`).
+    ``scale`` picks the walk's Laplace scale for ``neighbouring``
+    (:func:`privsyn_core.mechanisms.random_walks.walks.laplace_scale`).
     """
     bins, metric = folding.bins, folding.metric
     points = walks.grid_centres(folding.coords, bins)
@@ -288,15 +308,10 @@ def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
         "rounding": ROUNDING_PARAM,
         "sample": SAMPLE_PARAM,
     },
-    guarantee="epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, Prop 5.1); "
-              "add/remove with a public or noisy record count (extension). Default walk scale b = L/2 (replace) "
-              "or 1 + L/2 (add/remove): the exact l1 sensitivity of the walk's coefficients, loss epsilon "
-              "(attained for 2^L cells; docs/srw_privacy.md); scale='paper' (b = 2L+1, Thm 3.1) spends under "
-              "epsilon/4 under replace",
+    guarantee=WALK_GUARANTEE.format(result="Prop 5.1"),
     max_dim=1,
-    reference='Boedihardjo, Strohmer, Vershynin, "Private measures, random walks, and synthetic data", '
-              'Probab. Theory Relat. Fields 2024',
-    rate=lambda epsilon, n, d: (math.log(max(epsilon * n, 2.0)) ** 1.5 / max(epsilon * n, 2.0)) ** (1 / d),
+    reference=WALK_REFERENCE,
+    rate=walk_rate,
     audit=AuditCase(params={"bins": 2, "scale": "tight"}, features=walk_features),
     released=("bins", "cells", "depth", "walk_length", "laplace_scale", "alpha", "delta", "path_length"),
     uses_n=lambda params: True,

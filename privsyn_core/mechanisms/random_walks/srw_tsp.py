@@ -32,7 +32,6 @@ for ``K = 2^L``), the paper's ``b = 2L + 1`` (Thm 3.1) under ``epsilon/4`` under
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -50,11 +49,14 @@ from privsyn_core.mechanisms.random_walks.srw import (
     SAMPLE_PARAM,
     SCALE_PARAM,
     WALK_FLOAT_EXPOSURE,
+    WALK_GUARANTEE,
+    WALK_REFERENCE,
     Calibration,
     Folding,
     auto_bins,
     calibrate,
     release_path_counts,
+    walk_rate,
 )
 from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
@@ -82,7 +84,8 @@ def tsp_layout(n: int, dim: int, epsilon: float, neighbouring: str, params: dict
     warnings: list[str] = []
     m_bins = _resolve_bins(params["bins"], cal, dim, "mst_2opt" if two_opt else path, warnings)
     if dim > 1:
-        warnings += coarse_warnings([m_bins] * dim, "srw_tsp", BUDGET_HINT if params["bins"] is None else "use more bins")
+        hint = BUDGET_HINT if params["bins"] is None else "use more bins"
+        warnings += coarse_warnings([m_bins] * dim, "srw_tsp", hint)
     start = time.perf_counter()
     folding = _fold(m_bins, dim, path, params["metric"], two_opt)
     return TspLayout(cal, folding, tuple(warnings), time.perf_counter() - start)
@@ -170,14 +173,11 @@ SPEC = register_staged(
         "rounding": ROUNDING_PARAM,
         "sample": SAMPLE_PARAM,
     },
-    guarantee="epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, Thm 7.2); "
-              "add/remove with a public or noisy record count (extension). Default walk scale b = L/2 (replace) or "
-              "1 + L/2 (add/remove): the exact l1 sensitivity of the walk's coefficients, loss epsilon (attained for "
-              "2^L cells; docs/srw_privacy.md); scale='paper' (b = 2L+1, Thm 3.1) spends under epsilon/4 under replace",
+    guarantee=WALK_GUARANTEE.format(result="Thm 7.2"),
     description="Any dimension: fold the grid cells onto a line along a path, add a superregular random walk, "
                 "project in W1, map back. Error about (log^1.5(epsilon n)/(epsilon n))^(1/d).",
-    reference='Boedihardjo, Strohmer, Vershynin, "Private measures, random walks, and synthetic data", Probab. Theory Relat. Fields 2024',
-    rate=lambda epsilon, n, d: (math.log(max(epsilon * n, 2.0)) ** 1.5 / max(epsilon * n, 2.0)) ** (1 / d),
+    reference=WALK_REFERENCE,
+    rate=walk_rate,
     audit=AuditCase(d=2, params={"bins": 2, "scale": "tight"}, features=walk_features),
     released=("bins", "cells", "depth", "walk_length", "laplace_scale", "alpha", "delta", "path_length"),
     uses_n=lambda params: True,

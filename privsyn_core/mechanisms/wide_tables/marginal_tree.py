@@ -226,7 +226,7 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
                                 "true_count": r.true_leaves, "count": r.joint, "sigma": r.sigmas,
                                 "noisy_root": r.noisy_root,
                                 "levels": [{"lo": lo, "hi": hi, "noisy_count": noisy}
-                                           for (lo, hi), noisy in zip(r.level_boxes(), r.noisy_levels)]}
+                                           for (lo, hi), noisy in zip(r.level_boxes(), r.noisy_levels, strict=True)]}
                                for r in releases]},
         params={"tree_edges": edges, "root": 0, "edge_depths": [r.tree.depth for r in releases],
                 "edge_cuts": [list(r.tree.cuts) for r in releases]},
@@ -399,11 +399,12 @@ class TreePlan(RowPlan):
 
 
 def edge_features(out: MechanismOutput, pair: Any) -> np.ndarray:
-    """Audit features: :func:`~privsyn_core.evaluation.audit.cell_features` of the first edge's PMM tree, its noisy counts per
-    level (on two columns the one edge's square is the whole cube, so the corners' cells are the pair's)."""
+    """Audit features: :func:`~privsyn_core.evaluation.audit.cell_features` of the first edge's PMM tree, its noisy
+    counts per level (on two columns the one edge's square is the whole cube, so the corners' cells are the pair's)."""
     from privsyn_core.evaluation.audit import cell_features
 
-    edge = MechanismOutput(unit=out.unit, ledger=out.ledger, diagnostics={"levels": out.diagnostics["edges"][0]["levels"]})
+    levels = out.diagnostics["edges"][0]["levels"]
+    edge = MechanismOutput(unit=out.unit, ledger=out.ledger, diagnostics={"levels": levels})
     return cell_features(edge, pair)
 
 

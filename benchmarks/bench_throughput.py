@@ -6,8 +6,8 @@ Usage::
 
 For every count-based mechanism (``pmm``, ``dp_histogram``, ``kd_grid``, ``kd_adaptive``, ``psmm``, ``srw_tsp``)
 and n in ``--sizes``: the CPU time (``time.process_time``, user + system seconds of this process, so other jobs on
-a shared machine count less than in wall time) of the registered run function on ``n`` uniform rows in ``[0,1]^d`` (default
-parameters, epsilon = 1, replace-one, ``n`` synthetic rows; no DataFrame encode/decode), best of ``--repeats``,
+a shared machine count less than in wall time) of the registered run function on ``n`` uniform rows in ``[0,1]^d``
+(default parameters, epsilon = 1, replace-one, ``n`` synthetic rows; no DataFrame encode/decode), best of ``--repeats``,
 its throughput in rows per second, and its time divided by the physical reference.
 
 The reference is what any counting mechanism must at least do: ``numpy.bincount`` of the rows' cell ids on a

@@ -3,7 +3,8 @@
 Every sampler takes a :class:`numpy.random.Generator`.  Integer counts get *exact*
 integer noise (:func:`discrete_laplace`, a difference of two geometric variables),
 never continuous noise rounded afterwards: rounding ``c + trunc(Lap(sigma))`` leaks an
-extra ``ln 2`` per count (spec ``pmm-psmm-kdtree.md`` B.2, B.7 item 2).
+extra ``ln 2`` per count (for ``Z = trunc(Lap(sigma))``, ``P(Z = 0)/P(Z = 1) = 2 e^{1/sigma}``: twice the
+ratio ``e^{1/sigma}`` of the discrete Laplace law of [HVZ23] App. B).
 
 References
 ----------

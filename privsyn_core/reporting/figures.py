@@ -1,6 +1,6 @@
 """Plotly figure builders for the app and the HTML report (pure: no Streamlit).
 
-Conventions (``docs/diagnostics.md``, spec ``ecosystem-notes.md`` section 3):
+Conventions (``docs/diagnostics.md``):
 
 * all partition rectangles go into *one* trace per colour bin, separated by NaN, never
   into ``layout.shapes`` (which is quadratic to build and slow to pan);
@@ -347,7 +347,8 @@ def noise_schedule_figure(sigmas: Sequence[float], labels: Sequence[str] | None 
 
 def hierarchical_noise_schedule(epsilon: float, depth: int, d: int) -> list[float]:
     r"""Illustrative per-level scales ``sigma_j`` proportional to ``2^{(1-1/d)(depth-j)/2}`` (constant for
-    d = 1), normalised so that ``sum_j 1/sigma_j = epsilon`` exactly as in PMM [004, Thm 4.3, spec A.4].
+    d = 1), normalised so that ``sum_j 1/sigma_j = epsilon`` exactly as in PMM (He, Vershynin, Zhu, COLT 2023,
+    Thm 4.3 with the level scales of (A.4)).
 
     The shape is the paper's asymptotic one; the mechanism itself uses its exact level sizes.
     """

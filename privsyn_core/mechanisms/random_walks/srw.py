@@ -1,7 +1,7 @@
 r"""Superregular random walk on the interval (seed 000, Sections 3-5, Theorem 5.4).
 
 Boedihardjo, Strohmer, Vershynin, "Private measures, random walks, and synthetic data",
-Probab. Theory Relat. Fields (2024); implementation spec ``random-walk-tsp.md``.
+Probab. Theory Relat. Fields (2024), seed 000.
 
 Pipeline (shared with ``srw_tsp``, which only changes the grid and the folding path):
 
@@ -54,8 +54,8 @@ post-processing.  The walk noise is continuous float64 Laplace: see
 :func:`privsyn_core.mechanisms.random_walks.walks.superregular_walk` for the floating-point exposure.
 
 Accuracy (Thm 5.4 with ``alpha = epsilon n``): ``E W1 <= 1/(2K) + 2 beta`` with
-``beta = (2/alpha) b sqrt(2(L+1))`` (spec 6, explicit), i.e. ``O(log^{3/2}(alpha)/alpha)``;
-the tight scale divides the noise term by ``(2L + 1)/(L/2)``, about 4.
+``beta = (2/alpha) b sqrt(2(L+1))`` (explicit from the bound (3.2) on ``E S_k^2``, Prop 5.1), i.e.
+``O(log^{3/2}(alpha)/alpha)``; the tight scale divides the noise term by ``(2L + 1)/(L/2)``, about 4.
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ from privsyn_core.privacy.sensitivity import count_sensitivity
 from privsyn_core.registry import ParamSpec, register
 from privsyn_core.result import MechanismOutput
 
-#: Auto resolution cap on the interval (spec 15, ``K_max``): accuracy is then limited by ``1/(2 K_max)``.
+#: Auto resolution cap on the interval (the paper's ``K = floor(alpha)`` of Thm 5.4, capped): accuracy is then
+#: limited by ``1/(2 K_max)``.
 MAX_AUTO_BINS_1D = 2**18
 SCALE_PARAM = ParamSpec("tight", str, choices=("tight", "paper"),
                         help="Laplace scale of the walk: tight b = L/2 (replace) or 1 + L/2 (add/remove), the exact l1 "
@@ -173,7 +174,8 @@ def privacy_loss_bound(cal: Calibration, depth: int, scale: float, neighbouring:
 
 
 def auto_bins(alpha: float, dim: int) -> int:
-    """Cells per axis (spec 11): ``floor(alpha)`` in 1-D; ``round((alpha / log^{3/2} alpha)^{1/d})`` else."""
+    """Cells per axis: ``floor(alpha)`` in 1-D (Thm 5.4); ``round((alpha / log^{3/2} alpha)^{1/d})`` else (the
+    ``delta`` of Cor 9.1)."""
     if dim == 1:
         return int(min(max(1, math.floor(alpha)), MAX_AUTO_BINS_1D))
     if alpha < 3:

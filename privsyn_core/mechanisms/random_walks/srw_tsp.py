@@ -7,7 +7,7 @@ and map the result back; round the weights to synthetic rows.
 
 * Net: the centres of the ``M^d`` grid cells, covering radius ``delta = 1/(2M)`` in
   l_inf (``sqrt(d)/(2M)`` in l2, ``d/(2M)`` in l1).  The nearest centre of a point is the
-  centre of its cell in every l_p metric.  ``M`` follows spec 11:
+  centre of its cell in every l_p metric.  ``M`` follows Sect. 9:
   ``round((alpha/log^{3/2} alpha)^{1/d})`` with ``alpha = epsilon n`` (``floor(alpha)``
   cells in 1-D), which balances ``delta`` against the walk error of Cor. 9.1; in ``d >= 2``
   raised to at least 2 (3-4 where the noise mass allows, :mod:`privsyn_core.data.layout`), with a
@@ -119,7 +119,7 @@ def _resolve_bins(bins: int | None, cal: Calibration, dim: int, path: str, warni
     counts allows (:mod:`privsyn_core.data.layout`, with the count sensitivity over the walk's epsilon as the
     noise scale): the rule gives one cell (a single output row) on wide tables at small ``epsilon n``.
     """
-    kind = path if dim > 1 else "snake"  # 1-D always folds in sorted order (spec 7, item 6)
+    kind = path if dim > 1 else "snake"  # 1-D always folds in sorted order (the shortest path on a line)
     shown = "path='mst' with two_opt" if kind == "mst_2opt" else f"path={path!r}"
     limit = MAX_CELLS[kind]
     if bins is not None:

@@ -2,7 +2,7 @@ r"""Building blocks of the Private Measure Mechanism (PMM): the binary hierarchi
 partition of ``[0,1]^d``, the per-level noise plan, the depth rules, consistency
 (Algorithm 3) and the accuracy bounds.
 
-Geometry ([HVZ23] App. A.9, spec ``pmm-psmm-kdtree.md`` B.4.1).  Level ``j -> j+1``
+Geometry ([HVZ23] Section 4.1 and App. A.9).  Level ``j -> j+1``
 cuts axis ``j mod d`` through the middle of every cell; bit 0 is the lower half.
 After ``j`` levels axis ``a`` has been cut ``c_a(j) = floor(j/d) + [a < j mod d]``
 times, a level-``j`` cell has :math:`\ell_\infty` diameter ``2^{-floor(j/d)}`` and
@@ -33,11 +33,11 @@ import numpy as np
 from privsyn_core.privacy.accounting import Ledger, split_epsilon
 from privsyn_core.privacy.sensitivity import count_sensitivity
 
-#: Deepest tree allowed: ``2^{r+1}`` counts must fit in memory (spec B.4.2).
+#: Deepest tree allowed: ``2^{r+1}`` counts must fit in memory (the depth of Cor. 4.4 is capped here).
 MAX_DEPTH = 26
 #: Constant of Theorem 4.2, hence of Theorem 4.3 once (A.4) is substituted.  [ERRATUM]
 #: Theorem 4.3 and App. A.8 print ``sqrt(2)``; substituting (A.4) into Theorem 4.2
-#: gives ``2 sqrt(2) S^2 / (epsilon n)`` (spec B.4.6).
+#: gives ``2 sqrt(2) S^2 / (epsilon n)`` (tests/test_pmm.py checks the bound with this constant).
 THM43_CONSTANT = 2.0 * math.sqrt(2.0)
 
 
@@ -196,7 +196,7 @@ def leaf_counts(unit: np.ndarray, r: int, out: np.ndarray | None = None) -> np.n
 
 
 def leaf_ids(unit: np.ndarray, r: int) -> np.ndarray:
-    """Heap (Morton) index of the depth-``r`` leaf of each row (spec B.4.1).
+    """Heap (Morton) index of the depth-``r`` leaf of each row (the binary partition of [HVZ23] Section 4.1).
 
     Bit ``r-1-j`` of the id is the side (0 lower, 1 upper) of the cut at level ``j``,
     along axis ``j mod d``.  A point on a cut plane goes to the upper cell; ``x = 1.0``
@@ -295,8 +295,8 @@ def noise_plan(r: int, d: int, epsilon: float, neighbouring: str = "add_remove")
     ``sigma_j = S / (epsilon sqrt(Delta_{j-1}))`` with ``S = sum_j sqrt(Delta_{j-1})``
     ([ERRATUM] (A.4) writes ``Delta_{i-1}`` inside the sum).
 
-    replace-one (spec B.4.5): ``n`` is public, the root gets no noise, and each level
-    ``j >= 1`` has two cells changing by 1, so ``epsilon = 2 sum_{j=1}^r 1/sigma_j`` and
+    replace-one (Thm 4.1's argument, two changed cells per level): ``n`` is public, the root gets no noise, and each
+    level ``j >= 1`` has two cells changing by 1, so ``epsilon = 2 sum_{j=1}^r 1/sigma_j`` and
     ``sigma_j = 2 S' / (epsilon sqrt(Delta_{j-1}))`` with ``S' = sum_{j>=1} sqrt(Delta_{j-1})``.
     With ``r = 0`` nothing data-dependent is released (the whole budget is recorded,
     unused, on the root).
@@ -374,7 +374,7 @@ def consistency(noisy: list[np.ndarray], rule: str = "proportional",
         ``proportional``: ``x = floor(M a / (a + b))`` (``floor(M/2)`` when ``a+b = 0``);
         ``uniform``: the Euclidean-closest point of the segment,
         ``x = (M + a - b)/2`` clipped to the comparable range, ties (odd ``M + a - b``)
-        by a fair coin from ``rng``.  Both keep comparability exactly (spec B.4.3).
+        by a fair coin from ``rng``.  Both keep comparability exactly ([HVZ23] Section 4.2, Algorithm 3).
     rng : numpy.random.Generator
         Needed for ``uniform``.
 
@@ -469,7 +469,7 @@ def flux(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray) -> np.n
 
 
 def pathwise_bound(lambdas: list[np.ndarray], n: int, d: int) -> float:
-    r"""The realised W1 bound from the proof of Theorem 4.2 (spec B.4.6).
+    r"""The realised W1 bound from the proof of Theorem 4.2.
 
     .. math:: W_1(\mu_X, \mu_Y) \le \frac{|\lambda_\emptyset|\Delta_0 + D}{n} + \delta, \quad
               D = \sum_{j=0}^{r-1}\sum_{\theta\in\{0,1\}^j}

@@ -1,7 +1,7 @@
 r"""PSMM, the Private Signed Measure Mechanism ([HVZ23] Algorithm 1, with Algorithm 2 corrected).
 
 1. Grid of ``m = k^d`` equal cubes, ``k = max(1, round((epsilon n)^{1/d}))`` (Cor. 3.7 takes
-   ``m = ceil(epsilon n)`` equal subcubes; spec ``pmm-psmm-kdtree.md`` B.3.1), true counts
+   ``m = ceil(epsilon n)`` equal subcubes), true counts
    ``n_i``, atoms ``y_i`` = cell centres (chosen independently of the data).  The automatic ``k``
    is raised to at least 2 (3-4 where the noise mass allows, :mod:`privsyn_core.data.layout`) and capped
    to the largest grid the LP solves in about 30 s (:func:`largest_fitting_k`), with a warning.
@@ -9,16 +9,16 @@ r"""PSMM, the Private Signed Measure Mechanism ([HVZ23] Algorithm 1, with Algori
 
    * ``neighbouring="replace"`` (n public): one record leaves one cell and enters another,
      :math:`\ell_1` sensitivity 2, so ``lambda_i ~ Lap_Z(2/epsilon)``.  The paper's
-     ``Lap_Z(1/epsilon)`` would be ``2 epsilon``-DP here (spec B.3.4, B.7 item 10).
+     ``Lap_Z(1/epsilon)`` would be ``2 epsilon``-DP here (the proof of Prop. 3.4, App. A.3, changes one count).
    * ``neighbouring="add_remove"``: sensitivity 1, ``lambda_i ~ Lap_Z(1/epsilon)``
      ([HVZ23] Prop. 3.4).
 
 3. Signed measure ``nu_i = (n_i + lambda_i) / N`` with ``N = n`` (``normalise="n"``,
    paper-faithful; under add/remove ``n`` is the public count of :mod:`privsyn_core.engine.pipeline`) or
    ``N = max(1, sum_i (n_i + lambda_i))`` (``normalise="noisy_total"``, post-processing).
-4. ``tau = argmin_{probability tau} d_BL(tau, nu)`` by the **corrected** LP of spec B.3.2
-   (:func:`privsyn_core.mechanisms.hvz23.dbl_lp.project_dbl`).  [ERRATUM] The LP printed as Alg. 2 has no
-   flow conservation and does not compute ``d_BL``.  On the equal-cube grid the flows are
+4. ``tau = argmin_{probability tau} d_BL(tau, nu)`` by the **corrected** LP, the dual of the primal LP in the
+   proof of Prop. 3.5 (:func:`privsyn_core.mechanisms.hvz23.dbl_lp.project_dbl`).  [ERRATUM] The LP printed as
+   Alg. 2 has no flow conservation and does not compute ``d_BL``.  On the equal-cube grid the flows are
    restricted to king-graph edges, which is exact (``lp="king"``, also the auto choice
    ``lp=None``/``"auto"``); ``lp="dense"`` uses all pairs.  On the ``2^d`` grid the king graph is
    complete and the exact star through the cube's centre replaces it (``2^{d+1}`` flows), so
@@ -156,7 +156,7 @@ def w1_rate(epsilon: float, n: int, d: int) -> float:
 
 
 def auto_cells_per_axis(n: int, d: int, epsilon: float) -> int:
-    """``k = max(1, round((epsilon n)^{1/d}))``, so ``k^d`` is about ``epsilon n`` (spec B.3.1)."""
+    """``k = max(1, round((epsilon n)^{1/d}))``, so ``k^d`` is about ``epsilon n`` (the ``m`` of Cor. 3.7)."""
     return max(1, int(np.round((epsilon * n) ** (1.0 / d))))
 
 

@@ -1,13 +1,14 @@
 r"""Adaptive KD-tree binning with private split decisions (seed 002, Algorithms 2-3, Theorems 7-8).
 
 Kreačić et al., "Differentially Private Synthetic Data Using KD-Trees", UAI 2023, §3.2, in the
-canonical form of spec ``pmm-psmm-kdtree.md`` A.4.3 with the errata of A.4.2 fixed:
+canonical form below, with the erratum on the number of data-dependent levels fixed (see [ERRATUM] under
+Privacy):
 
 1. Root: the public cube ``[0,1]^d`` (the schema's bounds; Algorithm 2 lines 3-6 read them off
-   the data, which is not private: spec A.12 item 1).  A node at depth ``ℓ`` is cut at its
+   the data, which is not private).  A node at depth ``ℓ`` is cut at its
    midpoint on axis ``ℓ mod d``; ``x_a <= mid`` goes left (ties go left), so a depth-``ℓ`` node
    has ``⌊ℓ/d⌋ + [a < ℓ mod d]`` halvings on axis ``a``.  Every level is read off one integer
-   code per point, so no two levels can disagree at a float boundary (spec A.11, A.12 item 9).
+   code per point, so no two levels can disagree at a float boundary.
 2. Depths ``ℓ < h`` split unconditionally (data-independent part).
 3. Depths ``h <= ℓ < h_max``: each node draws fresh ``η ~ Lap_Z(b_tree)`` and is a leaf iff
    ``count <= τ + η`` (Algorithm 3 line 5).  Depth ``h_max`` nodes are leaves.
@@ -15,15 +16,15 @@ canonical form of spec ``pmm-psmm-kdtree.md`` A.4.3 with the errata of A.4.2 fix
    (centre, ṽ) iff ``ṽ >= t`` and ``ṽ > 0`` (Algorithm 1 lines 9-12, Theorem 8).  Rows are drawn
    from the atoms as in ``kd_grid`` (post-processing).
 
-Privacy (Theorems 7-8, constants of spec A.4.3).  With ``L = h_max - h`` noisy levels, one
+Privacy (Theorems 7-8, with the constants of this canonical form).  With ``L = h_max - h`` noisy levels, one
 record changes the counts on at most two root-to-leaf paths (replace-one), each with ``<= L``
 decisions, so the decision statistics move by ``<= 2L`` in l1 and ``b_tree = 2L/ε'`` gives ε'-DP;
 the leaves partition the cube, so ``b_leaf = 2/ε''`` gives ε''-DP.  Under add/remove the
 sensitivities are ``L`` and 1.  The total is ``ε' + ε'' = ε`` (``split_epsilon``, exact).
-[ERRATUM A.4.2] The paper's ``Lap(2(h'-h)/ε')`` with its literal ``s1, s2`` stopping rules makes
+[ERRATUM] The paper's ``Lap(2(h'-h)/ε')`` with its literal ``s1, s2`` stopping rules makes
 ``(h'-h) + d`` decisions per path; here exactly ``L`` levels decide and the scale uses ``L``.
 
-Empty nodes (spec A.4.4, "exact implicit handling"): an empty node decides like any other
+Empty nodes (exact implicit handling, as Lemma 9 and App. F do for the empty bins): an empty node decides like any other
 (split iff ``0 > τ + η``), so empty subtrees are Galton-Watson trees.  Empty nodes created by
 splitting a non-empty node below depth ``h`` are simulated node by node; of the
 ``K_h = 2^h - |S_h|`` empty depth-``h`` nodes, ``B ~ Binomial(K_h, q)`` split and
@@ -32,7 +33,7 @@ chosen uniformly.  The output law equals the explicit algorithm's, so the mechan
 (not the (ε, δ) of Lemma 10's "no empty bin splits" event).  Counts use the exact discrete
 Laplace ``Lap_Z`` (no floating-point attack); see :mod:`privsyn_core.mechanisms.kdtree.kd_empty`.
 
-Defaults (the paper gives none; spec A.4.3 [EXT]): ``ε' = ε'' = ε/2``; ``h = d ⌊log2 k⌋`` with
+Defaults (the paper gives none; our choice): ``ε' = ε'' = ε/2``; ``h = d ⌊log2 k⌋`` with
 ``k`` the bins per axis of ``kd_grid``'s Theorem 3 rule at budget ε''; ``h_max = h + 2d`` (at most
 62); ``τ = b_tree h log 2`` (on average at most 1/2 of the empty depth-``h`` nodes split);
 ``t = b_leaf h log 2`` (at most 1/2 empty depth-``h`` leaf is released on average).  The
@@ -74,7 +75,7 @@ from privsyn_core.result import MechanismOutput
 
 #: Deepest supported tree (path ids are int64).
 MAX_DEPTH = 62
-#: Guards of spec A.4.4: expected split empty depth-h nodes, expected released empty leaves.
+#: Guards of the implicit empty-node sampler: expected split empty depth-h nodes, expected released empty leaves.
 MAX_EMPTY_SPLITS = 1e6
 MAX_EMITTED_EMPTY = 1e7
 MAX_EMPTY_NODES = 50_000_000
@@ -180,7 +181,7 @@ def _depths(n: int, d: int, leaf_epsilon: float, bandwidth: float, h: int | None
 
 def _budget(epsilon: float, tree_fraction: float, levels: int, sensitivity: int,
             warnings: list[str]) -> tuple[list[tuple[str, float]], float, float]:
-    """Ledger and noise scales: ``b_tree = s L / ε'`` and ``b_leaf = s / ε''`` (spec A.4.3)."""
+    """Ledger and noise scales: ``b_tree = s L / ε'`` and ``b_leaf = s / ε''`` (module docstring, Privacy)."""
     leaf_stage = f"leaf counts, discrete Laplace scale {sensitivity}/eps''"
     if levels == 0:
         warnings.append("h_max = h: no private split decisions, the whole budget goes to the leaf counts")
@@ -196,7 +197,7 @@ def path_codes(unit: np.ndarray, depth: int) -> np.ndarray:
     """Path id of each point's depth-``depth`` node: bit ``j`` from the top is 1 iff right at depth ``j+1``.
 
     Axis ``a`` is cut ``c_a = ⌊depth/d⌋ + [a < depth mod d]`` times; the point's cell on it is
-    ``clip(ceil(x_a 2^{c_a}) - 1, 0, 2^{c_a} - 1)`` so points on a cut go left (spec A.11), and the
+    ``clip(ceil(x_a 2^{c_a}) - 1, 0, 2^{c_a} - 1)`` so points on a cut go left, and the
     cut at depth ``j`` reads bit ``c_a - 1 - ⌊j/d⌋`` of that cell (exact: scaling by ``2^c`` is exact).
     """
     n, d = unit.shape
@@ -213,7 +214,7 @@ def path_codes(unit: np.ndarray, depth: int) -> np.ndarray:
 def grow_nonempty(ids: np.ndarray, counts: np.ndarray, h: int, h_max: int, tau: float, tree_scale: float,
                   rng: np.random.Generator) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray],
                                                      tuple[np.ndarray, np.ndarray], np.ndarray]:
-    """The non-empty part of the tree, level by level from depth ``h`` (Algorithm 3, spec A.11).
+    """The non-empty part of the tree, level by level from depth ``h`` (Algorithm 3).
 
     Parameters
     ----------
@@ -274,7 +275,7 @@ def _lonely_children(children: np.ndarray) -> np.ndarray:
 
 def _empty_depth_h(occupied_h: np.ndarray, h: int, levels: int, tau: float, tree_scale: float, threshold: int,
                    leaf_scale: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Which empty depth-``h`` nodes split and which are released leaves (Lemma 9, spec A.4.4 step 3)."""
+    """Which empty depth-``h`` nodes split and which are released leaves (Lemma 9: binomial thinning)."""
     empty = 2**h - len(occupied_h)
     split_prob = tail_probability(math.floor(tau) + 1, tree_scale) if levels else 0.0
     emit_prob = tail_probability(threshold, leaf_scale)

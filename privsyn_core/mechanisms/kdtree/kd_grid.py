@@ -1,10 +1,9 @@
 r"""Data-independent binning with a threshold and implicit empty bins (seed 002, Algorithms 1, 4, 5).
 
 Kreačić et al., "Differentially Private Synthetic Data Using KD-Trees", UAI 2023, Algorithm 1
-(``DataIndependent(P, ε, t, w)``) with the empty bins handled as in Algorithm 5 / Lemma 9;
-spec ``pmm-psmm-kdtree.md`` A.3, A.5-A.7.
+(``DataIndependent(P, ε, t, w)``, Theorem 2) with the empty bins handled as in Algorithm 5 / Lemma 9.
 
-1. The public cube is ``[0,1]^d`` (the schema's bounds, never the data's: spec A.12 item 1),
+1. The public cube is ``[0,1]^d`` (the schema's bounds, never the data's, which are not private),
    cut into ``k = ceil(1/w)`` bins per axis of width ``1/k`` (so the bins tile the cube exactly;
    the requested ``w`` is rounded down to ``1/k``).  A point goes to bin
    ``clip(floor(k x), 0, k-1)`` per axis, so ``x = 1.0`` is in the last bin.
@@ -27,7 +26,7 @@ Defaults.  ``w``: the bins per axis ``k`` minimise Theorem 3's bound (t = 0, δ 
           \qquad J = k^d < \frac{ε n}{4 \log(1/δ)},
 
 where the second term is Lemma 16's rounding error for a Gaussian kernel of bandwidth ``σ``
-(parameter ``bandwidth``, unit coordinates; the paper has σ = 1, spec A.8 [DERIVED]) and ``ε`` is
+(parameter ``bandwidth``, unit coordinates; the paper has σ = 1 on its own scale) and ``ε`` is
 scaled by ``2/s`` under add/remove.  ``t``: ``b log J`` with noise scale ``b = s/ε``, so that the
 expected number of emitted empty bins, ``K p^T/(1+p) <= J e^{-t/b}/2``, is at most 1/2 (the paper's
 Theorem 5 choice ``(8/ε) log J`` is four times more conservative).  The bound alone picks one bin
@@ -64,7 +63,7 @@ from privsyn_core.privacy.sensitivity import count_sensitivity
 from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
 
-#: Largest expected number of emitted empty bins before the mechanism refuses (spec A.3).
+#: Largest expected number of emitted empty bins before the mechanism refuses (Algorithm 5 emits them all).
 MAX_EMITTED_EMPTY = 1e7
 _MAX_AUTO_BINS = 4096
 

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from privsyn_core.data.json_values import plain
 from privsyn_core.errors import DataError, SchemaError
 
 ColumnKind = Literal["numeric", "categorical"]
@@ -186,7 +187,7 @@ class Column:
             if self.atoms:
                 out["atoms"] = list(self.atoms)
         else:
-            out["categories"] = [_plain(c) for c in self.category_list]
+            out["categories"] = [plain(c) for c in self.category_list]
         return out
 
 
@@ -489,11 +490,6 @@ def _unscale_into(u: np.ndarray, lo: float, hi: float, out: np.ndarray) -> np.nd
             part *= hi - lo
         np.add(part, lo, out=part)
     return out
-
-
-def _plain(value: Any) -> Any:
-    """numpy scalars to Python scalars, for JSON."""
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def _category_array(categories: tuple) -> np.ndarray:

@@ -30,6 +30,7 @@ import pandas as pd
 
 from privsyn_core.api import synthesize
 from privsyn_core.data.domain import Schema
+from privsyn_core.data.json_values import jsonable, plain
 from privsyn_core.evaluation.metrics import w1
 from privsyn_core.registry import get_mechanism
 from privsyn_core.result import SynthResult
@@ -93,7 +94,7 @@ def run_report(result: SynthResult, *, params: dict[str, Any], data_name: str, r
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "release_mode": release_mode,
         "data": {"name": data_name, "columns": [c["name"] for c in release.schema["columns"]]},
-        "mechanism_params": {k: _plain(v) for k, v in params.items()},
+        "mechanism_params": {k: plain(v) for k, v in params.items()},
         "session_ledger": [{k: v for k, v in e.items() if k != "data" or not release_mode} for e in extra_ledger],
         "versions": versions(),
         "cli": cli_command(mechanism=release.mechanism, epsilon=release.epsilon if math.isfinite(release.epsilon)
@@ -106,9 +107,9 @@ def run_report(result: SynthResult, *, params: dict[str, Any], data_name: str, r
     if not release_mode:
         report["teaching"] = {
             "note": "computed from the raw data: NOT private, never publish this section",
-            "data_sha256": data_sha256, "metrics": _jsonable(metrics) if metrics is not None else None,
+            "data_sha256": data_sha256, "metrics": jsonable(metrics) if metrics is not None else None,
             "timings": result.timings, "clipped": result.clipped,
-            "all_params": {k: _jsonable(v) for k, v in result.params.items()},
+            "all_params": {k: jsonable(v) for k, v in result.params.items()},
             "warnings": list(result.diagnostics.get("teaching_warnings", [])),
         }
     return report
@@ -240,25 +241,6 @@ def _is_scalar(value: Any) -> bool:
 
 def _short(value: Any) -> str:
     return f"{value:.4g}" if _is_number(value) else str(value)
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _jsonable(value: Any) -> Any:
-    """Nested metrics to JSON-ready values (DataFrames become records)."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, pd.DataFrame):
-        return json.loads(value.to_json(orient="records"))
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return _plain(value)
 
 
 # -- trade-off sweep ---------------------------------------------------------------------------

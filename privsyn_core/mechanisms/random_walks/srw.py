@@ -63,6 +63,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -112,6 +113,20 @@ def walk_rate(epsilon: float, n: int, d: int) -> float:
     """
     alpha = max(epsilon * n, 2.0)
     return (math.log(alpha) ** 1.5 / alpha) ** (1 / d)
+
+
+#: The registration fields srw and srw_tsp share: data, relations, noise, paper, rate, the published outputs, and
+#: that both read the public record count.
+WALK_FIELDS: dict[str, Any] = {
+    "data_kind": "continuous",
+    "neighbouring": ("replace", "add_remove"),
+    "is_private": True,
+    "floating_point_exposure": WALK_FLOAT_EXPOSURE,
+    "reference": WALK_REFERENCE,
+    "rate": walk_rate,
+    "released": ("bins", "cells", "depth", "walk_length", "laplace_scale", "alpha", "delta", "path_length"),
+    "uses_n": lambda params: True,
+}
 
 
 @dataclass(frozen=True)
@@ -299,10 +314,7 @@ def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
     "srw",
     title="Superregular random walk on the interval",
     paper="000, Sec 3-5 (Thm 3.1, Prop 5.1-5.2, Thm 5.4)",
-    data_kind="continuous",
-    neighbouring=("replace", "add_remove"),
-    is_private=True,
-    floating_point_exposure=WALK_FLOAT_EXPOSURE,
+    **WALK_FIELDS,
     params={
         "bins": ParamSpec(None, int, (1, 2**22), help="cells K on [0,1]; auto: floor(epsilon n) (Thm 5.4), "
                                                      f"at most {MAX_AUTO_BINS_1D}"),
@@ -312,11 +324,7 @@ def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
     },
     guarantee=WALK_GUARANTEE.format(result="Prop 5.1"),
     max_dim=1,
-    reference=WALK_REFERENCE,
-    rate=walk_rate,
     audit=AuditCase(params={"bins": 2, "scale": "tight"}, features=walk_features),
-    released=("bins", "cells", "depth", "walk_length", "laplace_scale", "alpha", "delta", "path_length"),
-    uses_n=lambda params: True,
     description="One column: cell counts plus a hierarchical (superregular) random walk, then the closest "
                 "probability measure in W1. Error about log^1.5(epsilon n)/(epsilon n).",
 )

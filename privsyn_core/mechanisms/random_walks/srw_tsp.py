@@ -48,15 +48,13 @@ from privsyn_core.mechanisms.random_walks.srw import (
     ROUNDING_PARAM,
     SAMPLE_PARAM,
     SCALE_PARAM,
-    WALK_FLOAT_EXPOSURE,
+    WALK_FIELDS,
     WALK_GUARANTEE,
-    WALK_REFERENCE,
     Calibration,
     Folding,
     auto_bins,
     calibrate,
     release_path_counts,
-    walk_rate,
 )
 from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
@@ -157,10 +155,7 @@ SPEC = register_staged(
     "srw_tsp", STAGES,
     title="Superregular random walk along a folding path (TSP/MST)",
     paper="000, Sec 6-7, 9 (Prop 6.5, Thm 7.2, Cor 7.3-7.4, Cor 9.2)",
-    data_kind="continuous",
-    neighbouring=("replace", "add_remove"),
-    is_private=True,
-    floating_point_exposure=WALK_FLOAT_EXPOSURE,
+    **WALK_FIELDS,
     params={
         "bins": ParamSpec(None, int, (1, 2**22), help="cells per axis M; auto: round((epsilon n / log^1.5(epsilon n))"
                                                      "^(1/d)), floor(epsilon n) in 1-D"),
@@ -176,9 +171,5 @@ SPEC = register_staged(
     guarantee=WALK_GUARANTEE.format(result="Thm 7.2"),
     description="Any dimension: fold the grid cells onto a line along a path, add a superregular random walk, "
                 "project in W1, map back. Error about (log^1.5(epsilon n)/(epsilon n))^(1/d).",
-    reference=WALK_REFERENCE,
-    rate=walk_rate,
     audit=AuditCase(d=2, params={"bins": 2, "scale": "tight"}, features=walk_features),
-    released=("bins", "cells", "depth", "walk_length", "laplace_scale", "alpha", "delta", "path_length"),
-    uses_n=lambda params: True,
 )

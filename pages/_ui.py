@@ -14,21 +14,22 @@ import json
 import math
 import os
 import runpy
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 import privsyn_core as ps
-from privsyn_core.reporting import report
 from privsyn_core.data.dp_bounds import dp_bounds
-from privsyn_core.reporting.figures import NOT_PRIVATE
 from privsyn_core.data.io import read_csv, to_csv_bytes
+from privsyn_core.privacy.accounting import ledger_total
+from privsyn_core.reporting import report
+from privsyn_core.reporting.figures import NOT_PRIVATE
 
-from ._support import ledger as store
-from ._support import output, stakeholder
+from ._support import ledger as store, output, stakeholder
 from ._support.text import md
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -289,7 +290,7 @@ def estimate_dp_bounds(epsilon: float, neighbouring: str) -> None:
         entries[col.name] = {**col.to_dict(), "source": f"DP bounds (epsilon {epsilon:g})"}
     set_schema_entries(entries)
     store.add(data_id(), label=f"DP bounds of {len(numeric)} column(s)", mechanism="dp_bounds",
-              relation=neighbouring, epsilon=report.ledger_epsilon(found.ledger), private=True)
+              relation=neighbouring, epsilon=ledger_total(found.ledger), private=True)
     notes = [md(w) for w in found.warnings]
     if typed:
         notes.append("Columns with typed bounds were left as typed: " + ", ".join(md(c) for c in sorted(typed)) + ".")

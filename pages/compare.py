@@ -9,8 +9,7 @@ import privsyn_core as ps
 from pages import _ui as ui
 from pages._support import words
 from pages._support.text import md
-from privsyn_core.reporting import figures as F
-from privsyn_core.reporting import report
+from privsyn_core.reporting import figures as F, report
 
 ui.require_entrypoint()
 st.title("Compare")
@@ -32,7 +31,7 @@ if found:
         labels = [names[axes[0]], names[axes[1]]]
         panels = ([("real", ui.real_of(result), F.REAL_COLOUR)] if teaching else []) + \
             [("synthetic", ui.synthetic_table(result), F.SYNTH_COLOUR)]
-        for column_slot, (what, frame, colour) in zip(st.columns(len(panels)), panels):
+        for column_slot, (what, frame, colour) in zip(st.columns(len(panels)), panels, strict=True):
             points, settings = F.plot_coordinates(frame, result.schema, names)
             fig = F.units_scatter(points, settings, axes=axes, labels=labels, name=what, colour=colour,
                                   title=f"{what}: {len(frame):,} rows")
@@ -81,7 +80,8 @@ if found:
                 progress.progress(i / max(len(chosen), 1), text=f"running {name}")
                 try:
                     spec = ps.get_mechanism(name)
-                    params = key["params"] if name == key["mechanism"] else {k: p.default for k, p in spec.params.items()}
+                    defaults = {k: p.default for k, p in spec.params.items()}
+                    params = key["params"] if name == key["mechanism"] else defaults
                     relation = key["neighbouring"] if key["neighbouring"] in spec.neighbouring else spec.neighbouring[0]
                     other_key = {**key, "mechanism": name, "params": params, "neighbouring": relation}
                     other = ui.execute(other_key, label=", Compare")
@@ -109,7 +109,8 @@ if found:
                 first = wide.index[0]
                 values = wide.drop(columns="real-vs-real floor").loc[first]
                 private = [compare.get("runs", {}).get(n, {}).get("privacy guarantee") == "holds" for n in values.index]
-                fig = go.Figure(go.Bar(x=[n if ok else f"{n} (NOT private)" for n, ok in zip(values.index, private)],
+                bar_labels = [n if ok else f"{n} (NOT private)" for n, ok in zip(values.index, private, strict=True)]
+                fig = go.Figure(go.Bar(x=bar_labels,
                                        y=values.to_numpy(dtype=float), name=first,
                                        marker_color=["#08519c" if ok else "#bdbdbd" for ok in private]))
                 fig.update_layout(title=f"{first} at epsilon {compare['epsilon']:g} (lower is better)",

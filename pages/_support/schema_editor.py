@@ -57,7 +57,7 @@ def _row_entry(row: dict) -> dict:
 def merge(base: pd.DataFrame, edited: pd.DataFrame, entries: dict[str, dict]) -> dict[str, dict]:
     """Entries after the grid: a row the user changed becomes a typed entry, the others keep theirs."""
     out = dict(entries)
-    for before, after in zip(base.to_dict("records"), edited.to_dict("records")):
+    for before, after in zip(base.to_dict("records"), edited.to_dict("records"), strict=True):
         if any(not _same(before[k], after[k]) for k in FIELDS[1:]):
             out[after["name"]] = _row_entry(after)
     return out

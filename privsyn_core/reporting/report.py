@@ -115,11 +115,6 @@ def run_report(result: SynthResult, *, params: dict[str, Any], data_name: str, r
     return report
 
 
-def ledger_epsilon(ledger: Sequence[tuple[str, float]]) -> float:
-    """Exactly rounded total of a mechanism ledger (``math.fsum``)."""
-    return math.fsum(e for _, e in ledger)
-
-
 def session_total(entries: Sequence[dict]) -> float:
     """Total epsilon of a session's releases on one dataset (basic sequential composition)."""
     return math.fsum(float(e["epsilon"]) for e in entries)

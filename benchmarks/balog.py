@@ -24,7 +24,8 @@ MECHANISMS = ("kd_grid", "kd_adaptive")
 #: Balog's cached kappa(P, P) for the exact datasets (spec A.8).
 KPP = {2: 0.21215986369427045, 5: 0.1672984963245975}
 PROTOCOL = """\
-* Data: `privsyn_core.data.datasets.balog_mixture(D)` (bit-exact regeneration of Balog's data, N = 100,000), D = 2 and 5.
+* Data: `privsyn_core.data.datasets.balog_mixture(D)` (bit-exact regeneration of Balog's data, N = 100,000), \
+D = 2 and 5.
 * Public bounds `[-900, 1100]` on every axis, i.e. 100 +- 1000: five standard deviations (200) of the component
   means' law N(100, 200^2) of the generating process. Not read off the data (the paper reads its cube off the data,
   which is not DP); with a public domain the releases are pure eps-DP.

@@ -38,7 +38,8 @@ from pathlib import Path
 import numpy as np
 import privsyn_core as ps
 
-name, n, d, repeats, relation, params = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], json.loads(sys.argv[6])
+name, relation, params = sys.argv[1], sys.argv[5], json.loads(sys.argv[6])
+n, d, repeats = (int(a) for a in sys.argv[2:5])
 status = Path("/proc/self/status")
 
 def kb(field):
@@ -89,8 +90,8 @@ def main() -> None:
     for name in args.mechanisms:
         rows = {n: measure(name, n, args.d, args.repeats, args.relation) for n in (small, large)}
         for n, row in rows.items():
-            print(f"{name:<14}{n:>10}{row['cpu']:>8.3f}{row['added_mb']:>9.0f}{row['added_mb'] / row['input_mb']:>9.2f}",
-                  flush=True)
+            ratio = row["added_mb"] / row["input_mb"]
+            print(f"{name:<14}{n:>10}{row['cpu']:>8.3f}{row['added_mb']:>9.0f}{ratio:>9.2f}", flush=True)
         slope = math.log(rows[large]["cpu"] / rows[small]["cpu"]) / math.log(large / small)
         print(f"{name} CPU exponent {small:.0e} -> {large:.0e}: {slope:.2f}", flush=True)
 

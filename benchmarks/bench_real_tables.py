@@ -189,8 +189,9 @@ def score(table: dict, synth: pd.DataFrame, seed: int, system: str) -> dict:
 
 
 def tstr(table: dict, synth: pd.DataFrame, seed: int) -> dict:
-    """Train on synthetic, test on the real hold-out, as :func:`privsyn_core.evaluation.utility.tstr` does it (same features,
-    model and score), with the train-on-real reference fitted once per table and seed instead of once per run."""
+    """Train on synthetic, test on the real hold-out, as :func:`privsyn_core.evaluation.utility.tstr` does it (same
+    features, model and score), with the train-on-real reference fitted once per table and seed instead of once per
+    run."""
     from privsyn_core.evaluation import utility
 
     schema, target = table["schema"], table["target"]

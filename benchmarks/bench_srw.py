@@ -9,8 +9,8 @@ Protocol:
   replace since the scale change of docs/srw_privacy.md; the table below is from before it, when "tight" was
   b = 1 + L/2 under both relations).  PMM: its defaults (``ps.synthesize(X, "pmm", eps)``, rows
   uniform in the leaves), when registered.
-* W1 is exact in the l_inf metric (``privsyn_core.evaluation.metrics.w1``) between the data and the n synthetic rows, except
-  where the supports are too large for a dense transport problem (d >= 2 and n >= 1e4): there BOTH sides are
+* W1 is exact in the l_inf metric (``privsyn_core.evaluation.metrics.w1``) between the data and the n synthetic rows,
+  except where the supports are too large for a dense transport problem (d >= 2 and n >= 1e4): there BOTH sides are
   snapped to the centres of a common evaluation grid of ``G^d <= 4096`` cells and the exact W1 of those weighted
   atoms is reported.  ``|reported - exact| <= sx + sy``, the mean distances the points of each side move when
   snapped (a coupling); that uncertainty is printed in brackets.  For srw at n = 1e4 the exact W1 between X and

@@ -184,13 +184,15 @@ def _header(rows: list[dict], tables: list[str]) -> list[str]:
               "n_synthetic=len(real), rng=seed)` and nothing else. The output size equals the private table's n "
               "for every system so that all metrics compare samples of equal size (a convention of the "
               "benchmark: the output size is then not private). `opendp_mst` runs through privsyn_core's "
-              "registry (`privsyn_core/mechanisms/peers/opendp_support.py`: 16 public bins per numeric column, public categories, null "
+              "registry (`privsyn_core/mechanisms/peers/opendp_support.py`: 16 public bins per numeric column, "
+              "public categories, null "
               "cells filled within the public domain and counted in its warnings); OpenDP's noise cannot be "
               "seeded, so its seeds are independent repetitions. `microagg_dp` / `microagg_anon` accept only "
               "Boolean columns: they run on the tables with at least two Boolean columns, on those columns alone.",
               "* **Grid.** eps in {0.5, 1, 4}; seeds 0, 1, 2 (fewer where the time ran out: MST takes 30-150 s a run "
               "here); the `seeds` column of every table says how many runs each value averages.",
-              "* **Metrics** (`privsyn_core.evaluation.metrics.evaluate` with its defaults, real = the private table; the "
+              "* **Metrics** (`privsyn_core.evaluation.metrics.evaluate` with its defaults, real = the private "
+              "table; the "
               "real-vs-real floors are computed on the `bootstrap` runs): exact W1 "
               "(POT network simplex, Chebyshev cost in the unit cube of the schema) on 5 repeated uniform "
               "subsamples of min(1000, n/2) rows per side (the same size for every run of a table), with a 95% "

@@ -217,7 +217,8 @@ def markdown(results: pd.DataFrame, balog_table: pd.DataFrame, config: Config, f
              "n = 400; here d = 2). Mechanisms that take one column only run at d = 1. These metrics read the real "
              "data: evaluation only.", "",
              "## Slopes of mean W1 (log-log least squares) beside the theoretical rates", "",
-             "`theory` is the slope of `privsyn_core.reporting.report.theoretical_rate` over the same grid (constants dropped, "
+             "`theory` is the slope of `privsyn_core.reporting.report.theoretical_rate` over the same grid "
+             "(constants dropped, "
              "so only the slope is comparable); empty where no rate is stated. The rate notes follow the table.", "",
              _slopes_markdown(slopes_table(results)), "", "### Rate notes", ""]
     lines += [f"- `{name}`: {RATE_TEXT.get(name, 'no rate stated')}" for name in results.mechanism.unique()]

@@ -30,6 +30,7 @@ import privsyn_core as ps
 from privsyn_core.data.dp_bounds import dp_bounds
 from privsyn_core.data.io import read_csv, to_csv_bytes
 from privsyn_core.engine import resources
+from privsyn_core.privacy.accounting import ledger_total
 from privsyn_core.reporting import report
 from privsyn_core.reporting.figures import NOT_PRIVATE
 
@@ -384,7 +385,7 @@ def estimate_dp_bounds(epsilon: float, neighbouring: str) -> None:
         entries[col.name] = {**col.to_dict(), "source": f"DP bounds (epsilon {epsilon:g})"}
     set_schema_entries(entries)
     store.add(data_id(), label=f"DP bounds of {len(numeric)} column(s)", mechanism="dp_bounds",
-              relation=neighbouring, epsilon=report.ledger_epsilon(found.ledger), private=True)
+              relation=neighbouring, epsilon=ledger_total(found.ledger), private=True)
     notes = [md(w) for w in found.warnings]
     if typed:
         notes.append("Columns with typed bounds were left as typed: " + ", ".join(md(c) for c in sorted(typed)) + ".")

@@ -7,7 +7,7 @@ from typing import Any
 
 from privsyn_core.data.codec import Codec, stage_params as codec_stage_params
 from privsyn_core.data.domain import Schema, as_frame
-from privsyn_core.engine.pipeline import assemble, public_size
+from privsyn_core.engine.pipeline import assemble, check_width, public_size
 from privsyn_core.engine.resources import check_rows
 from privsyn_core.privacy.noise import RandomLike, resolve_rng
 from privsyn_core.registry import get_mechanism
@@ -80,6 +80,7 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
     start = time.perf_counter()
     unit, clipped = codec.encode(frame)
     timings["encode"] = time.perf_counter() - start
+    check_width(spec, unit.shape[1])
 
     size = public_size(spec, resolved, len(unit), epsilon, neighbouring, public_n, generator)
     start = time.perf_counter()

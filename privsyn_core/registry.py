@@ -137,7 +137,8 @@ class MechanismSpec:
         and ``decode(array) -> DataFrame``, optionally ``stage_params``); ``None`` means the unit-cube
         schema encoding.
     max_dim : int, optional
-        Largest number of encoded columns the mechanism accepts (``None``: any).
+        Largest number of encoded columns the mechanism accepts (``None``: any); a wider table is a
+        :class:`~privsyn_core.errors.ParameterError` (:func:`privsyn_core.engine.pipeline.check_width`).
     released : tuple of str
         Names of the entries of ``MechanismOutput.params`` that may be published: public inputs
         (the user's parameters, the schema, epsilon) or functions of them and of the noisy released

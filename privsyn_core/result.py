@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from privsyn_core.data.json_values import plain
 from privsyn_core.privacy.accounting import Ledger
 
 
@@ -172,16 +173,8 @@ class Release:
             "ledger": [[stage, eps] for stage, eps in self.ledger],
             "neighbouring": self.neighbouring,
             "dp_valid": self.dp_valid,
-            "params": {k: _jsonable(v) for k, v in self.params.items()},
+            "params": {k: plain(v) for k, v in self.params.items()},
             "schema": self.schema,
             "n_synthetic": self.n_synthetic,
             "warnings": warnings,
         }
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return value

@@ -115,3 +115,15 @@ def test_report_is_json_serialisable():
     report = json.loads(json.dumps(result.report()))
     assert report["mechanism"] == "dp_histogram" and report["params"]["seed"] == 3
     assert math.fsum(e for _, e in report["ledger"]) == 1.0
+
+
+@pytest.mark.parametrize("name", [s.name for s in ps.list_mechanisms() if s.max_dim is not None])
+def test_max_dim_is_enforced_before_the_mechanism_runs(name):
+    """A table one column wider than ``MechanismSpec.max_dim`` is a ParameterError naming the limit (the peers
+    included: the check runs before OpenDP would be imported)."""
+    spec = ps.get_mechanism(name)
+    d = spec.max_dim + 1
+    data = np.random.default_rng(0).random((50, d))
+    with pytest.raises(ParameterError, match=rf"{name} works on at most {spec.max_dim} encoded column\(s\), "
+                                             rf"this table has {d}; use one of \[.+\]"):
+        ps.synthesize(data, name, 1.0, schema=ps.unit_schema(d), rng=0)

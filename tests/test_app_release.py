@@ -128,7 +128,7 @@ def test_switching_into_release_mode_drops_teaching_results_and_proposed_domains
     assert not any(e.get("source", "").startswith("proposed") for e in at.session_state["schema_entries"].values())
     for page in ("pages/synthesize.py", "pages/compare.py"):
         at.switch_page(page).run()
-        assert not [b for b in at.get("download_button")], f"{page}: nothing to download until a release is made"
+        assert not list(at.get("download_button")), f"{page}: nothing to download until a release is made"
     at.switch_page("pages/data.py").run()
     grid = at.dataframe[0].value if at.dataframe else None
     assert grid is None or grid[["lo", "hi"]].isna().all().all(), "no exact min/max in the visible grid"
@@ -141,7 +141,7 @@ def test_release_reports_have_no_hash_no_timings_no_teaching_section(locked):
     run_mechanism(at, "dp_histogram")
     assert not problems(at)
     digest = report.sha256(raw)
-    shown = [t for t in texts(at) + texts_sidebar(at)]
+    shown = texts(at) + texts_sidebar(at)
     assert not [t for t in shown if digest[:12] in t], "no fingerprint of the data in release mode"
     preview = next(json.loads(j.proto.body) for j in at.json if "release_mode" in j.proto.body)
     assert preview["release_mode"] is True and "teaching" not in preview

@@ -207,3 +207,16 @@ def test_cli_schema_file_with_atoms(tmp_path):
     assert code == 0
     out = pd.read_csv(tmp_path / "out.csv")
     assert 0.4 < (out["amount"] == 0).mean() < 0.8
+
+
+def test_typed_accessors_narrow_by_kind():
+    """``bounds`` and ``category_list`` give a column's domain typed, and refuse the other kind (the fields
+    ``lo``, ``hi`` and ``categories`` stay readable as before)."""
+    num = Column("x", "numeric", lo=0, hi=4, integer=True)
+    cat = Column("c", "categorical", categories=["a", "b"])
+    assert num.bounds == (0.0, 4.0) and (num.lo, num.hi) == (0.0, 4.0) and num.categories is None
+    assert cat.category_list == ("a", "b") == cat.categories and cat.lo is None
+    with pytest.raises(SchemaError, match="'x' is numeric: it has no category list"):
+        num.category_list
+    with pytest.raises(SchemaError, match="'c' is categorical: it has no numeric bounds"):
+        cat.bounds

@@ -17,8 +17,8 @@ virtual environment (they pull jax, polars, matplotlib) and pass its interpreter
 ``--peer-python``.  A peer that cannot be imported or fails is recorded with its error.
 
 ``--via-registry`` runs ``opendp_mst`` and ``opendp_aim`` through privsyn_core's registry
-(:mod:`privsyn_core.mechanisms.peers.opendp_support`, ``run_ours.py``) instead of ``run_opendp.py``: the same public keys,
-relation, ledger and null filling as in the library.  The peer interpreter then needs privsyn_core's
+(:mod:`privsyn_core.mechanisms.peers.opendp_support`, ``run_ours.py``) instead of ``run_opendp.py``: the same public
+keys, relation, ledger and null filling as in the library.  The peer interpreter then needs privsyn_core's
 dependencies too (``python -m venv --system-site-packages`` and ``pip install -r requirements-peers.txt``).
 """
 
@@ -46,7 +46,8 @@ PEERS = {"opendp_mst": ("run_opendp.py", ["--algorithm", "mst"]),
          "opendp_aim_zcdp": ("run_opendp.py", ["--algorithm", "aim_zcdp"]),
          "privbayes": ("run_privbayes.py", [])}
 HOLDOUT = 0.3
-#: The peers that ``--via-registry`` runs through privsyn_core's registry (privsyn_core.mechanisms.peers.opendp_support.PEERS).
+#: The peers that ``--via-registry`` runs through privsyn_core's registry
+#: (privsyn_core.mechanisms.peers.opendp_support.PEERS).
 REGISTRY_PEERS = ("opendp_mst", "opendp_aim")
 
 
@@ -72,7 +73,8 @@ def main() -> None:
     parser.add_argument("--systems", nargs="+", default=None)
     parser.add_argument("--peer-python", default=sys.executable, help="interpreter with the peers installed")
     parser.add_argument("--via-registry", action="store_true",
-                        help="run opendp_mst/opendp_aim through privsyn_core's registry (privsyn_core.mechanisms.peers.opendp_support)")
+                        help="run opendp_mst/opendp_aim through privsyn_core's registry "
+                             "(privsyn_core.mechanisms.peers.opendp_support)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per run")
     parser.add_argument("--aim-timeout", type=float, default=120, help="seconds per AIM run (recorded as a timeout)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/privsyn_peers"))

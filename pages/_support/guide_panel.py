@@ -1,4 +1,5 @@
-"""The guide panel of the Synthesize page: :func:`privsyn_core.evaluation.guide.recommend` on the public shape of the table.
+"""The guide panel of the Synthesize page: :func:`privsyn_core.evaluation.guide.recommend` on the public shape
+of the table.
 
 It reads only public inputs: the schema (number of columns and their kinds), epsilon, and the number of
 rows where it is public (replace-one neighbours); under add/remove the row count is private, so the

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -112,7 +112,7 @@ class BooleanCodec(Codec):
 
     def _block(self, col: Column, start: int) -> BitBlock:
         if col.kind == "categorical":
-            k = len(_categories(col))
+            k = len(col.category_list)
             kind: BlockKind = "constant" if k == 1 else "bit" if k == 2 else "onehot"
             return BitBlock(col, kind, start, {1: 0, 2: 1}.get(k, k))
         levels, edges = _numeric_levels(col, self.bins)
@@ -154,7 +154,7 @@ class BooleanCodec(Codec):
             col = block.column
             u = points[:, block.start:block.stop]
             if col.kind == "categorical":
-                out[col.name] = _category_array(_categories(col))[_categorical_codes(u, block, tie_rng)]
+                out[col.name] = _category_array(col.category_list)[_categorical_codes(u, block, tie_rng)]
             else:
                 values = block.levels[_levels_from_bits(u, block)]
                 out[col.name] = values.astype(np.int64) if col.integer else values
@@ -186,8 +186,8 @@ def boolean_codec(schema: Schema) -> BooleanCodec:
 def is_boolean_column(col: Column) -> bool:
     """A 0/1 column by its public declaration: numeric ``lo = 0, hi = 1, integer``, or two categories."""
     if col.kind == "categorical":
-        return len(_categories(col)) == 2
-    return bool(col.integer) and col.lo == 0.0 and col.hi == 1.0 and not getattr(col, "atoms", ())
+        return len(col.category_list) == 2
+    return col.integer and col.bounds == (0.0, 1.0) and not col.atoms
 
 
 def strict_boolean_codec(schema: Schema, mechanism: str) -> BooleanCodec:
@@ -205,23 +205,9 @@ def strict_boolean_codec(schema: Schema, mechanism: str) -> BooleanCodec:
     return BooleanCodec(schema)
 
 
-def _categories(col: Column) -> tuple[Any, ...]:
-    """A categorical column's categories (:class:`Column` validates that it has them)."""
-    if col.categories is None:
-        raise SchemaError(f"categorical column {col.name!r} has no categories")
-    return col.categories
-
-
-def _bounds(col: Column) -> tuple[float, float]:
-    """A numeric column's public bounds (:class:`Column` validates that it has them)."""
-    if col.lo is None or col.hi is None:
-        raise SchemaError(f"numeric column {col.name!r} has no bounds")
-    return col.lo, col.hi
-
-
 def _numeric_levels(col: Column, bins: int) -> tuple[np.ndarray, np.ndarray | None]:
     """Representative values of the levels, and bin edges (``None`` for one level per integer)."""
-    lo, hi = _bounds(col)
+    lo, hi = col.bounds
     if col.integer:
         first, last = math.ceil(lo), math.floor(hi)
         if 2 <= last - first + 1 <= bins:
@@ -236,7 +222,7 @@ def _level_of(x: np.ndarray, block: BitBlock) -> np.ndarray:
     if block.edges is None:
         raw = np.round(x) - block.levels[0]
     else:
-        lo, hi = _bounds(block.column)
+        lo, hi = block.column.bounds
         raw = np.floor((x - lo) / (hi - lo) * count)
     return np.clip(raw, 0, count - 1).astype(np.int64)
 
@@ -277,9 +263,9 @@ def _categorical_codes(u: np.ndarray, block: BitBlock, tie_rng: np.random.Genera
 def _bit_names(block: BitBlock) -> list[str]:
     name = block.column.name
     if block.kind == "bit":
-        return [f"{name}={_categories(block.column)[1]}"]
+        return [f"{name}={block.column.category_list[1]}"]
     if block.kind == "onehot":
-        return [f"{name}={c}" for c in _categories(block.column)]
+        return [f"{name}={c}" for c in block.column.category_list]
     if block.kind == "thermometer":
         bounds = block.levels if block.edges is None else block.edges
         return [f"{name}>={bounds[j]:g}" for j in range(1, block.width + 1)]

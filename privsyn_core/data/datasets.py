@@ -20,7 +20,8 @@ def two_blobs(n: int, d: int, rng: np.random.Generator | int | None = None) -> n
     """The PMM authors' simulation setting: two Gaussian blobs, clipped to ``[0,1]^d``.
 
     Half the points (rounded down) around ``0.4 * 1`` with sd 0.1, the rest around
-    ``0.7 * 1`` with sd 0.05 (spec ``pmm-psmm-kdtree.md`` B.5).
+    ``0.7 * 1`` with sd 0.05 (the simulation script in the code repository of He, Vershynin and Zhu; their paper,
+    "Algorithmically effective differentially private synthetic data", COLT 2023, has no experiments).
     """
     gen = np.random.default_rng(rng)
     first = n // 2
@@ -33,7 +34,8 @@ def balog_mixture(D: int, N: int = 100_000, seed: int = 0) -> np.ndarray:
 
     Ten components with weights proportional to ``1, 1/2, ..., 1/10``; means drawn from
     ``N(100, 200^2 I)`` and points from ``N(mean, 30^2 I)`` (the papers' "covariance 200I /
-    30I" means *standard deviations* 200 and 30: spec A.10 erratum).  Uses the legacy
+    30I" means *standard deviations* 200 and 30, as Balog et al.'s ``src/data.py`` draws them: an erratum in the
+    text of both papers).  Uses the legacy
     ``RandomState(seed)`` stream so the result equals Balog's ``.npz`` files.
     """
     rs = np.random.RandomState(seed)

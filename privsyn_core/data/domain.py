@@ -22,6 +22,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from privsyn_core.data.json_values import plain
 from privsyn_core.errors import DataError, SchemaError
 
 ColumnKind = Literal["numeric", "categorical"]
@@ -78,10 +79,40 @@ class Column:
         if self.atoms and self.kind != "numeric":
             raise SchemaError(f"column {self.name!r}: atoms apply to numeric columns only")
 
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """``(lo, hi)``, the public bounds of a numeric column.
+
+        Raises
+        ------
+        SchemaError
+            For a categorical column (it has categories, not bounds).
+        """
+        lo, hi = self.lo, self.hi
+        if self.kind != "numeric" or lo is None or hi is None:
+            raise SchemaError(f"column {self.name!r} is {self.kind}: it has no numeric bounds")
+        return lo, hi
+
+    @property
+    def category_list(self) -> tuple[Any, ...]:
+        """The public categories of a categorical column, in their encoding order.
+
+        Raises
+        ------
+        SchemaError
+            For a numeric column (it has bounds, not categories).
+        """
+        cats = self.categories
+        if self.kind != "categorical" or cats is None:
+            raise SchemaError(f"column {self.name!r} is {self.kind}: it has no category list")
+        return cats
+
     def _check_bounds(self) -> None:
         if isinstance(self.lo, (bool, np.bool_)) or isinstance(self.hi, (bool, np.bool_)):
             raise SchemaError(f"column {self.name!r}: numeric bounds must be numbers, not true/false")
         try:
+            if self.lo is None or self.hi is None:
+                raise TypeError("a numeric column needs both bounds")
             lo, hi = float(self.lo), float(self.hi)
         except (TypeError, ValueError):
             raise SchemaError(f"column {self.name!r}: numeric bounds must be numbers, "
@@ -126,8 +157,8 @@ class Column:
             raise SchemaError(f"column {self.name!r}: the category list has duplicates: {same}")
         if len(set(map(str, cats))) != len(cats):
             text = _first_duplicate([str(c) for c in cats])
-            same = [c for c in cats if str(c) == text][:2]
-            raise SchemaError(f"column {self.name!r}: categories {_show(same[0])} and {_show(same[1])} are the same "
+            clash = [c for c in cats if str(c) == text][:2]
+            raise SchemaError(f"column {self.name!r}: categories {_show(clash[0])} and {_show(clash[1])} are the same "
                               f"text {text!r} in a CSV file; keep one")
 
     def _check_atoms(self) -> None:
@@ -142,8 +173,9 @@ class Column:
         values = sorted(float(a) for a in atoms)
         if len(values) > MAX_ATOMS or len(set(values)) != len(values):
             raise SchemaError(f"column {self.name!r}: 'atoms' must be at most {MAX_ATOMS} distinct numbers")
-        if values and not (self.lo <= values[0] and values[-1] <= self.hi):
-            raise SchemaError(f"column {self.name!r}: atoms must lie in the bounds [{self.lo:g}, {self.hi:g}]")
+        lo, hi = self.bounds
+        if values and not (lo <= values[0] and values[-1] <= hi):
+            raise SchemaError(f"column {self.name!r}: atoms must lie in the bounds [{lo:g}, {hi:g}]")
         if self.integer and not all(float(v).is_integer() for v in values):
             raise SchemaError(f"column {self.name!r}: an integer column's atoms must be integers")
         object.__setattr__(self, "atoms", tuple(values))
@@ -155,7 +187,7 @@ class Column:
             if self.atoms:
                 out["atoms"] = list(self.atoms)
         else:
-            out["categories"] = [_plain(c) for c in self.categories]
+            out["categories"] = [plain(c) for c in self.category_list]
         return out
 
 
@@ -241,10 +273,6 @@ class Schema:
         """The sub-schema of the given columns, in that order."""
         return Schema(tuple(self[n] for n in names), self.notes)
 
-    def with_column(self, column: Column) -> Schema:
-        """A copy with ``column`` replacing the column of the same name."""
-        return Schema(tuple(column if c.name == column.name else c for c in self.columns), self.notes)
-
     # -- encoding -----------------------------------------------------------------
     def encode(self, df: pd.DataFrame) -> tuple[np.ndarray, dict[str, int]]:
         """Map the table into ``[0, 1]^d``.
@@ -264,12 +292,12 @@ class Schema:
         for j, col in enumerate(self.columns):
             if col.kind == "numeric":
                 x = _numeric_values(df[col.name])
-                clipped[col.name] = _scale_into(x, col.lo, col.hi, unit[:, j])
+                clipped[col.name] = _scale_into(x, *col.bounds, unit[:, j])
                 if col.atoms:
                     unit[:, j] = encode_atoms(x, unit[:, j], col.atoms)
             else:
                 codes = _category_codes(df[col.name], col)
-                unit[:, j] = (codes + 0.5) / len(col.categories)
+                unit[:, j] = (codes + 0.5) / len(col.category_list)
         return unit, clipped
 
     def decode(self, unit: np.ndarray) -> pd.DataFrame:
@@ -285,22 +313,23 @@ class Schema:
             # one float block: columns written straight into the (d, n) array pandas keeps (no consolidation copy)
             block = np.empty((len(self.columns), len(unit)))
             for j, col in enumerate(self.columns):
-                _unscale_into(unit[:, j], col.lo, col.hi, block[j])
+                _unscale_into(unit[:, j], *col.bounds, block[j])
             return pd.DataFrame(block.T, columns=self.names, copy=False)
         out = {}
         for j, col in enumerate(self.columns):
             if col.kind == "numeric":
+                lo, hi = col.bounds
                 if col.atoms:
                     u = np.clip(unit[:, j], 0.0, 1.0)
-                    x = decode_atoms(u, col.lo + decode_continuous(u, len(col.atoms)) * (col.hi - col.lo), col.atoms)
+                    x = decode_atoms(u, lo + decode_continuous(u, len(col.atoms)) * (hi - lo), col.atoms)
                 else:
-                    x = _unscale_into(unit[:, j], col.lo, col.hi, np.empty(len(unit)))
+                    x = _unscale_into(unit[:, j], lo, hi, np.empty(len(unit)))
                 out[col.name] = np.round(x).astype(np.int64) if col.integer else x
             else:
                 u = np.clip(unit[:, j], 0.0, 1.0)
-                k = len(col.categories)
+                k = len(col.category_list)
                 idx = np.minimum((u * k).astype(np.int64), k - 1)
-                values = _category_array(col.categories)
+                values = _category_array(col.category_list)
                 out[col.name] = pd.Series(values[idx], dtype=_category_dtype(values))
         return pd.DataFrame(out, columns=self.names)
 
@@ -463,11 +492,6 @@ def _unscale_into(u: np.ndarray, lo: float, hi: float, out: np.ndarray) -> np.nd
     return out
 
 
-def _plain(value: Any) -> Any:
-    """numpy scalars to Python scalars, for JSON."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def _category_array(categories: tuple) -> np.ndarray:
     """The categories as an array whose dtype follows them (public): bool, int64, float64 or object."""
     values = list(categories)
@@ -543,8 +567,8 @@ def _category_codes(series: pd.Series, col: Column) -> np.ndarray:
     if series.isna().any():
         raise DataError(f"column {col.name!r} has {int(series.isna().sum())} missing value(s); "
                         "drop them or add an explicit category for them")
-    lookup = {c: i for i, c in enumerate(col.categories)}
-    lookup.update({str(c): i for i, c in enumerate(col.categories)})
+    lookup = {c: i for i, c in enumerate(col.category_list)}
+    lookup.update({str(c): i for i, c in enumerate(col.category_list)})
     values = series.to_numpy(dtype=object)
     uniques, inverse = np.unique(values.astype(str), return_inverse=True)
     codes_of_unique = np.array([lookup.get(u, -1) for u in uniques], dtype=np.int64)

@@ -20,14 +20,14 @@ import stat
 import tempfile
 import warnings
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 import pandas as pd
 
 from privsyn_core.data.domain import Schema
-from privsyn_core.errors import DataError, OutputError, SchemaError
+from privsyn_core.errors import DataError, OutputError, PrivsynError, SchemaError
 
 MAX_BYTES = 200 * 1024 * 1024
 MAX_COLUMNS = 1000
@@ -88,13 +88,10 @@ def read_schema(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Schema:
     """
     path = Path(path)
     raw = _read_bytes(path, max_bytes, what="a schema JSON file")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise SchemaError(f"schema file {path} is not UTF-8 text (bad byte at position {exc.start}); "
-                          "save it as UTF-8") from None
-    if "\x00" in text:
-        raise SchemaError(f"schema file {path} is not UTF-8 text (it has NUL bytes, as UTF-16 has); save it as UTF-8")
+    text = _utf8_text(raw, SchemaError,
+                      lambda at: f"schema file {path} is not UTF-8 text (bad byte at position {at}); save it as UTF-8",
+                      lambda at: f"schema file {path} is not UTF-8 text (it has NUL bytes, as UTF-16 has); "
+                                 "save it as UTF-8")
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -240,14 +237,26 @@ def _read_bytes(source: str | Path | bytes, max_bytes: int, what: str = "a CSV f
 
 
 def _decode(raw: bytes) -> str:
+    return _utf8_text(raw, DataError,
+                      lambda at: f"the file is not UTF-8 text (bad byte at position {at}); save it as UTF-8 CSV",
+                      lambda at: f"the file contains NUL bytes (first at character {at}): it is binary, not CSV "
+                                 "text; export it as UTF-8 CSV")
+
+
+def _utf8_text(raw: bytes, error: type[PrivsynError], not_utf8: Callable[[int], str],
+               has_nul: Callable[[int], str]) -> str:
+    """``raw`` decoded as UTF-8 (a leading byte-order mark dropped).
+
+    Raises ``error(not_utf8(position of the first bad byte))`` for bytes that are not UTF-8 and
+    ``error(has_nul(position of the first NUL character))`` for text with NUL characters (UTF-16 or binary).
+    """
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise DataError(f"the file is not UTF-8 text (bad byte at position {exc.start}); "
-                        "save it as UTF-8 CSV") from None
-    if "\x00" in text:
-        raise DataError(f"the file contains NUL bytes (first at character {text.index(chr(0))}): it is binary, "
-                        "not CSV text; export it as UTF-8 CSV")
+        raise error(not_utf8(exc.start)) from None
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise error(has_nul(nul))
     return text
 
 

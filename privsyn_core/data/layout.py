@@ -90,4 +90,5 @@ def coarse_warnings(cells_per_axis: Sequence[int], mechanism: str, hint: str = "
 
 
 #: The hint every automatic grid layout gives when it is coarse.
-BUDGET_HINT = "the budget (epsilon * n) cannot pay for more cells on this many columns: raise epsilon, use fewer columns, or try pmm"
+BUDGET_HINT = ("the budget (epsilon * n) cannot pay for more cells on this many columns: raise epsilon, use fewer "
+               "columns, or try pmm")

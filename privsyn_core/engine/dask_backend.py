@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from privsyn_core.data.domain import Schema
-from privsyn_core.engine.pipeline import assemble, public_size
+from privsyn_core.engine.pipeline import assemble, check_width, public_size
 from privsyn_core.engine.staged import CellCounts, RowPlan, Stages, merge_counts
 from privsyn_core.errors import ClusterError, DataError, ParameterError, SchemaError
 from privsyn_core.privacy.noise import resolve_rng
@@ -75,11 +75,12 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
 
     start = time.perf_counter()
     _require_workers(_distributed_client())  # else len(ddf) below would wait for a worker forever
-    n = int(len(ddf))
+    n = len(ddf)
     timings["n"] = time.perf_counter() - start
     if n == 0:
         raise DataError("the table has no rows")
     d = len(schema.names)
+    check_width(spec, d)
     size = public_size(spec, params, n, epsilon, neighbouring, public_n, generator)
     layout = stages.layout(size.value, d, size.mechanism_epsilon, neighbouring, stage_params)
 
@@ -132,7 +133,8 @@ def count_partitions(ddf: Any, codec: Any, stages: Stages, layout: Any,
 
     shared = dask.delayed(layout, traverse=False)
     counted = [dask.delayed(count_partition)(part, codec, stages, shared) for part in ddf.to_delayed()]
-    total, clipped = RunningSum(min(DENSE_IDS, 16 * n)), {}
+    total = RunningSum(min(DENSE_IDS, 16 * n))
+    clipped: dict[str, int] = {}
     for batch in _batches(counted):
         for counts, part_clipped in batch:
             total.add(counts)
@@ -261,7 +263,7 @@ def synthetic_frame(plan: RowPlan, codec: Any) -> Any:
     pieces = plan.pieces()
     empty = block_frame(plan.piece(0, 0, np.random.default_rng(0)), codec, 0)
     parts = [dask.delayed(block_frame)(piece, codec, start) for start, _, piece in pieces]
-    divisions = [start for start, _, _ in pieces] + [pieces[-1][1] - 1] if plan.total else None
+    divisions = (*(start for start, _, _ in pieces), pieces[-1][1] - 1) if plan.total else None
     return dd.from_delayed(parts, meta=empty, divisions=divisions)
 
 

@@ -8,7 +8,8 @@ Every run goes through the same steps:
    exact) or, without one, a noisy count ``max(1, n + Lap_Z(1/epsilon_n))`` released as its own
    ledger stage with the share :data:`SIZE_SHARE` of epsilon; the mechanism runs on the rest.  A
    mechanism that does not read ``n`` costs nothing extra.
-2. the mechanism (its run function, or its stages on Dask);
+2. :func:`check_width` (the encoded width against ``MechanismSpec.max_dim``), then the mechanism (its run
+   function, or its stages on Dask);
 3. :func:`check_ledger`: the ledger sums exactly to the epsilon claimed;
 4. decoding with the schema alone (dtypes and integrality are public declarations, never read off the
    input's dtypes) and :func:`assemble`, which builds the :class:`SynthResult` whose
@@ -29,9 +30,10 @@ import numpy as np
 import pandas as pd
 
 from privsyn_core.data.domain import Schema
+from privsyn_core.errors import ParameterError
 from privsyn_core.privacy.accounting import Ledger, ledger_total
 from privsyn_core.privacy.noise import discrete_laplace
-from privsyn_core.registry import MechanismSpec
+from privsyn_core.registry import MechanismSpec, list_mechanisms
 from privsyn_core.result import MechanismOutput, SynthResult
 
 #: Share of epsilon spent on the noisy record count under add/remove when no ``public_n`` is given.
@@ -77,6 +79,22 @@ def public_size(spec: MechanismSpec, params: dict[str, Any], n: int, epsilon: fl
     stage = (f"record count n (add/remove: n is private), discrete Laplace scale 1/epsilon_n, "
              f"{SIZE_SHARE:.0%} of epsilon", size_epsilon)
     return PublicSize(noisy, "noisy", [stage], mechanism_epsilon)
+
+
+def check_width(spec: MechanismSpec, d: int) -> None:
+    """Refuse an encoded table wider than the mechanism's declared ``max_dim`` (the width is public).
+
+    Raises
+    ------
+    ParameterError
+        Naming the limit and the private mechanisms of the same data kind that accept ``d`` columns.
+    """
+    if spec.max_dim is None or d <= spec.max_dim:
+        return
+    wider = [s.name for s in list_mechanisms() if s.is_private and s.data_kind == spec.data_kind
+             and (s.max_dim is None or s.max_dim >= d)]
+    raise ParameterError(f"{spec.name} works on at most {spec.max_dim} encoded column(s), this table has {d}; "
+                         f"use one of {wider[:6]}")
 
 
 def check_ledger(spec: MechanismSpec, ledger: Ledger, epsilon: float) -> float:
@@ -143,7 +161,8 @@ def collapse_warnings(data: Any, schema: Schema) -> list[str]:
     for col in schema.columns:
         if col.kind != "numeric" or col.name not in data:
             continue
-        possible = math.floor(col.hi) - math.ceil(col.lo) + 1 if col.integer else math.inf
+        lo, hi = col.bounds
+        possible = math.floor(hi) - math.ceil(lo) + 1 if col.integer else math.inf
         distinct = distinct_up_to_three(data[col.name].to_numpy())
         if distinct < min(3, len(data), possible):
             collapsed.append(f"{col.name!r} ({distinct})")

@@ -50,4 +50,4 @@ def check_rows(rows: int, columns: int, what: str = "n_synthetic") -> None:
 
 def max_pmm_depth() -> int:
     """The deepest PMM tree whose counts fit the budget (``2^r`` leaves at :data:`PMM_BYTES_PER_LEAF`)."""
-    return max(0, int(math.floor(math.log2(budget_bytes() / PMM_BYTES_PER_LEAF))))
+    return max(0, math.floor(math.log2(budget_bytes() / PMM_BYTES_PER_LEAF)))

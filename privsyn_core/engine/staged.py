@@ -27,14 +27,17 @@ plan is released output: generating rows is post-processing.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from privsyn_core.result import MechanismOutput
+
+_T = TypeVar("_T")
 
 #: Largest number of synthetic rows generated from one generator (64 MB of float64 rows at d = 2).  Rows are
 #: shuffled within their block, so this size is part of the output's law (row order): keep it fixed.
@@ -107,14 +110,20 @@ class CellCounts:
         if getattr(self, "_taken", False):
             raise RuntimeError("internal error: these counts were handed over to a release (take_dense)")
         if self._ids is None:
-            self._ids = np.flatnonzero(self._full).astype(np.int64)
+            self._ids = np.flatnonzero(self._held()).astype(np.int64)
         return self._ids
 
     @property
     def counts(self) -> np.ndarray:
         if self._counts is None:
-            self._counts = self._full[self.ids]
+            self._counts = self._held()[self.ids]
         return self._counts
+
+    def _held(self) -> np.ndarray:
+        """The dense counts, when these were built from them (``ids`` and ``counts`` then derive from them)."""
+        if self._full is None:
+            raise RuntimeError("internal error: counts built from ids hold no dense array")
+        return self._full
 
     def dense(self, size: int) -> np.ndarray:
         """All ``size`` counts as an int64 array (zeros for absent ids); do not modify it."""
@@ -160,8 +169,9 @@ class RowPlan:
     * ``"box"``: uniform in the box ``[lo[i], hi[i]]`` (``lo + U (hi - lo)``);
     * ``"leaf"``: PMM's leaf sampling ``(U + c_t) * side``, where the atoms are the consecutive
       depth-``depth`` leaves ``t = first_leaf, first_leaf + 1, ...`` of the binary partition (heap
-      order) and ``c_t`` is leaf ``t``'s integer corner (:func:`privsyn_core.mechanisms.hvz23.pmm_tree.leaf_axis_coordinates`);
-      with ``uniform=False`` the row is ``(0.5 + c_t) * side``.  ``points`` is an empty ``(0, d)`` array
+      order) and ``c_t`` is leaf ``t``'s integer corner
+      (:func:`privsyn_core.mechanisms.hvz23.pmm_tree.leaf_axis_coordinates`); with ``uniform=False`` the row is
+      ``(0.5 + c_t) * side``.  ``points`` is an empty ``(0, d)`` array
       and ``counts`` are dense (zeros included), so no per-leaf table is held;
     * ``"cube"``: uniform on ``[0,1]^d`` (nothing was released; ``counts`` has one entry);
     * ``"jitter"``: ``points[i] + (U - 0.5) / bins``, uniform in the grid cell of side ``1/bins``
@@ -207,7 +217,7 @@ class RowPlan:
         """Row ranges ``[start, stop)`` of the blocks (one empty block when there are no rows)."""
         total = self.total
         edges = list(range(0, total, self.block_rows)) + [total]
-        return list(zip(edges[:-1], edges[1:])) or [(0, 0)]
+        return list(itertools.pairwise(edges)) or [(0, 0)]
 
     def block_generators(self) -> list[np.random.Generator]:
         """The plan's generator for a single block, else one spawned child per block."""
@@ -221,9 +231,12 @@ class RowPlan:
         """
         blocks = self.blocks()
         rows = [start for start, stop in blocks if stop > start] + [stop - 1 for start, stop in blocks if stop > start]
-        found = dict(zip(rows, zip(*self._locate(np.array(rows, dtype=np.int64))))) if rows else {}
+        found = {}
+        if rows:
+            located = zip(*self._locate(np.array(rows, dtype=np.int64)), strict=True)
+            found = dict(zip(rows, located, strict=True))
         return [(start, stop, self._piece(start, stop, rng, found.get(start), found.get(stop - 1)))
-                for (start, stop), rng in zip(blocks, self.block_generators())]
+                for (start, stop), rng in zip(blocks, self.block_generators(), strict=True)]
 
     def piece(self, start: int, stop: int, rng: np.random.Generator) -> RowPlan:
         """The plan of rows ``[start, stop)`` alone (only the atoms they use), drawing from ``rng``."""
@@ -252,10 +265,12 @@ class RowPlan:
 
     def _piece(self, start: int, stop: int, rng: np.random.Generator, head: tuple | None,
                tail: tuple | None) -> RowPlan:
-        """The piece of rows ``[start, stop)`` given the located (atom, rows before it) of rows ``start``, ``stop - 1``."""
+        """The piece of rows ``[start, stop)`` given the located (atom, rows before it) of rows ``start`` and
+        ``stop - 1``."""
         if self.mode == "cube":
-            return replace(self, counts=np.array([stop - start], dtype=np.int64), rng=rng, block_rows=max(1, stop - start))
-        if stop <= start:
+            return replace(self, counts=np.array([stop - start], dtype=np.int64), rng=rng,
+                           block_rows=max(1, stop - start))
+        if stop <= start or head is None or tail is None:  # head and tail are located for a non-empty piece
             first = last = 0
             counts = self.counts[:0].astype(np.int64)
         else:
@@ -293,7 +308,8 @@ class RowPlan:
             self._fill(out, None, tables)
             return out
         if self.mode == "box":
-            tables = [(self.hi[:, a] - self.lo[:, a], self.lo[:, a]) for a in range(d)]
+            lo, hi = _required(self.lo, "box", "lo"), _required(self.hi, "box", "hi")
+            tables = [(hi[:, a] - lo[:, a], lo[:, a]) for a in range(d)]
         else:
             tables = [(np.ascontiguousarray(self.points[:, a]),) for a in range(d)]
         if not self.shuffle:
@@ -307,20 +323,21 @@ class RowPlan:
         """Rows ``out`` (``(len(out), d)``) of the atoms ``labels`` (``None`` for ``"cube"``), column by column
         in chunks of :data:`ROW_CHUNK` rows."""
         total, d, rng = len(out), out.shape[1], self.rng
+        atoms = np.zeros(0, dtype=np.int64) if labels is None else labels  # "cube": no atoms are read
         size = min(ROW_CHUNK, max(total, 1))
         column, looked = np.empty(size), np.empty(size)
         for a in range(d):
             for start in range(0, total, size):
                 stop = min(total, start + size)
                 col, tmp = column[:stop - start], looked[:stop - start]
-                lab = None if labels is None else labels[start:stop]
+                lab = atoms[start:stop]
                 if self.mode == "point":
                     np.take(tables[a][0], lab, out=col, mode="clip")
                 else:
                     rng.random(out=col)
                     if self.mode == "jitter":
                         col -= 0.5
-                        col /= self.bins
+                        col /= _required(self.bins, "jitter", "bins")
                         col += np.take(tables[a][0], lab, out=tmp, mode="clip")
                     elif self.mode == "box":
                         col *= np.take(tables[a][0], lab, out=tmp, mode="clip")
@@ -339,10 +356,12 @@ class RowPlan:
         """
         from privsyn_core.mechanisms.hvz23.pmm_tree import leaf_corner_tables
 
-        counts, d, rng, side = self.counts, out.shape[1], self.rng, self.side
-        k, tables = leaf_corner_tables(self.depth, d)
+        counts, d, rng = self.counts, out.shape[1], self.rng
+        side = _required(self.side, "leaf", "side")
+        k, tables = leaf_corner_tables(_required(self.depth, "leaf", "depth"), d)
         mask = (1 << k) - 1
-        column, high, low = np.empty(ROW_CHUNK), np.empty(ROW_CHUNK, dtype=np.int64), np.empty(ROW_CHUNK, dtype=np.int64)
+        column = np.empty(ROW_CHUNK)
+        high, low = np.empty(ROW_CHUNK, dtype=np.int64), np.empty(ROW_CHUNK, dtype=np.int64)
 
         def draw(col: np.ndarray) -> None:
             if self.uniform:
@@ -393,6 +412,13 @@ class RowPlan:
             if stop > start:
                 piece.rows(out[start:stop])
         return out
+
+
+def _required(value: _T | None, mode: str, name: str) -> _T:
+    """A field a plan of this ``mode`` must have (see :class:`RowPlan`)."""
+    if value is None:
+        raise RuntimeError(f"internal error: a {mode!r} row plan needs {name!r}")
+    return value
 
 
 def _run_labels(counts: np.ndarray, total: int) -> np.ndarray:
@@ -452,7 +478,7 @@ def shuffled_piles(counts: np.ndarray, total: int,
     grouped = _run_labels(counts, total)[np.argsort(pile, kind="stable")]
     ends = np.cumsum(np.bincount(pile, minlength=piles)).tolist()
     del pile
-    for start, stop in zip([0] + ends[:-1], ends):
+    for start, stop in zip([0] + ends[:-1], ends, strict=True):
         labels = grouped[start:stop]
         rng.shuffle(labels)
         yield start, labels
@@ -472,6 +498,11 @@ def _compact(counts: np.ndarray) -> np.ndarray:
 EXACT_N = "exact"
 
 
+def _unchanged(unit: np.ndarray) -> np.ndarray:
+    """The default ``prepare`` of :class:`Stages`: the unit rows as they are."""
+    return unit
+
+
 @dataclass(frozen=True)
 class Stages:
     """The three stages of a count-based mechanism (module docstring).
@@ -483,7 +514,7 @@ class Stages:
     layout: Callable[..., Any]
     count: Callable[[np.ndarray, Any], CellCounts]
     release: Callable[..., tuple[MechanismOutput, RowPlan]]
-    prepare: Callable[[np.ndarray], np.ndarray] = staticmethod(lambda unit: unit)
+    prepare: Callable[[np.ndarray], np.ndarray] = _unchanged
     rows_as_unit: bool = False
 
     def run(self, unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,

@@ -385,9 +385,9 @@ def audit(mechanism: str, epsilon: float = 1.0, *, neighbouring: str | None = No
 def audit_all(epsilon: float = 1.0, **kwargs: Any) -> list[AuditResult]:
     """:func:`audit` of every registered private mechanism under every relation it supports.
 
-    The optional OpenDP peers (:mod:`privsyn_core.mechanisms.peers.opendp_support`) are left out: their noise is drawn by OpenDP's
-    own samplers, which the audit's noise factor cannot scale (so no detection case exists), and one run
-    takes seconds to tens of seconds, so the audit's thousands of runs do not fit.
+    The optional OpenDP peers (:mod:`privsyn_core.mechanisms.peers.opendp_support`) are left out: their noise is
+    drawn by OpenDP's own samplers, which the audit's noise factor cannot scale (so no detection case exists), and
+    one run takes seconds to tens of seconds, so the audit's thousands of runs do not fit.
     """
     from privsyn_core.mechanisms.peers.opendp_support import PEERS
 

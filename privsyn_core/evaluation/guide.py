@@ -1,7 +1,8 @@
 """A mechanism guide: which registered mechanism to try first for a table's shape, from measured results.
 
-:func:`recommend` looks up the measured runs of ``benchmarks/peers`` (:data:`privsyn_core.evaluation._guide_measured.MEASURED`,
-regenerated from ``benchmarks/peers/results.json`` by :func:`measured_from_results`) on the structured tables
+:func:`recommend` looks up the measured runs of ``benchmarks/peers``
+(:data:`privsyn_core.evaluation._guide_measured.MEASURED`, regenerated from ``benchmarks/peers/results.json`` by
+:func:`measured_from_results`) on the structured tables
 (blobs, balog, breast-cancer, wine: the uniform tables have nothing to find), takes the runs nearest to the
 table's shape (number of columns, then ``log10`` of the rows, then epsilon) and recommends the mechanism with the
 lowest median 2-way TVD there, W1 breaking ties.  The expected ranges are the minimum and maximum of that
@@ -66,7 +67,8 @@ def recommend(n_columns: int, n_rows: int, column_kinds: Sequence[str], epsilon:
     if column_kinds and all(k == "boolean" for k in column_kinds) and n_rows >= 10_000:
         return Recommendation("microagg_dp", None, None,
                               "every column is Boolean and the table is large, which is what the microaggregation "
-                              "mechanism of Boedihardjo, Strohmer and Vershynin is built for (not in the measured runs).")
+                              "mechanism of Boedihardjo, Strohmer and Vershynin is built for (not in the measured "
+                              "runs).")
     runs = [r for r in MEASURED if r[1] in STRUCTURED]
     d = min({r[2] for r in runs}, key=lambda x: (abs(x - max(2, n_columns)), -x))
     runs = [r for r in runs if r[2] == d]

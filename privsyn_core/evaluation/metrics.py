@@ -6,8 +6,8 @@
 * :func:`mmd` / :func:`mmd2`: Gaussian-kernel maximum mean discrepancy (biased V-statistic, unbiased U-statistic,
   linear-time block estimator); :func:`gaussian_kernel_mean` is the chunked kernel mean they use.
 * :func:`marginal_tvd`, :func:`correlation_gap`, :func:`boolean_marginal_errors`: marginal fidelity.
-* :func:`evaluate`: all of them (plus TSTR from :mod:`privsyn_core.evaluation.utility` on request), each with a real-vs-real
-  split-half floor.
+* :func:`evaluate`: all of them (plus TSTR from :mod:`privsyn_core.evaluation.utility` on request), each with a
+  real-vs-real split-half floor.
 """
 
 from __future__ import annotations
@@ -349,7 +349,7 @@ def gaussian_kernel_mean(X: np.ndarray, Y: np.ndarray, *, bandwidth: float, weig
 
     .. math:: \kappa(\mu, \nu) = \sum_{i,j} a_i b_j \exp\left(-\frac{\lVert x_i - y_j \rVert_2^2}{2\sigma^2}\right)
 
-    This is the kernel mean :math:`\kappa(P, Q)` of eq (1) of the KD-tree paper (seed 002, spec A.8), with the
+    This is the kernel mean :math:`\kappa(P, Q)` of eq (1) of the KD-tree paper (Kreačić et al., UAI 2023), with the
     weighted form used there for the released centres. Memory is bounded by processing rows of ``X`` in chunks
     of about ``4e6 / len(Y)`` rows; cost is O(n m d).
 
@@ -446,7 +446,7 @@ def mmd2(X: np.ndarray, Y: np.ndarray, *, bandwidth: float | str = "median", wei
     r"""Squared maximum mean discrepancy with the Gaussian kernel (signed for the unbiased estimator).
 
     ``"biased"`` is the V-statistic :math:`\kappa(P,P) + \kappa(Q,Q) - 2\kappa(P,Q)` of eq (1) of the KD-tree
-    paper (spec A.8) and of Balog et al.'s "RKHS distance"; it includes i = j and is >= 0 up to rounding.
+    paper and of Balog et al.'s "RKHS distance"; it includes i = j and is >= 0 up to rounding.
     ``"unbiased"`` is the U-statistic of Gretton et al. (2012, JMLR 13, eq 3): the diagonals of the unweighted
     sides are dropped (a weighted side is a measure, not a sample, and keeps its exact self-term); it can be < 0.
     ``"linear"`` is Gretton et al.'s linear-time estimator (Lemma 14) on unweighted samples.
@@ -634,7 +634,7 @@ def correlation_gap(real: np.ndarray, synth: np.ndarray) -> dict:
 def boolean_marginal_errors(real_bits: np.ndarray, synth_bits: np.ndarray, max_order: int = 3) -> dict[int, float]:
     r"""Average squared error of all k-way marginals of Boolean data, k = 1..max_order.
 
-    Eq (1.2) of the covariance-loss paper (seed 001, spec covariance-loss.md 1.2):
+    Eq (1.2) of the covariance-loss paper (Boedihardjo, Strohmer, Vershynin, Found. Comput. Math. 2024):
     :math:`\binom{p}{k}^{-1} \sum_{i_1<\dots<i_k} E(i_1..i_k)^2`, with
     :math:`E = \frac1n\sum_i x_i(i_1)\cdots x_i(i_k) - \frac1m \sum_l z_l(i_1)\cdots z_l(i_k)`.
     Orders above the number of columns p are left out.
@@ -751,8 +751,8 @@ def evaluate(real_df: pd.DataFrame, synth_df: pd.DataFrame, schema: Schema | Non
     real_df, synth_df : DataFrame
     schema : Schema, optional
     target : str, optional
-        Column for train-on-synthetic/test-on-real (TSTR, :func:`privsyn_core.evaluation.utility.tstr`); opt-in because it
-        trains models (on the evaluated rows).
+        Column for train-on-synthetic/test-on-real (TSTR, :func:`privsyn_core.evaluation.utility.tstr`); opt-in
+        because it trains models (on the evaluated rows).
     real_test : DataFrame, optional
         Real hold-out for TSTR (rows not used to make the synthetic data); else a split of the real rows.
     floor : bool

@@ -12,7 +12,7 @@ from sklearn.dummy import DummyClassifier, DummyRegressor
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from sklearn.metrics import accuracy_score, mean_absolute_error, r2_score, roc_auc_score
 
-from privsyn_core.data.domain import Schema
+from privsyn_core.data.domain import Column, Schema
 from privsyn_core.errors import ParameterError
 
 TEST_FRACTION = 0.3
@@ -93,17 +93,17 @@ def _features(df: pd.DataFrame, schema: Schema) -> np.ndarray:
         if col.kind == "numeric":
             blocks.append(unit[:, [j]])
         else:
-            k = len(col.categories or ())
+            k = len(col.category_list)
             codes = np.minimum((unit[:, j] * k).astype(np.int64), k - 1)
             blocks.append(np.eye(k)[codes])
     return np.hstack(blocks)
 
 
-def _labels(df: pd.DataFrame, column, task: str) -> np.ndarray:
+def _labels(df: pd.DataFrame, column: Column, task: str) -> np.ndarray:
     unit = Schema((column,)).encode(df)[0][:, 0]
     if task == "regression":
         return unit
-    k = len(column.categories) if column.kind == "categorical" else 2
+    k = len(column.category_list) if column.kind == "categorical" else 2
     return np.minimum((unit * k).astype(np.int64), k - 1)
 
 

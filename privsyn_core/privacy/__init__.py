@@ -1,1 +1,2 @@
-"""Privacy primitives: the epsilon ledger (accounting), exact noise samplers (noise), secure sampling helpers."""
+"""Privacy primitives: the epsilon ledger (accounting), exact noise samplers (noise), secure sampling helpers,
+histogram sensitivity per neighbouring relation (sensitivity)."""

@@ -3,7 +3,8 @@
 Every sampler takes a :class:`numpy.random.Generator`.  Integer counts get *exact*
 integer noise (:func:`discrete_laplace`, a difference of two geometric variables),
 never continuous noise rounded afterwards: rounding ``c + trunc(Lap(sigma))`` leaks an
-extra ``ln 2`` per count (spec ``pmm-psmm-kdtree.md`` B.2, B.7 item 2).
+extra ``ln 2`` per count (for ``Z = trunc(Lap(sigma))``, ``P(Z = 0)/P(Z = 1) = 2 e^{1/sigma}``: twice the
+ratio ``e^{1/sigma}`` of the discrete Laplace law of [HVZ23] App. B).
 
 References
 ----------
@@ -17,13 +18,12 @@ from __future__ import annotations
 
 import math
 import secrets
-from typing import Union
 
 import numpy as np
 
 from privsyn_core.errors import ParameterError
 
-RandomLike = Union[None, int, np.integer, np.random.Generator, str]
+RandomLike = None | int | np.integer | np.random.Generator | str
 
 _INT64_SAFE = 2**62
 
@@ -80,11 +80,6 @@ def secure_generator() -> np.random.Generator:
         raise ImportError("rng='secure' needs the 'randomgen' package (pip install randomgen)") from exc
     key = int.from_bytes(secrets.token_bytes(32), "little")
     return np.random.Generator(ChaCha(key=key, rounds=20))
-
-
-def child_generators(rng: np.random.Generator, k: int) -> list[np.random.Generator]:
-    """``k`` independent child generators, so one stage's draws never shift another's."""
-    return list(rng.spawn(k))
 
 
 def discrete_laplace(sigma: float | np.ndarray, size=None, rng: np.random.Generator | None = None) -> np.ndarray:
@@ -173,7 +168,7 @@ def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generat
         return
     success = -math.expm1(-1.0 / sigma)  # 1 - p, accurate for large sigma
     chunk = min(NOISE_CHUNK, len(out))
-    draw = np.empty(chunk, dtype=np.int64) if add else None
+    draw = np.empty(chunk if add else 0, dtype=np.int64)  # scratch for the draws added to ``out``
     for start in range(0, len(out), chunk):
         size = min(chunk, len(out) - start)
         target = out[start:start + size]

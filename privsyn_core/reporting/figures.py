@@ -1,6 +1,6 @@
 """Plotly figure builders for the app and the HTML report (pure: no Streamlit).
 
-Conventions (``docs/diagnostics.md``, spec ``ecosystem-notes.md`` section 3):
+Conventions (``docs/diagnostics.md``):
 
 * all partition rectangles go into *one* trace per colour bin, separated by NaN, never
   into ``layout.shapes`` (which is quadratic to build and slow to pan);
@@ -135,18 +135,6 @@ def partition_figure(cells: dict, *, value_key: str = "count", axes: tuple[int, 
                                   axes=axes))
     fig.update_layout(title=title or f"{len(lo):,} cells coloured by {value_key.replace('_', ' ')}")
     return _unit_axes(fig, labels)
-
-
-def count_bars(cells: dict, keys: Sequence[str] = ("true_count", "noisy_count", "count"),
-               max_cells: int = 400) -> go.Figure:
-    """True, noisy and released count per cell (first ``max_cells`` cells), as grouped bars."""
-    k = len(np.asarray(cells[keys[0]]))
-    shown = min(k, max_cells)
-    fig = go.Figure([go.Bar(x=np.arange(shown), y=np.asarray(cells[key], dtype=float)[:shown],
-                            name=key.replace("_", " ")) for key in keys if key in cells])
-    fig.update_layout(barmode="group", title=f"counts of the first {shown:,} of {k:,} cells",
-                      xaxis_title="cell", yaxis_title="count", margin=dict(l=40, r=10, t=50, b=40))
-    return fig
 
 
 def level_noise_figure(levels: Sequence[dict]) -> go.Figure:
@@ -370,8 +358,8 @@ def interval_figure(ranking: pd.DataFrame, *, metric: str, better: str, floor: t
     Parameters
     ----------
     ranking : DataFrame
-        :func:`privsyn_core.evaluation.metrics.rank_runs` output (``run, value, low, high, rank, tied_with``), in its order:
-        rank groups, and inside a group by name, never by value.
+        :func:`privsyn_core.evaluation.metrics.rank_runs` output (``run, value, low, high, rank, tied_with``), in
+        its order: rank groups, and inside a group by name, never by value.
     metric : str
         The metric's name for the title and the y axis.
     better : {"lower", "higher"}
@@ -484,7 +472,8 @@ def noise_schedule_figure(sigmas: Sequence[float], labels: Sequence[str] | None 
 
 def hierarchical_noise_schedule(epsilon: float, depth: int, d: int) -> list[float]:
     r"""Illustrative per-level scales ``sigma_j`` proportional to ``2^{(1-1/d)(depth-j)/2}`` (constant for
-    d = 1), normalised so that ``sum_j 1/sigma_j = epsilon`` exactly as in PMM [004, Thm 4.3, spec A.4].
+    d = 1), normalised so that ``sum_j 1/sigma_j = epsilon`` exactly as in PMM (He, Vershynin, Zhu, COLT 2023,
+    Thm 4.3 with the level scales of (A.4)).
 
     The shape is the paper's asymptotic one; the mechanism itself uses its exact level sizes.
     """

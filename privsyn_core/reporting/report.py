@@ -30,6 +30,7 @@ import pandas as pd
 
 from privsyn_core.api import synthesize
 from privsyn_core.data.domain import Schema
+from privsyn_core.data.json_values import jsonable, plain
 from privsyn_core.evaluation.metrics import w1
 from privsyn_core.registry import get_mechanism
 from privsyn_core.result import SynthResult
@@ -93,7 +94,7 @@ def run_report(result: SynthResult, *, params: dict[str, Any], data_name: str, r
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "release_mode": release_mode,
         "data": {"name": data_name, "columns": [c["name"] for c in release.schema["columns"]]},
-        "mechanism_params": {k: _plain(v) for k, v in params.items()},
+        "mechanism_params": {k: plain(v) for k, v in params.items()},
         "session_ledger": [{k: v for k, v in e.items() if k != "data" or not release_mode} for e in extra_ledger],
         "versions": versions(),
         "cli": cli_command(mechanism=release.mechanism, epsilon=release.epsilon if math.isfinite(release.epsilon)
@@ -106,17 +107,12 @@ def run_report(result: SynthResult, *, params: dict[str, Any], data_name: str, r
     if not release_mode:
         report["teaching"] = {
             "note": "computed from the raw data: NOT private, never publish this section",
-            "data_sha256": data_sha256, "metrics": _jsonable(metrics) if metrics is not None else None,
+            "data_sha256": data_sha256, "metrics": jsonable(metrics) if metrics is not None else None,
             "timings": result.timings, "clipped": result.clipped,
-            "all_params": {k: _jsonable(v) for k, v in result.params.items()},
+            "all_params": {k: jsonable(v) for k, v in result.params.items()},
             "warnings": list(result.diagnostics.get("teaching_warnings", [])),
         }
     return report
-
-
-def ledger_epsilon(ledger: Sequence[tuple[str, float]]) -> float:
-    """Exactly rounded total of a mechanism ledger (``math.fsum``)."""
-    return math.fsum(e for _, e in ledger)
 
 
 def session_total(entries: Sequence[dict]) -> float:
@@ -141,8 +137,8 @@ def subsample_frame(df: pd.DataFrame, max_rows: int = EVAL_ROWS, seed: int = 0) 
 
 def evaluate_subsampled(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema | None,
                         max_rows: int = EVAL_ROWS, target: str | None = None) -> dict[str, Any]:
-    """:func:`privsyn_core.evaluation.metrics.evaluate` reading at most ``max_rows`` rows of each side (stated in the result);
-    ``target`` adds train-on-synthetic/test-on-real for that column."""
+    """:func:`privsyn_core.evaluation.metrics.evaluate` reading at most ``max_rows`` rows of each side (stated in the
+    result); ``target`` adds train-on-synthetic/test-on-real for that column."""
     from privsyn_core.evaluation.metrics import evaluate
 
     out = dict(evaluate(real, synthetic, schema=schema, target=target, max_rows=max_rows))
@@ -175,10 +171,11 @@ def metrics_table(evaluation: dict[str, Any]) -> pd.DataFrame:
 
 def rank_table(evaluations: dict[str, dict[str, Any]], metric: str = "w1", *,
                higher_is_better: bool = False) -> pd.DataFrame:
-    """Rank runs (name -> :func:`privsyn_core.evaluation.metrics.evaluate` output) on one metric; overlapping intervals tie.
+    """Rank runs (name -> :func:`privsyn_core.evaluation.metrics.evaluate` output) on one metric; overlapping
+    intervals tie.
 
-    Wraps :func:`privsyn_core.evaluation.metrics.rank_runs`: runs whose intervals overlap (directly or through a chain of
-    overlaps) share a rank and are never ordered. Adds the floor and whether each run's interval overlaps the
+    Wraps :func:`privsyn_core.evaluation.metrics.rank_runs`: runs whose intervals overlap (directly or through a chain
+    of overlaps) share a rank and are never ordered. Adds the floor and whether each run's interval overlaps the
     floor's (``at floor``: indistinguishable from real data at this resolution) and the coverage flags, because a
     collapsed output can have a small W1.
     """
@@ -239,25 +236,6 @@ def _is_scalar(value: Any) -> bool:
 
 def _short(value: Any) -> str:
     return f"{value:.4g}" if _is_number(value) else str(value)
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _jsonable(value: Any) -> Any:
-    """Nested metrics to JSON-ready values (DataFrames become records)."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, pd.DataFrame):
-        return json.loads(value.to_json(orient="records"))
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return _plain(value)
 
 
 # -- trade-off sweep ---------------------------------------------------------------------------

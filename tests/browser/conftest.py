@@ -59,27 +59,27 @@ def release_only_url():
 
 def _serve(env: dict):
     port = _free_port()
-    log = tempfile.TemporaryFile()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-        env={**os.environ, "PRIVSYN_DATA_DIR": tempfile.mkdtemp(prefix="privsyn-ledger-"), **env})  # never the repo's app-data/
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while not _healthy(url):
-        if process.poll() is not None or time.monotonic() > deadline:
+    data_dir = tempfile.mkdtemp(prefix="privsyn-ledger-")  # never the repo's app-data/
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port",
+             str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+             "--server.fileWatcherType", "none"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            env={**os.environ, "PRIVSYN_DATA_DIR": data_dir, **env})
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while not _healthy(url):
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                log.seek(0)
+                pytest.fail(f"streamlit did not start on {url}:\n{log.read().decode(errors='replace')[-3000:]}")
+            time.sleep(0.3)
+        yield url
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
             process.kill()
-            log.seek(0)
-            pytest.fail(f"streamlit did not start on {url}:\n{log.read().decode(errors='replace')[-3000:]}")
-        time.sleep(0.3)
-    yield url
-    process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
 
 
 @pytest.fixture()

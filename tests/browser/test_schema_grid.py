@@ -85,7 +85,7 @@ def test_typed_bounds_survive_fast_typing_and_page_changes(tab, app_url, tmp_pat
     missed = type_cells(tab, pace)
     print(f"[browser] pace {pace} s: {missed} double-click(s) of {len(TYPED)} opened no editor and were repeated")
     wait_idle(tab, settle=1.0)
-    expected = {cell: value for cell, value in TYPED.items()}
+    expected = dict(TYPED)
     assert grid_values(tab) == expected
     sources = tab.locator("[data-testid='stCaptionContainer']").filter(has_text="Where each domain").inner_text()
     for name in ("age", "hours", "income"):

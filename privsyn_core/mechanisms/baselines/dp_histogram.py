@@ -30,6 +30,7 @@ from privsyn_core.errors import ParameterError
 from privsyn_core.evaluation.audit import AuditCase, cell_features
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.privacy.sampling import largest_remainder
+from privsyn_core.privacy.sensitivity import count_sensitivity
 from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
 
@@ -38,7 +39,9 @@ MAX_CELLS = 2_000_000
 
 def histogram_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> int:
     """Bins per axis ``k`` (checked against :data:`MAX_CELLS`)."""
-    k = params["bins"] if params["bins"] is not None else structured_bins(n, d, epsilon, 2 if neighbouring == "replace" else 1)
+    k = params["bins"]
+    if k is None:
+        k = structured_bins(n, d, epsilon, count_sensitivity(neighbouring))
     if k ** d > MAX_CELLS:
         raise ParameterError(f"dp_histogram with {k} bins per axis in d={d} has {k ** d:.3g} cells "
                              f"(limit {MAX_CELLS:.0e}); use fewer bins")
@@ -56,7 +59,7 @@ def histogram_release(counts: CellCounts, n: int, d: int, epsilon: float, *, nei
     """Noisy counts, clipping, normalising and the row plan (a function of the counts only)."""
     k = layout
     noise_rng, sample_rng = rng.spawn(2)
-    sensitivity = 2 if neighbouring == "replace" else 1
+    sensitivity = count_sensitivity(neighbouring)
     true_count = counts.dense(k ** d)
     noisy_count = true_count + discrete_laplace(sensitivity / epsilon, true_count.shape, noise_rng)
     released = np.clip(noisy_count, 0, None)
@@ -64,7 +67,8 @@ def histogram_release(counts: CellCounts, n: int, d: int, epsilon: float, *, nei
     if released.sum() == 0:
         released = np.ones_like(released)
         warnings.append("every noisy count was <= 0: released the uniform distribution over the grid")
-    total = n_synthetic if n_synthetic is not None else (n if neighbouring == "replace" else max(1, int(released.sum())))
+    public_total = n if neighbouring == "replace" else max(1, int(released.sum()))  # n is public under replace
+    total = n_synthetic if n_synthetic is not None else public_total
     lo, hi = cell_boxes(np.arange(k ** d), k, d)
     row_counts = largest_remainder(released, total, sample_rng)
     plan = RowPlan.from_counts(row_counts, lo, hi, sample=params["sample"], rng=sample_rng)
@@ -104,7 +108,8 @@ SPEC = register_staged(
     neighbouring=("replace", "add_remove"),
     is_private=True,
     params={
-        "bins": ParamSpec(None, int, (1, 4096), help="cells per axis; auto: floor((epsilon n)^(1/(d+1))), at most 10^6 cells"),
+        "bins": ParamSpec(None, int, (1, 4096),
+                          help="cells per axis; auto: floor((epsilon n)^(1/(d+1))), at most 10^6 cells"),
         "sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="where rows go inside a cell"),
     },
     guarantee="epsilon-DP: discrete Laplace counts (scale 2/epsilon replace-one, 1/epsilon add/remove)",

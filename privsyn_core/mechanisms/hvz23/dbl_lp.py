@@ -12,9 +12,9 @@ Three programs live here, all solved by ``scipy.optimize.linprog(method="highs")
 sparse matrices:
 
 * :func:`dbl_distance`: ``d_BL`` itself, the primal LP of [HVZ23] App. A.4.
-* :func:`project_dbl`: the **corrected** closest-probability-measure LP (spec
-  ``pmm-psmm-kdtree.md`` B.3.2).  Variables: a flow ``F_ij >= 0``, a disposal
-  ``v_i >= 0`` and the probability vector ``tau_i >= 0``::
+* :func:`project_dbl`: the **corrected** closest-probability-measure LP, the dual of the primal LP in the
+  proof of Prop. 3.5 (``d_BL(tau, nu)`` minimised over probability vectors ``tau``).  Variables: a flow
+  ``F_ij >= 0``, a disposal ``v_i >= 0`` and the probability vector ``tau_i >= 0``::
 
       min  sum_ij rho_ij F_ij + 2 D sum_i v_i
       s.t. sum_j F_ij - sum_j F_ji + v_i + tau_i >= nu_i   (every i),   sum_i tau_i = 1
@@ -84,7 +84,7 @@ def king_edges(k: int, d: int) -> tuple[np.ndarray, np.ndarray]:
 
     Each cell is joined to its up to ``3^d - 1`` neighbours whose integer coordinates
     differ by at most 1 on every axis.  With edge cost = cell side, the shortest-path
-    metric is the :math:`\\ell_\\infty` distance between cell centres (spec B.3.2).
+    metric is the :math:`\\ell_\\infty` distance between cell centres (so the restricted LP is exact).
     """
     shape = (k,) * d
     coords = np.stack(np.unravel_index(np.arange(k ** d), shape), axis=1)

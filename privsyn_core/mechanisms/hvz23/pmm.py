@@ -13,8 +13,8 @@ r"""PMM, the Private Measure Mechanism ([HVZ23] Algorithms 3-4, Theorems 4.1-4.3
 Privacy.  Under add/remove (the paper's relation, Thm 4.1) the counts of each level
 change in one cell by 1, so the mechanism is ``sum_j 1/sigma_j``-DP; the scales (A.4)
 make this exactly epsilon.  Under replace-one ``n`` is public: the root is released
-without noise and levels ``1..r`` have sensitivity 2 (spec B.4.5).  The output size is
-``(n + lambda_root)_+`` under add/remove and exactly ``n`` under replace-one.
+without noise and levels ``1..r`` have sensitivity 2 (Thm 4.1's argument with two changed cells per level).
+The output size is ``(n + lambda_root)_+`` under add/remove and exactly ``n`` under replace-one.
 Clamping, consistency, sampling and the ``n_synthetic`` rescaling are post-processing.
 
 The depth rules ``"paper"`` and ``"bound_opt"`` read the record count.  Under add/remove ``n`` is
@@ -23,7 +23,7 @@ private, so they read the public count :func:`privsyn_core.synthesize` passes: t
 explicit integer depth reads no count and costs nothing extra.
 
 Accuracy.  ``E W1 <= 2 sqrt(2) S^2/(epsilon n) + 2^{-floor(r/d)}`` in the
-:math:`\ell_\infty` metric (Thm 4.3 with the corrected constant, spec B.4.6), which is
+:math:`\ell_\infty` metric (Thm 4.3 with the constant corrected by substituting (A.4) into Thm 4.2), which is
 ``~ log^2(epsilon n)/(epsilon n)`` for ``d = 1`` and ``~ (epsilon n)^{-1/d}`` for
 ``d >= 2`` with the paper's depth.
 
@@ -72,7 +72,8 @@ from privsyn_core.result import MechanismOutput
 DIAGNOSTIC_MAX_CELLS = 2 ** 18
 
 
-def pmm_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> tuple[int, tuple[str, ...]]:
+def pmm_layout(n: int, d: int, epsilon: float, neighbouring: str,
+               params: dict[str, Any]) -> tuple[int, tuple[str, ...]]:
     """Tree depth ``r`` (:func:`resolve_depth`) and its warnings."""
     r, warnings = resolve_depth(params["depth"], n, epsilon, d, neighbouring)
     return r, tuple(warnings)
@@ -252,8 +253,8 @@ SPEC = register_staged(
                             help="where the points of a leaf go: uniformly inside it, or at its centre"),
     },
     guarantee="epsilon-DP: discrete Laplace counts on every level of a binary partition, sum_j 1/sigma_j = epsilon "
-              "(add/remove; replace-one: no root noise, sensitivity 2); under add/remove the depth rules read public_n or a "
-              "noisy record count (its own ledger stage)",
+              "(add/remove; replace-one: no root noise, sensitivity 2); under add/remove the depth rules read public_n "
+              "or a noisy record count (its own ledger stage)",
     description="Noisy counts on a binary tree of boxes, made consistent top-down, then points drawn in the leaves. "
                 "W1 error about (eps n)^(-1/d), in time linear in n.",
     reference='He, Vershynin, Zhu, "Algorithmically Effective Differentially Private Synthetic Data", COLT 2023',

@@ -2,7 +2,7 @@ r"""Building blocks of the Private Measure Mechanism (PMM): the binary hierarchi
 partition of ``[0,1]^d``, the per-level noise plan, the depth rules, consistency
 (Algorithm 3) and the accuracy bounds.
 
-Geometry ([HVZ23] App. A.9, spec ``pmm-psmm-kdtree.md`` B.4.1).  Level ``j -> j+1``
+Geometry ([HVZ23] Section 4.1 and App. A.9).  Level ``j -> j+1``
 cuts axis ``j mod d`` through the middle of every cell; bit 0 is the lower half.
 After ``j`` levels axis ``a`` has been cut ``c_a(j) = floor(j/d) + [a < j mod d]``
 times, a level-``j`` cell has :math:`\ell_\infty` diameter ``2^{-floor(j/d)}`` and
@@ -31,14 +31,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from privsyn_core.privacy.accounting import Ledger, split_epsilon
+from privsyn_core.privacy.sensitivity import count_sensitivity
 
-#: Deepest tree allowed: ``2^{r+1}`` counts must fit in memory (spec B.4.2).
+#: Deepest tree allowed: ``2^{r+1}`` counts must fit in memory (the depth of Cor. 4.4 is capped here).
 MAX_DEPTH = 26
 #: Constant of Theorem 4.2, hence of Theorem 4.3 once (A.4) is substituted.  [ERRATUM]
 #: Theorem 4.3 and App. A.8 print ``sqrt(2)``; substituting (A.4) into Theorem 4.2
-#: gives ``2 sqrt(2) S^2 / (epsilon n)`` (spec B.4.6).
+#: gives ``2 sqrt(2) S^2 / (epsilon n)`` (tests/test_pmm.py checks the bound with this constant).
 THM43_CONSTANT = 2.0 * math.sqrt(2.0)
-NEIGHBOURING_SENSITIVITY = {"add_remove": 1, "replace": 2}
 
 
 # -- geometry -------------------------------------------------------------------------
@@ -84,7 +84,7 @@ def _bit_sum(weights: list[int], dtype: type) -> np.ndarray:
     low bits, and the table is their broadcast sum; ``O(2^L)`` in total, one full-size write.
     """
     if len(weights) <= 4:
-        out = np.zeros(1, dtype=dtype)
+        out: np.ndarray = np.zeros(1, dtype=dtype)
         for w in weights:
             out = np.repeat(out, 2)
             if w:
@@ -118,10 +118,11 @@ def leaf_corner_tables(r: int, d: int, dtype: type = float) -> tuple[int, list[t
     """
     cuts = cuts_per_axis(r, d)
     k = min(r, max(r // 2, 12))
-    tables = []
+    tables: list[tuple[np.ndarray, np.ndarray]] = []
     for axis in range(d):
         weights = [(1 << (int(cuts[axis]) - 1 - level // d)) if level % d == axis else 0 for level in range(r)]
-        tables.append((_bit_sum(weights[:r - k], np.int64).astype(dtype), _bit_sum(weights[r - k:], np.int64).astype(dtype)))
+        tables.append((_bit_sum(weights[:r - k], np.int64).astype(dtype),
+                       _bit_sum(weights[r - k:], np.int64).astype(dtype)))
     return k, tables
 
 
@@ -218,7 +219,7 @@ def leaf_counts(unit: np.ndarray, r: int, out: np.ndarray | None = None, ties: s
 
 
 def leaf_ids(unit: np.ndarray, r: int, ties: str = "upper") -> np.ndarray:
-    """Heap (Morton) index of the depth-``r`` leaf of each row (spec B.4.1).
+    """Heap (Morton) index of the depth-``r`` leaf of each row (the binary partition of [HVZ23] Section 4.1).
 
     Bit ``r-1-j`` of the id is the side (0 lower, 1 upper) of the cut at level ``j``,
     along axis ``j mod d``.  A point on a cut plane goes to the upper cell (``ties="lower"``: to the
@@ -317,8 +318,8 @@ def noise_plan(r: int, d: int, epsilon: float, neighbouring: str = "add_remove")
     ``sigma_j = S / (epsilon sqrt(Delta_{j-1}))`` with ``S = sum_j sqrt(Delta_{j-1})``
     ([ERRATUM] (A.4) writes ``Delta_{i-1}`` inside the sum).
 
-    replace-one (spec B.4.5): ``n`` is public, the root gets no noise, and each level
-    ``j >= 1`` has two cells changing by 1, so ``epsilon = 2 sum_{j=1}^r 1/sigma_j`` and
+    replace-one (Thm 4.1's argument, two changed cells per level): ``n`` is public, the root gets no noise, and each
+    level ``j >= 1`` has two cells changing by 1, so ``epsilon = 2 sum_{j=1}^r 1/sigma_j`` and
     ``sigma_j = 2 S' / (epsilon sqrt(Delta_{j-1}))`` with ``S' = sum_{j>=1} sqrt(Delta_{j-1})``.
     With ``r = 0`` nothing data-dependent is released (the whole budget is recorded,
     unused, on the root).
@@ -326,14 +327,14 @@ def noise_plan(r: int, d: int, epsilon: float, neighbouring: str = "add_remove")
     The ledger is built first, with the last level taking the exact remainder, so that
     ``math.fsum(ledger) == epsilon`` bit for bit; ``sigma_j = sensitivity / eps_j``.
     """
-    sensitivity = NEIGHBOURING_SENSITIVITY[neighbouring]
+    sensitivity = count_sensitivity(neighbouring)
     first = 0 if neighbouring == "add_remove" else 1
     weights = [math.sqrt(level_delta(j - 1, d)) for j in range(first, r + 1)]
     level_eps = np.zeros(r + 1)
     if not weights:
         ledger = [("level 0: n is public under replace-one, no count released", epsilon)]
         return NoisePlan(np.array([np.inf]), level_eps, sensitivity, ledger)
-    split = split_epsilon(epsilon, [(str(j), w) for j, w in zip(range(first, r + 1), weights)])
+    split = split_epsilon(epsilon, [(str(j), w) for j, w in zip(range(first, r + 1), weights, strict=True)])
     level_eps[first:] = [e for _, e in split]
     sigmas = np.full(r + 1, np.inf)
     sigmas[first:] = sensitivity / level_eps[first:]
@@ -396,7 +397,7 @@ def consistency(noisy: list[np.ndarray], rule: str = "proportional",
         ``proportional``: ``x = floor(M a / (a + b))`` (``floor(M/2)`` when ``a+b = 0``);
         ``uniform``: the Euclidean-closest point of the segment,
         ``x = (M + a - b)/2`` clipped to the comparable range, ties (odd ``M + a - b``)
-        by a fair coin from ``rng``.  Both keep comparability exactly (spec B.4.3).
+        by a fair coin from ``rng``.  Both keep comparability exactly ([HVZ23] Section 4.2, Algorithm 3).
     rng : numpy.random.Generator
         Needed for ``uniform``.
 
@@ -424,6 +425,9 @@ def consistency_in_place(tree: HeapTree, r: int, rule: str = "proportional",
     """
     if rule not in ("proportional", "uniform"):
         raise ValueError(f"unknown consistency rule {rule!r}")
+    if rule == "uniform" and rng is None:
+        raise ValueError("the 'uniform' consistency rule splits odd totals at random: it needs rng")
+    tie_rng = rng if rule == "uniform" else None
     scratch = [np.empty(min(CONSISTENCY_CHUNK, 2 ** max(r - 1, 0)), dtype=np.int64) for _ in range(3)]
     for j in range(r):
         parents, children = level_of(tree, j), level_of(tree, j + 1)
@@ -433,8 +437,8 @@ def consistency_in_place(tree: HeapTree, r: int, rule: str = "proportional",
             total = parents[start:stop]
             a, b = children[2 * start:2 * stop:2], children[2 * start + 1:2 * stop:2]
             left = scratch[0][:stop - start]
-            if rule == "uniform":
-                left[:] = uniform_split(a, b, total, rng)
+            if tie_rng is not None:
+                left[:] = uniform_split(a, b, total, tie_rng)
             elif wide:
                 left[:] = proportional_split(a, b, total)
             else:
@@ -445,7 +449,8 @@ def consistency_in_place(tree: HeapTree, r: int, rule: str = "proportional",
 
 def _proportional_left(a: np.ndarray, b: np.ndarray, total: np.ndarray, left: np.ndarray, s: np.ndarray,
                        zero: np.ndarray) -> None:
-    """``left = floor(total a / (a + b))``, ``floor(total / 2)`` where ``a + b = 0`` (no overflow: checked by the caller).
+    """``left = floor(total a / (a + b))``, ``floor(total / 2)`` where ``a + b = 0`` (no overflow: checked by the
+    caller).
 
     Branch-free: with ``z = [a + b = 0]``, ``floor(total (a + z) / (a + b + 2z))`` is both.
     """
@@ -487,7 +492,7 @@ def flux(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray) -> np.n
 
 
 def pathwise_bound(lambdas: list[np.ndarray], n: int, d: int) -> float:
-    r"""The realised W1 bound from the proof of Theorem 4.2 (spec B.4.6).
+    r"""The realised W1 bound from the proof of Theorem 4.2.
 
     .. math:: W_1(\mu_X, \mu_Y) \le \frac{|\lambda_\emptyset|\Delta_0 + D}{n} + \delta, \quad
               D = \sum_{j=0}^{r-1}\sum_{\theta\in\{0,1\}^j}

@@ -1,7 +1,7 @@
 r"""PSMM, the Private Signed Measure Mechanism ([HVZ23] Algorithm 1, with Algorithm 2 corrected).
 
 1. Grid of ``m = k^d`` equal cubes, ``k = max(1, round((epsilon n)^{1/d}))`` (Cor. 3.7 takes
-   ``m = ceil(epsilon n)`` equal subcubes; spec ``pmm-psmm-kdtree.md`` B.3.1), true counts
+   ``m = ceil(epsilon n)`` equal subcubes), true counts
    ``n_i``, atoms ``y_i`` = cell centres (chosen independently of the data).  The automatic ``k``
    is raised to at least 2 (3-4 where the noise mass allows, :mod:`privsyn_core.data.layout`) and capped
    to the largest grid the LP solves in about 30 s (:func:`largest_fitting_k`), with a warning.
@@ -9,16 +9,16 @@ r"""PSMM, the Private Signed Measure Mechanism ([HVZ23] Algorithm 1, with Algori
 
    * ``neighbouring="replace"`` (n public): one record leaves one cell and enters another,
      :math:`\ell_1` sensitivity 2, so ``lambda_i ~ Lap_Z(2/epsilon)``.  The paper's
-     ``Lap_Z(1/epsilon)`` would be ``2 epsilon``-DP here (spec B.3.4, B.7 item 10).
+     ``Lap_Z(1/epsilon)`` would be ``2 epsilon``-DP here (the proof of Prop. 3.4, App. A.3, changes one count).
    * ``neighbouring="add_remove"``: sensitivity 1, ``lambda_i ~ Lap_Z(1/epsilon)``
      ([HVZ23] Prop. 3.4).
 
 3. Signed measure ``nu_i = (n_i + lambda_i) / N`` with ``N = n`` (``normalise="n"``,
    paper-faithful; under add/remove ``n`` is the public count of :mod:`privsyn_core.engine.pipeline`) or
    ``N = max(1, sum_i (n_i + lambda_i))`` (``normalise="noisy_total"``, post-processing).
-4. ``tau = argmin_{probability tau} d_BL(tau, nu)`` by the **corrected** LP of spec B.3.2
-   (:func:`privsyn_core.mechanisms.hvz23.dbl_lp.project_dbl`).  [ERRATUM] The LP printed as Alg. 2 has no
-   flow conservation and does not compute ``d_BL``.  On the equal-cube grid the flows are
+4. ``tau = argmin_{probability tau} d_BL(tau, nu)`` by the **corrected** LP, the dual of the primal LP in the
+   proof of Prop. 3.5 (:func:`privsyn_core.mechanisms.hvz23.dbl_lp.project_dbl`).  [ERRATUM] The LP printed as
+   Alg. 2 has no flow conservation and does not compute ``d_BL``.  On the equal-cube grid the flows are
    restricted to king-graph edges, which is exact (``lp="king"``, also the auto choice
    ``lp=None``/``"auto"``); ``lp="dense"`` uses all pairs.  On the ``2^d`` grid the king graph is
    complete and the exact star through the cube's centre replaces it (``2^{d+1}`` flows), so
@@ -61,6 +61,7 @@ from privsyn_core.evaluation.audit import AuditCase, cell_features
 from privsyn_core.mechanisms.hvz23.dbl_lp import king_edge_count, king_edges, project_dbl, star_edges
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.privacy.sampling import largest_remainder
+from privsyn_core.privacy.sensitivity import count_sensitivity
 from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
 
@@ -74,8 +75,12 @@ MAX_KING_FLOWS = 200_000
 MAX_DENSE_CELLS = 1_024
 
 
+#: The public layout of a run: cells per axis ``k``, the LP kind and the layout's warnings.
+PsmmLayout = tuple[int, str, tuple[str, ...]]
+
+
 def psmm_layout(n: int, d: int, epsilon: float, neighbouring: str,
-                params: dict[str, Any]) -> tuple[int, str, tuple[str, ...]]:
+                params: dict[str, Any]) -> PsmmLayout:
     """Cells per axis ``k``, the LP kind and the layout's warnings (public: ``n`` is the public count).
 
     An explicit ``cells_per_axis`` must fit the LP limits (:func:`check_lp_size`, whose error names the
@@ -99,13 +104,13 @@ def psmm_layout(n: int, d: int, epsilon: float, neighbouring: str,
     return k, lp, tuple(warnings + coarse_warnings([k] * d, "psmm", hint))
 
 
-def psmm_counts(unit: np.ndarray, layout: tuple[int, str]) -> CellCounts:
+def psmm_counts(unit: np.ndarray, layout: PsmmLayout) -> CellCounts:
     """Sparse counts of the ``k^d`` grid cells."""
     return CellCounts.from_dense(cell_counts(unit, layout[0]))
 
 
 def psmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-                 rng: np.random.Generator, layout: tuple[int, str],
+                 rng: np.random.Generator, layout: PsmmLayout,
                  params: dict[str, Any]) -> tuple[MechanismOutput, RowPlan]:
     """Noise, signed measure, d_BL projection and the row plan (a function of the counts only)."""
     (k, lp, warnings), normalise, sample = layout, params["normalise"], params["sample"]
@@ -151,18 +156,14 @@ def w1_rate(epsilon: float, n: int, d: int) -> float:
 
 
 def auto_cells_per_axis(n: int, d: int, epsilon: float) -> int:
-    """``k = max(1, round((epsilon n)^{1/d}))``, so ``k^d`` is about ``epsilon n`` (spec B.3.1)."""
+    """``k = max(1, round((epsilon n)^{1/d}))``, so ``k^d`` is about ``epsilon n`` (the ``m`` of Cor. 3.7)."""
     return max(1, int(np.round((epsilon * n) ** (1.0 / d))))
 
 
-def count_sensitivity(neighbouring: str) -> int:
-    """l1 sensitivity of the cell counts: 2 (replace-one) or 1 (add/remove); the noise scale is this over epsilon."""
-    return 2 if neighbouring == "replace" else 1
-
-
 def lp_graph(k: int, d: int, lp: str) -> dict[str, Any]:
-    """The flow graph of :func:`privsyn_core.mechanisms.hvz23.dbl_lp.project_dbl`: all pairs (dense), the king graph, or on
-    the ``2^d`` grid the exact star through a hub at the cube's centre (:mod:`privsyn_core.mechanisms.hvz23.dbl_lp`)."""
+    """The flow graph of :func:`privsyn_core.mechanisms.hvz23.dbl_lp.project_dbl`: all pairs (dense), the king graph,
+    or on the ``2^d`` grid the exact star through a hub at the cube's centre
+    (:mod:`privsyn_core.mechanisms.hvz23.dbl_lp`)."""
     if lp == "dense":
         return {}
     if k == 2:

@@ -1,13 +1,14 @@
 r"""Adaptive KD-tree binning with private split decisions (seed 002, Algorithms 2-3, Theorems 7-8).
 
 Kreačić et al., "Differentially Private Synthetic Data Using KD-Trees", UAI 2023, §3.2, in the
-canonical form of spec ``pmm-psmm-kdtree.md`` A.4.3 with the errata of A.4.2 fixed:
+canonical form below, with the erratum on the number of data-dependent levels fixed (see [ERRATUM] under
+Privacy):
 
 1. Root: the public cube ``[0,1]^d`` (the schema's bounds; Algorithm 2 lines 3-6 read them off
-   the data, which is not private: spec A.12 item 1).  A node at depth ``ℓ`` is cut at its
+   the data, which is not private).  A node at depth ``ℓ`` is cut at its
    midpoint on axis ``ℓ mod d``; ``x_a <= mid`` goes left (ties go left), so a depth-``ℓ`` node
    has ``⌊ℓ/d⌋ + [a < ℓ mod d]`` halvings on axis ``a``.  Every level is read off one integer
-   code per point, so no two levels can disagree at a float boundary (spec A.11, A.12 item 9).
+   code per point, so no two levels can disagree at a float boundary.
 2. Depths ``ℓ < h`` split unconditionally (data-independent part).
 3. Depths ``h <= ℓ < h_max``: each node draws fresh ``η ~ Lap_Z(b_tree)`` and is a leaf iff
    ``count <= τ + η`` (Algorithm 3 line 5).  Depth ``h_max`` nodes are leaves.
@@ -15,15 +16,15 @@ canonical form of spec ``pmm-psmm-kdtree.md`` A.4.3 with the errata of A.4.2 fix
    (centre, ṽ) iff ``ṽ >= t`` and ``ṽ > 0`` (Algorithm 1 lines 9-12, Theorem 8).  Rows are drawn
    from the atoms as in ``kd_grid`` (post-processing).
 
-Privacy (Theorems 7-8, constants of spec A.4.3).  With ``L = h_max - h`` noisy levels, one
+Privacy (Theorems 7-8, with the constants of this canonical form).  With ``L = h_max - h`` noisy levels, one
 record changes the counts on at most two root-to-leaf paths (replace-one), each with ``<= L``
 decisions, so the decision statistics move by ``<= 2L`` in l1 and ``b_tree = 2L/ε'`` gives ε'-DP;
 the leaves partition the cube, so ``b_leaf = 2/ε''`` gives ε''-DP.  Under add/remove the
 sensitivities are ``L`` and 1.  The total is ``ε' + ε'' = ε`` (``split_epsilon``, exact).
-[ERRATUM A.4.2] The paper's ``Lap(2(h'-h)/ε')`` with its literal ``s1, s2`` stopping rules makes
+[ERRATUM] The paper's ``Lap(2(h'-h)/ε')`` with its literal ``s1, s2`` stopping rules makes
 ``(h'-h) + d`` decisions per path; here exactly ``L`` levels decide and the scale uses ``L``.
 
-Empty nodes (spec A.4.4, "exact implicit handling"): an empty node decides like any other
+Empty nodes (exact implicit handling, as Lemma 9 and App. F do for the empty bins): an empty node decides like any other
 (split iff ``0 > τ + η``), so empty subtrees are Galton-Watson trees.  Empty nodes created by
 splitting a non-empty node below depth ``h`` are simulated node by node; of the
 ``K_h = 2^h - |S_h|`` empty depth-``h`` nodes, ``B ~ Binomial(K_h, q)`` split and
@@ -32,15 +33,16 @@ chosen uniformly.  The output law equals the explicit algorithm's, so the mechan
 (not the (ε, δ) of Lemma 10's "no empty bin splits" event).  Counts use the exact discrete
 Laplace ``Lap_Z`` (no floating-point attack); see :mod:`privsyn_core.mechanisms.kdtree.kd_empty`.
 
-Defaults (the paper gives none; spec A.4.3 [EXT]): ``ε' = ε'' = ε/2``; ``h = d ⌊log2 k⌋`` with
+Defaults (the paper gives none; our choice): ``ε' = ε'' = ε/2``; ``h = d ⌊log2 k⌋`` with
 ``k`` the bins per axis of ``kd_grid``'s Theorem 3 rule at budget ε''; ``h_max = h + 2d`` (at most
 62); ``τ = b_tree h log 2`` (on average at most 1/2 of the empty depth-``h`` nodes split);
 ``t = b_leaf h log 2`` (at most 1/2 empty depth-``h`` leaf is released on average).  The
-automatic ``h`` reads ``n``, public under replace-one only; under add/remove it reads the public count :func:`privsyn_core.synthesize` passes (``public_n``, or a noisy
-count released as its own ledger stage).  ``h`` is not raised like ``kd_grid``'s bins: with ``h = 0``
-the ``2d`` noisy levels still split where the data is (measured on 7-9 column tables of 233-500 rows:
-2-way TVD 0.20 with ``h = 0`` at ε = 4 against 0.33 with ``h = d``, 0.42 against 0.35 at ε = 0.5, so
-neither rule dominates); a ``h_max`` whose deepest leaves have at most 2 cells on an axis is warned about.
+automatic ``h`` reads ``n``, public under replace-one only; under add/remove it reads the public count
+:func:`privsyn_core.synthesize` passes (``public_n``, or a noisy count released as its own ledger stage).
+``h`` is not raised like ``kd_grid``'s bins: with ``h = 0`` the ``2d`` noisy levels still split where the data is
+(measured on 7-9 column tables of 233-500 rows: 2-way TVD 0.20 with ``h = 0`` at ε = 4 against 0.33 with ``h = d``,
+0.42 against 0.35 at ε = 0.5, so neither rule dominates); a ``h_max`` whose deepest leaves have at most 2 cells on
+an axis is warned about.
 """
 
 from __future__ import annotations
@@ -68,12 +70,13 @@ from privsyn_core.mechanisms.kdtree.kd_empty import (
 from privsyn_core.mechanisms.kdtree.kd_grid import auto_bins, default_rows, weighted_plan
 from privsyn_core.privacy.accounting import split_epsilon
 from privsyn_core.privacy.noise import binomial_big, discrete_laplace
+from privsyn_core.privacy.sensitivity import count_sensitivity
 from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
 
 #: Deepest supported tree (path ids are int64).
 MAX_DEPTH = 62
-#: Guards of spec A.4.4: expected split empty depth-h nodes, expected released empty leaves.
+#: Guards of the implicit empty-node sampler: expected split empty depth-h nodes, expected released empty leaves.
 MAX_EMPTY_SPLITS = 1e6
 MAX_EMITTED_EMPTY = 1e7
 MAX_EMPTY_NODES = 50_000_000
@@ -101,7 +104,7 @@ class AdaptiveLayout:
 
 def adaptive_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> AdaptiveLayout:
     """Resolve ``h``, ``h_max`` (read ``n``), the ledger, ``tau`` and ``t`` (module docstring, Defaults)."""
-    sensitivity = 2 if neighbouring == "replace" else 1
+    sensitivity = count_sensitivity(neighbouring)
     h, h_max, tau, t = params["h"], params["h_max"], params["tau"], params["t"]
     warnings: list[str] = []
     tree_fraction = params["tree_fraction"]
@@ -175,7 +178,7 @@ def _depths(n: int, d: int, leaf_epsilon: float, bandwidth: float, h: int | None
     """Resolve ``h`` and ``h_max`` (module docstring) and check ``h <= h_max``."""
     if h is None:
         bins = auto_bins(n, d, leaf_epsilon, bandwidth) if leaf_epsilon > 0 else 1
-        h = min(MAX_DEPTH, d * int(math.floor(math.log2(bins))))
+        h = min(MAX_DEPTH, d * math.floor(math.log2(bins)))
     if h_max is None:
         h_max = min(MAX_DEPTH, h + 2 * d)
     if h_max < h:
@@ -185,7 +188,7 @@ def _depths(n: int, d: int, leaf_epsilon: float, bandwidth: float, h: int | None
 
 def _budget(epsilon: float, tree_fraction: float, levels: int, sensitivity: int,
             warnings: list[str]) -> tuple[list[tuple[str, float]], float, float]:
-    """Ledger and noise scales: ``b_tree = s L / ε'`` and ``b_leaf = s / ε''`` (spec A.4.3)."""
+    """Ledger and noise scales: ``b_tree = s L / ε'`` and ``b_leaf = s / ε''`` (module docstring, Privacy)."""
     leaf_stage = f"leaf counts, discrete Laplace scale {sensitivity}/eps''"
     if levels == 0:
         warnings.append("h_max = h: no private split decisions, the whole budget goes to the leaf counts")
@@ -201,7 +204,7 @@ def path_codes(unit: np.ndarray, depth: int) -> np.ndarray:
     """Path id of each point's depth-``depth`` node: bit ``j`` from the top is 1 iff right at depth ``j+1``.
 
     Axis ``a`` is cut ``c_a = ⌊depth/d⌋ + [a < depth mod d]`` times; the point's cell on it is
-    ``clip(ceil(x_a 2^{c_a}) - 1, 0, 2^{c_a} - 1)`` so points on a cut go left (spec A.11), and the
+    ``clip(ceil(x_a 2^{c_a}) - 1, 0, 2^{c_a} - 1)`` so points on a cut go left, and the
     cut at depth ``j`` reads bit ``c_a - 1 - ⌊j/d⌋`` of that cell (exact: scaling by ``2^c`` is exact).
     That is the heap (Morton) index of PMM's partition with ties to the lower cell
     (:func:`privsyn_core.mechanisms.hvz23.pmm_tree.leaf_ids`), computed in cache-sized chunks by table lookups.
@@ -212,7 +215,7 @@ def path_codes(unit: np.ndarray, depth: int) -> np.ndarray:
 def grow_nonempty(ids: np.ndarray, counts: np.ndarray, h: int, h_max: int, tau: float, tree_scale: float,
                   rng: np.random.Generator) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray],
                                                      tuple[np.ndarray, np.ndarray], np.ndarray]:
-    """The non-empty part of the tree, level by level from depth ``h`` (Algorithm 3, spec A.11).
+    """The non-empty part of the tree, level by level from depth ``h`` (Algorithm 3).
 
     Parameters
     ----------
@@ -231,7 +234,7 @@ def grow_nonempty(ids: np.ndarray, counts: np.ndarray, h: int, h_max: int, tau: 
         Sorted ids of the non-empty depth-``h`` nodes.
     """
     leaf_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    empty_parts: list[tuple[np.ndarray, np.ndarray]] = []
+    empty_parts: list[tuple[np.ndarray, np.ndarray]] = [(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))]
     occupied_h = _runs(ids >> (h_max - h), counts)[0]
     for depth in range(h, h_max + 1):
         nodes, node_counts, members = _runs(ids >> (h_max - depth), counts)
@@ -247,10 +250,9 @@ def grow_nonempty(ids: np.ndarray, counts: np.ndarray, h: int, h_max: int, tau: 
         children = _runs(ids >> (h_max - depth - 1), counts)[0]
         lonely = _lonely_children(children)
         empty_parts.append((np.full(len(lonely), depth + 1, dtype=np.int64), lonely ^ 1))
-    leaves = tuple(np.concatenate(part) for part in zip(*leaf_parts))
-    empty = tuple(np.concatenate(part) for part in zip(*empty_parts)) if empty_parts else (
-        np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
-    return leaves, empty, occupied_h
+    leaf_depths, leaf_ids, leaf_counts = (np.concatenate(part) for part in zip(*leaf_parts, strict=True))
+    empty_depths, empty_ids = (np.concatenate(part) for part in zip(*empty_parts, strict=True))
+    return (leaf_depths, leaf_ids, leaf_counts), (empty_depths, empty_ids), occupied_h
 
 
 def _runs(sorted_ids: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -274,7 +276,7 @@ def _lonely_children(children: np.ndarray) -> np.ndarray:
 
 def _empty_depth_h(occupied_h: np.ndarray, h: int, levels: int, tau: float, tree_scale: float, threshold: int,
                    leaf_scale: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Which empty depth-``h`` nodes split and which are released leaves (Lemma 9, spec A.4.4 step 3)."""
+    """Which empty depth-``h`` nodes split and which are released leaves (Lemma 9: binomial thinning)."""
     empty = 2**h - len(occupied_h)
     split_prob = tail_probability(math.floor(tau) + 1, tree_scale) if levels else 0.0
     emit_prob = tail_probability(threshold, leaf_scale)
@@ -314,13 +316,16 @@ SPEC = register_staged(
     neighbouring=("replace", "add_remove"),
     is_private=True,
     params={
-        "h": ParamSpec(None, int, (0, MAX_DEPTH), help="data-independent depth; auto: d*floor(log2 k), k from kd_grid's rule"),
+        "h": ParamSpec(None, int, (0, MAX_DEPTH),
+                       help="data-independent depth; auto: d*floor(log2 k), k from kd_grid's rule"),
         "h_max": ParamSpec(None, int, (0, MAX_DEPTH), help="maximum depth (>= h); auto: h + 2d"),
         "tau": ParamSpec(None, float, (0.0, 1e15), help="a node splits if count > tau + noise; auto: b_tree*h*log 2"),
         "t": ParamSpec(None, float, help="leaf filtering threshold; auto: b_leaf*h*log 2"),
         "tree_fraction": ParamSpec(0.5, float, (0.0, 1.0), help="share of epsilon for the split decisions (eps')"),
-        "sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="rows uniform in their leaf (default) or at its centre (the paper's output)"),
-        "bandwidth": ParamSpec(0.1, float, (1e-6, 10.0), help="kernel bandwidth (unit coordinates) the automatic h is tuned for"),
+        "sample": ParamSpec("uniform", str, choices=("uniform", "center"),
+                            help="rows uniform in their leaf (default) or at its centre (the paper's output)"),
+        "bandwidth": ParamSpec(0.1, float, (1e-6, 10.0),
+                               help="kernel bandwidth (unit coordinates) the automatic h is tuned for"),
     },
     guarantee="epsilon-DP: split decisions with discrete Laplace scale 2L/eps' and leaf counts with scale 2/eps'' "
               "(replace-one; L and 1 under add/remove), eps' + eps'' = epsilon; empty subtrees simulated exactly",
@@ -330,6 +335,7 @@ SPEC = register_staged(
     rate=kd_w1_rate,
     audit=AuditCase(features=released_cells, trials=10_000, selection_trials=2_500, read_stages=("leaf counts",),
                     tight_coordinates=2),
-    released=("h", "h_max", "tau", "t", "threshold", "noisy_levels", "epsilon_tree", "epsilon_leaf", "tree_noise_scale", "leaf_noise_scale"),
+    released=("h", "h_max", "tau", "t", "threshold", "noisy_levels", "epsilon_tree", "epsilon_leaf", "tree_noise_scale",
+              "leaf_noise_scale"),
     uses_n=lambda params: params["h"] is None or params["h_max"] is None,
 )

@@ -3,7 +3,7 @@ r"""Implicit empty bins and empty subtrees for the KD-tree mechanisms ``kd_grid`
 Both mechanisms add noise to *every* bin or leaf, empty ones included, then keep those whose
 noisy count reaches a threshold.  The empty ones are far too many to enumerate (``k^d`` bins,
 ``2^h`` nodes), so they are handled implicitly, with exactly the output law of the explicit
-algorithm (seed 002, Algorithms 4-5 and Lemma 9; spec ``pmm-psmm-kdtree.md`` A.3, A.4.4, A.5).
+algorithm (seed 002, Algorithms 4-5, Lemma 9 and its proof in App. F).
 
 Integer noise.  Counts get the discrete Laplace law ``Lap_Z(b)`` (``P(z) ∝ p^{|z|}``,
 ``p = e^{-1/b}``) instead of the paper's continuous ``Lap(b)``: same privacy calibration, and no
@@ -18,7 +18,7 @@ floating-point attack on released counts.  A noisy count is then an integer, so 
 Lemma 9 (binomial thinning) then gives the implicit sampler exactly: ``M ~ Binomial(K, P[η >= T])``
 emitted empty bins, chosen uniformly without replacement, each with an independent conditional
 weight (:func:`sample_empty_cells`).  Empty subtrees of the adaptive tree are Galton-Watson trees
-(spec A.4.4, "exact implicit handling") simulated node by node with fresh noise
+(the same thinning applied level by level) simulated node by node with fresh noise
 (:func:`empty_subtree_leaves`).
 """
 
@@ -136,7 +136,7 @@ def sample_empty_cells(space: int, nonempty: np.ndarray, threshold: int, scale: 
 
 def empty_subtree_leaves(depths: np.ndarray, ids: np.ndarray, max_depth: int, tau: float, tree_scale: float,
                          rng: np.random.Generator, max_nodes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Leaves of the empty subtrees rooted at the given empty nodes (spec A.4.4, Galton-Watson).
+    """Leaves of the empty subtrees rooted at the given empty nodes (Galton-Watson trees).
 
     Every empty node at depth ``< max_depth`` makes the same private decision as a non-empty one,
     with fresh noise: it is a leaf iff ``0 <= tau + Lap_Z(tree_scale)``, otherwise it splits into
@@ -184,7 +184,8 @@ def empty_subtree_leaves(depths: np.ndarray, ids: np.ndarray, max_depth: int, ta
 
 
 #: The paper of both KD-tree mechanisms (kd_grid, kd_adaptive).
-KD_REFERENCE = 'Kreačić, Nguyen, Potluru, Veloso et al., "Differentially private synthetic data using KD-trees", UAI 2023'
+KD_REFERENCE = ('Kreačić, Nguyen, Potluru, Veloso et al., "Differentially private synthetic data using KD-trees", '
+                'UAI 2023')
 
 
 def kd_w1_rate(epsilon: float, n: int, d: int) -> float:

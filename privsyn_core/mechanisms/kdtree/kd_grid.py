@@ -1,10 +1,9 @@
 r"""Data-independent binning with a threshold and implicit empty bins (seed 002, Algorithms 1, 4, 5).
 
 Kreačić et al., "Differentially Private Synthetic Data Using KD-Trees", UAI 2023, Algorithm 1
-(``DataIndependent(P, ε, t, w)``) with the empty bins handled as in Algorithm 5 / Lemma 9;
-spec ``pmm-psmm-kdtree.md`` A.3, A.5-A.7.
+(``DataIndependent(P, ε, t, w)``, Theorem 2) with the empty bins handled as in Algorithm 5 / Lemma 9.
 
-1. The public cube is ``[0,1]^d`` (the schema's bounds, never the data's: spec A.12 item 1),
+1. The public cube is ``[0,1]^d`` (the schema's bounds, never the data's, which are not private),
    cut into ``k = ceil(1/w)`` bins per axis of width ``1/k`` (so the bins tile the cube exactly;
    the requested ``w`` is rounded down to ``1/k``).  A point goes to bin
    ``clip(floor(k x), 0, k-1)`` per axis, so ``x = 1.0`` is in the last bin.
@@ -27,15 +26,15 @@ Defaults.  ``w``: the bins per axis ``k`` minimise Theorem 3's bound (t = 0, δ 
           \qquad J = k^d < \frac{ε n}{4 \log(1/δ)},
 
 where the second term is Lemma 16's rounding error for a Gaussian kernel of bandwidth ``σ``
-(parameter ``bandwidth``, unit coordinates; the paper has σ = 1, spec A.8 [DERIVED]) and ``ε`` is
+(parameter ``bandwidth``, unit coordinates; the paper has σ = 1 on its own scale) and ``ε`` is
 scaled by ``2/s`` under add/remove.  ``t``: ``b log J`` with noise scale ``b = s/ε``, so that the
 expected number of emitted empty bins, ``K p^T/(1+p) <= J e^{-t/b}/2``, is at most 1/2 (the paper's
 Theorem 5 choice ``(8/ε) log J`` is four times more conservative).  The bound alone picks one bin
 (one repeated row) on wide tables, so the rule's ``k`` is raised to at least 2 and, where the threshold
 leaves room, to 3-4 (:func:`structured_bins`, :mod:`privsyn_core.data.layout`); a coarse grid is warned about.
 The automatic ``w`` reads
-``n``, which is public under replace-one only: under add/remove it reads the public count :func:`privsyn_core.synthesize` passes (``public_n``, or a noisy
-count released as its own ledger stage).
+``n``, which is public under replace-one only: under add/remove it reads the public count
+:func:`privsyn_core.synthesize` passes (``public_n``, or a noisy count released as its own ledger stage).
 """
 
 from __future__ import annotations
@@ -60,17 +59,18 @@ from privsyn_core.mechanisms.kdtree.kd_empty import (
 )
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.privacy.sampling import largest_remainder
+from privsyn_core.privacy.sensitivity import count_sensitivity
 from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
 
-#: Largest expected number of emitted empty bins before the mechanism refuses (spec A.3).
+#: Largest expected number of emitted empty bins before the mechanism refuses (Algorithm 5 emits them all).
 MAX_EMITTED_EMPTY = 1e7
 _MAX_AUTO_BINS = 4096
 
 
 def grid_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> int:
     """Bins per axis ``k``: ``ceil(1/w)`` or Theorem 3's rule (reads ``n``); at most 2^62 bins."""
-    sensitivity = 2 if neighbouring == "replace" else 1
+    sensitivity = count_sensitivity(neighbouring)
     w = params["w"]
     k = math.ceil(1.0 / w - 1e-9) if w is not None else structured_bins(n, d, epsilon * 2 / sensitivity,
                                                                          params["bandwidth"])
@@ -88,7 +88,7 @@ def grid_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
                  rng: np.random.Generator, layout: int, params: dict[str, Any]) -> tuple[MechanismOutput, RowPlan]:
     """Steps 2-4 of the module docstring from the non-empty bins' counts."""
     k, w, t, sample = layout, params["w"], params["t"], params["sample"]
-    sensitivity = 2 if neighbouring == "replace" else 1
+    sensitivity = count_sensitivity(neighbouring)
     scale = sensitivity / epsilon
     n_cells = k ** d
     t = scale * math.log(n_cells) if t is None else t
@@ -154,7 +154,7 @@ def default_rows(n_synthetic: int | None, n: int, neighbouring: str, weights: np
     """``n_synthetic``, else ``n`` (public under replace-one), else the released total (at least 1)."""
     if n_synthetic is not None:
         return n_synthetic
-    return n if neighbouring == "replace" else max(1, int(round(weights.sum())))
+    return n if neighbouring == "replace" else max(1, round(float(weights.sum())))
 
 
 def weighted_plan(centres: np.ndarray, weights: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, sample: str,
@@ -178,8 +178,10 @@ SPEC = register_staged(
         "w": ParamSpec(None, float, (1e-6, 1.0), help="bin width in unit coordinates (rounded down to 1/ceil(1/w)); "
                                                        "auto: minimises the Theorem 3 bound"),
         "t": ParamSpec(None, float, help="filtering threshold on noisy counts; auto: (noise scale) * log(#bins)"),
-        "sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="rows uniform in their bin (default) or at its centre (the paper's output)"),
-        "bandwidth": ParamSpec(0.1, float, (1e-6, 10.0), help="kernel bandwidth (unit coordinates) the automatic w is tuned for"),
+        "sample": ParamSpec("uniform", str, choices=("uniform", "center"),
+                            help="rows uniform in their bin (default) or at its centre (the paper's output)"),
+        "bandwidth": ParamSpec(0.1, float, (1e-6, 10.0),
+                               help="kernel bandwidth (unit coordinates) the automatic w is tuned for"),
     },
     guarantee="epsilon-DP: discrete Laplace bin counts of scale 2/epsilon (replace-one) or 1/epsilon (add/remove), "
               "empty bins included (sampled implicitly, exactly)",

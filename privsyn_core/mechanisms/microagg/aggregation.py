@@ -1,8 +1,7 @@
 r"""Building blocks of private microaggregation ([BSV23], seed 001).
 
-Everything follows the spec ``covariance-loss.md``; section numbers below are the
-paper's.  Geometric steps work on the *scaled* Boolean data ``x/sqrt(p)`` in the unit
-ball (spec 9.1).
+Section, algorithm, lemma and equation numbers below are those of [BSV23].  Geometric steps work on the
+*scaled* Boolean data ``x/sqrt(p)`` in the unit ball (the renormalisation of Thm 4.6 and Section 5.5).
 
 * parameters: :func:`alg1_params` (Alg 1 step 2), :func:`alg4_params` (Alg 4 steps 3, 8);
 * second moment and spectral projection: :func:`second_moment` (Alg 1 step 1),
@@ -37,6 +36,9 @@ from scipy.optimize import brentq
 
 from privsyn_core.errors import ParameterError
 
+#: The paper of both microaggregation mechanisms (microagg_anon, microagg_dp).
+BSV23_REFERENCE = ("Boedihardjo, Strohmer, Vershynin, \"Covariance's loss is privacy's gain: computationally "
+                   "efficient, private and accurate synthetic data\", Found. Comput. Math. 2024")
 CHUNK_ROWS = 65_536
 MAX_COVERING_POINTS = 200_000
 _BINGHAM_BATCH = 32
@@ -45,7 +47,7 @@ _BINGHAM_BATCH = 32
 # -- parameters -------------------------------------------------------------------------
 def alg1_params(k: int) -> tuple[int, float, int]:
     r"""Algorithm 1 step 2: ``k' = floor(sqrt k)``, ``alpha = (log log k'/log k')^{1/4}``,
-    ``t = floor(log k' / log(7/alpha))`` (natural log, spec 9.3).  Needs ``k >= 9``.
+    ``t = floor(log k' / log(7/alpha))`` (natural log: only ``alpha`` depends on the base).  Needs ``k >= 9``.
 
     Returns
     -------
@@ -62,7 +64,8 @@ def alg4_params(n: int, p: int, epsilon: float, kappa: float) -> tuple[float, in
     r"""Algorithm 4 steps 3 and 8: ``alpha = (log n)^{-1/4}``,
     ``t = floor(kappa log n / log(7/alpha))``, ``b = sqrt(p n^{1-kappa} / epsilon)`` (5.17).
 
-    Only the public ``n, p, epsilon, kappa`` enter (spec 6).
+    Only the public ``n, p, epsilon, kappa`` enter (the privacy proof of Section 5.7 needs ``t``, ``alpha``,
+    ``b`` and the covering to be data-independent).
 
     Returns
     -------
@@ -88,7 +91,7 @@ def cooccurrence(X: np.ndarray) -> np.ndarray:
 
 def second_moment(X: np.ndarray) -> np.ndarray:
     r"""``S = (1/n) sum_i xhat_i xhat_i^T`` on the scaled data ``xhat = x/sqrt(p)``
-    (uncentred; Alg 1 step 1, Alg 4 step 2, spec 3.1).  ``S >= 0`` and ``tr S <= 1``."""
+    (uncentred; Alg 1 step 1, Alg 4 step 2).  ``S >= 0`` and ``tr S <= 1``."""
     n, p = X.shape
     return cooccurrence(X) / (n * p)
 
@@ -108,7 +111,7 @@ def lattice_covering(t: int, alpha: float, max_points: int = MAX_COVERING_POINTS
     r"""The alpha-covering ``G = B_2^t ∩ (alpha/sqrt t) Z^t`` of the unit ball (Prop 3.7).
 
     Points are the integer vectors ``m`` with ``sum m_i^2 <= t/alpha^2`` (plus 1e-12),
-    scaled by ``alpha/sqrt(t)``, in lexicographic order of ``m`` (spec 3.3).  Every point
+    scaled by ``alpha/sqrt(t)``, in lexicographic order of ``m`` (Prop 3.7).  Every point
     of the unit ball is within distance ``< alpha`` of ``G`` (truncate toward zero), and
     ``|G| <= (7/alpha)^t``.  ``t = 0`` gives ``G = {0}`` (shape (1, 0)).
 
@@ -143,8 +146,8 @@ def lattice_covering(t: int, alpha: float, max_points: int = MAX_COVERING_POINTS
 def nearest_point_labels(coords: np.ndarray, G: np.ndarray) -> np.ndarray:
     r"""Nearest-point partition (Def 3.4): ``j(l) = argmin_j ||g_j - c_l||_2``.
 
-    Ties go to the smallest index, a function of the point alone (spec 3.4: required for
-    the DP sensitivity argument).  Brute force in row chunks.
+    Ties go to the smallest index, a function of the point alone (Def 3.4, Remark 3.5; required for
+    the sensitivity argument of Section 5.7).  Brute force in row chunks.
     """
     if G.shape[1] == 0:
         return np.zeros(len(coords), dtype=np.int64)
@@ -163,8 +166,8 @@ def equipartition(labels: np.ndarray, k: int, order_key: np.ndarray | None = Non
     With ``q = floor(n/k)``: split every cell ``F_i`` into ``floor(|F_i|/q)`` chunks of
     ``q`` records plus a residual, merge the residuals into ``R`` and split ``R`` into
     chunks of ``q``.  When ``k | n`` there are exactly ``k`` blocks of ``n/k``.  Otherwise
-    (spec 3.6 [EXT], Remark 4.2) the leftover ``< q`` records of ``R`` join the last chunk of
-    ``R``, or, if ``R`` has fewer than ``q`` records, the last full chunk: every block has
+    (Remark 4.2 leaves the details open; this is our extension) the leftover ``< q`` records of ``R`` join the last
+    chunk of ``R``, or, if ``R`` has fewer than ``q`` records, the last full chunk: every block has
     between ``q`` and ``2q - 1`` records.
 
     Parameters
@@ -262,7 +265,7 @@ def _cell_sums(X: np.ndarray, labels: np.ndarray, s: int) -> np.ndarray:
 def bingham_sample(M: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, int]:
     r"""One exact draw from the Bingham density ``∝ exp(u^T M u)`` on the unit sphere of ``R^q``.
 
-    Rejection sampling from the angular central Gaussian [KGM13] (spec 3.8): with
+    Rejection sampling from the angular central Gaussian [KGM13] (exact, as Lemma 5.1 needs): with
     ``a_i = max(mu) - mu_i`` for the eigenvalues ``mu`` of ``M``, solve
     ``sum_i 1/(b + 2 a_i) = 1`` for ``b in [1, q]``, propose ``u = y/||y||`` with
     ``y_i ~ N(0, 1/omega_i)``, ``omega_i = 1 + 2 a_i/b``, and accept when
@@ -274,7 +277,7 @@ def bingham_sample(M: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray,
     u : array (q,)
         Unit vector in the original coordinates.
     proposals : int
-        Number of proposals used (data dependent: a timing side channel, spec 6).
+        Number of proposals used (data dependent: a timing side channel the paper does not address).
     """
     q = M.shape[0]
     if q == 1:
@@ -297,7 +300,7 @@ def bingham_sample(M: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray,
 
 
 def _acg_b(a: np.ndarray) -> float:
-    """Root of ``sum 1/(b + 2 a_i) = 1`` in ``[1, q]`` (spec 3.8 step 2)."""
+    """Root of ``sum 1/(b + 2 a_i) = 1`` in ``[1, q]`` (the envelope parameter of [KGM13])."""
     q = len(a)
     if not np.any(a > 0):
         return float(q)
@@ -341,7 +344,7 @@ def complement_basis(u: np.ndarray) -> np.ndarray:
 
 def proj(A: np.ndarray, t: int, rng: np.random.Generator) -> tuple[np.ndarray, list[int]]:
     r"""PROJ (Algorithm 3): ``t`` successive PVEC draws, each on the orthogonal complement
-    ``V_{i}`` of the vectors drawn so far (spec 3.9), so ``V = [v_1..v_t]`` is orthonormal
+    ``V_{i}`` of the vectors drawn so far (Lemma 5.3), so ``V = [v_1..v_t]`` is orthonormal
     and ``P = V V^T`` an orthogonal projection of rank ``t``.  If every PVEC call is
     ``beta``-DP, PROJ is ``t beta``-DP (Lemma 5.3).
 
@@ -368,7 +371,7 @@ def proj(A: np.ndarray, t: int, rng: np.random.Generator) -> tuple[np.ndarray, l
 def project_simplex_l1(v: np.ndarray) -> np.ndarray:
     r"""``pi_{Delta,1}(v)``: an l1-nearest point of the probability simplex (5.5).
 
-    Closed form (spec 3.11): positive part, normalised; uniform when every entry is
+    Closed form of ``pi_{Delta,1}`` in (5.5)-(5.6): positive part, normalised; uniform when every entry is
     ``<= 0`` (then every point of the simplex is l1-nearest).
     """
     v = np.asarray(v, dtype=float)
@@ -405,7 +408,7 @@ def covariance_loss(S: np.ndarray, weights: np.ndarray, means: np.ndarray) -> fl
 def moment_distance(A: np.ndarray, a: np.ndarray, B: np.ndarray, b: np.ndarray, d: int) -> float:
     r"""``||sum_i a_i A_i^{⊗d} - sum_j b_j B_j^{⊗d}||_2`` (Frobenius) without forming tensors.
 
-    With ``Z = [A; B]`` and ``c = [a; -b]`` it is ``sqrt(c^T (Z Z^T)^{∘d} c)`` (spec 9.3).
+    With ``Z = [A; B]`` and ``c = [a; -b]`` it is ``sqrt(c^T (Z Z^T)^{∘d} c)`` (``<u^{⊗d}, v^{⊗d}> = <u, v>^d``).
     Duplicate rows of ``A`` are merged first, so Boolean data costs ``O(unique rows^2)``.
     """
     A, a = _merge_rows(np.asarray(A, dtype=float), np.asarray(a, dtype=float))

@@ -1,7 +1,7 @@
 r"""Boolean (n/k)-anonymous synthetic data via microaggregation ([BSV23] Algorithm 1, Thm 4.6).
 
 **Not differentially private**: the output is an ``floor(n/k)``-anonymous averaging
-(Def 1.6) followed by post-processing.  Steps (spec ``covariance-loss.md`` section 4):
+(Def 1.6) followed by post-processing.  Steps (Algorithm 1, Theorem 4.6):
 
 1. scale ``xhat = x/sqrt(p)`` (Thm 4.6's renormalisation, missing from the pseudo-code)
    and form the uncentred second moment ``S`` (Alg 1 step 1);
@@ -11,21 +11,21 @@ r"""Boolean (n/k)-anonymous synthetic data via microaggregation ([BSV23] Algorit
 4. lattice covering ``G`` of the unit ball of ``ran(P)`` (step 4, Prop 3.7);
 5. nearest-point partition ``F_1..F_s`` of ``V^T xhat`` (step 5, Def 3.4);
 6. divide-and-merge equipartition into ``k`` blocks of ``n/k`` (step 6, Section 3.6;
-   ``k`` not dividing ``n``: blocks of ``floor(n/k)`` to ``2 floor(n/k) - 1``, spec 3.6);
+   ``k`` not dividing ``n``: blocks of ``floor(n/k)`` to ``2 floor(n/k) - 1``, Remark 4.2);
 7. block averages ``y_j`` of the original rows (step 7): **means are preserved exactly**;
 8. bootstrap ``m`` rows from the blocks (weights ``|I_j|/n``) and round each coordinate
    by an independent Bernoulli (Lemma 4.7).
 
 The split order inside a cell is arbitrary in the paper; ``within_cell_order`` chooses it
-(spec 3.6 [EXT]): ``"pc"`` (default) sorts the records of each cell, and of the merged
+(our extension): ``"pc"`` (default) sorts the records of each cell, and of the merged
 residual, by their score on the next principal component ``U[:, t]``; ``"index"`` keeps
 the input order; ``"random"`` shuffles with the run's generator.  Every order is a
-refinement covered by the theorem; in the spec's prototype ``"pc"`` was 10-100 times more
+refinement covered by the theorem; in a prototype run ``"pc"`` was 10-100 times more
 accurate on 2-way marginals than ``"index"``, because with the paper's parameters
 ``t <= 1`` (so ``s <= 3`` cells) for every ``k < 7225``.
 
 Accuracy (Thm 4.6, d <= p/2): ``E C(p,d)^{-1} sum E^2 <~ 32^d (log log k/log k + 1/m)``;
-the run reports the constant-free per-run quantities of spec 7.2 in
+the run reports constant-free per-run quantities (Lemmas 3.2, 3.3, 3.6, 3.9) in
 ``diagnostics["groups"]["checks"]``.
 
 References
@@ -44,6 +44,7 @@ import numpy as np
 from privsyn_core.data.boolean_codec import strict_boolean_codec
 from privsyn_core.errors import ParameterError
 from privsyn_core.mechanisms.microagg.aggregation import (
+    BSV23_REFERENCE,
     alg1_params,
     bootstrap_indices,
     covariance_loss,
@@ -86,11 +87,12 @@ DEFAULT_BLOCK_SIZE = 10
     description="Groups similar records into blocks of equal size and releases block averages, rounded back to "
                 "0/1: means are kept exactly, correlations approximately. Anonymity, not differential privacy.",
     codec=partial(strict_boolean_codec, mechanism="microagg_anon"),
-    reference='Boedihardjo, Strohmer, Vershynin, "Covariance\'s loss is privacy\'s gain: computationally efficient, private and accurate synthetic data", Found. Comput. Math. 2024',
+    reference=BSV23_REFERENCE,
     released=("k", "k_prime", "alpha", "t", "s", "m"),
 )
 def microagg_anon(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-                  rng: np.random.Generator, k: int | None, t: int | str, within_cell_order: str, size: int | str | None = None) -> MechanismOutput:
+                  rng: np.random.Generator, k: int | None, t: int | str, within_cell_order: str,
+                  size: int | str | None = None) -> MechanismOutput:
     """Algorithm 1 of [BSV23]; ``epsilon`` is ignored (no privacy budget is used)."""
     X = np.asarray(unit)
     n, p = X.shape
@@ -149,7 +151,7 @@ def _order_key(order: str, scaled: np.ndarray, U: np.ndarray, t: int, rng: np.ra
 
 
 def _checks(S, lam, V, scaled, cells, s, weights, centres_scaled, merged, alpha, t) -> dict:
-    """Per-run constant-free quantities of spec 7.2 / 7.3 (Lemmas 3.2, 3.3, 3.6, 3.9)."""
+    """Per-run constant-free quantities of the accuracy chain (Lemmas 3.2, 3.3, 3.6, 3.9)."""
     n = len(scaled)
     _, w_f, y_f = microaggregate(scaled, cells, s)
     projected_gap = (scaled - y_f[cells]) @ V

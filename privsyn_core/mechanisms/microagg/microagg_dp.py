@@ -2,14 +2,14 @@ r"""epsilon-DP Boolean synthetic data by damped noisy microaggregation ([BSV23] 
 
 Neighbouring relation: **replace one record, n public** (bounded DP; the proofs of
 Thm 5.12 use substitution and ``n`` enters ``t``, ``b`` and the noise scales).  Steps
-(spec ``covariance-loss.md`` section 5):
+(Algorithm 4, Theorems 5.12-5.15):
 
 1. ``xhat = x/sqrt(p)`` in ``K = (1/sqrt p)[0,1]^p``; uncentred ``S = (1/n) sum xhat xhat^T``;
 2. ``alpha = (log n)^{-1/4}``, ``t = floor(kappa log n/log(7/alpha))``,
    ``b = sqrt(p n^{1-kappa}/epsilon)`` (5.17), from public quantities only;
 3. private projection ``V = PROJ((n epsilon/(6t)) S, t)`` (Algorithms 2-3, exact Bingham
-   sampling): ``epsilon/3`` (each of the ``t`` PVEC calls has spread ``epsilon/(3t)``,
-   spec 6 item 1); skipped when ``t = 0`` (its ``epsilon/3`` is then unused);
+   sampling): ``epsilon/3`` (each of the ``t`` PVEC calls has spread ``epsilon/(3t)``: Lemmas 5.1
+   and 5.3, Section 5.7); skipped when ``t = 0`` (its ``epsilon/3`` is then unused);
 4. lattice covering ``G`` of the unit ball of ``ran(V)`` and nearest-point partition
    ``F_1..F_s`` (ties to the smallest index, a function of the point alone);
 5. damped averages ``ytilde_j = sum_{F_j} xhat_i / max(|F_j|, b)`` for **all** ``s`` cells
@@ -30,9 +30,9 @@ only that they do not depend on the data) and the deterministic bound (5.7); the
 rates are stated for its formulas.  With ``kappa = 1/3`` the paper's ``t`` is 1 (``s = 3``
 cells) for ``1.5e3 <~ n <~ 7e6``, and the vector noise ``12 p/(b epsilon)`` on the
 ``[0,1]`` scale exceeds 0.1 unless ``n >~ 5e7`` (p = 10, epsilon = 1): at practical sizes
-the output is noise-dominated (spec 5 and 8.3).
+the output is noise-dominated.
 
-Known limitations (not addressed by the paper, spec 6): Laplace noise is sampled in
+Known limitations (not addressed by the paper): Laplace noise is sampled in
 floating point (Mironov 2012), and the number of Bingham rejection proposals depends on
 the data (a timing side channel).
 
@@ -52,6 +52,7 @@ import numpy as np
 from privsyn_core.data.boolean_codec import strict_boolean_codec
 from privsyn_core.evaluation.audit import AuditCase, group_features, microagg_pair_loss
 from privsyn_core.mechanisms.microagg.aggregation import (
+    BSV23_REFERENCE,
     alg4_params,
     bootstrap_indices,
     damped_microaggregate,
@@ -79,7 +80,8 @@ STAGES = (("private PCA projection PROJ (Alg 3)", 1.0), ("cell weights, Laplace 
     data_kind="boolean",
     neighbouring=("replace",),
     is_private=True,
-    floating_point_exposure="continuous Laplace noise on the cell weights and damped averages, and the Bingham sampler of the private PCA, are sampled in float64",
+    floating_point_exposure=("continuous Laplace noise on the cell weights and damped averages, and the Bingham "
+                             "sampler of the private PCA, are sampled in float64"),
     params={
         "kappa": ParamSpec(1 / 3, float, (1e-6, 1 - 1e-6),
                            help="trade-off exponent in (0,1): t = floor(kappa log n/log(7/alpha)) and "
@@ -99,12 +101,13 @@ STAGES = (("private PCA projection PROJ (Alg 3)", 1.0), ("cell weights, Laplace 
                 "group averages and sizes are released and rounded back to 0/1. Needs very large n to beat "
                 "simple baselines.",
     codec=partial(strict_boolean_codec, mechanism="microagg_dp"),
-    reference='Boedihardjo, Strohmer, Vershynin, "Covariance\'s loss is privacy\'s gain: computationally efficient, private and accurate synthetic data", Found. Comput. Math. 2024',
+    reference=BSV23_REFERENCE,
     audit=AuditCase(n=4, d=2, features=group_features, pair_loss=microagg_pair_loss),
     released=("alpha", "t", "s", "b", "kappa", "weight_noise_scale", "vector_noise_scale", "m"),
 )
 def microagg_dp(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-                rng: np.random.Generator, kappa: float, t: int | str, b: float | str, size: int | str | None = None) -> MechanismOutput:
+                rng: np.random.Generator, kappa: float, t: int | str, b: float | str,
+                size: int | str | None = None) -> MechanismOutput:
     """Algorithm 4 of [BSV23] (see the module docstring)."""
     X = np.asarray(unit)
     n, p = X.shape
@@ -153,7 +156,7 @@ def _resolve_t(t: int | str, t_paper: int, p: int) -> tuple[int, list[str]]:
 
 def _private_projection(S: np.ndarray, n: int, epsilon: float, t: int, rng: np.random.Generator
                         ) -> tuple[np.ndarray, list[int]]:
-    """``PROJ((n eps/(6t)) S, t)`` (Alg 4 step 5); a (p, 0) basis when ``t = 0`` (spec 9.4)."""
+    """``PROJ((n eps/(6t)) S, t)`` (Alg 4 step 5); a (p, 0) basis when ``t = 0`` (PROJ is skipped: ``P = 0``)."""
     if t == 0:
         return np.zeros((S.shape[0], 0)), []
     return proj(n * epsilon / (6 * t) * S, t, rng)

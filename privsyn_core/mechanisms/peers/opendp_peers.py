@@ -1,4 +1,6 @@
-"""OpenDP's MST and AIM as registered peers (``opendp_mst``, ``opendp_aim``); see :mod:`privsyn_core.mechanisms.peers.opendp_support`.
+"""OpenDP's MST and AIM as registered peers (``opendp_mst``, ``opendp_aim``).
+
+See :mod:`privsyn_core.mechanisms.peers.opendp_support`.
 
 Registered only when OpenDP with its ``mbi`` extra is importable, so the library, its registry and
 its tests work without it.  OpenDP itself is imported inside a run, never at discovery.

@@ -104,7 +104,7 @@ class PeerCodec(Codec):
 
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
-        self.levels = tuple(len(c.categories or ()) if c.kind == "categorical" else 0 for c in schema.columns)
+        self.levels = tuple(len(c.category_list) if c.kind == "categorical" else 0 for c in schema.columns)
 
     def encode(self, df: pd.DataFrame) -> tuple[LevelledUnit, dict[str, int]]:
         unit, clipped = self.schema.encode(df)

@@ -1,7 +1,7 @@
 r"""Superregular random walk on the interval (seed 000, Sections 3-5, Theorem 5.4).
 
 Boedihardjo, Strohmer, Vershynin, "Private measures, random walks, and synthetic data",
-Probab. Theory Relat. Fields (2024); implementation spec ``random-walk-tsp.md``.
+Probab. Theory Relat. Fields (2024), seed 000.
 
 Pipeline (shared with ``srw_tsp``, which only changes the grid and the folding path):
 
@@ -54,8 +54,8 @@ post-processing.  The walk noise is continuous float64 Laplace: see
 :func:`privsyn_core.mechanisms.random_walks.walks.superregular_walk` for the floating-point exposure.
 
 Accuracy (Thm 5.4 with ``alpha = epsilon n``): ``E W1 <= 1/(2K) + 2 beta`` with
-``beta = (2/alpha) b sqrt(2(L+1))`` (spec 6, explicit), i.e. ``O(log^{3/2}(alpha)/alpha)``;
-the tight scale divides the noise term by ``(2L + 1)/(L/2)``, about 4.
+``beta = (2/alpha) b sqrt(2(L+1))`` (explicit from the bound (3.2) on ``E S_k^2``, Prop 5.1), i.e.
+``O(log^{3/2}(alpha)/alpha)``; the tight scale divides the noise term by ``(2L + 1)/(L/2)``, about 4.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -72,10 +73,12 @@ from privsyn_core.errors import ParameterError
 from privsyn_core.evaluation.audit import AuditCase, walk_features
 from privsyn_core.mechanisms.random_walks import walks
 from privsyn_core.privacy.accounting import Ledger
+from privsyn_core.privacy.sensitivity import count_sensitivity
 from privsyn_core.registry import ParamSpec, register
 from privsyn_core.result import MechanismOutput
 
-#: Auto resolution cap on the interval (spec 15, ``K_max``): accuracy is then limited by ``1/(2 K_max)``.
+#: Auto resolution cap on the interval (the paper's ``K = floor(alpha)`` of Thm 5.4, capped): accuracy is then
+#: limited by ``1/(2 K_max)``.
 MAX_AUTO_BINS_1D = 2**18
 SCALE_PARAM = ParamSpec("tight", str, choices=("tight", "paper"),
                         help="Laplace scale of the walk: tight b = L/2 (replace) or 1 + L/2 (add/remove), the exact l1 "
@@ -91,6 +94,39 @@ SAMPLE_PARAM = ParamSpec("uniform", str, choices=("uniform", "center"),
 #: What srw and srw_tsp declare in ``MechanismSpec.floating_point_exposure`` (docs/security.md).
 WALK_FLOAT_EXPOSURE = ("continuous Laplace coefficients of the random walk are sampled in float64 "
                        "(numpy Generator.laplace) and enter the released weights")
+#: The guarantee of both walk mechanisms (srw, srw_tsp); ``{result}`` names the paper's metric-privacy result for
+#: the mechanism's path (Prop 5.1 on the interval, Thm 7.2 along a folding path).
+WALK_GUARANTEE = ("epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, {result}); "
+                  "add/remove with a public or noisy record count (extension). Default walk scale b = L/2 (replace) "
+                  "or 1 + L/2 (add/remove): the exact l1 sensitivity of the walk's coefficients, loss epsilon "
+                  "(attained for 2^L cells; docs/srw_privacy.md); scale='paper' (b = 2L+1, Thm 3.1) spends under "
+                  "epsilon/4 under replace")
+WALK_REFERENCE = ('Boedihardjo, Strohmer, Vershynin, "Private measures, random walks, and synthetic data", '
+                  'Probab. Theory Relat. Fields 2024')
+
+
+def walk_rate(epsilon: float, n: int, d: int) -> float:
+    """Shape of the walk mechanisms' expected W1 error, ``(log^{3/2}(epsilon n) / (epsilon n))^{1/d}``.
+
+    Boedihardjo, Strohmer and Vershynin, "Private measures, random walks, and synthetic data", Corollary 9.2
+    (the cube ``[0, 1]^d``; Theorem 5.4 on the interval, ``d = 1``), without its unspecified constant ``C``.
+    """
+    alpha = max(epsilon * n, 2.0)
+    return (math.log(alpha) ** 1.5 / alpha) ** (1 / d)
+
+
+#: The registration fields srw and srw_tsp share: data, relations, noise, paper, rate, the published outputs, and
+#: that both read the public record count.
+WALK_FIELDS: dict[str, Any] = {
+    "data_kind": "continuous",
+    "neighbouring": ("replace", "add_remove"),
+    "is_private": True,
+    "floating_point_exposure": WALK_FLOAT_EXPOSURE,
+    "reference": WALK_REFERENCE,
+    "rate": walk_rate,
+    "released": ("bins", "cells", "depth", "walk_length", "laplace_scale", "alpha", "delta", "path_length"),
+    "uses_n": lambda params: True,
+}
 
 
 @dataclass(frozen=True)
@@ -134,9 +170,9 @@ def calibrate(n: int, epsilon: float, neighbouring: str) -> Calibration:
     if neighbouring == "replace":
         ledger = [("superregular walk on the path (alpha = epsilon n, noise (2/alpha) Z; Prop 5.1, Lemma 4.1)",
                    epsilon)]
-        return Calibration(float(n), epsilon, 2, ledger)
+        return Calibration(float(n), epsilon, count_sensitivity(neighbouring), ledger)
     ledger = [("superregular walk on the cell counts, noise Z/epsilon (add/remove extension)", epsilon)]
-    return Calibration(float(max(1, n)), epsilon, 1, ledger)
+    return Calibration(float(max(1, n)), epsilon, count_sensitivity(neighbouring), ledger)
 
 
 def privacy_loss_bound(cal: Calibration, depth: int, scale: float, neighbouring: str) -> float:
@@ -153,7 +189,8 @@ def privacy_loss_bound(cal: Calibration, depth: int, scale: float, neighbouring:
 
 
 def auto_bins(alpha: float, dim: int) -> int:
-    """Cells per axis (spec 11): ``floor(alpha)`` in 1-D; ``round((alpha / log^{3/2} alpha)^{1/d})`` else."""
+    """Cells per axis: ``floor(alpha)`` in 1-D (Thm 5.4); ``round((alpha / log^{3/2} alpha)^{1/d})`` else (the
+    ``delta`` of Cor 9.1)."""
     if dim == 1:
         return int(min(max(1, math.floor(alpha)), MAX_AUTO_BINS_1D))
     if alpha < 3:
@@ -212,7 +249,8 @@ def release_path_counts(counts: np.ndarray, dim: int, cal: Calibration, folding:
                         rounding: str, sample: str, timings: dict[str, float]) -> tuple[MechanismOutput, RowPlan]:
     """Steps 2-4 from the cell counts in path order: the output without rows and its row plan.
 
-    ``scale`` picks the walk's Laplace scale for ``neighbouring`` (:func:`privsyn_core.mechanisms.random_walks.walks.laplace_scale`).
+    ``scale`` picks the walk's Laplace scale for ``neighbouring``
+    (:func:`privsyn_core.mechanisms.random_walks.walks.laplace_scale`).
     """
     bins, metric = folding.bins, folding.metric
     points = walks.grid_centres(folding.coords, bins)
@@ -276,10 +314,7 @@ def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
     "srw",
     title="Superregular random walk on the interval",
     paper="000, Sec 3-5 (Thm 3.1, Prop 5.1-5.2, Thm 5.4)",
-    data_kind="continuous",
-    neighbouring=("replace", "add_remove"),
-    is_private=True,
-    floating_point_exposure=WALK_FLOAT_EXPOSURE,
+    **WALK_FIELDS,
     params={
         "bins": ParamSpec(None, int, (1, 2**22), help="cells K on [0,1]; auto: floor(epsilon n) (Thm 5.4), "
                                                      f"at most {MAX_AUTO_BINS_1D}"),
@@ -287,18 +322,9 @@ def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
         "rounding": ROUNDING_PARAM,
         "sample": SAMPLE_PARAM,
     },
-    guarantee="epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, Prop 5.1); "
-              "add/remove with a public or noisy record count (extension). Default walk scale b = L/2 (replace) "
-              "or 1 + L/2 (add/remove): the exact l1 sensitivity of the walk's coefficients, loss epsilon "
-              "(attained for 2^L cells; docs/srw_privacy.md); scale='paper' (b = 2L+1, Thm 3.1) spends under "
-              "epsilon/4 under replace",
+    guarantee=WALK_GUARANTEE.format(result="Prop 5.1"),
     max_dim=1,
-    reference='Boedihardjo, Strohmer, Vershynin, "Private measures, random walks, and synthetic data", '
-              'Probab. Theory Relat. Fields 2024',
-    rate=lambda epsilon, n, d: (math.log(max(epsilon * n, 2.0)) ** 1.5 / max(epsilon * n, 2.0)) ** (1 / d),
     audit=AuditCase(params={"bins": 2, "scale": "tight"}, features=walk_features),
-    released=("bins", "cells", "depth", "walk_length", "laplace_scale", "alpha", "delta", "path_length"),
-    uses_n=lambda params: True,
     description="One column: cell counts plus a hierarchical (superregular) random walk, then the closest "
                 "probability measure in W1. Error about log^1.5(epsilon n)/(epsilon n).",
 )

@@ -7,7 +7,7 @@ and map the result back; round the weights to synthetic rows.
 
 * Net: the centres of the ``M^d`` grid cells, covering radius ``delta = 1/(2M)`` in
   l_inf (``sqrt(d)/(2M)`` in l2, ``d/(2M)`` in l1).  The nearest centre of a point is the
-  centre of its cell in every l_p metric.  ``M`` follows spec 11:
+  centre of its cell in every l_p metric.  ``M`` follows Sect. 9:
   ``round((alpha/log^{3/2} alpha)^{1/d})`` with ``alpha = epsilon n`` (``floor(alpha)``
   cells in 1-D), which balances ``delta`` against the walk error of Cor. 9.1; in ``d >= 2``
   raised to at least 2 (3-4 where the noise mass allows, :mod:`privsyn_core.data.layout`), with a
@@ -32,7 +32,6 @@ for ``K = 2^L``), the paper's ``b = 2L + 1`` (Thm 3.1) under ``epsilon/4`` under
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -49,7 +48,8 @@ from privsyn_core.mechanisms.random_walks.srw import (
     ROUNDING_PARAM,
     SAMPLE_PARAM,
     SCALE_PARAM,
-    WALK_FLOAT_EXPOSURE,
+    WALK_FIELDS,
+    WALK_GUARANTEE,
     Calibration,
     Folding,
     auto_bins,
@@ -82,7 +82,8 @@ def tsp_layout(n: int, dim: int, epsilon: float, neighbouring: str, params: dict
     warnings: list[str] = []
     m_bins = _resolve_bins(params["bins"], cal, dim, "mst_2opt" if two_opt else path, warnings)
     if dim > 1:
-        warnings += coarse_warnings([m_bins] * dim, "srw_tsp", BUDGET_HINT if params["bins"] is None else "use more bins")
+        hint = BUDGET_HINT if params["bins"] is None else "use more bins"
+        warnings += coarse_warnings([m_bins] * dim, "srw_tsp", hint)
     start = time.perf_counter()
     folding = _fold(m_bins, dim, path, params["metric"], two_opt)
     return TspLayout(cal, folding, tuple(warnings), time.perf_counter() - start)
@@ -116,7 +117,7 @@ def _resolve_bins(bins: int | None, cal: Calibration, dim: int, path: str, warni
     counts allows (:mod:`privsyn_core.data.layout`, with the count sensitivity over the walk's epsilon as the
     noise scale): the rule gives one cell (a single output row) on wide tables at small ``epsilon n``.
     """
-    kind = path if dim > 1 else "snake"  # 1-D always folds in sorted order (spec 7, item 6)
+    kind = path if dim > 1 else "snake"  # 1-D always folds in sorted order (the shortest path on a line)
     shown = "path='mst' with two_opt" if kind == "mst_2opt" else f"path={path!r}"
     limit = MAX_CELLS[kind]
     if bins is not None:
@@ -154,10 +155,7 @@ SPEC = register_staged(
     "srw_tsp", STAGES,
     title="Superregular random walk along a folding path (TSP/MST)",
     paper="000, Sec 6-7, 9 (Prop 6.5, Thm 7.2, Cor 7.3-7.4, Cor 9.2)",
-    data_kind="continuous",
-    neighbouring=("replace", "add_remove"),
-    is_private=True,
-    floating_point_exposure=WALK_FLOAT_EXPOSURE,
+    **WALK_FIELDS,
     params={
         "bins": ParamSpec(None, int, (1, 2**22), help="cells per axis M; auto: round((epsilon n / log^1.5(epsilon n))"
                                                      "^(1/d)), floor(epsilon n) in 1-D"),
@@ -170,15 +168,8 @@ SPEC = register_staged(
         "rounding": ROUNDING_PARAM,
         "sample": SAMPLE_PARAM,
     },
-    guarantee="epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, Thm 7.2); "
-              "add/remove with a public or noisy record count (extension). Default walk scale b = L/2 (replace) or "
-              "1 + L/2 (add/remove): the exact l1 sensitivity of the walk's coefficients, loss epsilon (attained for "
-              "2^L cells; docs/srw_privacy.md); scale='paper' (b = 2L+1, Thm 3.1) spends under epsilon/4 under replace",
+    guarantee=WALK_GUARANTEE.format(result="Thm 7.2"),
     description="Any dimension: fold the grid cells onto a line along a path, add a superregular random walk, "
                 "project in W1, map back. Error about (log^1.5(epsilon n)/(epsilon n))^(1/d).",
-    reference='Boedihardjo, Strohmer, Vershynin, "Private measures, random walks, and synthetic data", Probab. Theory Relat. Fields 2024',
-    rate=lambda epsilon, n, d: (math.log(max(epsilon * n, 2.0)) ** 1.5 / max(epsilon * n, 2.0)) ** (1 / d),
     audit=AuditCase(d=2, params={"bins": 2, "scale": "tight"}, features=walk_features),
-    released=("bins", "cells", "depth", "walk_length", "laplace_scale", "alpha", "delta", "path_length"),
-    uses_n=lambda params: True,
 )

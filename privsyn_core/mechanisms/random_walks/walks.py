@@ -1,8 +1,8 @@
 r"""Building blocks of the superregular random walk mechanisms (``srw``, ``srw_tsp``).
 
 Everything follows M. Boedihardjo, T. Strohmer, R. Vershynin, "Private measures, random
-walks, and synthetic data", Probab. Theory Relat. Fields (2024), seed 000, with the
-implementation spec ``random-walk-tsp.md`` (cited as "spec"):
+walks, and synthetic data", Probab. Theory Relat. Fields (2024), seed 000 (section, theorem and
+equation numbers below are the paper's):
 
 * the superregular random walk of Theorem 3.1 (Faber-Schauder hats with i.i.d. Laplace
   weights, Sect. 3.2-3.4) and its Haar analysis (the walk's density, Sect. 3.4);
@@ -31,6 +31,7 @@ from scipy.spatial import cKDTree
 from scipy.spatial.distance import cdist
 
 from privsyn_core.privacy import noise
+from privsyn_core.privacy.sensitivity import count_sensitivity
 
 ScaleMode = Literal["paper", "tight"]
 METRICS = ("chebyshev", "euclidean", "cityblock")
@@ -89,7 +90,7 @@ def laplace_scale(depth: int, mode: ScaleMode = "paper", neighbouring: str = "ad
     if mode == "paper":
         return 2.0 * depth + 1.0
     if mode == "tight":
-        return coefficient_sensitivity(depth, neighbouring) / (2.0 if neighbouring == "replace" else 1.0)
+        return coefficient_sensitivity(depth, neighbouring) / count_sensitivity(neighbouring)
     raise ValueError(f"scale mode must be 'paper' or 'tight', got {mode!r}")
 
 
@@ -100,7 +101,7 @@ def hat_partial_sums(coefficients: np.ndarray) -> np.ndarray:
     ``phi_1(t) = t`` and, at level ``l >= 1``, position ``i``, the hat of height 1 on
     ``((i-1)/2^{l-1}, i/2^{l-1})``.  Coefficients are in paper order (index 0 is level 0,
     ``[2^{l-1}, 2^l)`` is level ``l`` left to right).  ``O(N log N)``, vectorised over
-    leading axes (spec 3.2 step 4).
+    leading axes (the partial sums ``S_k = W_N(k/N)`` of (3.5)-(3.6), one level of hats at a time).
 
     Parameters
     ----------
@@ -136,7 +137,7 @@ def walk_steps(coefficients: np.ndarray, n_steps: int) -> np.ndarray:
 def superregular_walk(n_steps: int, rng: np.random.Generator, mode: ScaleMode = "paper",
                       size: int | None = None,
                       neighbouring: str = "add_remove") -> tuple[np.ndarray, np.ndarray, float]:
-    r"""Draw the superregular random walk of Theorem 3.1 (spec A1).
+    r"""Draw the superregular random walk of Theorem 3.1 (increments of (3.6), Sect. 3.2).
 
     ``N = 2^L`` i.i.d. ``Lap(b)`` coefficients are drawn in one call, in paper index
     order, and pushed through the hats; the first ``K`` increments are returned.
@@ -179,7 +180,8 @@ def superregular_walk(n_steps: int, rng: np.random.Generator, mode: ScaleMode = 
 def haar_coefficients(x: np.ndarray) -> np.ndarray:
     r"""Haar analysis ``lambda(x)_j = <psi_j, x> / ||psi_j||^2`` (Sect. 3.4).
 
-    Closed form (spec 3.1): ``lambda_1 = sum_k x_k``; a level-``l`` coefficient is half
+    Closed form (derived from the discrete Haar system of Sect. 3.4): ``lambda_1 = sum_k x_k``; a level-``l``
+    coefficient is half
     the difference of the sums of ``x`` over the left and right halves of its block.
     It inverts :func:`walk_steps` for ``K = N``: ``haar_coefficients(walk_steps(c, N)) == c``.
 
@@ -203,7 +205,7 @@ def walk_potential(z: np.ndarray, scale: float) -> np.ndarray:
     r"""Potential ``V(z) = ||lambda(z)||_1 / b`` of the walk's density ``exp(-V)/beta`` (3.1).
 
     For ``K = N`` the increments are a linear bijection of the coefficients, so the
-    density of ``Z`` is ``exp(-V(z))`` up to a constant (spec 3.3).  Differences of
+    density of ``Z`` is ``exp(-V(z))`` up to a constant (the regularity (3.1) of Theorem 3.1).  Differences of
     ``V`` give exact privacy-loss values (log density ratios).
     """
     return np.abs(haar_coefficients(z)).sum(axis=-1) / scale
@@ -233,7 +235,8 @@ def signed_w1_line(a: np.ndarray, b: np.ndarray, positions: np.ndarray, right_en
     r"""``W1(a, b) = int |F_a - F_b|`` for signed measures on sorted positions (2.7).
 
     ``= sum_k (x_{k+1} - x_k) |sum_{j<=k} (a_j - b_j)|`` with ``x_{K+1} = right_end``
-    (spec 4, the identity of 5.1.3).  ``right_end=None`` stops at the last position,
+    (the W1 of a line (2.7), as used in the proof of Proposition 5.1).  ``right_end=None`` stops at the last
+    position,
     which drops the constant ``(R - x_K)|mass(a) - mass(b)|``.
     """
     positions = np.asarray(positions, dtype=float)
@@ -283,12 +286,12 @@ def project_to_probability(signed: np.ndarray, positions: np.ndarray) -> np.ndar
     r"""The probability measure closest in W1 to a signed measure on a line (Prop. 5.2).
 
     With ``F_k = sum_{j<=k} nu_j`` and gaps ``g_k = x_{k+1} - x_k`` the problem is
-    ``min sum_{k<K} g_k |G_k - F_k|`` over ``0 <= G_1 <= ... <= G_{K-1} <= 1`` (spec 5,
-    derived), i.e. box-constrained weighted L1 isotonic regression: the unconstrained
+    ``min sum_{k<K} g_k |G_k - F_k|`` over ``0 <= G_1 <= ... <= G_{K-1} <= 1`` (derived from
+    (2.7); the projection of Proposition 5.2), i.e. box-constrained weighted L1 isotonic regression: the unconstrained
     fit of :func:`isotonic_l1` clipped to ``[0, 1]``.  Then ``nu_hat = diff(0, G, 1)``.
     Minimality gives ``W1(nu_hat, nu) <= W1(mu, nu)`` for every probability ``mu`` and so
     ``W1(nu_hat, mu) <= 2 W1(nu, mu)``.  This is *not* clip-and-renormalise, which loses
-    the factor-2 guarantee (spec 5, 17.4).
+    the factor-2 guarantee of Proposition 5.2.
 
     Parameters
     ----------
@@ -319,7 +322,7 @@ def snake_order(bins: int, dim: int) -> np.ndarray:
     """Boustrophedon path through the ``bins^dim`` grid cells: integer coordinates ``(K, dim)``.
 
     The snake of ``{0..M-1}^d`` visits ``i = 0..M-1`` in the first coordinate and appends
-    the ``(d-1)``-snake, reversed when ``i`` is odd (spec 7, item 1).  Consecutive cells
+    the ``(d-1)``-snake, reversed when ``i`` is odd (a space-filling path, Remark 7.5).  Consecutive cells
     differ by one in exactly one coordinate, so the path has length ``(K-1)/M`` in any
     l_p metric.  ``O(K d)``; ``d = 1`` is sorted order.
     """
@@ -379,7 +382,7 @@ def mst_order(points: np.ndarray, metric: str) -> tuple[np.ndarray, float]:
     r"""Hamiltonian path of a finite metric space: MST depth-first preorder (Lemma 6.1).
 
     The DFS starts at an end of the tree's longest path (the node farthest from node 0),
-    so a 1-D space comes out in sorted order (spec 7, item 6).  Shortcutting the DFS walk
+    so a 1-D space comes out in sorted order (the shortest path on a line).  Shortcutting the DFS walk
     gives a path no longer than ``2 MST <= 2 TSP``.
 
     The tree is the MST of the complete graph, computed on the sparse graph of all pairs
@@ -422,7 +425,7 @@ def _radius_graph(points: np.ndarray, metric: str) -> csr_matrix:
 
 
 def two_opt(order: np.ndarray, distances: np.ndarray, max_passes: int = 20) -> np.ndarray:
-    """Improve an open path by 2-opt segment reversals (spec 7, item 3).
+    """Improve an open path by 2-opt segment reversals (shortens the path of Proposition 6.5; not in the paper).
 
     A dummy node at zero distance from every point closes the path into a tour, so
     reversals touching either end are allowed.  Each pass tries, for every cut ``i``,

@@ -73,6 +73,7 @@ from privsyn_core.mechanisms.wide_tables.tree_pieces import (
 )
 from privsyn_core.privacy.accounting import split_epsilon
 from privsyn_core.privacy.noise import discrete_laplace
+from privsyn_core.privacy.sensitivity import count_sensitivity
 from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
 
@@ -97,7 +98,7 @@ class TreeCodec(Codec):
 
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
-        self.levels = tuple(len(c.categories or ()) if c.kind == "categorical" else 0 for c in schema.columns)
+        self.levels = tuple(len(c.category_list) if c.kind == "categorical" else 0 for c in schema.columns)
         #: What both paths add to the stages' parameters (public facts of the schema).
         self.stage_params = {"levels": self.levels}
 
@@ -190,7 +191,7 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
     grids = [dense[s:e].reshape(2 ** p.cuts[0], 2 ** p.cuts[1])
              for p, s, e in zip(layout.pairs, layout.offsets[:-1], layout.offsets[1:], strict=True)]
     timings: dict[str, float] = {}
-    sensitivity = 1 if neighbouring == "add_remove" else 2
+    sensitivity = count_sensitivity(neighbouring)
 
     start = time.perf_counter()
     if d >= 3:
@@ -225,7 +226,7 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
                                 "true_count": r.true_leaves, "count": r.joint, "sigma": r.sigmas,
                                 "noisy_root": r.noisy_root,
                                 "levels": [{"lo": lo, "hi": hi, "noisy_count": noisy}
-                                           for (lo, hi), noisy in zip(r.level_boxes(), r.noisy_levels)]}
+                                           for (lo, hi), noisy in zip(r.level_boxes(), r.noisy_levels, strict=True)]}
                                for r in releases]},
         params={"tree_edges": edges, "root": 0, "edge_depths": [r.tree.depth for r in releases],
                 "edge_cuts": [list(r.tree.cuts) for r in releases]},
@@ -398,11 +399,12 @@ class TreePlan(RowPlan):
 
 
 def edge_features(out: MechanismOutput, pair: Any) -> np.ndarray:
-    """Audit features: :func:`~privsyn_core.evaluation.audit.cell_features` of the first edge's PMM tree, its noisy counts per
-    level (on two columns the one edge's square is the whole cube, so the corners' cells are the pair's)."""
+    """Audit features: :func:`~privsyn_core.evaluation.audit.cell_features` of the first edge's PMM tree, its noisy
+    counts per level (on two columns the one edge's square is the whole cube, so the corners' cells are the pair's)."""
     from privsyn_core.evaluation.audit import cell_features
 
-    edge = MechanismOutput(unit=out.unit, ledger=out.ledger, diagnostics={"levels": out.diagnostics["edges"][0]["levels"]})
+    levels = out.diagnostics["edges"][0]["levels"]
+    edge = MechanismOutput(unit=out.unit, ledger=out.ledger, diagnostics={"levels": levels})
     return cell_features(edge, pair)
 
 

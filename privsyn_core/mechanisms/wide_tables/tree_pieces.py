@@ -30,6 +30,7 @@ import numpy as np
 from privsyn_core.mechanisms.hvz23.pmm_tree import tree_counts
 from privsyn_core.privacy.accounting import split_epsilon
 from privsyn_core.privacy.noise import discrete_laplace
+from privsyn_core.privacy.sensitivity import count_sensitivity
 
 #: Most cuts of a numeric axis (a bin of width 2^-16 of the public range).
 MAX_AXIS_BITS = 16
@@ -176,7 +177,8 @@ def release_pair(tree: PairTree, leaves_heap: np.ndarray, epsilon: float, neighb
     have count 0 for every dataset and are released as 0 without noise.
     """
     r = tree.depth
-    sensitivity, first = (1, 0) if neighbouring == "add_remove" else (2, 1)
+    sensitivity = count_sensitivity(neighbouring)
+    first = 0 if neighbouring == "add_remove" else 1  # replace-one: n is public, the root is exact
     deltas = tree.deltas()
     level_eps = np.zeros(r + 1)
     sigmas = np.full(r + 1, np.inf)

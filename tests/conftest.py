@@ -18,8 +18,10 @@ import privsyn_core as ps
 
 #: --doctest-modules would import the conftest files as plain modules, and two files named ``conftest`` (here and
 #: in ``browser/``) collide in pytest's default import mode; they hold no doctests (pytest still loads them as
-#: conftests).
+#: conftests).  ``data/`` holds inputs, not tests: importing ``data/throwaway_mechanism.py`` would register its
+#: mechanism in every suite (tests/test_new_mechanism.py loads it on purpose, in a subprocess).
 collect_ignore = ["conftest.py", "browser/conftest.py"]
+collect_ignore_glob = ["data/*"]
 
 @pytest.fixture(autouse=True, scope="module")
 def _module_ledger(tmp_path_factory):

@@ -551,3 +551,32 @@ def test_stakeholder_report_stays_under_1_mb_at_the_widest_table_it_draws():
     assert size < 2**20 and "<script" not in html
     assert html.count("<svg") == F.MARGINAL_MAX_COLUMNS and "4 more are not" in html
     assert f"the first {F.MARGINAL_MAX_CATEGORIES} of {k} in public order" in html
+
+
+# -- Compare: every column's marginal at once (issue 16, item 3) ----------------------------------------------
+def marginals_grid(at: AppTest) -> dict:
+    found = [f for f in figures(at) if "Every column" in str(f["layout"].get("title", {}).get("text", ""))]
+    assert len(found) == 1, "Compare draws one small-multiples figure"
+    return found[0]
+
+
+@pytest.mark.parametrize("release", [False, True])
+def test_compare_draws_every_columns_marginal_real_beside_synthetic_only_in_teaching_mode(release):
+    at = new_app()
+    if release:
+        at.toggle(key="w_release").set_value(True).run()
+    run_mechanism(at, "dp_histogram")
+    at.switch_page("pages/compare.py").run()
+    assert not problems(at)
+    grid = marginals_grid(at)
+    schema = at.session_state["result"].schema
+    names = {t["name"] for t in grid["data"]}
+    assert names == ({"synthetic"} if release else {"synthetic", f"real ({NOT_PRIVATE})"})
+    per_axis = {t["xaxis"] for t in grid["data"]}
+    assert len(per_axis) == len(schema["columns"]), "one subplot per column"
+    titles = [a["text"] for a in grid["layout"]["annotations"]]
+    assert titles == [c["name"] for c in schema["columns"]]
+    first = schema["columns"][0]
+    assert grid["layout"]["xaxis"]["title"]["text"] == f"{first['name']}: value (public range {first['lo']:g} to " \
+                                                      f"{first['hi']:g})"
+    assert any(F.MARGINALS_CAPTION.split(";")[0] in c.value for c in at.caption)

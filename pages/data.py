@@ -91,6 +91,7 @@ def schema_grid() -> None:
     with ui.user_errors():
         chosen = ui.columns()
         entries = schema_editor.editor(chosen, ui.table())
+        ui.remember_schema()  # an edit reruns this fragment alone: keep it for a reload now
         sources = {name: entries.get(name, {}).get("source", "not set") for name in chosen}
         st.caption("Where each domain comes from: " + "; ".join(f"{md(n)}: {md(v)}" for n, v in sources.items()))
     try:

@@ -4,7 +4,7 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
-from pages._support import schema_editor, shared
+from pages._support import grid_focus, schema_editor, shared
 from pages._support.text import md
 from privsyn_core.data.datasets import SAMPLES
 
@@ -106,6 +106,7 @@ def schema_grid() -> None:
                      "private release.")
 
 
+grid_focus.install()  # a double-click on a cell after an edit keeps the keyboard in its editor
 schema_grid()
 
 cols = st.columns(2)

@@ -61,9 +61,7 @@ if found:
         ui.not_private("the real distributions")
     panels = F.marginal_panels(ui.synthetic_table(result), result.schema, real=ui.real_of(result) if teaching else None)
     st.plotly_chart(F.marginals_grid(panels), key="compare_marginals_grid")
-    st.caption(F.MARGINALS_CAPTION if teaching else
-               F.MARGINALS_CAPTION.replace(" Look for the same shape in both colours.", "") + " Release mode: the "
-               "release alone, on bins and categories fixed by the public schema.")
+    st.caption(F.MARGINALS_NOTE + ("" if teaching else " Release mode: the release alone."))
 
     if len(names) > 1:
         st.subheader("Correlations")

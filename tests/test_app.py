@@ -526,7 +526,7 @@ def test_stakeholder_report_is_small_plain_and_release_only_without_raw_inputs()
     teaching = stakeholder.build(release=release, data_name="people.csv", totals={}, budget=None, real=df)
     assert f"real ({F.NOT_PRIVATE})" in teaching and F.NOT_PRIVATE not in html
     assert html.count("<svg") == len(schema["columns"]), "every column's marginal, in the columns' own units"
-    assert "public range 0 to 100" in html and F.MARGINALS_CAPTION in html
+    assert "public range 0 to 100" in html and F.MARGINALS_CAPTION in html and F.MARGINALS_NOTE in html
     bootstrap = ps.synthesize(df, "bootstrap", 1.0, schema=schema, rng=0).release()
     assert "NOT a private release" in stakeholder.build(release=bootstrap, data_name="x", totals={}, budget=None)
 
@@ -579,4 +579,5 @@ def test_compare_draws_every_columns_marginal_real_beside_synthetic_only_in_teac
     first = schema["columns"][0]
     assert grid["layout"]["xaxis"]["title"]["text"] == f"{first['name']}: value (public range {first['lo']:g} to " \
                                                       f"{first['hi']:g})"
-    assert any(F.MARGINALS_CAPTION.split(";")[0] in c.value for c in at.caption)
+    assert grid["layout"]["title"]["subtitle"]["text"].startswith(F.MARGINALS_CAPTION)
+    assert any(F.MARGINALS_NOTE in c.value for c in at.caption)

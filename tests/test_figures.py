@@ -265,7 +265,7 @@ def test_marginals_grid_is_one_titled_subplot_per_column_in_the_columns_units():
     assert tuple(layout.xaxis2.range) == (0.0, 1000.0)
     assert layout.xaxis3.type == "category" and tuple(layout.xaxis3.categoryarray) == ("M", "F")
     assert layout.yaxis.title.text == "share of rows"
-    assert layout.title.subtitle.text == F.MARGINALS_CAPTION and "public range" in F.MARGINALS_CAPTION
+    assert layout.title.subtitle.text == F.MARGINALS_CAPTION + F.COMPARE_HINT and "public range" in F.MARGINALS_CAPTION
     income_bars = [t for t in fig.data if t.xaxis == "x2"]
     for bar in income_bars:  # overlaid histograms: each bar starts at its bin's lower edge, as wide as the bin
         assert bar.offset == 0
@@ -278,7 +278,7 @@ def test_marginals_grid_is_one_titled_subplot_per_column_in_the_columns_units():
 def test_marginals_grid_in_release_mode_draws_the_release_alone():
     panels = F.marginal_panels(small_frame(80, 1), SMALL_SCHEMA)
     fig = F.marginals_grid(panels)
-    assert {t.name for t in fig.data} == {"synthetic"}
+    assert {t.name for t in fig.data} == {"synthetic"} and fig.layout.title.subtitle.text == F.MARGINALS_CAPTION
     assert F.NOT_PRIVATE not in fig.to_json()
 
 

@@ -64,8 +64,9 @@ def build(*, release: Release, data_name: str, totals: dict[str, float], budget:
     panels = F.marginal_panels(rows, release.schema, real=real)
     figs = F.svg_marginals(panels[:F.MARGINAL_MAX_COLUMNS])
     left_out = len(panels) - len(figs)
-    body.append("<h2>Each column</h2><p>" + escape(F.MARGINALS_CAPTION, quote=False)
-                + (" Real data shown for teaching only." if real is not None else "")
+    caption = F.MARGINALS_CAPTION + (F.COMPARE_HINT + " (real data shown for teaching only)" if real is not None
+                                     else "") + ". " + F.MARGINALS_NOTE
+    body.append("<h2>Each column</h2><p>" + escape(caption, quote=False)
                 + (f" The first {len(figs)} columns are drawn; {left_out} more are not." if left_out else "") + "</p>")
     body.append(f"<div class='figs'>{''.join(figs)}</div>")
     synthetic_corr = _correlations(rows, release.schema)

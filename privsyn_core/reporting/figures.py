@@ -307,9 +307,12 @@ MARGINAL_BINS = 20
 MARGINAL_MAX_COLUMNS = 36
 #: At most this many categories of one column are drawn, the first ones in the public order (a public cut).
 MARGINAL_MAX_CATEGORIES = 60
-MARGINALS_CAPTION = ("Share of rows per category (in the public order) or per equal bin of each numeric column's "
-                     "public range, in the column's own units; values outside the range count in its end bins, as "
-                     "the mechanisms clip them. Look for the same shape in both colours.")
+#: The small multiples' one-line caption (the figure's subtitle).
+MARGINALS_CAPTION = "Share of rows per bin of each column's public range, or per category in its public order"
+#: What the caption leaves out (shown under the figure and in the report).
+MARGINALS_NOTE = ("Bins and categories come from the public schema alone; values outside a range count in its end "
+                  "bins, as the mechanisms clip them.")
+COMPARE_HINT = ": look for the same shape in both colours"
 
 
 def marginal_panels(synthetic: pd.DataFrame, schema: dict, *, real: pd.DataFrame | None = None,
@@ -383,7 +386,8 @@ def marginals_grid(panels: Sequence[dict], *, cols: int = 3, max_columns: int = 
     A numeric column is drawn as overlaid histograms on its public bins (real and synthetic over each other,
     half transparent, each bar as wide as its bin); a categorical column as grouped bars, one group per
     category in the public order.  Each subplot is titled by its column, its x axis in the column's units and
-    its y axis in share of rows; the caption (:data:`MARGINALS_CAPTION`) is the figure's subtitle.
+    its y axis in share of rows; the one-line caption (:data:`MARGINALS_CAPTION`, with :data:`COMPARE_HINT` when
+    real and synthetic are drawn) is the figure's subtitle.
 
     Parameters
     ----------
@@ -428,11 +432,13 @@ def marginals_grid(panels: Sequence[dict], *, cols: int = 3, max_columns: int = 
     left_out = len(panels) - len(shown)
     title = "Every column's distribution" + (f" (the first {len(shown)}; {left_out} more not drawn)" if left_out
                                             else "")
+    caption = MARGINALS_CAPTION + (COMPARE_HINT if any(len(p["shares"]) > 1 for p in shown) else "")
+    top, bottom, plot_height = 130, 40, 290 * rows  # the legend sits at the right of the title
     fig = go.Figure(data=traces, layout=dict(
-        layout, annotations=titles, barmode="group", bargap=0.15, height=120 + 290 * rows,
-        title=dict(text=title, subtitle=dict(text=MARGINALS_CAPTION, font=dict(size=11))),
-        margin=dict(l=50, r=10, t=110, b=40),
-        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1.0, xanchor="right")))
+        layout, annotations=titles, barmode="group", bargap=0.15, height=top + bottom + plot_height,
+        title=dict(text=title, subtitle=dict(text=caption, font=dict(size=12))),
+        margin=dict(l=50, r=10, t=top, b=bottom),
+        legend=dict(orientation="h", y=1 + (top - 50) / plot_height, yanchor="top", x=1.0, xanchor="right")))
     return fig
 
 

@@ -296,3 +296,15 @@ def test_svg_marginals_are_one_escaped_chart_per_column_without_scripts():
     svgs = F.svg_marginals(F.marginal_panels(frame, schema, real=frame))
     assert len(svgs) == 2 and all(s.startswith("<svg") for s in svgs)
     assert "<b>" not in "".join(svgs) and "<i>" not in "".join(svgs) and "<script" not in "".join(svgs)
+
+
+def test_the_folding_path_shows_its_direction_and_the_walk_has_one_axis_per_panel():
+    frame = pd.DataFrame(two_blobs(300, 2, rng=0), columns=["x0", "x1"])
+    diag = ps.synthesize(frame, "srw_tsp", 1.0, schema=ps.unit_schema(2), rng=0).diagnostics
+    path = F.path_figure(diag["path"], net=diag.get("net"))
+    ends = next(t for t in path.data if t.name == "path start and end")
+    assert list(ends.text) == ["start", "end"], "the path's direction: where it starts and ends"
+    walk = F.walk_figure(diag["walk"], signed=diag.get("signed"), projected=diag.get("projected"))
+    axes = [walk.layout[name] for name in ("yaxis", "yaxis2")]
+    assert all(a.overlaying is None and a.zeroline for a in axes), "one y axis per panel, zero marked"
+    assert {t.yaxis for t in walk.data} == {"y", "y2"} and walk.layout.title.text

@@ -29,6 +29,7 @@ try:
         ui.init_state()
     ui.sidebar_controls()
     page.run()
+    ui.remember_schema()
     ui.sidebar_data()
     ui.sidebar_ledger()
 finally:

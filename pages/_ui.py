@@ -216,12 +216,42 @@ def restore_or_default() -> None:
         if found is not None:
             with contextlib.suppress(ps.PrivsynError):
                 set_data(*found, token=token)
+                restore_schema(token)
                 return
     load_sample(sample if sample and sample.isidentifier() and (ASSETS / f"{sample}.csv").exists()
                 else DEFAULT_SAMPLE)
     if token:  # shown until another table is chosen
         st.session_state.restore_note = ("The table of this link is no longer kept on the server (the oldest "
                                          "uploads are removed to keep the disk bounded): upload it again.")
+
+
+def restore_schema(token: str) -> None:
+    """The schema entries and chosen columns kept with the upload ``token`` (:func:`remember_schema`), if any."""
+    kept = uploads.load_schema(token)
+    if kept is None:
+        return
+    names = [str(c) for c in table().columns]
+    set_schema_entries({k: e for k, e in kept["entries"].items() if k in names and isinstance(e, dict)})
+    chosen = [c for c in kept["columns"] if c in names]
+    if chosen:
+        shared.set_columns(chosen)
+    st.session_state.kept_schema = _schema_json()
+
+
+def remember_schema() -> None:
+    """Keep the current upload's schema entries and chosen columns beside it (public: what the user declared), so
+    that a reload restores them (:func:`restore_schema`).  Written only when they changed since the last write."""
+    token = (st.session_state.get("data") or {}).get("token")
+    if not token:
+        return
+    body = _schema_json()
+    if body != st.session_state.get("kept_schema"):
+        uploads.save_schema(token, st.session_state.get("schema_entries", {}), columns())
+        st.session_state.kept_schema = body
+
+
+def _schema_json() -> str:
+    return json.dumps([st.session_state.get("schema_entries", {}), columns()], sort_keys=True, default=str)
 
 
 def name_data_in_url() -> None:

@@ -56,6 +56,13 @@ if found:
 
     views()
 
+    st.subheader("Every column at once")
+    if teaching:
+        ui.not_private("the real distributions")
+    panels = F.marginal_panels(ui.synthetic_table(result), result.schema, real=ui.real_of(result) if teaching else None)
+    st.plotly_chart(F.marginals_grid(panels), key="compare_marginals_grid")
+    st.caption(F.MARGINALS_NOTE + ("" if teaching else " Release mode: the release alone."))
+
     if len(names) > 1:
         st.subheader("Correlations")
         synthetic_corr = F.correlation_matrix(report.schema_encode(result.data, result.schema))

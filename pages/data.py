@@ -4,7 +4,7 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
-from pages._support import schema_editor, shared
+from pages._support import grid_focus, schema_editor, shared
 from pages._support.text import md
 from privsyn_core.data.datasets import SAMPLES
 
@@ -99,6 +99,7 @@ def schema_grid() -> None:
     with ui.user_errors():
         chosen = ui.columns()
         entries = schema_editor.editor(chosen, ui.table())
+        ui.remember_schema()  # an edit reruns this fragment alone: keep it for a reload now
         sources = {name: entries.get(name, {}).get("source", "not set") for name in chosen}
         st.caption("Where each domain comes from: " + "; ".join(f"{md(n)}: {md(v)}" for n, v in sources.items()))
     try:
@@ -113,6 +114,7 @@ def schema_grid() -> None:
                      "private release.")
 
 
+grid_focus.install()  # a double-click on a cell after an edit keeps the keyboard in its editor
 schema_grid()
 
 cols = st.columns(2)

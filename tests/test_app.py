@@ -20,6 +20,7 @@ from streamlit.testing.v1 import AppTest
 import privsyn_core as ps
 from pages._support import comparison
 from privsyn_core.data.datasets import two_blobs
+from privsyn_core.reporting import figures as F
 from privsyn_core.reporting.figures import MAX_POINTS, NOT_PRIVATE
 
 PAGES = ["pages/data.py", "pages/synthesize.py", "pages/partitions.py", "pages/tsp.py", "pages/compare.py",
@@ -529,6 +530,60 @@ def test_stakeholder_report_is_small_plain_and_release_only_without_raw_inputs()
     assert f"{n:,}" not in html and str(n) not in html, "release mode: no exact n in the report"
     assert html.index(">M<") < html.index(">F<"), "categories in their public order"
     teaching = stakeholder.build(release=release, data_name="people.csv", totals={}, budget=None, real=df)
-    assert "real (not private)" in teaching
+    assert f"real ({F.NOT_PRIVATE})" in teaching and F.NOT_PRIVATE not in html
+    assert html.count("<svg") == len(schema["columns"]), "every column's marginal, in the columns' own units"
+    assert "public range 0 to 100" in html and F.MARGINALS_CAPTION in html and F.MARGINALS_NOTE in html
     bootstrap = ps.synthesize(df, "bootstrap", 1.0, schema=schema, rng=0).release()
     assert "NOT a private release" in stakeholder.build(release=bootstrap, data_name="x", totals={}, budget=None)
+
+
+def test_stakeholder_report_stays_under_1_mb_at_the_widest_table_it_draws():
+    """The worst case of the small multiples: more columns than are drawn, each with the most bars drawn, real and
+    synthetic, plus a metrics table; the report must still be under 1 MB (issue 16, item 5)."""
+    from pages._support import stakeholder
+
+    rng = np.random.default_rng(0)
+    n, k, wide = 5000, 200, F.MARGINAL_MAX_COLUMNS + 4
+    categories = [f"category number {i}" for i in range(k)]
+    df = pd.DataFrame({f"c{i}": rng.choice(categories, n) for i in range(wide // 2)}
+                      | {f"v{i}": rng.uniform(0, 1, n) for i in range(wide - wide // 2)})
+    schema = {"columns": [{"name": f"c{i}", "kind": "categorical", "categories": categories} for i in range(wide // 2)]
+              + [{"name": f"v{i}", "kind": "numeric", "lo": 0.0, "hi": 1.0} for i in range(wide - wide // 2)]}
+    release = ps.synthesize(df, "bootstrap", 1.0, schema=schema, rng=0).release()
+    metrics = pd.DataFrame({"metric": [f"m{i}" for i in range(40)], "value": rng.random(40)})
+    html = stakeholder.build(release=release, data_name="wide.csv", totals={}, budget=None, real=df, metrics=metrics)
+    size = len(html.encode())
+    print(f"\n[report] {wide} columns ({k} categories each for half): {size / 2**10:.0f} KiB")
+    assert size < 2**20 and "<script" not in html
+    assert html.count("<svg") == F.MARGINAL_MAX_COLUMNS and "4 more are not" in html
+    assert f"the first {F.MARGINAL_MAX_CATEGORIES} of {k} in public order" in html
+
+
+# -- Compare: every column's marginal at once (issue 16, item 3) ----------------------------------------------
+def marginals_grid(at: AppTest) -> dict:
+    found = [f for f in figures(at) if "Every column" in str(f["layout"].get("title", {}).get("text", ""))]
+    assert len(found) == 1, "Compare draws one small-multiples figure"
+    return found[0]
+
+
+@pytest.mark.parametrize("release", [False, True])
+def test_compare_draws_every_columns_marginal_real_beside_synthetic_only_in_teaching_mode(release):
+    at = new_app()
+    if release:
+        at.toggle(key="w_release").set_value(True).run()
+    run_mechanism(at, "dp_histogram")
+    at.switch_page("pages/compare.py").run()
+    assert not problems(at)
+    grid = marginals_grid(at)
+    schema = at.session_state["result"].schema
+    names = {t["name"] for t in grid["data"]}
+    assert names == ({"synthetic"} if release else {"synthetic", f"real ({NOT_PRIVATE})"})
+    per_axis = {t["xaxis"] for t in grid["data"]}
+    assert len(per_axis) == len(schema["columns"]), "one subplot per column"
+    titles = [a["text"] for a in grid["layout"]["annotations"]]
+    assert titles == [c["name"] for c in schema["columns"]]
+    first = schema["columns"][0]
+    assert grid["layout"]["xaxis"]["title"]["text"] == f"{first['name']}: value (public range {first['lo']:g} to " \
+                                                      f"{first['hi']:g})"
+    assert grid["layout"]["title"]["subtitle"]["text"].startswith(F.MARGINALS_CAPTION)
+    assert any(F.MARGINALS_NOTE in c.value for c in at.caption)

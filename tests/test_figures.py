@@ -240,3 +240,107 @@ def test_released_tree_figure_reads_only_the_schema_and_the_released_parameters(
 
 def test_released_tree_figure_is_none_for_a_release_without_a_tree():
     assert F.released_tree_figure(_release("pmm").release()) is None
+
+
+# -- small multiples of every column's marginal (issue 16, item 3) ---------------------------------------------
+SMALL_SCHEMA = {"columns": [{"name": "age", "kind": "numeric", "lo": 17.0, "hi": 90.0, "integer": True},
+                            {"name": "income", "kind": "numeric", "lo": 0.0, "hi": 1000.0},
+                            {"name": "sex", "kind": "categorical", "categories": ["M", "F"]},
+                            {"name": "kids", "kind": "numeric", "lo": 0.0, "hi": 5.0, "integer": True}]}
+
+
+def small_frame(n: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"age": rng.integers(17, 91, n), "income": rng.uniform(0, 1000, n),
+                         "sex": rng.choice(["F", "M"], n), "kids": rng.integers(0, 6, n)})
+
+
+def test_marginal_panels_take_bins_and_order_from_the_public_schema_only():
+    real, synthetic = small_frame(500, 0), small_frame(80, 1)
+    panels = F.marginal_panels(synthetic, SMALL_SCHEMA, real=real)
+    other = F.marginal_panels(small_frame(80, 2) * 1, SMALL_SCHEMA)  # other data: the same bins and labels
+    for a, b in zip(panels, other, strict=True):
+        assert a["labels"] == b["labels"] and (a["edges"] is None) == (b["edges"] is None)
+        if a["edges"] is not None:
+            np.testing.assert_array_equal(a["edges"], b["edges"])
+    age, income, sex, kids = panels
+    assert sex["labels"] == ["M", "F"] and sex["edges"] is None, "categories in the public order, not sorted"
+    np.testing.assert_allclose(income["edges"], np.linspace(0, 1000, F.MARGINAL_BINS + 1))
+    assert kids["labels"] == ["0", "1", "2", "3", "4", "5"], "a small integer column: one bar per integer"
+    widths = np.diff(age["edges"])
+    assert np.all(widths[:-1] == widths[0]) and widths[-1] <= widths[0] and age["edges"][0] == 16.5
+    assert list(age["shares"]) == [f"real ({F.NOT_PRIVATE})", "synthetic"]
+    for panel in panels:
+        for share in panel["shares"].values():
+            assert math.isclose(share.sum(), 1.0)
+    counted = np.histogram(real["income"], bins=income["edges"])[0] / len(real)
+    np.testing.assert_allclose(income["shares"][f"real ({F.NOT_PRIVATE})"], counted)
+
+
+def test_marginal_panels_clip_values_outside_the_range_and_skip_unknown_categories():
+    frame = pd.DataFrame({"age": [5, 17, 200, 50], "income": [-10.0, 0.0, 5000.0, 500.0], "sex": ["M", "F", "x", "F"],
+                          "kids": [0, 1, 2, 3]})
+    age, income, sex, _ = F.marginal_panels(frame, SMALL_SCHEMA)
+    assert income["shares"]["synthetic"][0] == 0.5 and income["shares"]["synthetic"][-1] == 0.25
+    assert age["shares"]["synthetic"][0] == 0.5 and age["shares"]["synthetic"][-1] == 0.25
+    np.testing.assert_allclose(sex["shares"]["synthetic"], [0.25, 0.5])  # "x" is no public category
+    many = {"columns": [{"name": "c", "kind": "categorical", "categories": [f"k{i}" for i in range(100)]}]}
+    (long,) = F.marginal_panels(pd.DataFrame({"c": ["k0", "k99"]}), many, max_categories=10)
+    assert long["labels"] == [f"k{i}" for i in range(10)] and "first 10 of 100" in long["unit"]
+
+
+def test_marginals_grid_is_one_titled_subplot_per_column_in_the_columns_units():
+    panels = F.marginal_panels(small_frame(80, 1), SMALL_SCHEMA, real=small_frame(500, 0))
+    fig = F.marginals_grid(panels, cols=2)
+    assert [a.text for a in fig.layout.annotations][:4] == ["age", "income", "sex", "kids"]
+    assert len(fig.data) == 8 and all(isinstance(t, go.Bar) for t in fig.data)
+    assert sum(bool(t.showlegend) for t in fig.data) == 2, "each series once in the legend"
+    layout = fig.layout
+    assert layout.xaxis.title.text.startswith("age: value (public range 17 to 90)")
+    assert layout.xaxis2.title.text == "income: value (public range 0 to 1000)"
+    assert tuple(layout.xaxis2.range) == (0.0, 1000.0)
+    assert layout.xaxis3.type == "category" and tuple(layout.xaxis3.categoryarray) == ("M", "F")
+    assert layout.yaxis.title.text == "share of rows"
+    assert layout.title.subtitle.text == F.MARGINALS_CAPTION + F.COMPARE_HINT and "public range" in F.MARGINALS_CAPTION
+    income_bars = [t for t in fig.data if t.xaxis == "x2"]
+    for bar in income_bars:  # overlaid histograms: each bar starts at its bin's lower edge, as wide as the bin
+        assert bar.offset == 0
+        np.testing.assert_allclose(bar.x, np.linspace(0, 1000, 21)[:-1])
+        np.testing.assert_allclose(bar.width, 50.0)
+    sex_bars = [t for t in fig.data if t.xaxis == "x3"]
+    assert all(t.offset is None for t in sex_bars) and layout.barmode == "group", "categories: grouped bars"
+
+
+def test_marginals_grid_in_release_mode_draws_the_release_alone():
+    panels = F.marginal_panels(small_frame(80, 1), SMALL_SCHEMA)
+    fig = F.marginals_grid(panels)
+    assert {t.name for t in fig.data} == {"synthetic"} and fig.layout.title.subtitle.text == F.MARGINALS_CAPTION
+    assert F.NOT_PRIVATE not in fig.to_json()
+
+
+def test_marginals_grid_draws_at_most_max_columns_and_says_so():
+    schema = {"columns": [{"name": f"v{i}", "kind": "numeric", "lo": 0.0, "hi": 1.0} for i in range(7)]}
+    frame = pd.DataFrame(np.random.default_rng(0).random((30, 7)), columns=[f"v{i}" for i in range(7)])
+    fig = F.marginals_grid(F.marginal_panels(frame, schema), cols=3, max_columns=5)
+    assert len(fig.data) == 5 and "2 more not drawn" in fig.layout.title.text
+
+
+def test_svg_marginals_are_one_escaped_chart_per_column_without_scripts():
+    schema = {"columns": [{"name": "<b>x</b>", "kind": "numeric", "lo": 0.0, "hi": 1.0},
+                          {"name": "s", "kind": "categorical", "categories": ["<i>", "b"]}]}
+    frame = pd.DataFrame({"<b>x</b>": [0.1, 0.9], "s": ["<i>", "b"]})
+    svgs = F.svg_marginals(F.marginal_panels(frame, schema, real=frame))
+    assert len(svgs) == 2 and all(s.startswith("<svg") for s in svgs)
+    assert "<b>" not in "".join(svgs) and "<i>" not in "".join(svgs) and "<script" not in "".join(svgs)
+
+
+def test_the_folding_path_shows_its_direction_and_the_walk_has_one_axis_per_panel():
+    frame = pd.DataFrame(two_blobs(300, 2, rng=0), columns=["x0", "x1"])
+    diag = ps.synthesize(frame, "srw_tsp", 1.0, schema=ps.unit_schema(2), rng=0).diagnostics
+    path = F.path_figure(diag["path"], net=diag.get("net"))
+    ends = next(t for t in path.data if t.name == "path start and end")
+    assert list(ends.text) == ["start", "end"], "the path's direction: where it starts and ends"
+    walk = F.walk_figure(diag["walk"], signed=diag.get("signed"), projected=diag.get("projected"))
+    axes = [walk.layout[name] for name in ("yaxis", "yaxis2")]
+    assert all(a.overlaying is None and a.zeroline for a in axes), "one y axis per panel, zero marked"
+    assert {t.yaxis for t in walk.data} == {"y", "y2"} and walk.layout.title.text

@@ -100,3 +100,72 @@ def test_a_sample_is_named_in_the_url_and_restored():
     bad.query_params["sample"] = "../app"
     bad.run()
     assert not bad.exception and bad.session_state["data"]["sample"] == "blobs"
+
+
+# -- the typed schema and the chosen columns go with the upload (issue 16, item 1) ----------------------------
+def mixed_csv(n: int = 60) -> bytes:
+    return pd.DataFrame({"age": [18 + i % 50 for i in range(n)], "score": [i / n for i in range(n)],
+                         "group": ["b", "a", "c"] * (n // 3), "unused": range(n)}).to_csv(index=False).encode()
+
+
+TYPED_SCHEMA: dict[str, dict] = {
+    "age": {"name": "age", "kind": "numeric", "lo": 17.5, "hi": 42.0, "integer": True, "decimals": None,
+            "categories": [], "public": True, "source": "typed by the user"},
+    "score": {"name": "score", "kind": "numeric", "lo": 0.0, "hi": 1.0, "integer": False, "decimals": 3,
+              "categories": [], "public": True, "source": "typed by the user"},
+    "group": {"name": "group", "kind": "categorical", "lo": None, "hi": None, "categories": ["c", "a", "b"],
+              "integer": False, "decimals": None, "public": True, "source": "typed by the user"},
+}
+
+
+def test_save_and_load_schema_round_trip_bounded_and_dropped_with_the_table(monkeypatch):
+    raw = mixed_csv()
+    token = uploads.save(raw, "mixed.csv")
+    assert token is not None and uploads.load_schema(token) is None
+    assert uploads.save_schema(token, TYPED_SCHEMA, ["age", "group"])
+    assert uploads.load_schema(token) == {"entries": TYPED_SCHEMA, "columns": ["age", "group"]}
+    assert uploads.save_schema(token, {}, ["age"]) and uploads.load_schema(token) == {"entries": {}, "columns": ["age"]}
+    assert not uploads.save_schema("no-such-token-0000000", TYPED_SCHEMA, []), "only for a kept upload"
+    assert not uploads.save_schema("../../x", TYPED_SCHEMA, [])
+    monkeypatch.setattr(uploads, "MAX_SCHEMA_BYTES", 100)
+    assert not uploads.save_schema(token, TYPED_SCHEMA, ["age"])
+    assert uploads.load_schema(token) == {"entries": {}, "columns": ["age"]}, "the last schema that fitted"
+    next(uploads.folder().glob("*.csv")).write_bytes(b"tampered")
+    assert uploads.load(token) is None and uploads.load_schema(token) is None, "dropped with its table"
+
+
+def test_a_reload_restores_the_typed_schema_and_the_chosen_columns_with_the_upload():
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("pages/data.py").run()
+    at.radio(key="w_source").set_value("Upload a CSV").run()
+    raw = mixed_csv()
+    at.file_uploader[0].set_value(("mixed.csv", raw, "text/csv")).run()
+    at.multiselect(key="w_columns").set_value(["age", "score", "group"]).run()
+    at.session_state["schema_entries"] = TYPED_SCHEMA  # as the grid leaves them after typing (browser test types)
+    at.run()
+    assert not at.exception and any("Schema complete for 3" in s.value for s in at.success)
+    at.switch_page("pages/learn.py").run()  # another page, as a user might reload there
+    token = at.query_params["data"]
+    token = token[0] if isinstance(token, list) else token
+
+    reloaded = AppTest.from_file(APP, default_timeout=60)
+    reloaded.query_params["data"] = token
+    reloaded.run()
+    reloaded.switch_page("pages/data.py").run()
+    assert not reloaded.exception
+    assert reloaded.session_state["schema_entries"] == TYPED_SCHEMA
+    assert reloaded.session_state["shared"]["columns"] == ["age", "score", "group"]
+    assert reloaded.multiselect(key="w_columns").value == ["age", "score", "group"]
+    assert any("Schema complete for 3" in s.value for s in reloaded.success)
+    grid = reloaded.session_state["schema_grid"]["base"].set_index("name")
+    assert (grid.loc["age", "lo"], grid.loc["age", "hi"], bool(grid.loc["age", "integer"])) == (17.5, 42.0, True)
+    assert grid.loc["group", "categories"] == "c, a, b" and grid.loc["score", "decimals"] == 3
+    schema = reloaded.session_state["schema_entries"]
+    assert schema["group"]["categories"] == ["c", "a", "b"], "the public category order, not sorted"
+
+    other = AppTest.from_file(APP, default_timeout=60)  # a second upload of the same bytes: its own schema
+    other.run()
+    other.switch_page("pages/data.py").run()
+    other.radio(key="w_source").set_value("Upload a CSV").run()
+    other.file_uploader[0].set_value(("again.csv", raw, "text/csv")).run()
+    assert not other.exception and other.session_state["schema_entries"] == {}

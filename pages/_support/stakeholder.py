@@ -10,33 +10,21 @@ every number comes from the release, the schema or the ledger: nothing computed 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from html import escape
 
-import numpy as np
 import pandas as pd
 
 import privsyn_core as ps
 from privsyn_core.reporting import figures as F
+from privsyn_core.result import Release
 
 from . import words
 
-BINS = 20
 STYLE = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em;color:#222}"
          ".first{border:2px solid #08519c;border-radius:6px;padding:1em 1.5em;background:#f7fbff}"
          ".warn{border-color:#b30000;background:#fff5f5}.figs svg{margin:0 1em 1em 0}"
          "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}")
-
-
-def _shares(values: pd.Series, column: dict) -> tuple[list[str], np.ndarray]:
-    if column["kind"] == "categorical":
-        labels = [str(c) for c in column["categories"]]
-        counts = values.astype(str).value_counts().reindex(labels, fill_value=0).to_numpy(float)
-    else:
-        edges = np.linspace(column["lo"], column["hi"], BINS + 1)
-        counts, _ = np.histogram(np.clip(values.to_numpy(float), column["lo"], column["hi"]), bins=edges)
-        labels = [f"{e:.4g}" for e in edges[:-1]]
-    total = counts.sum()
-    return labels, counts / total if total else counts
 
 
 def _correlations(df: pd.DataFrame, schema: dict) -> pd.DataFrame | None:
@@ -44,9 +32,9 @@ def _correlations(df: pd.DataFrame, schema: dict) -> pd.DataFrame | None:
     return df[numeric].astype(float).corr().round(2) if len(numeric) > 1 else None
 
 
-def build(*, release: ps.Release, data_name: str, totals: dict[str, float], budget: float | None,
+def build(*, release: Release, data_name: str, totals: dict[str, float], budget: float | None,
           real: pd.DataFrame | None = None, metrics: pd.DataFrame | None = None, shaped: pd.DataFrame | None = None,
-          ledger: list[dict] = ()) -> str:
+          ledger: Sequence[dict] = ()) -> str:
     """The report's HTML.  ``real`` and ``metrics`` only in teaching mode (they read the raw data)."""
     spec = ps.get_mechanism(release.mechanism)
     private = spec.is_private and release.dp_valid
@@ -73,24 +61,21 @@ def build(*, release: ps.Release, data_name: str, totals: dict[str, float], budg
                   "data.</p>"]
     body = [f"<div class='first{'' if private else ' warn'}'><h1>Synthetic data report</h1>{''.join(first)}</div>"]
 
-    figs = []
-    for column in release.schema["columns"]:
-        labels, synthetic = _shares(rows[column["name"]], column)
-        series = {"synthetic": synthetic}
-        if real is not None:
-            series["real (not private)"] = _shares(real[column["name"]], column)[1]
-        unit = "category (public order)" if column["kind"] == "categorical" else "value (bins of the public range)"
-        figs.append(F.svg_bars(labels, series, title=column["name"], x_label=unit))
-    body.append("<h2>Each column</h2><p>Share of rows per category or per bin of the column's public range. "
-                "Look for the same shape in both colours" + (" (real data shown for teaching only)" if real is not
-                                                             None else "") + ".</p>")
+    panels = F.marginal_panels(rows, release.schema, real=real)
+    figs = F.svg_marginals(panels[:F.MARGINAL_MAX_COLUMNS])
+    left_out = len(panels) - len(figs)
+    caption = F.MARGINALS_CAPTION + (F.COMPARE_HINT + " (real data shown for teaching only)" if real is not None
+                                     else "") + ". " + F.MARGINALS_NOTE
+    body.append("<h2>Each column</h2><p>" + escape(caption, quote=False)
+                + (f" The first {len(figs)} columns are drawn; {left_out} more are not." if left_out else "") + "</p>")
     body.append(f"<div class='figs'>{''.join(figs)}</div>")
     synthetic_corr = _correlations(rows, release.schema)
     if synthetic_corr is not None:
         body.append("<h2>Correlations between numeric columns</h2><p>From -1 to 1; compare the tables cell by "
                     "cell.</p><h3>Synthetic</h3>" + synthetic_corr.to_html(border=0))
-        if real is not None:
-            body.append("<h3>Real (not private)</h3>" + _correlations(real, release.schema).to_html(border=0))
+        real_corr = _correlations(real, release.schema) if real is not None else None
+        if real_corr is not None:
+            body.append("<h3>Real (not private)</h3>" + real_corr.to_html(border=0))
     if metrics is not None:
         body.append("<h2>How close (teaching only: computed on the real data)</h2><p>Lower is better for every "
                     "distance; the floor is the value between two halves of the real data, the best any synthesizer "

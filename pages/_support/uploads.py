@@ -13,6 +13,13 @@ the least recently used ones (by their last save or restore) until the total fit
 the bound is not kept (the session still uses it; a reload then falls back to the default sample and
 says so).  A restore checks the bytes against their hash, so a damaged file is dropped, never used.
 
+**The schema the user typed goes with it.**  The public domain edited on the Data page (bounds,
+integer flags, decimals, atoms, category order, each with its source) and the chosen columns are
+kept per dataset id (:func:`save_schema`, :func:`load_schema`; at most :data:`MAX_SCHEMA_BYTES` of
+JSON), so that a reload restores the table *and* what the user typed about it.  It is public
+information the user declared (or a DP estimate, or, in teaching mode, a proposal labelled as read
+off the data), stored beside the table and dropped with it.
+
 The folder is ``$PRIVSYN_DATA_DIR/uploads`` (default ``app-data/uploads`` beside ``app.py``, as the ledger).
 Uploaded tables hold raw, possibly sensitive data: keep the data folder as private as the data, or set
 ``PRIVSYN_UPLOAD_MAX_BYTES=0`` on a server that must not keep uploads.
@@ -21,6 +28,7 @@ Uploaded tables hold raw, possibly sensitive data: keep the data folder as priva
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -28,6 +36,7 @@ import sqlite3
 import time
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 from . import ledger
 
@@ -36,12 +45,15 @@ MAX_BYTES_ENV = "PRIVSYN_UPLOAD_MAX_BYTES"
 MAX_BYTES = 200 * 2**20
 #: The form of a dataset id (``secrets.token_urlsafe(16)``): anything else in a URL is ignored.
 TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
+#: Bound on the JSON of one dataset's schema and chosen columns (a larger one is not kept).
+MAX_SCHEMA_BYTES = 2 * 2**20
 #: The next value of the use counter: a strict order of saves and restores (clock ties cannot reorder them).
 _NEXT_USE = "(select coalesce(max(last_used), 0) + 1 from files)"
 SCHEMA = """
 create table if not exists files (sha256 text primary key, size integer not null, last_used integer not null);
 create table if not exists datasets (token text primary key, sha256 text not null, name text not null,
                                      created real not null);
+create table if not exists schemas (token text primary key, body text not null, updated real not null);
 """
 
 
@@ -106,6 +118,7 @@ def _evict(db: sqlite3.Connection, cap: int, keep: str) -> None:
 
 
 def _drop(db: sqlite3.Connection, sha: str) -> None:
+    db.execute("delete from schemas where token in (select token from datasets where sha256 = ?)", (sha,))
     db.execute("delete from files where sha256 = ?", (sha,))
     db.execute("delete from datasets where sha256 = ?", (sha,))
     _file(sha).unlink(missing_ok=True)
@@ -134,3 +147,44 @@ def kept_bytes() -> int:
     """Bytes of tables kept now."""
     with closing(_connect()) as db:
         return int(db.execute("select coalesce(sum(size), 0) from files").fetchone()[0])
+
+
+def save_schema(token: str, entries: dict[str, dict], columns: list[str]) -> bool:
+    """Keep the schema entries and chosen columns of the dataset ``token`` (replacing earlier ones).
+
+    Returns ``False`` (and keeps nothing) when the id is unknown or the JSON is larger than :data:`MAX_SCHEMA_BYTES`.
+    """
+    if not TOKEN.fullmatch(str(token)):
+        return False
+    body = json.dumps({"entries": entries, "columns": list(columns)}, default=_plain)
+    if len(body.encode()) > MAX_SCHEMA_BYTES:
+        return False
+    with closing(_connect()) as db, db:
+        if db.execute("select 1 from datasets where token = ?", (token,)).fetchone() is None:
+            return False
+        db.execute("insert into schemas(token, body, updated) values(?, ?, ?) on conflict(token) do update set "
+                   "body = excluded.body, updated = excluded.updated", (token, body, time.time()))
+    return True
+
+
+def load_schema(token: str) -> dict[str, Any] | None:
+    """``{"entries": {...}, "columns": [...]}`` kept for the dataset ``token``; ``None`` if none or unreadable."""
+    if not TOKEN.fullmatch(str(token)):
+        return None
+    with closing(_connect()) as db:
+        row = db.execute("select body from schemas where token = ?", (token,)).fetchone()
+    try:
+        kept = json.loads(row["body"]) if row is not None else None
+    except ValueError:
+        return None
+    if not isinstance(kept, dict) or not isinstance(kept.get("entries"), dict) \
+            or not isinstance(kept.get("columns"), list):
+        return None
+    return kept
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars (a grid's values) as Python numbers."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"not JSON: {type(value).__name__}")

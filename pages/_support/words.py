@@ -14,6 +14,9 @@ PAPERS = {
     "003": "M. Boedihardjo, T. Strohmer, R. Vershynin, \"Private measures, random walks, and synthetic data\"",
     "004": "Y. He, R. Vershynin, Y. Zhu, \"Algorithmically effective differentially private synthetic data\"",
 }
+#: Other papers a registry entry cites by a short key.
+OTHERS = {"[MMS21]": "(R. McKenna, G. Miklau, D. Sheldon, \"Winning the NIST contest: a scalable and general approach "
+                     "to differentially private synthetic data\")"}
 BASELINES = {"baseline": "a textbook baseline, for comparison", "reference": "a reference, not a privacy mechanism"}
 
 RELATIONS = {"replace": "replacing one record (the number of records is public)",
@@ -21,12 +24,18 @@ RELATIONS = {"replace": "replacing one record (the number of records is public)"
 
 
 def paper(cited: str) -> str:
-    """``"004, Alg 3-4"`` as ``authors, "title", Alg 3-4``."""
+    """``"004, Alg 3-4"`` as ``authors, "title", Alg 3-4``; a seed number or a short key inside a longer citation
+    likewise."""
     match = re.match(r"\s*(\d{3})\s*,?\s*(.*)", cited)
     if match and match.group(1) in PAPERS:
         where = match.group(2).strip()
         return PAPERS[match.group(1)] + (f", {where}" if where else "")
-    return BASELINES.get(cited.strip(), cited)
+    if cited.strip() in BASELINES:
+        return BASELINES[cited.strip()]
+    text = re.sub(r"\b(\d{3})\b", lambda m: PAPERS[m.group(1)] + "," if m.group(1) in PAPERS else m.group(1), cited)
+    for key, words in OTHERS.items():
+        text = text.replace(key, words)
+    return text
 
 
 def relation(name: str) -> str:

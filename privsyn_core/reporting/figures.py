@@ -14,6 +14,7 @@ returns a :class:`plotly.graph_objects.Figure`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -285,6 +286,155 @@ def marginal_figure(real: pd.Series | None, synthetic: pd.Series, *, edges: np.n
     fig.update_layout(barmode="overlay", title=f"marginal of {name}", yaxis_title="share",
                       margin=dict(l=40, r=10, t=50, b=40), legend=dict(orientation="h", y=-0.2))
     return fig
+
+
+#: Equal bins of a numeric column's public range in the small multiples (an integer column with fewer values
+#: than this gets one bar per integer instead).
+MARGINAL_BINS = 20
+#: At most this many columns are drawn as small multiples (the figure says when more were left out).
+MARGINAL_MAX_COLUMNS = 36
+#: At most this many categories of one column are drawn, the first ones in the public order (a public cut).
+MARGINAL_MAX_CATEGORIES = 60
+#: The small multiples' one-line caption (the figure's subtitle).
+MARGINALS_CAPTION = "Share of rows per bin of each column's public range, or per category in its public order"
+#: What the caption leaves out (shown under the figure and in the report).
+MARGINALS_NOTE = ("Bins and categories come from the public schema alone; values outside a range count in its end "
+                  "bins, as the mechanisms clip them.")
+COMPARE_HINT = ": look for the same shape in both colours"
+
+
+def marginal_panels(synthetic: pd.DataFrame, schema: dict, *, real: pd.DataFrame | None = None,
+                    bins: int = MARGINAL_BINS, max_categories: int = MARGINAL_MAX_CATEGORIES) -> list[dict]:
+    r"""The data of one marginal panel per column: shares of rows on bins fixed by the *public* schema alone.
+
+    A numeric column with public range :math:`[lo, hi]` is cut into ``bins`` equal bins
+    :math:`[lo + (hi - lo) k / b, lo + (hi - lo)(k + 1) / b)` (the last one closed); an integer column gets bins
+    of :math:`w = \lceil (hi - lo + 1) / b \rceil` whole integers, :math:`[v - 1/2, v + w - 1/2)` (one bar per
+    integer when there are at most ``bins`` of them; the last bin may hold fewer), so that no bin holds one
+    integer more than its neighbour.  Values
+    are clipped onto :math:`[lo, hi]` first (what every mechanism does before it runs), so a real value outside
+    the range counts in an end bin.  A categorical column has one bar per category in the schema's order;
+    a value outside the public categories counts in no bar (the shares then sum to less than 1); of a long list
+    only the first ``max_categories`` are drawn, and the axis says so.  Every share
+    is a count over all rows of its table, so the bins and their order are the same for the real and the
+    synthetic table and are never read off either.
+
+    Parameters
+    ----------
+    synthetic : DataFrame
+        The synthetic rows (the release), decoded: columns in their own units.
+    schema : dict
+        The public schema (:meth:`privsyn_core.Schema.to_dict`); its column order is the panels' order.
+    real : DataFrame, optional
+        The real rows (teaching only: drawing them is not private); ``None`` in release mode.
+    bins : int
+        Equal bins of a numeric column's public range.
+    max_categories : int
+        Bars of a categorical column (its first categories in the public order).
+
+    Returns
+    -------
+    list of dict
+        One dict per column: ``name``, ``kind``, ``unit`` (the x axis's title), ``labels`` (one per bar: the
+        category, or the bin's lower edge), ``edges`` (bin edges, ``None`` for a categorical column) and
+        ``shares`` (series name -> share of rows per bar: real first when given, then synthetic).
+    """
+    frames = ([(f"real ({NOT_PRIVATE})", real)] if real is not None else []) + [("synthetic", synthetic)]
+    panels = []
+    for column in schema["columns"]:
+        name = column["name"]
+        if column["kind"] == "categorical":
+            every = [str(c) for c in column["categories"]]
+            labels = every[:max_categories]
+            edges, unit = None, "category (public order)" if len(every) == len(labels) else \
+                f"category (the first {len(labels)} of {len(every)} in public order)"
+            shares = {what: frame[name].astype(str).value_counts().reindex(labels, fill_value=0).to_numpy(float)
+                      / max(len(frame), 1) for what, frame in frames}
+        else:
+            lo, hi = float(column["lo"]), float(column["hi"])
+            if column.get("integer") and hi - lo >= 1:
+                first, last = math.ceil(lo), math.floor(hi)
+                step = math.ceil((last - first + 1) / bins)
+                edges = np.append(np.arange(first, last + 1, step) - 0.5, last + 0.5)
+                labels = [f"{e + 0.5:g}" for e in edges[:-1]]
+            else:
+                edges = np.linspace(lo, hi, bins + 1)
+                labels = [f"{e:.4g}" for e in edges[:-1]]
+            unit = f"{name}: value (public range {lo:g} to {hi:g})"
+            shares = {what: np.histogram(np.clip(frame[name].to_numpy(float), lo, hi), bins=edges)[0]
+                      / max(len(frame), 1) for what, frame in frames}
+        panels.append({"name": str(name), "kind": column["kind"], "unit": unit, "labels": labels, "edges": edges,
+                       "shares": shares})
+    return panels
+
+
+def marginals_grid(panels: Sequence[dict], *, cols: int = 3, max_columns: int = MARGINAL_MAX_COLUMNS) -> go.Figure:
+    """Small multiples: every column's marginal at once, one subplot per column (from :func:`marginal_panels`).
+
+    A numeric column is drawn as overlaid histograms on its public bins (real and synthetic over each other,
+    half transparent, each bar as wide as its bin); a categorical column as grouped bars, one group per
+    category in the public order.  Each subplot is titled by its column, its x axis in the column's units and
+    its y axis in share of rows; the one-line caption (:data:`MARGINALS_CAPTION`, with :data:`COMPARE_HINT` when
+    real and synthetic are drawn) is the figure's subtitle.
+
+    Parameters
+    ----------
+    panels : sequence of dict
+        :func:`marginal_panels` output.
+    cols : int
+        Subplots per row.
+    max_columns : int
+        At most this many columns are drawn (the title says how many were left out).
+
+    Returns
+    -------
+    Figure
+    """
+    shown = list(panels)[:max_columns]
+    cols = max(1, min(cols, len(shown)))
+    rows = max(1, math.ceil(len(shown) / cols))
+    gap_x, gap_y = 0.06, min(0.12, 0.35 / rows)
+    width, height = (1 - gap_x * (cols - 1)) / cols, (1 - gap_y * (rows - 1)) / rows
+    traces, layout, titles = [], {}, []
+    for i, panel in enumerate(shown):  # the grid laid out here in one go: make_subplots' updates are slow
+        suffix, row, col = ("" if i == 0 else str(i + 1)), i // cols, i % cols
+        x0, y1 = col * (width + gap_x), 1 - row * (height + gap_y)
+        for what, share in panel["shares"].items():
+            colour = SYNTH_COLOUR if what == "synthetic" else REAL_COLOUR
+            common = dict(y=np.asarray(share, dtype=np.float32), name=what, legendgroup=what, showlegend=i == 0,
+                          marker_color=colour, xaxis=f"x{suffix}", yaxis=f"y{suffix}",
+                          hovertemplate=f"{what}<br>%{{x}}: %{{y:.3f}}<extra></extra>")
+            if panel["edges"] is None:
+                traces.append(go.Bar(x=panel["labels"], opacity=0.85, **common))
+            else:  # an explicit offset takes the bar out of the grouping: histograms overlay on their bins
+                edges = np.asarray(panel["edges"], dtype=float)
+                traces.append(go.Bar(x=edges[:-1], width=np.diff(edges), offset=0, opacity=0.55, **common))
+        xaxis = (dict(type="category", categoryorder="array", categoryarray=panel["labels"])
+                 if panel["edges"] is None else dict(range=[float(panel["edges"][0]), float(panel["edges"][-1])]))
+        layout[f"xaxis{suffix}"] = dict(domain=[x0, min(x0 + width, 1.0)], anchor=f"y{suffix}",
+                                        title=dict(text=panel["unit"], font=dict(size=11)), **xaxis)
+        layout[f"yaxis{suffix}"] = dict(domain=[max(y1 - height, 0.0), y1], anchor=f"x{suffix}", rangemode="tozero",
+                                        title=dict(text="share of rows" if col == 0 else None))
+        titles.append(dict(text=panel["name"], x=x0 + width / 2, y=y1, xref="paper", yref="paper", showarrow=False,
+                           xanchor="center", yanchor="bottom", font=dict(size=14)))
+    left_out = len(panels) - len(shown)
+    title = "Every column's distribution" + (f" (the first {len(shown)}; {left_out} more not drawn)" if left_out
+                                            else "")
+    caption = MARGINALS_CAPTION + (COMPARE_HINT if any(len(p["shares"]) > 1 for p in shown) else "")
+    top, bottom, plot_height = 130, 40, 290 * rows  # the legend sits at the right of the title
+    fig = go.Figure(data=traces, layout=dict(
+        layout, annotations=titles, barmode="group", bargap=0.15, height=top + bottom + plot_height,
+        title=dict(text=title, subtitle=dict(text=caption, font=dict(size=12))),
+        margin=dict(l=50, r=10, t=top, b=bottom),
+        legend=dict(orientation="h", y=1 + (top - 50) / plot_height, yanchor="top", x=1.0, xanchor="right")))
+    return fig
+
+
+def svg_marginals(panels: Sequence[dict]) -> list[str]:
+    """The small multiples of :func:`marginals_grid` as inline SVG charts (one per column) for a report without
+    JavaScript: the same public bins, order, titles and units."""
+    return [svg_bars(p["labels"], {k: p["shares"][k] for k in sorted(p["shares"], key=lambda k: k != "synthetic")},
+                     title=p["name"], x_label=p["unit"]) for p in panels]
 
 
 def correlation_matrix(unit: np.ndarray) -> np.ndarray:

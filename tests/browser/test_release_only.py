@@ -34,5 +34,5 @@ def test_release_only_survives_reloads_and_names_never_fetch_urls(tab, release_o
     assert tab.get_by_text("40 rows").count() == 0, "no exact row count in release mode"
     for title in ("Synthesize", "Partitions", "Compare", "Data"):
         goto(tab, title)
-    shoot(tab, screenshots, "release_only_data")
+        shoot(tab, screenshots, f"release_only_{title.lower()}")
     assert not fetched, f"a column name made the browser fetch {fetched}"

@@ -7,7 +7,7 @@ import time
 
 import pandas as pd
 import pytest
-from test_app_browser import assert_no_errors, goto, shoot, wait_idle
+from test_app_browser import assert_no_errors, goto, run_and_compare, shoot, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -51,3 +51,15 @@ def test_an_upload_survives_reloads_on_any_page(tab, app_url, tmp_path, screensh
     wait_idle(tab)
     assert "reload_me.csv" in sidebar_data(tab) and f"{rows:,} rows" in sidebar_data(tab)
     assert_no_errors(tab, "Learn page after a reload")
+
+    goto(tab, "Data")  # the restored table runs like a new one: propose its domain, run, compare (mixed columns)
+    tab.get_by_role("button", name="Propose from the data").click()
+    tab.get_by_text("dp_valid = False").first.wait_for()
+    wait_idle(tab)
+    elapsed = run_and_compare(tab)
+    print(f"[browser] {rows} rows x 3 mixed columns: Run -> Compare metrics {elapsed:.2f} s")
+    grid = tab.locator(".js-plotly-plot").filter(has_text="Every column's distribution")
+    grid.wait_for()
+    assert "group" in grid.inner_text() and "score: value (public range" in grid.inner_text()
+    assert_no_errors(tab, "Compare on the restored upload")
+    shoot(tab, screenshots, "compare_mixed_columns")

@@ -22,13 +22,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pandas as pd
 from playwright.sync_api import Page, sync_playwright
 
-from benchmarks.load_test import CHROMIUM, REPO, free_port
+from benchmarks.load_test import CHROMIUM, REPO, free_port, wait_until_healthy
 from privsyn_core.data.datasets import two_blobs
 
 EPSILON_STEPS = ("ArrowRight", "ArrowRight", "ArrowLeft", "ArrowLeft")  # 1 -> 2 -> 5 -> 2 -> 1
@@ -41,16 +40,7 @@ def serve(port: int, work: Path) -> subprocess.Popen:
                "--server.fileWatcherType", "none"]
     server = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env={**os.environ, "PRIVSYN_DATA_DIR": str(work / "ledger")})
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as reply:
-                if reply.read() == b"ok":
-                    return server
-        except OSError:
-            time.sleep(0.5)
-    server.kill()
-    raise RuntimeError("streamlit did not start")
+    return wait_until_healthy(server, port, timeout=90)
 
 
 def idle(page: Page, settle: float = 0.3) -> None:

@@ -120,7 +120,12 @@ def start_server(port: int, dump_file: Path, ledger_dir: str) -> subprocess.Pope
                "--server.fileWatcherType", "none"]
     server = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env={**os.environ, "PRIVSYN_DATA_DIR": ledger_dir})
-    deadline = time.monotonic() + START_TIMEOUT_S
+    return wait_until_healthy(server, port)
+
+
+def wait_until_healthy(server: subprocess.Popen, port: int, timeout: float = START_TIMEOUT_S) -> subprocess.Popen:
+    """``server`` once Streamlit's health endpoint on ``port`` answers ``ok``; killed after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as reply:
@@ -129,7 +134,7 @@ def start_server(port: int, dump_file: Path, ledger_dir: str) -> subprocess.Pope
         except OSError:
             time.sleep(0.5)
     server.kill()
-    raise RuntimeError(f"streamlit did not answer on port {port} within {START_TIMEOUT_S} s")
+    raise RuntimeError(f"streamlit did not answer on port {port} within {timeout} s")
 
 
 class PeakMemory(threading.Thread):

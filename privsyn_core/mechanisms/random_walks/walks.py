@@ -41,6 +41,16 @@ METRICS = ("chebyshev", "euclidean", "cityblock")
 # --------------------------------------------------------------------------------------
 
 
+def _dyadic(values: np.ndarray, what: str) -> tuple[np.ndarray, int, int]:
+    """``values`` as floats, their last-axis length ``N`` and ``log2 N``; ``N`` must be a power of two."""
+    values = np.asarray(values, dtype=float)
+    n = values.shape[-1]
+    depth = walk_depth(n)
+    if n != 1 << depth:
+        raise ValueError(f"{what} must be a power of two, got {n}")
+    return values, n, depth
+
+
 def walk_depth(n_steps: int) -> int:
     """``L = ceil(log2 K)`` (``0`` for ``K = 1``): the walk is built on ``N = 2^L >= K`` steps."""
     if n_steps < 1:
@@ -107,11 +117,7 @@ def hat_partial_sums(coefficients: np.ndarray) -> np.ndarray:
     ----------
     coefficients : array (..., N), N a power of two
     """
-    coefficients = np.asarray(coefficients, dtype=float)
-    n = coefficients.shape[-1]
-    depth = walk_depth(n)
-    if n != 1 << depth:
-        raise ValueError(f"the walk length must be a power of two, got {n}")
+    coefficients, n, depth = _dyadic(coefficients, "the walk length")
     k = np.arange(1, n + 1)
     sums = coefficients[..., :1] * (k / n)
     for level in range(1, depth + 1):
@@ -189,11 +195,7 @@ def haar_coefficients(x: np.ndarray) -> np.ndarray:
     ----------
     x : array (..., N), N a power of two
     """
-    x = np.asarray(x, dtype=float)
-    n = x.shape[-1]
-    depth = walk_depth(n)
-    if n != 1 << depth:
-        raise ValueError(f"Haar analysis needs a power-of-two length, got {n}")
+    x, n, depth = _dyadic(x, "Haar analysis: the length")
     parts = [x.sum(axis=-1, keepdims=True)]
     for level in range(1, depth + 1):
         halves = x.reshape(*x.shape[:-1], 1 << (level - 1), 2, n >> level).sum(axis=-1)

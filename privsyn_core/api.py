@@ -11,12 +11,12 @@ import pandas as pd
 
 from privsyn_core.data.codec import Codec, stage_params as codec_stage_params
 from privsyn_core.data.domain import Schema, as_frame
-from privsyn_core.engine.pipeline import assemble, public_size
+from privsyn_core.engine.pipeline import PublicSize, assemble, public_size
 from privsyn_core.engine.resources import check_rows
 from privsyn_core.errors import DataError, SchemaError
 from privsyn_core.privacy.noise import RandomLike, resolve_rng
 from privsyn_core.registry import MechanismSpec, get_mechanism
-from privsyn_core.result import SynthResult
+from privsyn_core.result import MechanismOutput, SynthResult
 from privsyn_core.validation import MAX_SYNTHETIC_ROWS, check_count, check_epsilon, check_neighbouring, check_public_n
 
 __all__ = ["synthesize", "synthesize_chunks", "check_epsilon", "MAX_SYNTHETIC_ROWS"]
@@ -84,9 +84,13 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
     start = time.perf_counter()
     unit, clipped = codec.encode(frame)
     timings = {"encode": time.perf_counter() - start}
-    return _run_encoded(spec, codec, schema, unit, clipped, epsilon=epsilon, neighbouring=neighbouring,
-                        n_synthetic=n_synthetic, generator=generator, seed=seed, public_n=public_n, resolved=resolved,
-                        timings=timings, left_out=[str(c) for c in frame.columns if c not in schema.names])
+    out, size = _run(spec, codec, unit, epsilon=epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,
+                     generator=generator, public_n=public_n, resolved=resolved, timings=timings)
+    n_records = len(unit)
+    del unit
+    return _finish(spec, codec, schema, out, size, epsilon=epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,
+                   seed=seed, resolved=resolved, clipped=clipped, n_records=n_records, timings=timings,
+                   left_out=[str(c) for c in frame.columns if c not in schema.names])
 
 
 def synthesize_chunks(chunks: Iterable[pd.DataFrame], mechanism: str, epsilon: float, *, schema: Schema | dict,
@@ -97,7 +101,9 @@ def synthesize_chunks(chunks: Iterable[pd.DataFrame], mechanism: str, epsilon: f
     Each block is checked against the public ``schema`` and encoded (the codec maps each record on its
     own, see :mod:`privsyn_core.data.codec`) straight into one float array, then dropped; the result is
     the one :func:`synthesize` gives for the concatenated table with the same ``rng`` (the same encoded
-    array, the same draws).  Memory: the encoded array, ``capacity`` rows allocated up front (pages never
+    array, the same draws), and a refusal has the same message, except that a table of several blocks is
+    refused at the first block with a bad value, whose rows the message names (its counts and row numbers
+    are within that block).  Memory: the encoded array, ``capacity`` rows allocated up front (pages never
     written stay virtual) and doubled when the blocks hold more rows, plus one block.
 
     Parameters
@@ -131,9 +137,13 @@ def synthesize_chunks(chunks: Iterable[pd.DataFrame], mechanism: str, epsilon: f
     start = time.perf_counter()
     unit, clipped, columns = _encode_chunks(codec, chunks, capacity)
     timings = {"encode": time.perf_counter() - start}
-    return _run_encoded(spec, codec, schema, unit, clipped, epsilon=epsilon, neighbouring=neighbouring,
-                        n_synthetic=n_synthetic, generator=generator, seed=seed, public_n=public_n, resolved=resolved,
-                        timings=timings, left_out=[c for c in columns if c not in schema.names])
+    out, size = _run(spec, codec, unit, epsilon=epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,
+                     generator=generator, public_n=public_n, resolved=resolved, timings=timings)
+    n_records = len(unit)
+    del unit
+    return _finish(spec, codec, schema, out, size, epsilon=epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,
+                   seed=seed, resolved=resolved, clipped=clipped, n_records=n_records, timings=timings,
+                   left_out=[c for c in columns if c not in schema.names])
 
 
 def _encode_chunks(codec: Codec, chunks: Iterable[pd.DataFrame],
@@ -143,8 +153,15 @@ def _encode_chunks(codec: Codec, chunks: Iterable[pd.DataFrame],
     clipped: dict[str, int] = {}
     columns: list[str] = []
     rows = 0
-    for chunk in chunks:
-        part, part_clipped = codec.encode(chunk)
+    blocks = iter(chunks)
+    for chunk in blocks:
+        try:
+            part, part_clipped = codec.encode(chunk)
+        except DataError as exc:
+            if rows == 0 and next(blocks, None) is None:
+                raise  # the whole table was one block: the message is the in-memory path's
+            raise DataError(f"{exc} [block of rows {rows + 1}-{rows + len(chunk)}: counts and row numbers are "
+                            "within it]") from None
         if unit is None:
             columns = [str(c) for c in chunk.columns]
             unit = np.empty((max(capacity, len(part)), part.shape[1]), dtype=part.dtype)
@@ -161,11 +178,10 @@ def _encode_chunks(codec: Codec, chunks: Iterable[pd.DataFrame],
     return unit[:rows], clipped, columns
 
 
-def _run_encoded(spec: MechanismSpec, codec: Codec, schema: Schema, unit: np.ndarray, clipped: dict[str, int], *,
-                 epsilon: float, neighbouring: str, n_synthetic: int | None, generator: np.random.Generator,
-                 seed: int | None, public_n: int | None, resolved: dict[str, Any], timings: dict[str, float],
-                 left_out: list[str]) -> SynthResult:
-    """Steps 1-4 of :mod:`privsyn_core.engine.pipeline` on the encoded records."""
+def _run(spec: MechanismSpec, codec: Codec, unit: np.ndarray, *, epsilon: float, neighbouring: str,
+         n_synthetic: int | None, generator: np.random.Generator, public_n: int | None, resolved: dict[str, Any],
+         timings: dict[str, float]) -> tuple[MechanismOutput, PublicSize]:
+    """Steps 1-2 of :mod:`privsyn_core.engine.pipeline` on the encoded records: the public size, the mechanism."""
     size = public_size(spec, resolved, len(unit), epsilon, neighbouring, public_n, generator)
     start = time.perf_counter()
     stage_params = codec_stage_params(codec)  # public facts of the schema (e.g. category counts)
@@ -173,13 +189,20 @@ def _run_encoded(spec: MechanismSpec, codec: Codec, schema: Schema, unit: np.nda
                    size=size.value, **resolved, **stage_params)
     timings["mechanism"] = time.perf_counter() - start
     timings.update({f"mechanism.{k}": v for k, v in out.timings.items()})
-    rows = out.rows if out.rows is not None else out.unit
     if out.weights is not None and out.rows is None:
         raise RuntimeError(f"internal error: weighted mechanism {spec.name} returned no rows")
+    return out, size
 
+
+def _finish(spec: MechanismSpec, codec: Codec, schema: Schema, out: MechanismOutput, size: PublicSize, *,
+            epsilon: float, neighbouring: str, n_synthetic: int | None, seed: int | None, resolved: dict[str, Any],
+            clipped: dict[str, int], n_records: int, timings: dict[str, float], left_out: list[str]) -> SynthResult:
+    """Steps 3-4 of :mod:`privsyn_core.engine.pipeline`: decoding and the result (the input's encoding is not
+    needed any more: the callers drop it first, so it and the decoded table are never held together)."""
+    rows = out.rows if out.rows is not None else out.unit
     start = time.perf_counter()
     synthetic = codec.decode(rows)
     timings["decode"] = time.perf_counter() - start
     return assemble(spec, out, data=synthetic, schema=schema, epsilon=epsilon, neighbouring=neighbouring,
                     resolved=resolved, size=size, n_synthetic=n_synthetic, seed=seed, unit_rows=rows,
-                    clipped=clipped, timings=timings, n_records=len(unit), left_out=left_out)
+                    clipped=clipped, timings=timings, n_records=n_records, left_out=left_out)

@@ -21,7 +21,7 @@ import stat
 import tempfile
 import warnings
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -38,7 +38,7 @@ _SNIFF_CHARS = 64 * 1024
 _FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 #: Rows per block when :func:`write_csv` streams a table (bounds the text held in memory).
 CSV_CHUNK_ROWS = 100_000
-#: Bytes per block of the checking pass over a CSV file (:func:`_scan`); the first block is kept as text.
+#: Bytes per block of the checking pass over a CSV file (:func:`_scan`); the first block(s) are kept as text.
 SCAN_BLOCK_BYTES = 8 * 2**20
 #: pandas options of every CSV parse (the file or the bytes, decoded by pandas itself).
 _PARSE_OPTIONS: dict[str, Any] = {"skipinitialspace": True, "index_col": False, "encoding": "utf-8-sig"}
@@ -90,8 +90,15 @@ class CsvChunks:
     def __init__(self, handle: BinaryIO, delimiter: str, names: list[str], max_rows: int, chunk_rows: int) -> None:
         self.names, self.max_rows = names, max_rows
         self._handle, self._delimiter, self._chunk_rows = handle, delimiter, chunk_rows
+        self._blocks: Generator[pd.DataFrame, None, None] | None = None
 
     def __iter__(self) -> Iterator[pd.DataFrame]:
+        if self._blocks is not None:
+            raise RuntimeError("a CsvChunks is read once")
+        self._blocks = self._read()
+        return self._blocks
+
+    def _read(self) -> Generator[pd.DataFrame, None, None]:
         rows = 0
         self._handle.seek(0)
         with _parse_errors(self._delimiter, len(self.names)):
@@ -111,6 +118,9 @@ class CsvChunks:
             raise DataError("the file has a header but no data rows")
 
     def close(self) -> None:
+        """Stop the parser (if a read was left unfinished) and close the file."""
+        if self._blocks is not None:
+            self._blocks.close()
         self._handle.close()
 
     def __enter__(self) -> CsvChunks:
@@ -124,8 +134,8 @@ def iter_csv(source: str | Path | bytes, *, chunk_rows: int = CSV_CHUNK_ROWS, ma
     """A CSV file (path or raw bytes) as blocks of ``chunk_rows`` rows, with :func:`read_csv`'s checks.
 
     The file-level checks (size, UTF-8, NUL bytes, empty file, header, delimiter, column count)
-    run here, in one streaming pass over the bytes that keeps only the first
-    :data:`SCAN_BLOCK_BYTES` as text; the row-level checks (more fields than the header,
+    run here, in one streaming pass over the bytes, :data:`SCAN_BLOCK_BYTES` at a time, that keeps only
+    the first block as text (more only if the header line is longer); the row-level checks (more fields than the header,
     unparseable rows, no data rows) run as the blocks are read.  Memory: one block of rows and
     the parser's buffer, whatever the file's size.
     """
@@ -318,7 +328,8 @@ def _open_source(source: str | Path | bytes, max_bytes: int) -> BinaryIO:
 
 @dataclass(frozen=True)
 class _Scanned:
-    """What :func:`_scan` learns in its pass: the first block as text and a bound on the number of lines."""
+    """What :func:`_scan` learns in its pass: the first blocks as text (at least the header line and the
+    delimiter sample) and a bound on the number of lines."""
 
     head: str
     max_rows: int
@@ -336,22 +347,27 @@ def _scan(handle: BinaryIO, max_bytes: int) -> _Scanned:
     carry = b""
     position = chars = line_feeds = returns = total = 0
     nul_at: int | None = None
-    blank = True
+    blank = at_start = True
     while True:
         block = handle.read(SCAN_BLOCK_BYTES)
+        end = not block
         total += len(block)
         if total > max_bytes:
             raise DataError(f"the file is {total / 2**20:.0f} MB; the limit is {max_bytes / 2**20:.0f} MB")
-        if head is None and block.startswith(codecs.BOM_UTF8):
-            block = block[len(codecs.BOM_UTF8):]
         line_feeds += block.count(b"\n")
         returns += block.count(b"\r")
         data = carry + block
+        if at_start:  # the byte-order mark, perhaps cut by a block's end
+            if not end and len(data) < len(codecs.BOM_UTF8) and codecs.BOM_UTF8.startswith(data):
+                carry = data
+                continue
+            data = data.removeprefix(codecs.BOM_UTF8)
+            at_start = False
         try:
             text, carry = data.decode("utf-8"), b""
         except UnicodeDecodeError as exc:
             cut_at_end = exc.reason == "unexpected end of data" and exc.end == len(data)
-            if not block or not cut_at_end:
+            if end or not cut_at_end:
                 raise DataError(f"the file is not UTF-8 text (bad byte at position {position + exc.start}); "
                                 "save it as UTF-8 CSV") from None
             text, carry = data[:exc.start].decode("utf-8"), data[exc.start:]
@@ -360,9 +376,9 @@ def _scan(handle: BinaryIO, max_bytes: int) -> _Scanned:
             nul_at = chars + text.index("\x00")
         chars += len(text)
         blank = blank and not text.strip()
-        if head is None:
-            head = text
-        if not block:
+        if head is None or not _head_complete(head):
+            head = text if head is None else head + text
+        if end:
             break
     if nul_at is not None:
         raise DataError(f"the file contains NUL bytes (first at character {nul_at}): it is binary, "
@@ -370,6 +386,14 @@ def _scan(handle: BinaryIO, max_bytes: int) -> _Scanned:
     if blank:
         raise DataError("the file is empty")
     return _Scanned(head or "", max(line_feeds, returns) + 1)
+
+
+def _head_complete(head: str) -> bool:
+    """The text holds the :func:`_sniff_delimiter` sample and the whole first non-blank line (the header)."""
+    if len(head) < _SNIFF_CHARS:
+        return False
+    content = len(head) - len(head.lstrip())
+    return "\n" in head[content:] or "\r" in head[content:]
 
 
 def _layout(scanned: _Scanned) -> tuple[str, list[str], int]:

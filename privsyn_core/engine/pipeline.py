@@ -144,13 +144,30 @@ def collapse_warnings(data: Any, schema: Schema) -> list[str]:
         if col.kind != "numeric" or col.name not in data:
             continue
         possible = math.floor(col.hi) - math.ceil(col.lo) + 1 if col.integer else math.inf
-        distinct = int(data[col.name].nunique())
+        distinct = _distinct_up_to(data[col.name].to_numpy(), 3)
         if distinct < min(3, len(data), possible):
             collapsed.append(f"{col.name!r} ({distinct})")
     if not collapsed:
         return []
     return [f"synthetic column(s) {', '.join(collapsed)} take fewer than 3 distinct values: the output shows no "
             "shape on them"]
+
+
+def _distinct_up_to(values: np.ndarray, limit: int) -> int:
+    """``min(limit, number of distinct non-missing values)`` in at most ``limit`` passes, without a hash table.
+
+    Each pass takes the first value not yet seen and drops every value equal to it (one boolean mask of
+    ``len(values)`` bytes), where ``Series.nunique`` would hash the whole column (about 100 MB at 2.5e6 rows).
+    """
+    left = ~pd.isna(values)
+    count = 0
+    while count < limit and len(values):
+        first = int(np.argmax(left))
+        if not left[first]:
+            break
+        count += 1
+        left &= values != values[first]
+    return count
 
 
 def clipping_warnings(clipped: dict[str, int], n_records: int) -> list[str]:

@@ -5,6 +5,8 @@ Usage::
     PYTHONPATH=. python benchmarks/bench_cli_memory.py [--rows 2500000] [--columns 10] [--mechanism pmm]
                                                        [--epsilon 1] [--keep] [--extra ...]
 
+With ``--no-schema`` the CLI proposes the domain from the data, so it reads the table whole.
+
 Writes ``--rows`` rows of ``--columns`` uniform numeric columns, each value with 5 decimals
 (``0.12345``: 8 bytes and a separator, so 2.5e6 rows x 10 columns is 200 MB, 191 MiB, under the
 CLI's 200 MiB limit), and the public schema ``[0, 1]`` per column, into a temporary folder; then runs
@@ -78,6 +80,8 @@ def main() -> None:
     parser.add_argument("--columns", type=int, default=10)
     parser.add_argument("--mechanism", default="pmm")
     parser.add_argument("--epsilon", default="1")
+    parser.add_argument("--no-schema", action="store_true",
+                        help="no --schema: the domain is proposed from the data, read whole (not streamed)")
     parser.add_argument("--keep", action="store_true", help="keep the generated files")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more CLI arguments (last)")
     args = parser.parse_args()
@@ -88,11 +92,13 @@ def main() -> None:
     schema.write_text(json.dumps({"columns": [{"name": f"x{j}", "kind": "numeric", "lo": 0, "hi": 1}
                                               for j in range(args.columns)]}))
     try:
+        schema_args = [] if args.no_schema else ["--schema", str(schema)]
         figures = run_cli(["synth", str(data), str(out), "--mechanism", args.mechanism, "--epsilon", args.epsilon,
-                           "--schema", str(schema), "--seed", "0", *args.extra])
+                           *schema_args, "--seed", "0", *args.extra])
         out_rows = sum(1 for _ in out.open("rb")) - 1 if out.exists() else 0
         print(f"input: {args.rows} rows x {args.columns} columns, {size / 1e6:.0f} MB ({size / 2**20:.0f} MiB); "
-              f"mechanism {args.mechanism}, epsilon {args.epsilon}")
+              f"mechanism {args.mechanism}, epsilon {args.epsilon}, "
+              f"{'no schema (read whole)' if args.no_schema else 'public schema (streamed)'}")
         print(f"exit {figures['rc']}, {out_rows} rows written")
         print(f"peak RSS {figures['peak_mb']:.0f} MB ({figures['peak_mb'] * 2**20 / size:.2f} x the file), "
               f"wall {figures['wall_s']:.1f} s, CPU {figures['cpu_s']:.1f} s")

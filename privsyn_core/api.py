@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from privsyn_core.data.codec import Codec, stage_params as codec_stage_params
 from privsyn_core.data.domain import Schema, as_frame
-from privsyn_core.engine.pipeline import assemble, check_width, public_size
+from privsyn_core.engine.pipeline import PublicSize, assemble, check_width, public_size
 from privsyn_core.engine.resources import check_rows
+from privsyn_core.errors import DataError, SchemaError
 from privsyn_core.privacy.noise import RandomLike, resolve_rng
-from privsyn_core.registry import get_mechanism
-from privsyn_core.result import SynthResult
+from privsyn_core.registry import MechanismSpec, get_mechanism
+from privsyn_core.result import MechanismOutput, SynthResult
 from privsyn_core.validation import MAX_SYNTHETIC_ROWS, check_count, check_epsilon, check_neighbouring, check_public_n
 
-__all__ = ["synthesize", "check_epsilon", "MAX_SYNTHETIC_ROWS"]
+__all__ = ["synthesize", "synthesize_chunks", "check_epsilon", "MAX_SYNTHETIC_ROWS"]
 
 
 def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | dict | None = None,
@@ -76,12 +81,108 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
         check_rows(n_synthetic, len(schema.names))
     generator, seed = resolve_rng(rng)
 
-    timings: dict[str, float] = {}
     start = time.perf_counter()
     unit, clipped = codec.encode(frame)
-    timings["encode"] = time.perf_counter() - start
-    check_width(spec, unit.shape[1])
+    timings = {"encode": time.perf_counter() - start}
+    out, size = _run(spec, codec, unit, epsilon=epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,
+                     generator=generator, public_n=public_n, resolved=resolved, timings=timings)
+    n_records = len(unit)
+    del unit
+    return _finish(spec, codec, schema, out, size, epsilon=epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,
+                   seed=seed, resolved=resolved, clipped=clipped, n_records=n_records, timings=timings,
+                   left_out=[str(c) for c in frame.columns if c not in schema.names])
 
+
+def synthesize_chunks(chunks: Iterable[pd.DataFrame], mechanism: str, epsilon: float, *, schema: Schema | dict,
+                      capacity: int = 0, neighbouring: str = "replace", n_synthetic: int | None = None,
+                      rng: RandomLike = None, public_n: int | None = None, **params: Any) -> SynthResult:
+    """:func:`synthesize` on a table given as blocks of rows, never held whole (the CLI's large files).
+
+    Each block is checked against the public ``schema`` and encoded (the codec maps each record on its
+    own, see :mod:`privsyn_core.data.codec`) straight into one float array, then dropped; the result is
+    the one :func:`synthesize` gives for the concatenated table with the same ``rng`` (the same encoded
+    array, the same draws), and a refusal has the same message, except that a table of several blocks is
+    refused at the first block with a bad value, whose rows the message names (its counts and row numbers
+    are within that block).  Memory: the encoded array, ``capacity`` rows allocated up front (pages never
+    written stay virtual) and doubled when the blocks hold more rows, plus one block.
+
+    Parameters
+    ----------
+    chunks : iterable of DataFrame
+        The blocks of rows, all with the same columns (for example
+        :func:`privsyn_core.data.io.iter_csv`).  The first block's columns name the table's columns.
+    schema : Schema or dict
+        Required: a schema proposed from the data (:meth:`Schema.infer`) needs the whole table.
+    capacity : int
+        Rows to allocate before the first block (an upper bound such as
+        :attr:`~privsyn_core.data.io.CsvChunks.max_rows` avoids any copy); ``0``: the first block's size.
+    **others
+        As for :func:`synthesize`.
+    """
+    spec = get_mechanism(mechanism)
+    epsilon = check_epsilon(epsilon)
+    neighbouring = check_neighbouring(spec, neighbouring)
+    public_n = check_public_n(public_n, neighbouring)
+    resolved = spec.resolve_params(params)
+    n_synthetic = check_count("n_synthetic", n_synthetic)
+    if not isinstance(schema, (Schema, dict)):
+        raise SchemaError(f"synthesize_chunks needs a public schema (a Schema or a dict), got {type(schema).__name__}; "
+                          "to propose one from the data, read the whole table and call synthesize")
+    schema = Schema.from_dict(schema) if isinstance(schema, dict) else schema
+    codec: Codec = spec.codec(schema) if spec.codec else schema
+    if n_synthetic is not None:
+        check_rows(n_synthetic, len(schema.names))
+    generator, seed = resolve_rng(rng)
+
+    start = time.perf_counter()
+    unit, clipped, columns = _encode_chunks(codec, chunks, capacity)
+    timings = {"encode": time.perf_counter() - start}
+    out, size = _run(spec, codec, unit, epsilon=epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,
+                     generator=generator, public_n=public_n, resolved=resolved, timings=timings)
+    n_records = len(unit)
+    del unit
+    return _finish(spec, codec, schema, out, size, epsilon=epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,
+                   seed=seed, resolved=resolved, clipped=clipped, n_records=n_records, timings=timings,
+                   left_out=[c for c in columns if c not in schema.names])
+
+
+def _encode_chunks(codec: Codec, chunks: Iterable[pd.DataFrame],
+                   capacity: int) -> tuple[np.ndarray, dict[str, int], list[str]]:
+    """The blocks encoded into one array (its first rows, a view), the summed clip counts, the columns."""
+    unit: np.ndarray | None = None
+    clipped: dict[str, int] = {}
+    columns: list[str] = []
+    rows = 0
+    blocks = iter(chunks)
+    for chunk in blocks:
+        try:
+            part, part_clipped = codec.encode(chunk)
+        except DataError as exc:
+            if rows == 0 and next(blocks, None) is None:
+                raise  # the whole table was one block: the message is the in-memory path's
+            raise DataError(f"{exc} [block of rows {rows + 1}-{rows + len(chunk)}: counts and row numbers are "
+                            "within it]") from None
+        if unit is None:
+            columns = [str(c) for c in chunk.columns]
+            unit = np.empty((max(capacity, len(part)), part.shape[1]), dtype=part.dtype)
+        elif rows + len(part) > len(unit):
+            grown = np.empty((max(2 * len(unit), rows + len(part)), unit.shape[1]), dtype=unit.dtype)
+            grown[:rows] = unit[:rows]
+            unit = grown
+        unit[rows:rows + len(part)] = part
+        rows += len(part)
+        for name, count in part_clipped.items():
+            clipped[name] = clipped.get(name, 0) + count
+    if unit is None:
+        raise DataError("the table has no rows")
+    return unit[:rows], clipped, columns
+
+
+def _run(spec: MechanismSpec, codec: Codec, unit: np.ndarray, *, epsilon: float, neighbouring: str,
+         n_synthetic: int | None, generator: np.random.Generator, public_n: int | None, resolved: dict[str, Any],
+         timings: dict[str, float]) -> tuple[MechanismOutput, PublicSize]:
+    """Steps 1-2 of :mod:`privsyn_core.engine.pipeline` on the encoded records: the public size, the mechanism."""
+    check_width(spec, unit.shape[1])
     size = public_size(spec, resolved, len(unit), epsilon, neighbouring, public_n, generator)
     start = time.perf_counter()
     stage_params = codec_stage_params(codec)  # public facts of the schema (e.g. category counts)
@@ -89,14 +190,20 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
                    size=size.value, **resolved, **stage_params)
     timings["mechanism"] = time.perf_counter() - start
     timings.update({f"mechanism.{k}": v for k, v in out.timings.items()})
-    rows = out.rows if out.rows is not None else out.unit
     if out.weights is not None and out.rows is None:
         raise RuntimeError(f"internal error: weighted mechanism {spec.name} returned no rows")
+    return out, size
 
+
+def _finish(spec: MechanismSpec, codec: Codec, schema: Schema, out: MechanismOutput, size: PublicSize, *,
+            epsilon: float, neighbouring: str, n_synthetic: int | None, seed: int | None, resolved: dict[str, Any],
+            clipped: dict[str, int], n_records: int, timings: dict[str, float], left_out: list[str]) -> SynthResult:
+    """Steps 3-4 of :mod:`privsyn_core.engine.pipeline`: decoding and the result (the input's encoding is not
+    needed any more: the callers drop it first, so it and the decoded table are never held together)."""
+    rows = out.rows if out.rows is not None else out.unit
     start = time.perf_counter()
     synthetic = codec.decode(rows)
     timings["decode"] = time.perf_counter() - start
     return assemble(spec, out, data=synthetic, schema=schema, epsilon=epsilon, neighbouring=neighbouring,
                     resolved=resolved, size=size, n_synthetic=n_synthetic, seed=seed, unit_rows=rows,
-                    clipped=clipped, timings=timings, n_records=len(unit),
-                    left_out=[str(c) for c in frame.columns if c not in schema.names])
+                    clipped=clipped, timings=timings, n_records=n_records, left_out=left_out)

@@ -1,7 +1,10 @@
 """Command line: ``python -m privsyn_core mechanisms | synth | evaluate | audit``.
 
 Bad input, including a bad command line, ends with a one-line error naming the problem and
-exit status 2, never a traceback.  Files are written atomically (:func:`~privsyn_core.data.io.atomic_open`):
+exit status 2, never a traceback.  With ``--schema``, ``synth`` reads its input in blocks of rows
+(:func:`~privsyn_core.data.io.iter_csv`, :func:`~privsyn_core.api.synthesize_chunks`), so the whole
+table is never held as text or as a DataFrame, only as the encoded float array.  Files are written
+atomically (:func:`~privsyn_core.data.io.atomic_open`):
 ``synth`` refuses an output or report path that is one of its inputs or each other, and an
 existing file unless ``--force`` is given.  SIGINT and SIGTERM end the command with one line
 and exit status 130 or 143, after removing any file not yet complete.
@@ -20,9 +23,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from privsyn_core.api import synthesize
+from privsyn_core.api import synthesize, synthesize_chunks
 from privsyn_core.data.domain import Schema
-from privsyn_core.data.io import atomic_open, read_csv, read_schema, write_csv
+from privsyn_core.data.io import atomic_open, iter_csv, read_csv, read_schema, write_csv
 from privsyn_core.errors import OutputError, PrivsynError
 from privsyn_core.registry import get_mechanism, list_mechanisms
 
@@ -173,11 +176,16 @@ def _spec_dict(spec) -> dict[str, Any]:
 
 def _cmd_synth(args: argparse.Namespace) -> int:
     _check_outputs([args.output, args.report], [args.input, args.schema], force=args.force)
-    data = read_csv(args.input)
-    schema = _load_schema(args.schema)
-    params = dict(_split_param(p) for p in args.param)
-    result = synthesize(data, args.mechanism, args.epsilon, schema=schema, neighbouring=args.neighbouring,
-                        n_synthetic=args.n_synthetic, rng=_seed(args.seed), public_n=args.public_n, **params)
+    params: dict[str, Any] = dict(_split_param(p) for p in args.param)
+    params.update(neighbouring=args.neighbouring, n_synthetic=args.n_synthetic, public_n=args.public_n,
+                  rng=_seed(args.seed))
+    if args.schema is None:  # a schema proposed from the data needs the whole table
+        result = synthesize(read_csv(args.input), args.mechanism, args.epsilon, schema=None, **params)
+    else:  # the file is read in blocks of rows, each encoded into the mechanism's array and dropped
+        with iter_csv(args.input) as chunks:
+            schema = read_schema(args.schema)
+            result = synthesize_chunks(chunks, args.mechanism, args.epsilon, schema=schema, capacity=chunks.max_rows,
+                                       **params)
     release = result.release()
     # Both files are complete on disk before either is renamed into place; any failure removes both.
     with contextlib.ExitStack() as stack:

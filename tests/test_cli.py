@@ -249,7 +249,7 @@ def block(*args, **kwargs):
 if where == "write":      # the temporary file is fully written, not yet renamed
     pio.os.fsync = block
 else:                     # the mechanism is running, nothing written yet
-    cli.synthesize = block
+    cli.synthesize = cli.synthesize_chunks = block
 sys.exit(cli.main(sys.argv[2:]))
 """
 

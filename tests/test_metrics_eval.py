@@ -180,3 +180,38 @@ def test_flow_w1_in_three_dimensions_and_its_refusals():
         w1(X, Y, method="flow", metric="euclidean")
     with pytest.raises(ParameterError):
         w1(X, Y, method="flow", cells_per_axis=200)  # 8e6 nodes > FLOW_MAX_NODES
+
+
+def _flow_instances(count: int = 30):
+    """Small random instances (d = 2 and 3, both grid metrics, some weighted, coarse grids), seed fixed."""
+    rng = np.random.default_rng(2024)
+    for t in range(count):
+        d = 2 if t % 3 else 3
+        n, m = (int(v) for v in rng.integers(20, 150, 2))
+        X, Y = rng.random((n, d)), rng.random((m, d)) ** rng.uniform(0.5, 2)
+        weights = rng.random(n) if t % 4 == 0 else None
+        yield X, Y, weights, ["chebyshev", "cityblock"][t % 2], int(rng.integers(2, 12 if d == 2 else 6))
+
+
+def test_flow_w1_certified_interval_contains_exact_pot_w1_and_is_not_loose():
+    """On 30 random small instances the exact W1 (POT) lies within value +- error_bound; and on at least one the
+    gap exceeds a tenth of the bound, so a bound made 10x tighter would fail this test (deterministic: fixed seed,
+    no false-failure rate)."""
+    ratios = []
+    for X, Y, weights, metric, k in _flow_instances():
+        flow = w1(X, Y, weights_x=weights, metric=metric, method="flow", cells_per_axis=k)
+        exact = w1(X, Y, weights_x=weights, metric=metric, method="exact")
+        assert abs(exact - flow) <= flow.error_bound + 1e-12, (metric, k, float(exact), float(flow))
+        ratios.append(abs(exact - flow) / flow.error_bound)
+    assert max(ratios) > 0.1, "a bound 10x tighter would still hold: the test would not catch it"
+
+
+def test_flow_w1_integer_counts_equal_the_weighted_path():
+    """Unweighted inputs are solved in exact integer units of 1/lcm(n, m); explicit equal weights take the 2^-40
+    path with its rounding term: the same grid value (to the 2^-40 rounding) and no rounding term."""
+    rng = np.random.default_rng(31)
+    X, Y = rng.random((300, 2)), rng.random((240, 2)) ** 1.3
+    counts = w1(X, Y, method="flow", cells_per_axis=20)
+    weighted = w1(X, Y, weights_x=np.ones(300), weights_y=np.ones(240), method="flow", cells_per_axis=20)
+    assert counts == pytest.approx(weighted, abs=1e-9)
+    assert counts.error_bound <= weighted.error_bound

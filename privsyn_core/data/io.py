@@ -11,6 +11,7 @@ removed and the target is left as it was.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import csv
 import io
@@ -20,9 +21,10 @@ import stat
 import tempfile
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import pandas as pd
 
@@ -36,6 +38,10 @@ _SNIFF_CHARS = 64 * 1024
 _FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 #: Rows per block when :func:`write_csv` streams a table (bounds the text held in memory).
 CSV_CHUNK_ROWS = 100_000
+#: Bytes per block of the checking pass over a CSV file (:func:`_scan`); the first block(s) are kept as text.
+SCAN_BLOCK_BYTES = 8 * 2**20
+#: pandas options of every CSV parse (the file or the bytes, decoded by pandas itself).
+_PARSE_OPTIONS: dict[str, Any] = {"skipinitialspace": True, "index_col": False, "encoding": "utf-8-sig"}
 
 
 def read_csv(source: str | Path | bytes, *, max_bytes: int = MAX_BYTES) -> pd.DataFrame:
@@ -45,38 +51,103 @@ def read_csv(source: str | Path | bytes, *, max_bytes: int = MAX_BYTES) -> pd.Da
     ``, ; TAB |``, and rejects empty files, header-only files, duplicate column names,
     NUL bytes, more than :data:`MAX_COLUMNS` columns and rows with more fields than the header
     (a wrong delimiter would otherwise silently turn the first column into an index).
+
+    The bytes are checked in one streaming pass (:func:`_scan`) and parsed by pandas from the
+    file or the bytes themselves, so no decoded copy of the whole text is held.
     """
-    raw = _read_bytes(source, max_bytes)
-    text = _decode(raw)
-    if not text.strip():
-        raise DataError("the file is empty")
-    delimiter = _sniff_delimiter(text)
-    names = _header(text, delimiter)
-    dupes = sorted(h for h, count in Counter(names).items() if count > 1)
-    if dupes:
-        raise DataError(f"duplicate column names {dupes}; rename them so every column is unique")
-    if any(h == "" for h in names):
-        raise DataError("a column has an empty name in the header row; name every column")
-    _check_rows_use(delimiter, text, len(names))
-    if len(names) > MAX_COLUMNS:
-        raise DataError(f"the file has {len(names)} columns; the limit is {MAX_COLUMNS}: "
-                        "keep only the columns to synthesize")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", pd.errors.ParserWarning)
-            df = pd.read_csv(io.StringIO(text), sep=delimiter, skipinitialspace=True, index_col=False)
-    except pd.errors.ParserWarning:
-        raise DataError(f"some rows have more fields than the header's {len(names)} (delimiter {delimiter!r}); "
-                        "check the delimiter and the header row") from None
-    except (pd.errors.ParserError, ValueError) as exc:
-        raise DataError(f"could not parse the CSV: {str(exc).splitlines()[0]}") from None
-    if df.shape[1] != len(names):
-        raise DataError(f"the header has {len(names)} fields but the rows were read as {df.shape[1]} columns; "
-                        "check the delimiter and the header row")
+    with _open_source(source, max_bytes) as handle:
+        delimiter, names, _ = _layout(_scan(handle, max_bytes))
+        handle.seek(0)
+        with _parse_errors(delimiter, len(names)):
+            df = pd.read_csv(handle, sep=delimiter, **_PARSE_OPTIONS)
+    _check_width(df, names)
     df.columns = names
     if len(df) == 0:
         raise DataError("the file has a header but no data rows")
     return df
+
+
+class CsvChunks:
+    """The rows of a checked CSV file, parsed in blocks of ``chunk_rows`` rows (:func:`iter_csv`).
+
+    Iterate once; use as a context manager (or call :meth:`close`) to close the file.  Every
+    block gets the checks :func:`read_csv` makes and the same column names; iterating raises
+    :class:`~privsyn_core.errors.DataError` with :func:`read_csv`'s messages.  Type inference is
+    pandas' per block: a column whose type differs between blocks is an object column in
+    :func:`read_csv` too (pandas also parses a large file in pieces), and a table validated against
+    a schema (:meth:`Schema.encode`) reads to the same values either way.
+
+    Attributes
+    ----------
+    names : list of str
+        The header's column names (stripped).
+    max_rows : int
+        An upper bound on the number of data rows: the larger of the counts of ``\\n`` and
+        ``\\r`` in the file, plus one (blank lines and quoted line breaks make it larger than
+        the true count; a file mixing both line ends can exceed it).
+    """
+
+    def __init__(self, handle: BinaryIO, delimiter: str, names: list[str], max_rows: int, chunk_rows: int) -> None:
+        self.names, self.max_rows = names, max_rows
+        self._handle, self._delimiter, self._chunk_rows = handle, delimiter, chunk_rows
+        self._blocks: Generator[pd.DataFrame, None, None] | None = None
+
+    def __iter__(self) -> Iterator[pd.DataFrame]:
+        if self._blocks is not None:
+            raise RuntimeError("a CsvChunks is read once")
+        self._blocks = self._read()
+        return self._blocks
+
+    def _read(self) -> Generator[pd.DataFrame, None, None]:
+        rows = 0
+        self._handle.seek(0)
+        with _parse_errors(self._delimiter, len(self.names)):
+            reader = pd.read_csv(self._handle, sep=self._delimiter, chunksize=self._chunk_rows, **_PARSE_OPTIONS)
+        with reader:
+            while True:
+                with _parse_errors(self._delimiter, len(self.names)):
+                    chunk = next(reader, None)
+                if chunk is None:
+                    break
+                _check_width(chunk, self.names)
+                if len(chunk):
+                    chunk.columns = self.names
+                    rows += len(chunk)
+                    yield chunk
+        if rows == 0:
+            raise DataError("the file has a header but no data rows")
+
+    def close(self) -> None:
+        """Stop the parser (if a read was left unfinished) and close the file."""
+        if self._blocks is not None:
+            self._blocks.close()
+        self._handle.close()
+
+    def __enter__(self) -> CsvChunks:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def iter_csv(source: str | Path | bytes, *, chunk_rows: int = CSV_CHUNK_ROWS, max_bytes: int = MAX_BYTES) -> CsvChunks:
+    """A CSV file (path or raw bytes) as blocks of ``chunk_rows`` rows, with :func:`read_csv`'s checks.
+
+    The file-level checks (size, UTF-8, NUL bytes, empty file, header, delimiter, column count)
+    run here, in one streaming pass over the bytes, :data:`SCAN_BLOCK_BYTES` at a time, that keeps only
+    the first block as text (more only if the header line is longer); the row-level checks (more fields than the header,
+    unparseable rows, no data rows) run as the blocks are read.  Memory: one block of rows and
+    the parser's buffer, whatever the file's size.
+    """
+    if chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be positive, got {chunk_rows}")
+    handle = _open_source(source, max_bytes)
+    try:
+        delimiter, names, max_rows = _layout(_scan(handle, max_bytes))
+    except BaseException:
+        handle.close()
+        raise
+    return CsvChunks(handle, delimiter, names, max_rows, chunk_rows)
 
 
 def read_schema(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Schema:
@@ -236,13 +307,6 @@ def _read_bytes(source: str | Path | bytes, max_bytes: int, what: str = "a CSV f
     return raw
 
 
-def _decode(raw: bytes) -> str:
-    return _utf8_text(raw, DataError,
-                      lambda at: f"the file is not UTF-8 text (bad byte at position {at}); save it as UTF-8 CSV",
-                      lambda at: f"the file contains NUL bytes (first at character {at}): it is binary, not CSV "
-                                 "text; export it as UTF-8 CSV")
-
-
 def _utf8_text(raw: bytes, error: type[PrivsynError], not_utf8: Callable[[int], str],
                has_nul: Callable[[int], str]) -> str:
     """``raw`` decoded as UTF-8 (a leading byte-order mark dropped).
@@ -258,6 +322,128 @@ def _utf8_text(raw: bytes, error: type[PrivsynError], not_utf8: Callable[[int], 
     if nul >= 0:
         raise error(has_nul(nul))
     return text
+
+
+def _open_source(source: str | Path | bytes, max_bytes: int) -> BinaryIO:
+    """A binary handle on the CSV: the file (after the existence, type and size checks) or the bytes."""
+    if isinstance(source, (bytes, bytearray)):
+        if len(source) > max_bytes:
+            raise DataError(f"the file is {len(source) / 2**20:.0f} MB; the limit is {max_bytes / 2**20:.0f} MB")
+        return io.BytesIO(source)
+    path = Path(source)
+    if not path.exists():
+        raise DataError(f"no such file: {path}")
+    if not path.is_file():
+        raise DataError(f"not a regular file: {path}; give the path of a CSV file")
+    if path.stat().st_size > max_bytes:
+        raise DataError(f"{path.name} is {path.stat().st_size / 2**20:.0f} MB; the limit is {max_bytes / 2**20:.0f} MB")
+    return path.open("rb")
+
+
+@dataclass(frozen=True)
+class _Scanned:
+    """What :func:`_scan` learns in its pass: the first blocks as text (at least the header line and the
+    delimiter sample) and a bound on the number of lines."""
+
+    head: str
+    max_rows: int
+
+
+def _scan(handle: BinaryIO, max_bytes: int) -> _Scanned:
+    """One pass over the bytes, :data:`SCAN_BLOCK_BYTES` at a time, with the checks of the whole text.
+
+    The bytes must decode as UTF-8 after an optional byte-order mark (the error names the first bad
+    byte's position, counted after the mark as ``bytes.decode("utf-8-sig")`` does), hold no NUL
+    (its position is counted in characters) and not be blank; at most ``max_bytes`` are read.  A
+    multi-byte character cut by a block's end is carried over to the next block.
+    """
+    head: str | None = None
+    carry = b""
+    position = chars = line_feeds = returns = total = 0
+    nul_at: int | None = None
+    blank = at_start = True
+    while True:
+        block = handle.read(SCAN_BLOCK_BYTES)
+        end = not block
+        total += len(block)
+        if total > max_bytes:
+            raise DataError(f"the file is {total / 2**20:.0f} MB; the limit is {max_bytes / 2**20:.0f} MB")
+        line_feeds += block.count(b"\n")
+        returns += block.count(b"\r")
+        data = carry + block
+        if at_start:  # the byte-order mark, perhaps cut by a block's end
+            if not end and len(data) < len(codecs.BOM_UTF8) and codecs.BOM_UTF8.startswith(data):
+                carry = data
+                continue
+            data = data.removeprefix(codecs.BOM_UTF8)
+            at_start = False
+        try:
+            text, carry = data.decode("utf-8"), b""
+        except UnicodeDecodeError as exc:
+            cut_at_end = exc.reason == "unexpected end of data" and exc.end == len(data)
+            if end or not cut_at_end:
+                raise DataError(f"the file is not UTF-8 text (bad byte at position {position + exc.start}); "
+                                "save it as UTF-8 CSV") from None
+            text, carry = data[:exc.start].decode("utf-8"), data[exc.start:]
+        position += len(data) - len(carry)
+        if nul_at is None and "\x00" in text:
+            nul_at = chars + text.index("\x00")
+        chars += len(text)
+        blank = blank and not text.strip()
+        if head is None or not _head_complete(head):
+            head = text if head is None else head + text
+        if end:
+            break
+    if nul_at is not None:
+        raise DataError(f"the file contains NUL bytes (first at character {nul_at}): it is binary, "
+                        "not CSV text; export it as UTF-8 CSV")
+    if blank:
+        raise DataError("the file is empty")
+    return _Scanned(head or "", max(line_feeds, returns) + 1)
+
+
+def _head_complete(head: str) -> bool:
+    """The text holds the :func:`_sniff_delimiter` sample and the whole first non-blank line (the header)."""
+    if len(head) < _SNIFF_CHARS:
+        return False
+    content = len(head) - len(head.lstrip())
+    return "\n" in head[content:] or "\r" in head[content:]
+
+
+def _layout(scanned: _Scanned) -> tuple[str, list[str], int]:
+    """The delimiter, the header's names and the row bound, after the header checks (on the first block)."""
+    delimiter = _sniff_delimiter(scanned.head)
+    names = _header(scanned.head, delimiter)
+    dupes = sorted(h for h, count in Counter(names).items() if count > 1)
+    if dupes:
+        raise DataError(f"duplicate column names {dupes}; rename them so every column is unique")
+    if any(h == "" for h in names):
+        raise DataError("a column has an empty name in the header row; name every column")
+    _check_rows_use(delimiter, scanned.head, len(names))
+    if len(names) > MAX_COLUMNS:
+        raise DataError(f"the file has {len(names)} columns; the limit is {MAX_COLUMNS}: "
+                        "keep only the columns to synthesize")
+    return delimiter, names, scanned.max_rows
+
+
+@contextlib.contextmanager
+def _parse_errors(delimiter: str, columns: int) -> Iterator[None]:
+    """pandas' parse failures as one-line :class:`DataError` s (a row longer than the header included)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            yield
+    except pd.errors.ParserWarning:
+        raise DataError(f"some rows have more fields than the header's {columns} (delimiter {delimiter!r}); "
+                        "check the delimiter and the header row") from None
+    except (pd.errors.ParserError, ValueError) as exc:
+        raise DataError(f"could not parse the CSV: {str(exc).splitlines()[0]}") from None
+
+
+def _check_width(df: pd.DataFrame, names: list[str]) -> None:
+    if df.shape[1] != len(names):
+        raise DataError(f"the header has {len(names)} fields but the rows were read as {df.shape[1]} columns; "
+                        "check the delimiter and the header row")
 
 
 def _header(text: str, delimiter: str) -> list[str]:

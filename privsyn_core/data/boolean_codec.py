@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from privsyn_core.data.codec import Codec
-from privsyn_core.data.domain import Column, Schema, _category_array, _category_codes, _check_frame, _numeric_values
+from privsyn_core.data.domain import Column, Schema, category_array, category_codes, check_frame, numeric_values
 from privsyn_core.errors import ParameterError, SchemaError
 
 NumericEncoding = Literal["thermometer", "binary"]
@@ -130,16 +130,16 @@ class BooleanCodec(Codec):
         clipped : dict
             Rows clipped into the public bounds, per numeric column.
         """
-        df = _check_frame(df, self.names)
+        df = check_frame(df, self.names)
         bits = np.zeros((len(df), self.p), dtype=np.uint8)
         clipped: dict[str, int] = {}
         for block in self.blocks:
             col = block.column
             if col.kind == "categorical":
-                codes = _category_codes(df[col.name], col).astype(np.int64)
+                codes = category_codes(df[col.name], col).astype(np.int64)
                 bits[:, block.start:block.stop] = _categorical_bits(codes, block)
             else:
-                x = _numeric_values(df[col.name])
+                x = numeric_values(df[col.name])
                 clipped[col.name] = int(np.count_nonzero((x < col.lo) | (x > col.hi)))
                 bits[:, block.start:block.stop] = _level_bits(_level_of(x, block), block)
         return bits, clipped
@@ -154,7 +154,7 @@ class BooleanCodec(Codec):
             col = block.column
             u = points[:, block.start:block.stop]
             if col.kind == "categorical":
-                out[col.name] = _category_array(col.category_list)[_categorical_codes(u, block, tie_rng)]
+                out[col.name] = category_array(col.category_list)[_categorical_codes(u, block, tie_rng)]
             else:
                 values = block.levels[_levels_from_bits(u, block)]
                 out[col.name] = values.astype(np.int64) if col.integer else values
@@ -166,14 +166,14 @@ class BooleanCodec(Codec):
         ``decode(encode(df)[0])`` equals this exactly, so it is the target of a lossless
         round trip (binning is the only loss).
         """
-        df = _check_frame(df, self.names)
+        df = check_frame(df, self.names)
         out = {}
         for block in self.blocks:
             col = block.column
             if col.kind == "categorical":
                 out[col.name] = df[col.name].to_numpy()
             else:
-                values = block.levels[_level_of(_numeric_values(df[col.name]), block)]
+                values = block.levels[_level_of(numeric_values(df[col.name]), block)]
                 out[col.name] = values.astype(np.int64) if col.integer else values
         return pd.DataFrame(out, columns=self.names)
 

@@ -217,7 +217,7 @@ class Schema:
         private (``dp_valid = False`` downstream).  Replace the proposal with public
         bounds for a private release.
         """
-        df = _check_frame(df, columns)
+        df = check_frame(df, columns)
         return cls(tuple(_infer_column(name, df[name], max_categories) for name in df.columns),
                    notes=("domain proposed from the data: not differentially private",))
 
@@ -286,17 +286,17 @@ class Schema:
         clipped : dict
             Number of rows clipped into the bounds, per numeric column.
         """
-        df = _check_frame(df, self.names)
+        df = check_frame(df, self.names)
         unit = np.empty((len(df), len(self.columns)))
         clipped: dict[str, int] = {}
         for j, col in enumerate(self.columns):
             if col.kind == "numeric":
-                x = _numeric_values(df[col.name])
+                x = numeric_values(df[col.name])
                 clipped[col.name] = _scale_into(x, *col.bounds, unit[:, j])
                 if col.atoms:
                     unit[:, j] = encode_atoms(x, unit[:, j], col.atoms)
             else:
-                codes = _category_codes(df[col.name], col)
+                codes = category_codes(df[col.name], col)
                 unit[:, j] = (codes + 0.5) / len(col.category_list)
         return unit, clipped
 
@@ -329,7 +329,7 @@ class Schema:
                 u = np.clip(unit[:, j], 0.0, 1.0)
                 k = len(col.category_list)
                 idx = np.minimum((u * k).astype(np.int64), k - 1)
-                values = _category_array(col.category_list)
+                values = category_array(col.category_list)
                 out[col.name] = pd.Series(values[idx], dtype=_category_dtype(values))
         return pd.DataFrame(out, columns=self.names)
 
@@ -492,7 +492,7 @@ def _unscale_into(u: np.ndarray, lo: float, hi: float, out: np.ndarray) -> np.nd
     return out
 
 
-def _category_array(categories: tuple) -> np.ndarray:
+def category_array(categories: tuple) -> np.ndarray:
     """The categories as an array whose dtype follows them (public): bool, int64, float64 or object."""
     values = list(categories)
     if all(isinstance(c, (bool, np.bool_)) for c in values):
@@ -513,7 +513,9 @@ def _category_dtype(values: np.ndarray) -> Any:
     return values.dtype if values.dtype != object else pd.Series(values).dtype
 
 
-def _check_frame(df: pd.DataFrame, columns: Sequence[str] | None) -> pd.DataFrame:
+def check_frame(df: pd.DataFrame, columns: Sequence[str] | None) -> pd.DataFrame:
+    """``df`` (a DataFrame with unique column names) restricted to ``columns``; a one-line :class:`DataError`
+    otherwise.  Shared by the schema's encoder and the Boolean codec."""
     if not isinstance(df, pd.DataFrame):
         raise DataError(f"expected a pandas DataFrame, got {type(df).__name__}")
     if df.columns.duplicated().any():
@@ -531,7 +533,8 @@ def _check_frame(df: pd.DataFrame, columns: Sequence[str] | None) -> pd.DataFram
     return df
 
 
-def _numeric_values(series: pd.Series) -> np.ndarray:
+def numeric_values(series: pd.Series) -> np.ndarray:
+    """The column as finite floats (booleans as 0/1); a one-line :class:`DataError` for text, NaN or inf."""
     name = series.name
     if pd.api.types.is_bool_dtype(series):
         return series.to_numpy(dtype=float)
@@ -563,7 +566,9 @@ def _reject_missing(name: str, x: np.ndarray) -> None:
         raise DataError(f"column {name!r} has {int(inf.sum())} infinite value(s); remove them first")
 
 
-def _category_codes(series: pd.Series, col: Column) -> np.ndarray:
+def category_codes(series: pd.Series, col: Column) -> np.ndarray:
+    """Each value's index in the public categories of ``col``; a :class:`DataError` for a missing or unknown
+    value (a category the schema does not declare)."""
     if series.isna().any():
         raise DataError(f"column {col.name!r} has {int(series.isna().sum())} missing value(s); "
                         "drop them or add an explicit category for them")

@@ -17,7 +17,7 @@ behind that exemption; and the same comparison in teaching mode must find differ
 ``n``), so the test can fail.
 
 Release mode draws from the secure generator; to compare the same noise on both tables,
-``pages._ui.release_rng`` is replaced by a fixed seed here, in the test only.
+``pages._support.state.release_rng`` is replaced by a fixed seed here, in the test only.
 """
 
 from __future__ import annotations
@@ -114,9 +114,9 @@ def surface(at: AppTest, release: ps.Release | None) -> list[str]:
 
 
 def app_on(df: pd.DataFrame, mechanism: str, relation: str, release_mode: bool, monkeypatch) -> AppTest:
-    import pages._ui as ui
+    from pages._support import state
 
-    monkeypatch.setattr(ui, "release_rng", lambda: SEED)
+    monkeypatch.setattr(state, "release_rng", lambda: SEED)
     at = AppTest.from_file(APP, default_timeout=120).run()
     if release_mode:
         at.toggle(key="w_release").set_value(True).run()

@@ -93,11 +93,10 @@ def test_a_kept_size_above_a_smaller_budget_is_lowered_to_it(monkeypatch):
 
 # -- downloads built on demand -----------------------------------------------------------------------------------
 def test_a_rerun_with_unchanged_settings_builds_no_download(monkeypatch):
-    import pages._ui as ui
-    from pages._support import output
+    from pages._support import downloads, output
 
     calls = {"csv": 0, "shaped": 0}
-    real_csv, real_shaped = ui.to_csv_bytes, output.shaped
+    real_csv, real_shaped = downloads.to_csv_bytes, output.shaped
 
     def counting_csv(df: pd.DataFrame) -> bytes:
         calls["csv"] += 1
@@ -107,7 +106,7 @@ def test_a_rerun_with_unchanged_settings_builds_no_download(monkeypatch):
         calls["shaped"] += 1
         return real_shaped(*args, **kwargs)
 
-    monkeypatch.setattr(ui, "to_csv_bytes", counting_csv)
+    monkeypatch.setattr(downloads, "to_csv_bytes", counting_csv)
     monkeypatch.setattr(output, "shaped", counting_shaped)
     at = synthesize_page()
     next(b for b in at.button if b.label == "Run").click().run()

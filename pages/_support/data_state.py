@@ -1,0 +1,199 @@
+"""The current table: samples, uploads restored from the URL, the parsed-table cache and the chosen columns.
+
+Session state keeps small descriptors (the data bytes, name and SHA-256); parsed tables live in :data:`TABLES`,
+shared by all sessions, keyed by the SHA-256 of the file bytes and bounded in bytes
+(:mod:`pages._support.table_cache`).  Uploads are kept on disk (:mod:`pages._support.uploads`) so that a
+reload restores them with their schema.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+import privsyn_core as ps
+from privsyn_core.data.io import read_csv
+from privsyn_core.reporting import report
+
+from . import shared, table_cache, uploads
+from .state import ASSETS, set_schema_entries
+
+DEFAULT_SAMPLE = "blobs"
+MAX_UPLOAD_MB = 50
+
+
+def init_state() -> None:
+    """Defaults for a new session: the table named in the URL (after a reload), else the default sample."""
+    if "data" not in st.session_state:
+        restore_or_default()
+    name_data_in_url()
+    st.session_state.setdefault("result", None)
+    st.session_state.setdefault("run", None)
+    st.session_state.setdefault("compare", None)
+    st.session_state.setdefault("sweep", None)
+    st.session_state.setdefault("saved", {})
+
+
+def load_sample(name: str) -> None:
+    schema = json.loads((ASSETS / f"{name}.schema.json").read_text())
+    set_data((ASSETS / f"{name}.csv").read_bytes(), f"{name}.csv", sample=name)
+    set_schema_entries({c["name"]: {**c, "source": "sample: published public bounds"} for c in schema["columns"]})
+
+
+def restore_or_default() -> None:
+    """A new session (a reload) restores the table its URL names (``?data=<id>`` or ``?sample=<name>``).
+
+    Uploads are kept on disk by :mod:`pages._support.uploads` (bounded, oldest evicted); an id that is no
+    longer kept falls back to the default sample with a note.
+    """
+    token, sample = st.query_params.get("data"), st.query_params.get("sample")
+    if token:
+        found = uploads.load(token)
+        if found is not None:
+            with contextlib.suppress(ps.PrivsynError):
+                set_data(*found, token=token)
+                restore_schema(token)
+                return
+    load_sample(sample if sample and sample.isidentifier() and (ASSETS / f"{sample}.csv").exists()
+                else DEFAULT_SAMPLE)
+    if token:  # shown until another table is chosen
+        st.session_state.restore_note = ("The table of this link is no longer kept on the server (the oldest "
+                                         "uploads are removed to keep the disk bounded): upload it again.")
+
+
+def restore_schema(token: str) -> None:
+    """The schema entries and chosen columns kept with the upload ``token`` (:func:`remember_schema`), if any."""
+    kept = uploads.load_schema(token)
+    if kept is None:
+        return
+    names = [str(c) for c in table().columns]
+    set_schema_entries({k: e for k, e in kept["entries"].items() if k in names and isinstance(e, dict)})
+    chosen = [c for c in kept["columns"] if c in names]
+    if chosen:
+        shared.set_columns(chosen)
+    st.session_state.kept_schema = _schema_json()
+
+
+def remember_schema() -> None:
+    """Keep the current upload's schema entries and chosen columns beside it (public: what the user declared), so
+    that a reload restores them (:func:`restore_schema`).  Written only when they changed since the last write."""
+    token = (st.session_state.get("data") or {}).get("token")
+    if not token:
+        return
+    body = _schema_json()
+    if body != st.session_state.get("kept_schema"):
+        uploads.save_schema(token, st.session_state.get("schema_entries", {}), columns())
+        st.session_state.kept_schema = body
+
+
+def _schema_json() -> str:
+    return json.dumps([st.session_state.get("schema_entries", {}), columns()], sort_keys=True, default=str)
+
+
+def name_data_in_url() -> None:
+    """Keep the URL naming the current table (``?data=<id>`` or ``?sample=<name>``) on every page: Streamlit
+    drops the query parameters when the user changes page, and a reload there must find the same table."""
+    data = st.session_state.get("data") or {}
+    wanted = ({"sample": data["sample"]} if data.get("sample") else
+              {"data": data["token"]} if data.get("token") else {})
+    if st.query_params.to_dict() != wanted:
+        st.query_params.from_dict(wanted)
+
+
+def set_data(raw: bytes, name: str, sample: str | None = None, token: str | None = None) -> None:
+    """Make ``raw`` the current table (validated by :func:`load_table`) and name it in the page's URL.
+
+    A file that cannot be read clears the previous table, its schema and every result before the error
+    is shown: nothing on screen may belong to another file than the one the user just chose.  An upload
+    is kept on disk (:mod:`pages._support.uploads`) under a random id that goes into the URL
+    (``?data=<id>``; ``token`` when it is restored from there), a sample by its name (``?sample=``), so a
+    reload finds the same table.
+    """
+    st.session_state.pop("restore_note", None)
+    digest = report.sha256(raw)
+    try:
+        frame = load_table(raw, digest)
+    except ps.PrivsynError:
+        clear_data()
+        raise
+    if sample is None and token is None:
+        token = uploads.save(raw, name)
+    st.session_state.data = {"bytes": raw, "name": name, "sha256": digest, "sample": sample, "token": token}
+    name_data_in_url()
+    st.session_state.data_version = st.session_state.get("data_version", 0) + 1
+    shared.set_columns([str(c) for c in frame.columns])
+    _clear_results()
+
+
+def clear_data() -> None:
+    """No current table (after an upload that could not be read)."""
+    st.session_state.data = None
+    st.session_state.data_version = st.session_state.get("data_version", 0) + 1
+    name_data_in_url()
+    shared.set_columns([])
+    _clear_results()
+
+
+def _clear_results() -> None:
+    set_schema_entries({})
+    st.session_state.bounds_notes = None
+    st.session_state.result = st.session_state.run = None
+    st.session_state.compare = st.session_state.sweep = None
+
+
+#: Parsed tables of every session, bounded in bytes (``PRIVSYN_UPLOAD_CACHE_MB``, :mod:`pages._support.table_cache`).
+TABLES = table_cache.TableCache()
+
+
+def load_table(raw: bytes, digest: str | None = None) -> pd.DataFrame:
+    """The parsed table of ``raw``, from :data:`TABLES` when present (keyed by ``digest``, the SHA-256 of ``raw``).
+
+    The table is shared between sessions: never modify it in place.  A table larger than the cache's whole
+    budget is refused (a :class:`~privsyn_core.errors.ResourceError` naming the limit).
+    """
+    digest = digest or report.sha256(raw)
+    found = TABLES.get(digest)
+    if found is not None:
+        return found
+    with st.spinner("Reading the CSV..."):
+        return TABLES.put(digest, read_csv(raw, max_bytes=MAX_UPLOAD_MB * 2**20))
+
+
+def table() -> pd.DataFrame:
+    data = st.session_state.get("data")
+    if data is None:
+        raise ps.DataError("no data: the last file could not be read; choose a sample or upload a CSV on the Data page")
+    return load_table(data["bytes"], data["sha256"])
+
+
+def columns() -> list[str]:
+    """The chosen columns (published by the Data page, :mod:`pages._support.shared`)."""
+    return shared.columns()
+
+
+def frame() -> pd.DataFrame:
+    """The chosen columns of the current table."""
+    chosen = columns()
+    if not chosen:
+        raise ps.DataError("choose at least one column on the Data page")
+    return table()[chosen]
+
+
+def data_id() -> str:
+    """The current dataset's identity in the ledger: the SHA-256 of its bytes (never shown)."""
+    table()  # a clear error when there is no data
+    return st.session_state.data["sha256"]
+
+
+def real_of(result: ps.SynthResult) -> pd.DataFrame:
+    """The real columns a run used (teaching only), whatever the Data page has chosen since."""
+    return table()[[c["name"] for c in result.schema["columns"]]]
+
+
+def unit_real(result: ps.SynthResult) -> np.ndarray:
+    """The real rows (teaching only) in the unit coordinates of the run's schema (not the editor's current one)."""
+    return report.schema_encode(table(), result.schema)

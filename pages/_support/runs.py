@@ -1,0 +1,70 @@
+"""Runs and their metrics, cached in ``st.cache_data`` functions keyed by a run's JSON key (never by a
+DataFrame, which Streamlit hashes from a sample above 50k rows), each recorded in the privacy ledger."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+import privsyn_core as ps
+from privsyn_core.reporting import report
+
+from . import ledger as store, shared, state
+from .data_state import columns, data_id, frame, real_of
+from .schema_state import schema
+from .state import release_mode
+
+
+def run_key(mechanism: str, epsilon: float, params: dict, neighbouring: str, seed: int | None,
+            n_synthetic: int | None) -> dict[str, Any]:
+    """Everything that determines a run's output."""
+    return {"sha256": data_id(), "columns": columns(), "schema": schema().to_dict(),
+            "mechanism": mechanism, "params": params, "epsilon": float(epsilon), "neighbouring": neighbouring,
+            "seed": seed, "n_synthetic": n_synthetic}
+
+
+@st.cache_data(max_entries=24, show_spinner=False)
+def _cached_run(key_json: str, _frame: pd.DataFrame) -> ps.SynthResult:
+    key = json.loads(key_json)
+    return ps.synthesize(_frame, key["mechanism"], key["epsilon"], schema=key["schema"],
+                         neighbouring=key["neighbouring"], n_synthetic=key["n_synthetic"], rng=key["seed"],
+                         **key["params"])
+
+
+def execute(key: dict[str, Any], label: str = "") -> ps.SynthResult:
+    """Run (cached in teaching mode; a fresh secure release in release mode) and record it in the ledger.
+
+    A run already in the ledger (teaching mode: same data, settings and seed) spends nothing new; any
+    other private run is refused before it starts when it would exceed the data's budget.
+    """
+    run_key = None if release_mode() else json.dumps(key, sort_keys=True)
+    private = ps.get_mechanism(key["mechanism"]).is_private and ps.Schema.from_dict(key["schema"]).dp_valid
+    if not store.known(data_id(), run_key):
+        store.check(data_id(), float(key["epsilon"]), private)
+    if release_mode():
+        result = ps.synthesize(frame(), key["mechanism"], key["epsilon"], schema=key["schema"],
+                               neighbouring=key["neighbouring"], n_synthetic=key["n_synthetic"],
+                               rng=state.release_rng(), **key["params"])
+    else:
+        result = _cached_run(json.dumps(key, sort_keys=True), frame())
+    kind = "release" if release_mode() else "teaching run"
+    store.add(data_id(), label=f"{key['mechanism']} ({kind}{label})", mechanism=key["mechanism"],
+              relation=key["neighbouring"], epsilon=result.epsilon,
+              private=result.dp_valid and ps.get_mechanism(key["mechanism"]).is_private, run_key=run_key)
+    return result
+
+
+@st.cache_data(max_entries=24, show_spinner="Computing the metrics on the real data (not private)...")
+def evaluation(key_json: str, _real: pd.DataFrame, _synthetic: pd.DataFrame, schema_json: str,
+               target: str | None) -> dict:
+    return report.evaluate_subsampled(_real, _synthetic, ps.Schema.from_dict(json.loads(schema_json)), target=target)
+
+
+def evaluate_result(result: ps.SynthResult, key: dict) -> dict:
+    """The metrics of a run (teaching mode only), cached by the run's key and the TSTR target."""
+    target = shared.tstr_target()
+    target = target if target in [c["name"] for c in result.schema["columns"]] else None
+    return evaluation(json.dumps(key, sort_keys=True), real_of(result), result.data, json.dumps(result.schema), target)

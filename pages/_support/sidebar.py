@@ -1,0 +1,91 @@
+"""The sidebar: the mode switch, the line naming the current data and the data's privacy ledger and budget."""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from privsyn_core.reporting.figures import NOT_PRIVATE
+
+from . import ledger as store
+from .data_state import columns, data_id, table
+from .state import enforce_mode, release_locked, release_mode, release_toggle
+from .text import md
+
+
+def sidebar_controls() -> None:
+    with st.sidebar:
+        if release_locked():
+            st.success("Release-only deployment: only private outputs are shown, and teaching mode is switched "
+                       "off on this server.")
+        else:
+            release_toggle()
+            if release_mode():
+                st.success("Release mode: only private outputs are shown.")
+            else:
+                st.info(f"Teaching mode: views marked '{NOT_PRIVATE}' read the raw data.")
+        enforce_mode()
+        st.session_state.sidebar_data = st.empty()  # filled after the page ran: an upload there is the current data
+
+
+def sidebar_data() -> None:
+    """The sidebar's line naming the current data, drawn after the page (which may have loaded new data)."""
+    data = st.session_state.get("data")
+    slot = st.session_state.pop("sidebar_data", None) or st.sidebar.empty()
+    note = st.session_state.get("restore_note")
+    if note:
+        st.sidebar.warning(note)
+    if data is None:
+        slot.caption("Data: none (the last file could not be read)")
+        return
+    rows = "" if release_mode() else f"{len(table()):,} rows, "
+    slot.caption(f"Data: **{md(data['name'])}**, {rows}{len(columns())} column(s) chosen")
+
+
+RELATION_WORDS = {"replace": "replacing one record", "add_remove": "adding or removing one record"}
+
+
+def sidebar_ledger() -> None:
+    """The data's privacy ledger and budget (drawn after the page ran, so it includes this run's spends).
+
+    Kept in SQLite by the data's content (:mod:`pages._support.ledger`): a reload, a new session or
+    a server restart meets the same spends.
+    """
+    if st.session_state.get("data") is None:
+        return
+    did = data_id()
+    with st.sidebar:
+        st.subheader("Privacy ledger of this data")
+        cap = store.budget(did)
+        value = st.number_input("Budget for this data (total epsilon; 0 = no budget)", min_value=0.0, step=0.5,
+                                value=float(cap or 0.0), key=f"w_budget_{st.session_state.get('data_version', 0)}",
+                                help="Private releases that would take the total above it are refused.")
+        if value != float(cap or 0.0):
+            store.set_budget(did, value or None)
+            cap = value or None
+        spends = store.spends(did)
+        private = [e for e in spends if e["private"]]
+        others = [e for e in spends if not e["private"]]
+        totals = store.totals(did)
+        if not private:
+            st.caption("No private release on this data yet.")
+        for relation, total in totals.items():
+            st.metric(f"Total epsilon ({relation.replace('_', '/')})", f"{total:g}",
+                      help=f"Private releases on this data whose neighbours differ by "
+                           f"{RELATION_WORDS.get(relation, relation)}")
+        spent = math.fsum(totals.values())
+        if cap:
+            st.progress(min(spent / cap, 1.0), text=f"{spent:g} of the budget {cap:g} spent")
+        if private:
+            shown = private[-8:]
+            lines = [f"{i}. {md(e['label'])}: **epsilon {e['epsilon']:g}**"
+                     for i, e in enumerate(shown, len(private) - len(shown) + 1)]
+            st.markdown("\n".join(lines))
+            st.caption("Releases on the same data compose: their epsilons add up. Re-running with a new seed "
+                       "spends epsilon again; the same teaching run with the same seed does not.")
+        if others:
+            with st.expander(f"Not private: {len(others)} run(s), outside the budget"):
+                st.markdown("\n".join(f"- {md(e['label'])}" for e in others[-8:]))
+                st.caption("A mechanism that is not private, or a domain read off the data (dp_valid = False): "
+                           "no privacy guarantee, so no epsilon to add up.")

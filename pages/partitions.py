@@ -50,7 +50,7 @@ if found:
         @st.fragment
         def view() -> None:
             axes = ui.axis_pair(names, "part")
-            shown = cells
+            shown: dict = cells or {}
             if levels:
                 # open at the deepest level a reader can still see (at most READABLE_CELLS boxes), not the leaves
                 readable = max([j for j, lv in enumerate(levels) if len(lv["lo"]) <= READABLE_CELLS] or [0])

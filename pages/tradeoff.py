@@ -38,9 +38,13 @@ else:
             previous = st.session_state.sweep
             if previous is None or previous["key"] != key:  # the last sweep is kept per session
                 bar = st.progress(0.0, text="starting the sweep")
+
+                def report_progress(share: float, text: str) -> None:
+                    bar.progress(share, text=text)
+
                 data = report.tradeoff_sweep(ui.frame(), schema, mechanisms, sorted(epsilons), ns=ns,
                                              seeds=range(seeds), neighbouring=neighbouring,
-                                             progress=lambda f, t: bar.progress(f, text=t))
+                                             progress=report_progress)
                 bar.empty()
                 st.session_state.sweep = {"key": key, "data": data, "d": len(schema.columns)}
     saved = st.session_state.sweep

@@ -29,6 +29,8 @@ if found:
         @st.fragment
         def view() -> None:
             axes = ui.axis_pair(names, "tsp")
+            path: np.ndarray | None
+            net: np.ndarray | None
             if release_mode:
                 release = result.release()
                 path, net, weights = F.released_path(release), release.unit, release.weights

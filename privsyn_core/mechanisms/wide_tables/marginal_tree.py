@@ -56,6 +56,7 @@ from privsyn_core.data.domain import Schema
 from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
 from privsyn_core.errors import DataError, ParameterError
 from privsyn_core.evaluation.audit import AuditCase
+from privsyn_core.mechanisms.hvz23.psmm import PsmmLayout, psmm_counts, psmm_layout, psmm_release
 from privsyn_core.mechanisms.wide_tables.tree_pieces import (
     ColumnModel,
     PairRelease,
@@ -123,23 +124,50 @@ class TreeLayout:
     offsets: tuple[int, ...]
     coarse: tuple[int, ...]
     warnings: tuple[str, ...] = ()
+    #: The narrow-table branch (:func:`joint_branch`): PSMM's grid of the whole joint, else ``None`` (the tree).
+    joint: PsmmLayout | None = None
 
     @property
     def counts_per_row(self) -> int:
-        """Every row is counted once in each pair tree (the Dask path checks the total against it)."""
-        return len(self.pairs)
+        """Every row is counted once in each pair tree, or once in the joint grid (the Dask path checks it)."""
+        return 1 if self.joint is not None else len(self.pairs)
 
     def share(self, name: str) -> float:
         return dict(self.shares).get(name, 0.0)
 
 
+#: PSMM's parameters in the narrow-table branch: king-graph LP, normaliser ``n``, uniform rows in a cell.
+JOINT_PSMM_PARAMS = {"cells_per_axis": None, "lp": None, "normalise": "n", "sample": "uniform"}
+#: Default of ``joint_columns``: tables of at most this many numeric columns take the joint branch.
+JOINT_COLUMNS = 3
+#: Most cells of the joint branch's grid: its LP then solves in about 1.5 s (d = 2, k = 50) or 3 s (d = 3,
+#: k = 13) on the 2-core benchmark machine (psmm's own cap, 16 384 cells, takes 30 s or more).
+JOINT_MAX_CELLS = 2_500
+
+
+def joint_branch(levels: tuple[int, ...], params: dict[str, Any]) -> bool:
+    """Whether the whole joint is released by PSMM instead of a tree (a public rule: schema and parameters only).
+
+    With ``d <= joint_columns`` numeric columns a tree has at most two edges and loses to PSMM on the
+    whole joint at the full budget (docs/marginal_tree.md, "Narrow tables": 1.5-1.9x the W1 of psmm at
+    ``d = 2, 3``).  A categorical column keeps the tree, whose cuts follow its categories.
+    """
+    return len(levels) <= params.get("joint_columns", JOINT_COLUMNS) and not any(levels)
+
+
 def tree_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> TreeLayout:
-    """The ledger plan and the pair trees, from the public record count ``n``."""
+    """The ledger plan and the pair trees (or the joint grid of :func:`joint_branch`), from the public count ``n``."""
     if d < 2:
         raise ParameterError("marginal_tree needs at least 2 columns; use pmm for one column")
     levels = tuple(params.get("levels") or (0,) * d)
     if len(levels) != d:
         raise ParameterError(f"marginal_tree: {len(levels)} column levels for {d} columns")
+    if joint_branch(levels, params):
+        k = min(psmm_layout(n, d, epsilon, neighbouring, JOINT_PSMM_PARAMS)[0],
+                math.floor(JOINT_MAX_CELLS ** (1 / d) + 1e-9))
+        grid = psmm_layout(n, d, epsilon, neighbouring, {**JOINT_PSMM_PARAMS, "cells_per_axis": k})
+        return TreeLayout(levels, int(n), split_epsilon(epsilon, [("joint", 1.0)]), (), (0, grid[0] ** d), (),
+                          joint=grid)
     parts: list[tuple[str, float]] = []
     edge_share = 1.0
     if d >= 3:
@@ -176,6 +204,8 @@ def tree_counts_stage(unit: np.ndarray, layout: TreeLayout) -> CellCounts:
     given = getattr(unit, "levels", ())
     if given and tuple(given) != layout.levels:
         raise ParameterError("marginal_tree: the encoded columns' category counts differ from the layout's")
+    if layout.joint is not None:
+        return psmm_counts(np.asarray(unit), layout.joint)
     out = np.zeros(layout.offsets[-1], dtype=np.int64)
     for pair, start, stop in zip(layout.pairs, layout.offsets[:-1], layout.offsets[1:], strict=True):
         out[start:stop] = np.bincount(pair.grid_ids(unit), minlength=stop - start)
@@ -186,6 +216,9 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
                  rng: np.random.Generator, layout: TreeLayout,
                  params: dict[str, Any]) -> tuple[MechanismOutput, RowPlan]:
     """Selection, edge releases, consistency and the row plan, from the pair counts only."""
+    if layout.joint is not None:
+        return joint_release(counts, n, d, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
+                             grid=layout.joint, shares=layout.shares)
     marg_rng, select_rng, edge_rng, sample_rng = rng.spawn(4)
     dense = counts.dense(layout.offsets[-1])
     grids = [dense[s:e].reshape(2 ** p.cuts[0], 2 ** p.cuts[1])
@@ -228,9 +261,30 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
                                 "levels": [{"lo": lo, "hi": hi, "noisy_count": noisy}
                                            for (lo, hi), noisy in zip(r.level_boxes(), r.noisy_levels, strict=True)]}
                                for r in releases]},
-        params={"tree_edges": edges, "root": 0, "edge_depths": [r.tree.depth for r in releases],
+        params={"branch": "tree", "tree_edges": edges, "root": 0, "edge_depths": [r.tree.depth for r in releases],
                 "edge_cuts": [list(r.tree.cuts) for r in releases]},
         timings=timings, warnings=warnings)
+    return out, plan
+
+
+def joint_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
+                  rng: np.random.Generator, grid: PsmmLayout,
+                  shares: list[tuple[str, float]]) -> tuple[MechanismOutput, RowPlan]:
+    """The narrow-table branch: PSMM ([HVZ23] Alg. 1 with the corrected d_BL projection) on the whole joint.
+
+    Every stage is :func:`privsyn_core.mechanisms.hvz23.psmm.psmm_release` at the full ``epsilon``: discrete
+    Laplace cell counts (sensitivity 1 add/remove, 2 replace), then post-processing.  The output
+    keeps this mechanism's shape: one ledger stage, ``branch = "joint"``, no tree.
+    """
+    out, plan = psmm_release(counts, n, d, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
+                             layout=grid, params=JOINT_PSMM_PARAMS)
+    out.warnings = [w.replace("psmm:", "marginal_tree (joint branch, psmm):") for w in out.warnings]
+    k = grid[0]
+    out.ledger = [(f"joint distribution of the {d} columns: PSMM on {k}^{d} cells, discrete Laplace counts", eps)
+                  for _, eps in shares]
+    out.diagnostics = {"tree": {"edges": [], "scores": None}, "joint": out.diagnostics}
+    out.params = {"branch": "joint", "tree_edges": [], "root": 0, "edge_depths": [], "edge_cuts": [],
+                  "cells_per_axis": k, "cells": k ** d}
     return out, plan
 
 
@@ -435,6 +489,9 @@ SPEC = register_staged(
                                     "half on the exponential mechanism); unused with 2 columns"),
         "coarse_bits": ParamSpec(3, int, (1, 6), help="cuts per numeric axis of the public discretisation that "
                                                         "scores pairs (2^bits bins); categories up to 2^bits"),
+        "joint_columns": ParamSpec(JOINT_COLUMNS, int, (1, 3),
+                                   help="with at most this many columns, all numeric, the whole joint is released "
+                                        "by PSMM at the full budget instead of a tree (1: always a tree)"),
         "depth": ParamSpec("paper", int, (2, 40), choices=("paper",),
                            help="depth of every edge's tree: 'paper' = floor(log2(eps_edge n)) (n noisy under "
                                 "add/remove), or an integer"),
@@ -448,9 +505,9 @@ SPEC = register_staged(
     reference=("McKenna, Miklau, Sheldon, \"Winning the NIST contest\", J. Privacy and Confidentiality 2021 (MST tree "
                "selection); He, Vershynin, Zhu, \"Algorithmically Effective Differentially Private Synthetic Data\", "
                "COLT 2023 (PMM per edge)"),
-    released=("root", "edge_depths", "edge_cuts"),
+    released=("branch", "root", "edge_depths", "edge_cuts", "cells_per_axis", "cells"),
     released_noisy=("tree_edges",),
     uses_n=lambda params: True,
-    audit=AuditCase(d=2, params={"depth": 2, "coarse_bits": 1}, features=edge_features, trials=5_000,
-                    selection_trials=1_500, tight_coordinates=2),
+    audit=AuditCase(d=2, params={"depth": 2, "coarse_bits": 1, "joint_columns": 1}, features=edge_features,
+                    trials=5_000, selection_trials=1_500, tight_coordinates=2),
 )

@@ -141,6 +141,7 @@ class Case:
     expect: str  # the expected behaviour, in words
     code: int  # the expected exit status
     fragment: str | None = None  # in the one error line (failure) or in some stderr line (success)
+    stdout: str | None = None  # in the standard output (success)
     protect: list[Path] = field(default_factory=list)  # files that must be byte-identical afterwards
     out: Path | None = None  # the file the command would write
     kind: str | None = None  # for the largest accepted input of each kind
@@ -285,7 +286,7 @@ def cases(f: dict[str, Path], work: Path, tmpfs: Path | None) -> list[Case]:
     synth(g, "existing output without --force", small, "--schema", str(unit2), old="keep",
           expect="refused, old file kept", **fails("exists; pass --force"))
     synth(g, "existing output with --force", small, "--schema", str(unit2), "--force", old="replace",
-          expect="replaced atomically", kind="CLI synth", size="200 rows")
+          expect="replaced atomically")
 
     # 2. Atomic writes: a full disk, signals mid-write.
     g = "2 atomic writes"
@@ -317,7 +318,9 @@ def cases(f: dict[str, Path], work: Path, tmpfs: Path | None) -> list[Case]:
         c.signal_at = (sig, SIGNAL_AT_BYTES)
     for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
         c = synth(g, f"{sig.name} during start-up (0.3 s, while importing)", small, "--schema", str(unit2),
-                  expect=f"exit {code}, one line", code=code, fragment=f"interrupted ({sig.name})")
+                  expect=f"exit {code}, one line", code=code, fragment=f"interrupted ({sig.name})",
+                  note="cli.main installs its handlers after `import privsyn_core` (about 1 s: pandas, scipy); "
+                       "nothing is written yet")
         c.signal_at = (sig, 0.3)
 
     # 3. Bounded memory.
@@ -325,8 +328,9 @@ def cases(f: dict[str, Path], work: Path, tmpfs: Path | None) -> list[Case]:
     for n in EVAL_SIZES:
         real, syn = f[f"eval_real_{n}.csv"], f[f"eval_synth_{n}.csv"]
         out.append(Case(g, f"evaluate {n:,} rows against {n:,} (6 columns)",
-                        [*CLI, "evaluate", str(real), str(syn)], "exit 0, subsampled to 50,000 rows a side",
-                        code=0, fragment=None, protect=[real, syn], kind="CLI evaluate",
+                        [*CLI, "evaluate", str(real), str(syn)],
+                        "exit 0, subsampled to 50,000 rows a side (stated: rows_compared=50000)",
+                        code=0, stdout="rows_compared=50000", protect=[real, syn], kind="CLI evaluate",
                         size=f"{n:,} + {n:,} rows, {real.stat().st_size / 1e6:.0f} MB each", heavy=True))
     synth(g, "--n-synthetic 2e7 (CLI)", small, "--schema", str(unit2), "--n-synthetic", "20000000",
           expect="refused by the memory budget", **fails("exceed the memory budget"))
@@ -343,10 +347,14 @@ def cases(f: dict[str, Path], work: Path, tmpfs: Path | None) -> list[Case]:
     synth(g, "50 MB CSV of short text (5.6M rows x 3)", text, "--n-synthetic", "10000",
           expect="parsed, accepted, under 2 GB", kind="CLI text CSV", size=f"{text.stat().st_size / 1e6:.0f} MB",
           heavy=True, note="10,000 synthetic rows: the case is the parse")
-    numeric = f["numeric_190MB.csv"]
-    synth(g, "190 MB numeric CSV (4M rows x 6), the loader's largest", numeric, "--n-synthetic", "10000",
-          expect="parsed, accepted, under 2 GB", kind="CLI numeric CSV",
-          size=f"{numeric.stat().st_size / 2**20:.0f} MiB", heavy=True, note="10,000 synthetic rows")
+    for name, rows in (("eval_real_1000000.csv", "1M"), ("numeric_190MB.csv", "4M")):
+        numeric = f[name]
+        synth(g, f"pmm, epsilon 100 (the app's maximum) on a {numeric.stat().st_size / 2**20:.0f} MiB numeric CSV "
+                 f"({rows} rows x 6)", numeric, "--n-synthetic", "10000", mechanism="pmm", epsilon="100",
+              expect="parsed, depth capped, under 2 GB", fragment="capped", kind="CLI numeric CSV, pmm epsilon 100",
+              size=f"{numeric.stat().st_size / 2**20:.0f} MiB", heavy=True,
+              note="10,000 synthetic rows; 190 MiB is just under the loader's 200 MiB limit" if rows == "4M" else
+              "10,000 synthetic rows")
     synth(g, "1 GB file", f["sparse_1GB.csv"], expect="refused by size before reading", **fails("the limit is"))
 
     # 5. One line and exit 2.
@@ -354,14 +362,15 @@ def cases(f: dict[str, Path], work: Path, tmpfs: Path | None) -> list[Case]:
     synth(g, "a valid schema (control)", abc, "--schema", str(abc_json), expect="accepted")
     synth(g, "--seed -1", small, "--seed", "-1", **fails("non-negative integer"), expect="refused")
     synth(g, "--epsilon abc", small, epsilon="abc", **fails("epsilon must be a number"), expect="refused, no usage")
+    out.append(Case(g, "evaluate --schema non-UTF-8 (Latin-1)",
+                    [*CLI, "evaluate", str(abc), str(abc), "--schema", str(BAD_SCHEMA / "latin1.json")],
+                    "refused", protect=[abc], **fails("not UTF-8")))
+    g = "8 messages"
     synth(g, "/dev/zero as input", "/dev/zero", **fails("not a regular file: /dev/zero"), expect="refused")
     synth(g, "/dev/zero as schema", small, "--schema", "/dev/zero", **fails("not a regular file: /dev/zero"),
           expect="refused")
     synth(g, "missing output folder", small, target=work / "no_such_folder" / "out.csv", **fails("no such folder"),
           expect="refused, names the folder")
-    out.append(Case(g, "evaluate --schema non-UTF-8 (Latin-1)",
-                    [*CLI, "evaluate", str(abc), str(abc), "--schema", str(BAD_SCHEMA / "latin1.json")],
-                    "refused", protect=[abc], **fails("not UTF-8")))
 
     # 6. No silent wrong result.
     g = "6 no silent wrong result"
@@ -461,6 +470,8 @@ def run(case: Case) -> Outcome:
         proc.returncode = code = os.waitstatus_to_exitcode(status)
         stderr.seek(0)
         err = stderr.read().decode("utf-8", "replace")
+        stdout.seek(0)
+        said = stdout.read().decode("utf-8", "replace")
     lines = [line for line in err.splitlines() if line.strip()]
     changed = [p.name for p in case.protect if not p.exists() or digest(p) != before[p]]
     left = [p.name for p in parts(folder)]
@@ -485,6 +496,8 @@ def run(case: Case) -> Outcome:
             problems.append(f"unexpected stderr: {stray[0][:80]!r}")
         if case.fragment and case.fragment.lower() not in err.lower():
             problems.append(f"stderr lacks {case.fragment!r}")
+        if case.stdout and case.stdout not in said:
+            problems.append(f"stdout lacks {case.stdout!r}")
         if case.out is not None:
             output = check_csv(case.out, problems)
     if changed:
@@ -505,8 +518,13 @@ def check_csv(path: Path, problems: list[str]) -> str:
     if not path.is_file():
         problems.append("no output written")
         return "missing"
-    with path.open(newline="", encoding="utf-8") as fh:
-        rows = list(csv.reader(fh))[1:]
+    csv.field_size_limit(2**31 - 1)  # the corpus has a 2 MB cell
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            rows = list(csv.reader(fh))[1:]
+    except (csv.Error, UnicodeDecodeError) as exc:
+        problems.append(f"output unreadable: {exc}")
+        return "unreadable"
     finite = not any(math.isinf(number) for row in rows for number in map(_number, row))
     if not finite:
         problems.append("infinite values written")
@@ -525,8 +543,14 @@ def cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def render(outcomes: list[Outcome], total: float, disk: str, root: str) -> str:
-    """The Markdown page; ``root`` (the temporary folder of the run) is written ``$TMP``."""
+def render(outcomes: list[Outcome], total: float, disk: str, root: str, load: tuple[float, float],
+           jobs: int) -> str:
+    """The Markdown page; ``root`` (the temporary folder of the run) is written ``$TMP``, paths in the repository
+    relative to it."""
+
+    def short(text: str) -> str:
+        return text.replace(root, "$TMP").replace(f"{REPO}/", "")
+
     passed = sum(o.verdict == "PASS" for o in outcomes)
     lines = [
         "# Fault and hostile-input table (issue 18)", "",
@@ -540,13 +564,15 @@ def render(outcomes: list[Outcome], total: float, disk: str, root: str) -> str:
         f"`os.wait4`, the child alone) stays under {MAX_RSS_MB} MB.", "",
         f"{passed} of {len(outcomes)} cases pass; the run took {total:.0f} s wall on {os.cpu_count()} shared cores "
         f"({platform.python_implementation()} {platform.python_version()}, memory budget "
-        f"{os.environ.get('PRIVSYN_MEMORY_BUDGET_MB', '1024 (default)')} MB). Full disk: {disk}. Exit `-k` means "
-        "killed by signal k (a shell reports 128 + k). Light cases ran two at a time, heavy ones alone.", "",
+        f"{os.environ.get('PRIVSYN_MEMORY_BUDGET_MB', '1024 (default)')} MB; 1-minute load average {load[0]:.1f} at "
+        f"the start, {load[1]:.1f} at the end: other jobs share the machine, so read wall times with it). "
+        f"Full disk: {disk}. Exit `-k` means killed by signal k (a shell reports 128 + k). Light cases ran {jobs} at "
+        "a time, heavy ones alone.", "",
     ]
     failed = [o for o in outcomes if o.verdict == "FAIL"]
     if failed:
         lines += ["## Failures", ""]
-        lines += [f"* **{cell(o.case.name)}** ({o.case.group}): {cell('; '.join(o.problems).replace(root, '$TMP'))}"
+        lines += [f"* **{cell(o.case.name)}** ({o.case.group}): {cell(short('; '.join(o.problems)))}"
                   for o in failed]
         lines += [""]
     lines += ["## Peak memory of the largest accepted input of each kind", "",
@@ -562,12 +588,12 @@ def render(outcomes: list[Outcome], total: float, disk: str, root: str) -> str:
               "partial file left | output | wall s | peak RSS MB | verdict |",
               "|---:|---|---|---|---:|---:|---|---|---|---|---:|---:|---|"]
     for k, o in enumerate(outcomes, 1):
-        first = o.lines[0].replace(root, "$TMP") if o.lines else ""
+        first = short(o.lines[0]) if o.lines else ""
         first = first if len(first) <= 140 else first[:137] + "..."
         intact = "-" if o.intact is None else "yes" if o.intact else "**NO**"
         left = "no" if not o.left else "**" + ", ".join(o.left) + "**"
         name = o.case.name + (f" ({o.case.note})" if o.case.note else "")
-        verdict = o.verdict if not o.problems else f"**FAIL**: {'; '.join(o.problems)}".replace(root, "$TMP")
+        verdict = o.verdict if not o.problems else short(f"**FAIL**: {'; '.join(o.problems)}")
         lines.append(f"| {k} | {o.case.group} | {cell(name)} | {cell(o.case.expect)} | {o.code} | {len(o.lines)} | "
                      f"{cell(first)} | {intact} | {left} | {cell(o.output)} | {o.wall:.1f} | {o.rss_mb:.0f} | "
                      f"{cell(verdict)} |")
@@ -584,7 +610,7 @@ def main() -> int:
     if args.inputs is not None:
         make_inputs(args.inputs)
         return 0
-    start = time.perf_counter()
+    start, load_start = time.perf_counter(), os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="fault_table.") as tmp:
         work = Path(tmp)
         (work / "shared").mkdir()
@@ -607,7 +633,8 @@ def main() -> int:
                     done[id(c)] = run(c)
                     print(f"  {c.name}: {done[id(c)].verdict}", file=sys.stderr, flush=True)
             outcomes = [done[id(c)] for c in todo]
-    text = render(outcomes, time.perf_counter() - start, disk, root=tmp)
+    text = render(outcomes, time.perf_counter() - start, disk, root=tmp, load=(load_start, os.getloadavg()[0]),
+                  jobs=args.jobs)
     if not args.no_write and not args.only:
         DOC.write_text(text)
     print(text)

@@ -7,6 +7,7 @@ import signal
 import stat
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -275,3 +276,26 @@ def test_signal_ends_with_one_line_and_removes_partial_files(files, sig, code, w
     assert proc.returncode == code
     assert err.strip().splitlines() == [f"error: interrupted ({sig.name}); unfinished files were removed"]
     assert out.read_bytes() == b"old\n" and not report.exists() and _leftovers(tmp) == []
+
+
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_while_the_command_is_still_importing_ends_with_one_line(sig, status):
+    """The handlers of ``privsyn_core.__main__`` are in place before numpy loads: the signal is sent from inside
+    the first ``import numpy`` of the run, so the test does not depend on timing."""
+    child = textwrap.dedent(f"""
+        import builtins, os, runpy, sys
+        sys.argv = ["privsyn", "mechanisms"]
+        original = builtins.__import__
+        def signal_at_numpy(name, *args, **kwargs):
+            if name == "numpy":
+                builtins.__import__ = original
+                os.kill(os.getpid(), {int(sig)})
+            return original(name, *args, **kwargs)
+        builtins.__import__ = signal_at_numpy
+        runpy.run_module("privsyn_core", run_name="__main__", alter_sys=True)
+    """)
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == status
+    assert done.stderr.splitlines() == [f"error: interrupted ({sig.name}) while starting; nothing was written"]
+    assert done.stdout == ""

@@ -81,6 +81,9 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=None, help="default: results.json here (quick: in /tmp)")
     parser.add_argument("--append", action="store_true", help="keep earlier results for other (system, dataset, eps)")
     parser.add_argument("--report-only", action="store_true", help="rewrite docs/benchmarks.md from --results")
+    parser.add_argument("--rescore", action="store_true",
+                        help="score the finished runs of --results again from their synth.csv under --work "
+                             "(after a change of the metrics), then rewrite the report")
     args = parser.parse_args()
     args.results = args.results or (Path("/tmp/privsyn_peers_quick.json") if args.quick else HERE / "results.json")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds through _wait, which kills the child
@@ -88,7 +91,9 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown system(s) {unknown}; choose from {sorted(PEERS) + our_mechanisms()}")
     rows = json.loads(args.results.read_text()) if (args.append or args.report_only) and args.results.exists() else []
-    if not args.report_only:
+    if args.rescore:
+        rows = rescore(args, json.loads(args.results.read_text()))
+    elif not args.report_only:
         rows = run_grid(args, rows)
     if not args.quick:
         from benchmarks.peers.peer_report import write_report
@@ -116,6 +121,22 @@ def run_grid(args: argparse.Namespace, rows: list[dict]) -> list[dict]:
                 print(_line(record), flush=True)
         if not args.quick:
             write_report(rows, ROOT / "docs")
+    return rows
+
+
+def rescore(args: argparse.Namespace, rows: list[dict]) -> list[dict]:
+    """Scores of the finished runs recomputed from their ``synth.csv`` (the runs themselves are not repeated)."""
+    prepared: dict[str, tuple] = {}
+    for record in rows:
+        if "error" in record or "reused_from" in record:
+            continue
+        name = record["dataset"]
+        if name not in prepared:
+            prepared[name] = _prepare(name, args.n, args.work / name)
+        real, test, meta = prepared[name]
+        record.update(score(real, test, record, meta, args.w1_entries))
+        print(_line(record), flush=True)
+    args.results.write_text(json.dumps(rows, indent=1, default=_jsonable))
     return rows
 
 
@@ -202,8 +223,10 @@ def score(real: pd.DataFrame, test: pd.DataFrame, record: dict, meta: dict, w1_e
                           w1_max_entries=w1_entries)
     except Exception as exc:  # a malformed peer output is a result, not a crash of the benchmark
         return {"error": f"evaluation failed: {exc}"}
-    w1 = report["w1"]
-    return {"w1": w1["value"], "w1_method": w1.get("method"), "w1_error_bound": w1.get("error_bound"),
+    sub, full = report["w1"], report["w1"].get("full_sample") or {}
+    w1 = full if full.get("used") else {"value": None, "method": None, "error_bound": None}
+    return {"w1": w1["value"], "w1_method": w1["method"], "w1_error_bound": w1["error_bound"],
+            "w1_sub": sub["value"], "w1_sub_low": sub.get("low"), "w1_sub_high": sub.get("high"),
             "mmd": report["mmd"]["value"], "tvd1": report["marginal_tvd_1way"]["value"],
             "tvd2": (report.get("marginal_tvd_2way") or {}).get("value"),
             "tstr": report["tstr"]["value"], "tstr_score": report["tstr"]["score"],
@@ -213,7 +236,8 @@ def score(real: pd.DataFrame, test: pd.DataFrame, record: dict, meta: dict, w1_e
 def _line(r: dict) -> str:
     if "error" in r:
         return f"{r['dataset']:>14} eps={r['epsilon']:<4g} {r['system']:>13}  ERROR {r['error'][:160]}"
-    return (f"{r['dataset']:>14} eps={r['epsilon']:<4g} {r['system']:>13}  W1={r['w1']:.4f} MMD={r['mmd']:.4f} "
+    w1 = float("nan") if r["w1"] is None else r["w1"]
+    return (f"{r['dataset']:>14} eps={r['epsilon']:<4g} {r['system']:>13}  W1={w1:.4f} MMD={r['mmd']:.4f} "
             f"TVD1={r['tvd1']:.3f} TSTR={r['tstr']:.3f} t={r['seconds']:.2f}s rss={r['peak_rss_mb']:.0f}MB")
 
 

@@ -15,10 +15,14 @@ from benchmarks.docsection import update_section
 
 HERE = Path(__file__).resolve().parent
 
-COLUMNS = [("w1", "W1 (l-inf, unit cube)", "{:.4f}"), ("mmd", "MMD", "{:.4f}"), ("tvd1", "1-way TVD", "{:.3f}"),
+COLUMNS = [("w1", "W1 (l-inf, unit cube)", "{:.4f}"), ("w1_sub", "subsample W1 [95% CI]", "{:.4f}"),
+           ("mmd", "MMD", "{:.4f}"), ("tvd1", "1-way TVD", "{:.3f}"),
            ("tvd2", "2-way TVD", "{:.3f}"), ("tstr", "TSTR", "{:.3f}"), ("seconds", "synthesis s", "{:.2f}"),
            ("process_seconds", "process s", "{:.1f}"), ("peak_rss_mb", "peak RSS MB", "{:.0f}"),
            ("null_cells", "null cells filled", "{:.0f}")]
+#: A system within this relative margin of the best W1 / 2-way TVD (or this TSTR difference) is listed as tied.
+RELATIVE_TIE = 0.2
+TSTR_TIE = 0.05
 FIGURES = {"w1": "benchmarks_peers_w1.html", "tvd2": "benchmarks_peers_tvd2.html", "tstr": "benchmarks_peers_tstr.html",
            "cost": "benchmarks_peers_cost.html"}
 
@@ -26,7 +30,7 @@ FIGURES = {"w1": "benchmarks_peers_w1.html", "tvd2": "benchmarks_peers_tvd2.html
 def write_report(rows: list[dict], docs: Path) -> None:
     """Write the figures into ``docs/figures`` and the tables into the ``peers`` section of the doc."""
     frame = pd.DataFrame(rows)
-    for column in ("error", "trtr", "null_cells"):
+    for column in ("error", "trtr", "null_cells", "w1_sub", "reused_from"):
         if column not in frame:
             frame[column] = None
     figures = docs / "figures"
@@ -50,11 +54,14 @@ def _markdown(frame: pd.DataFrame) -> str:
     for extra in ("summary.md", "notes.md"):
         if (HERE / extra).exists():
             out += [(HERE / extra).read_text().rstrip(), ""]
+    out += _provenance(frame)
     out += ["### Who is best where", "",
             "Per dataset and epsilon, the system with the lowest W1, the lowest 2-way TVD and the highest TSTR "
-            "(ties broken by order; failed and timed-out runs, and `opendp_aim_zcdp` with its weaker guarantee, "
-            "excluded). One run per cell: OpenDP is not seeded, so small gaps are within run-to-run noise. TSTR on "
-            "uniform data is noise (nothing is predictable; train-on-real is below 0 too).", ""]
+            "(failed and timed-out runs, and `opendp_aim_zcdp` with its weaker guarantee, excluded), followed by "
+            f"every other system within {RELATIVE_TIE:.0%} of it (W1, TVD) or {TSTR_TIE} of it (TSTR). One run per "
+            "cell (OpenDP is not seeded), so a gap inside that margin is not a ranking: the margin is a stated "
+            "convention, not a measured run-to-run spread. TSTR on uniform data is noise (nothing is predictable; "
+            "train-on-real is below 0 too).", ""]
     out += _winners(_ok(frame))
     out += ["", "### All runs", "",
             "Lower is better for W1, MMD and TVD; TSTR is the accuracy (classification) or R^2 (regression) of a "
@@ -83,7 +90,11 @@ def _best(part: pd.DataFrame, key: str, pick, fmt: str) -> str:
     if values.empty:
         return "-"
     row = values.loc[values[key].idxmin() if pick is min else values[key].idxmax()]
-    return f"{row['system']} ({fmt.format(row[key])})"
+    best = row[key]
+    tied = values[values[key] <= best * (1 + RELATIVE_TIE)] if pick is min else values[values[key] >= best - TSTR_TIE]
+    tied = tied.sort_values(key, ascending=pick is min)
+    others = [f"{r['system']} ({fmt.format(r[key])})" for _, r in tied.iterrows() if r["system"] != row["system"]]
+    return f"{row['system']} ({fmt.format(best)})" + (f"; tied: {', '.join(others)}" if others else "")
 
 
 def _tables(frame: pd.DataFrame) -> list[str]:
@@ -102,11 +113,31 @@ def _tables(frame: pd.DataFrame) -> list[str]:
                 out.append(f"| {r['epsilon']:g} | {r['system']} | failed: {message} |" + " |" * (len(COLUMNS) - 1))
                 continue
             cells = [_cell(r.get(key), fmt) for key, _, fmt in COLUMNS]
+            if _number(r.get("w1_sub_low")) and _number(r.get("w1_sub_high")):
+                cells[1] += f" [{r['w1_sub_low']:.4f}, {r['w1_sub_high']:.4f}]"
+            if isinstance(r.get("reused_from"), str):
+                cells[0] += " (re-used)"
             if r.get("w1_method") not in (None, "exact_emd", "closed_form_1d"):
                 cells[0] += f" ({r['w1_method']}, bound {r['w1_error_bound']:.4f})"
             out.append(f"| {r['epsilon']:g} | {r['system']} | " + " | ".join(cells) + " |")
         out.append("")
     return out
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not math.isnan(value)
+
+
+def _provenance(frame: pd.DataFrame) -> list[str]:
+    """Which rows were carried over from an earlier run (``reused_from``) rather than run for this report."""
+    reused = frame[frame["reused_from"].notna()]
+    if reused.empty:
+        return []
+    lines = ["### Rows re-used from an earlier run", ""]
+    for source, part in reused.groupby("reused_from", sort=False):
+        systems = ", ".join(f"`{s}`" for s in dict.fromkeys(part["system"]))
+        lines.append(f"* {systems} ({len(part)} rows): {source}")
+    return [*lines, ""]
 
 
 def _figures(frame: pd.DataFrame, folder: Path) -> None:

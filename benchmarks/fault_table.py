@@ -319,7 +319,7 @@ def cases(f: dict[str, Path], work: Path, tmpfs: Path | None) -> list[Case]:
     for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
         c = synth(g, f"{sig.name} during start-up (0.3 s, while importing)", small, "--schema", str(unit2),
                   expect=f"exit {code}, one line", code=code, fragment=f"interrupted ({sig.name})",
-                  note="cli.main installs its handlers after `import privsyn_core` (about 1 s: pandas, scipy); "
+                  note="privsyn_core.__main__ installs its handlers before cli loads numpy and pandas (about 1 s); "
                        "nothing is written yet")
         c.signal_at = (sig, 0.3)
 

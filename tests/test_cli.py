@@ -299,3 +299,15 @@ def test_a_signal_while_the_command_is_still_importing_ends_with_one_line(sig, s
     assert done.returncode == status
     assert done.stderr.splitlines() == [f"error: interrupted ({sig.name}) while starting; nothing was written"]
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize("schema_file", sorted((Path(__file__).resolve().parents[1] / "assets").glob("*.schema.json")),
+                         ids=lambda p: p.name)
+def test_every_bundled_sample_runs_through_the_cli_with_its_published_schema(tmp_path, capsys, schema_file):
+    """A new user's first command: a bundled sample and the schema file beside it."""
+    data = schema_file.with_name(schema_file.name.replace(".schema.json", ".csv"))
+    out = tmp_path / "out.csv"
+    code = main(["synth", str(data), str(out), "--schema", str(schema_file), "--mechanism", "dp_histogram",
+                 "--epsilon", "1", "--seed", "0"])
+    assert code == 0, capsys.readouterr().err
+    assert list(pd.read_csv(out).columns) == list(pd.read_csv(data, nrows=1).columns)

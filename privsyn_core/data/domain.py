@@ -226,7 +226,8 @@ class Schema:
         """Read a schema written by :meth:`to_dict` (the CLI's ``--schema`` JSON).
 
         The reading is strict, so that a typo cannot silently change the domain: the
-        object has the keys ``columns`` (and optionally ``version``); each column has a
+        object has the keys ``columns`` (and optionally ``version`` and ``description``, free text for people,
+        which is not kept); each column has a
         non-empty string ``name``, ``kind`` ``"numeric"`` (the default) or
         ``"categorical"``; a numeric column has numbers ``lo < hi`` (finite, with a finite
         span ``hi - lo``) and optionally the JSON boolean ``integer``; a categorical column
@@ -241,9 +242,12 @@ class Schema:
         """
         if not isinstance(d, dict) or not isinstance(d.get("columns"), list):
             raise SchemaError("a schema must be a JSON object with a 'columns' list")
-        unknown = set(d) - {"version", "columns"}
+        unknown = set(d) - {"version", "columns", "description"}
         if unknown:
-            raise SchemaError(f"unknown schema keys [{_keys(unknown)}]; a schema has 'columns' and 'version'")
+            raise SchemaError(f"unknown schema keys [{_keys(unknown)}]; a schema has 'columns', 'version' and "
+                              "'description'")
+        if not isinstance(d.get("description", ""), str):
+            raise SchemaError("the schema's 'description' must be text")
         version = d.get("version", SCHEMA_VERSION)
         if isinstance(version, bool) or version != SCHEMA_VERSION:
             raise SchemaError(f"schema version {_show(version)} is not supported; this library reads version "

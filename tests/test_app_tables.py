@@ -182,6 +182,7 @@ def test_partitions_page_draws_the_released_tree_in_both_modes_from_the_release_
         at.toggle(key="w_release").set_value(True).run()
     at.switch_page("pages/synthesize.py").run()
     at.selectbox(key="w_mechanism").set_value("marginal_tree").run()
+    at.number_input(key="w_param_marginal_tree_joint_columns").set_value(1).run()  # a tree even on 2 columns
     next(b for b in at.button if b.label == "Run").click().run()
     assert not problems(at)
     if release:  # release mode draws from the release alone (teaching mode may read the diagnostics)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -63,34 +64,21 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
     SynthResult
         Its :meth:`~SynthResult.release` is what may be published.
     """
-    spec = get_mechanism(mechanism)
-    epsilon = check_epsilon(epsilon)
-    neighbouring = check_neighbouring(spec, neighbouring)
-    public_n = check_public_n(public_n, neighbouring)
-    resolved = spec.resolve_params(params)
-    n_synthetic = check_count("n_synthetic", n_synthetic)
+    request = _request(mechanism, epsilon, neighbouring, public_n, n_synthetic, params)
     from privsyn_core.engine import dask_backend
     if dask_backend.is_dask_frame(data):
-        return dask_backend.synthesize_dask(data, spec, epsilon, schema=schema, neighbouring=neighbouring,
-                                            n_synthetic=n_synthetic, rng=rng, params=resolved, public_n=public_n)
+        return dask_backend.synthesize_dask(data, request.spec, request.epsilon, schema=schema,
+                                            neighbouring=request.neighbouring, n_synthetic=request.n_synthetic,
+                                            rng=rng, params=request.resolved, public_n=request.public_n)
     from privsyn_core.validation import resolve_schema
     frame = as_frame(data)
     schema = resolve_schema(schema, frame)
-    codec: Codec = spec.codec(schema) if spec.codec else schema
-    if n_synthetic is not None:
-        check_rows(n_synthetic, len(schema.names))
-    generator, seed = resolve_rng(rng)
 
-    start = time.perf_counter()
-    unit, clipped = codec.encode(frame)
-    timings = {"encode": time.perf_counter() - start}
-    out, size = _run(spec, codec, unit, epsilon=epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,
-                     generator=generator, public_n=public_n, resolved=resolved, timings=timings)
-    n_records = len(unit)
-    del unit
-    return _finish(spec, codec, schema, out, size, epsilon=epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,
-                   seed=seed, resolved=resolved, clipped=clipped, n_records=n_records, timings=timings,
-                   left_out=[str(c) for c in frame.columns if c not in schema.names])
+    def encode(codec: Codec) -> tuple[np.ndarray, dict[str, int], list[str]]:
+        unit, clipped = codec.encode(frame)
+        return unit, clipped, [str(c) for c in frame.columns]
+
+    return _release(request, schema, encode, rng)
 
 
 def synthesize_chunks(chunks: Iterable[pd.DataFrame], mechanism: str, epsilon: float, *, schema: Schema | dict,
@@ -119,31 +107,63 @@ def synthesize_chunks(chunks: Iterable[pd.DataFrame], mechanism: str, epsilon: f
     **others
         As for :func:`synthesize`.
     """
+    request = _request(mechanism, epsilon, neighbouring, public_n, n_synthetic, params)
+    if not isinstance(schema, (Schema, dict)):
+        raise SchemaError(f"synthesize_chunks needs a public schema (a Schema or a dict), got {type(schema).__name__}; "
+                          "to propose one from the data, read the whole table and call synthesize")
+    schema = Schema.from_dict(schema) if isinstance(schema, dict) else schema
+    return _release(request, schema, lambda codec: _encode_chunks(codec, chunks, capacity), rng)
+
+
+@dataclass(frozen=True)
+class _Request:
+    """The checked arguments every entry point shares."""
+
+    spec: MechanismSpec
+    epsilon: float
+    neighbouring: str
+    public_n: int | None
+    resolved: dict[str, Any]
+    n_synthetic: int | None
+
+
+def _request(mechanism: str, epsilon: float, neighbouring: str, public_n: int | None, n_synthetic: int | None,
+             params: dict[str, Any]) -> _Request:
+    """The mechanism looked up and every public argument checked, in the order the messages promise."""
     spec = get_mechanism(mechanism)
     epsilon = check_epsilon(epsilon)
     neighbouring = check_neighbouring(spec, neighbouring)
     public_n = check_public_n(public_n, neighbouring)
     resolved = spec.resolve_params(params)
-    n_synthetic = check_count("n_synthetic", n_synthetic)
-    if not isinstance(schema, (Schema, dict)):
-        raise SchemaError(f"synthesize_chunks needs a public schema (a Schema or a dict), got {type(schema).__name__}; "
-                          "to propose one from the data, read the whole table and call synthesize")
-    schema = Schema.from_dict(schema) if isinstance(schema, dict) else schema
+    return _Request(spec, epsilon, neighbouring, public_n, resolved, check_count("n_synthetic", n_synthetic))
+
+
+Encoder = Callable[[Codec], tuple[np.ndarray, dict[str, int], list[str]]]
+
+
+def _release(request: _Request, schema: Schema, encode: Encoder, rng: RandomLike) -> SynthResult:
+    """Steps 1-4 of :mod:`privsyn_core.engine.pipeline` on records that ``encode`` turns into the unit cube.
+
+    ``encode(codec)`` returns the encoded records, the clip counts per column and the input's column names.
+    The encoding is dropped before decoding, so it and the decoded table are never held together.
+    """
+    spec = request.spec
     codec: Codec = spec.codec(schema) if spec.codec else schema
-    if n_synthetic is not None:
-        check_rows(n_synthetic, len(schema.names))
+    if request.n_synthetic is not None:
+        check_rows(request.n_synthetic, len(schema.names))
     generator, seed = resolve_rng(rng)
 
     start = time.perf_counter()
-    unit, clipped, columns = _encode_chunks(codec, chunks, capacity)
+    unit, clipped, columns = encode(codec)
     timings = {"encode": time.perf_counter() - start}
-    out, size = _run(spec, codec, unit, epsilon=epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,
-                     generator=generator, public_n=public_n, resolved=resolved, timings=timings)
+    out, size = _run(spec, codec, unit, epsilon=request.epsilon, neighbouring=request.neighbouring,
+                     n_synthetic=request.n_synthetic, generator=generator, public_n=request.public_n,
+                     resolved=request.resolved, timings=timings)
     n_records = len(unit)
     del unit
-    return _finish(spec, codec, schema, out, size, epsilon=epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic,
-                   seed=seed, resolved=resolved, clipped=clipped, n_records=n_records, timings=timings,
-                   left_out=[c for c in columns if c not in schema.names])
+    return _finish(spec, codec, schema, out, size, epsilon=request.epsilon, neighbouring=request.neighbouring,
+                   n_synthetic=request.n_synthetic, seed=seed, resolved=request.resolved, clipped=clipped,
+                   n_records=n_records, timings=timings, left_out=[c for c in columns if c not in schema.names])
 
 
 def _encode_chunks(codec: Codec, chunks: Iterable[pd.DataFrame],

@@ -55,6 +55,10 @@ class ParamSpec:
         Allowed values; for ``int``/``float`` parameters also named alternatives to a
         number (e.g. ``depth`` is ``"paper"``, ``"bound_opt"`` or an int).
     help : str
+    limit : callable, optional
+        ``limit(d)`` is ``(largest, reason)``: the largest value the mechanism accepts on ``d`` encoded
+        columns and what bounds it (a memory budget, a solver's size).  It reads only public inputs; the app
+        caps the parameter's widget there, and the mechanism refuses a larger value itself.
     """
 
     default: Any
@@ -62,6 +66,7 @@ class ParamSpec:
     bounds: tuple[float, float] | None = None
     choices: tuple[Any, ...] | None = None
     help: str = ""
+    limit: Callable[[int], tuple[int, str]] | None = None
 
     def coerce(self, name: str, value: Any) -> Any:
         """Validate ``value`` (possibly a string from the CLI) and convert it."""

@@ -35,12 +35,6 @@ def row_cap_caption(limit: int) -> str:
             f"{resources.budget_bytes() / 2**20:,.0f} MB (PRIVSYN_MEMORY_BUDGET_MB).")
 
 
-def _budget_caps() -> dict[tuple[str, str], tuple[int, str]]:
-    """Size parameters capped by the memory budget: (mechanism, parameter) -> (largest value, what it sizes)."""
-    return {("pmm", "depth"): (resources.max_pmm_depth(), f"2^depth leaves at {resources.PMM_BYTES_PER_LEAF} bytes "
-                                                          "each")}
-
-
 def param_widgets(spec: ps.MechanismSpec) -> dict[str, Any]:
     """One widget per parameter; returns the values (None = auto)."""
     values = {}
@@ -54,11 +48,11 @@ def param_widgets(spec: ps.MechanismSpec) -> dict[str, Any]:
             values[name] = keep(st.selectbox, label, key, p.default if p.default in choices else choices[0],
                                 options=choices, help=p.help)
         else:
-            values[name] = _number_param(name, p, key, spec.name)
+            values[name] = _number_param(name, p, key)
     return values
 
 
-def _number_param(name: str, p: ps.ParamSpec, key: str, spec_name: str) -> Any:
+def _number_param(name: str, p: ps.ParamSpec, key: str) -> Any:
     options = (["auto"] if p.default is None else []) + [str(c) for c in (p.choices or ())] + ["number"]
     default = "auto" if p.default is None else (str(p.default) if p.choices and p.default in p.choices else "number")
     mode = default
@@ -71,14 +65,13 @@ def _number_param(name: str, p: ps.ParamSpec, key: str, spec_name: str) -> Any:
     lo, hi = p.bounds if p.bounds else (None, None)
     number_default = p.default if isinstance(p.default, (int, float)) and not isinstance(p.default, bool) else lo
     if p.type is int:
-        cap = _budget_caps().get((spec_name, name))
-        if cap is not None:
-            hi = cap[0] if hi is None else min(int(hi), cap[0])
+        if p.limit is not None:
+            largest, reason = p.limit(max(len(columns()), 1))
+            hi = largest if hi is None else min(int(hi), largest)
             value = int(capped(st.number_input, f"{name} value", key,
                                int(number_default if number_default is not None else 1),
                                min_value=None if lo is None else int(lo), max_value=int(hi), step=1, help=p.help))
-            st.caption(f"{name} at most {hi}: the memory budget of {resources.budget_bytes() / 2**20:,.0f} MB "
-                       f"(PRIVSYN_MEMORY_BUDGET_MB) holds {cap[1]} up to {name} = {cap[0]}.")
+            st.caption(f"{name} at most {hi} for {max(len(columns()), 1)} column(s): {reason}.")
             return value
         return int(keep(st.number_input, f"{name} value", key,
                         int(number_default if number_default is not None else 1),

@@ -5,6 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 
+def largest_per_axis(cells: int, d: int) -> int:
+    """The largest ``k >= 1`` with ``k ** d <= cells`` (exact in integers; 1 when even 2 does not fit)."""
+    k = max(1, int(cells ** (1.0 / d)))
+    while (k + 1) ** d <= cells:
+        k += 1
+    while k > 1 and k ** d > cells:
+        k -= 1
+    return k
+
+
 def cell_coords(unit: np.ndarray, k: int) -> np.ndarray:
     """Integer cell coordinates ``clip(floor(k x), 0, k-1)``; ``x = 1.0`` lands in the last cell."""
     return np.clip(np.floor(unit * k).astype(np.int64), 0, k - 1)

@@ -51,3 +51,9 @@ def check_rows(rows: int, columns: int, what: str = "n_synthetic") -> None:
 def max_pmm_depth() -> int:
     """The deepest PMM tree whose counts fit the budget (``2^r`` leaves at :data:`PMM_BYTES_PER_LEAF`)."""
     return max(0, math.floor(math.log2(budget_bytes() / PMM_BYTES_PER_LEAF)))
+
+
+def pmm_depth_limit(d: int) -> tuple[int, str]:
+    """``ParamSpec.limit`` of a PMM depth: :func:`max_pmm_depth`, whatever the number of columns ``d``."""
+    return max_pmm_depth(), (f"2^depth leaves at {PMM_BYTES_PER_LEAF} bytes each within the memory budget of "
+                             f"{budget_bytes() / 2**20:,.0f} MB (PRIVSYN_MEMORY_BUDGET_MB)")

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from privsyn_core.data.grid import cell_boxes, cell_counts
+from privsyn_core.data.grid import cell_boxes, cell_counts, largest_per_axis
 from privsyn_core.data.layout import BUDGET_HINT, affordable_noise_mass, coarse_warnings, structured
 from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
 from privsyn_core.errors import ParameterError
@@ -109,7 +109,9 @@ SPEC = register_staged(
     is_private=True,
     params={
         "bins": ParamSpec(None, int, (1, 4096),
-                          help="cells per axis; auto: floor((epsilon n)^(1/(d+1))), at most 10^6 cells"),
+                          help="cells per axis; auto: floor((epsilon n)^(1/(d+1))), at most 10^6 cells",
+                          limit=lambda d: (min(4096, largest_per_axis(MAX_CELLS, d)),
+                                           f"at most {MAX_CELLS:.0e} cells")),
         "sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="where rows go inside a cell"),
     },
     guarantee="epsilon-DP: discrete Laplace counts (scale 2/epsilon replace-one, 1/epsilon add/remove)",

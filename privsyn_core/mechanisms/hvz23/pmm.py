@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from privsyn_core.data.layout import coarse_warnings
-from privsyn_core.engine.resources import PMM_BYTES_PER_LEAF, max_pmm_depth
+from privsyn_core.engine.resources import PMM_BYTES_PER_LEAF, max_pmm_depth, pmm_depth_limit
 from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
 from privsyn_core.errors import DataError, ResourceError
 from privsyn_core.evaluation.audit import AuditCase, cell_features
@@ -246,7 +246,8 @@ SPEC = register_staged(
     params={
         "depth": ParamSpec("paper", int, (0, MAX_DEPTH), choices=("paper", "bound_opt"),
                            help="tree depth r: 'paper' = floor(log2(eps n)) (minus 1 if d = 1), 'bound_opt' = "
-                                "minimiser of the W1 bound, or an integer (does not read n)"),
+                                "minimiser of the W1 bound, or an integer (does not read n)",
+                           limit=pmm_depth_limit),
         "consistency": ParamSpec("proportional", str, choices=("proportional", "uniform"),
                                  help="how a parent's count is split between noisy children (Algorithm 3)"),
         "sample": ParamSpec("uniform", str, choices=("uniform", "center"),

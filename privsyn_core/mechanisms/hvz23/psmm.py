@@ -223,7 +223,10 @@ SPEC = register_staged(
     is_private=True,
     params={
         "cells_per_axis": ParamSpec(None, int, (1, 16_384),
-                                    help="grid cells per axis k (m = k^d cells); auto: round((epsilon n)^(1/d))"),
+                                    help="grid cells per axis k (m = k^d cells); auto: round((epsilon n)^(1/d))",
+                                    limit=lambda d: (max(largest_fitting_k(d, "king"), largest_fitting_k(d, "dense")),
+                                                     f"the projection LP's size (at most {MAX_CELLS:,} cells, "
+                                                     f"{MAX_KING_FLOWS:,} flow variables)")),
         "lp": ParamSpec(None, str, choices=("king", "dense"),
                         help="LP flows on neighbouring cells only (king, exact on the grid) or on all pairs "
                              "(dense); auto: king"),

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from privsyn_core.data.grid import cell_ids
+from privsyn_core.data.grid import cell_ids, largest_per_axis
 from privsyn_core.data.layout import BUDGET_HINT, affordable_noise_mass, coarse_warnings, structured
 from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
 from privsyn_core.errors import ParameterError
@@ -158,7 +158,10 @@ SPEC = register_staged(
     **WALK_FIELDS,
     params={
         "bins": ParamSpec(None, int, (1, 2**22), help="cells per axis M; auto: round((epsilon n / log^1.5(epsilon n))"
-                                                     "^(1/d)), floor(epsilon n) in 1-D"),
+                                                     "^(1/d)), floor(epsilon n) in 1-D",
+                          limit=lambda d: (min(2**22, largest_per_axis(MAX_CELLS["snake"], d)),
+                                           f"at most {MAX_CELLS['snake']:,} cells on path='snake' "
+                                           f"({MAX_CELLS['mst']:,} on 'mst')")),
         "path": ParamSpec("snake", str, choices=("snake", "mst"),
                           help="folding path: boustrophedon through the cells, or MST depth-first preorder"),
         "metric": ParamSpec("chebyshev", str, choices=walks.METRICS,

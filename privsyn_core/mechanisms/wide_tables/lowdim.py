@@ -67,6 +67,7 @@ from typing import Any
 
 import numpy as np
 
+from privsyn_core.engine.resources import pmm_depth_limit
 from privsyn_core.engine.staged import EXACT_N
 from privsyn_core.errors import DataError, ParameterError
 from privsyn_core.evaluation.audit import AuditCase, NeighbourPair
@@ -276,7 +277,7 @@ AUDIT_CASE = AuditCase(d=1, params={"k": 1, "depth": 2, "sample": "center"}, fea
                                        "the rest goes to PMM in the subspace"),
         "depth": ParamSpec("paper", int, (0, MAX_DEPTH), choices=("paper", "bound_opt"),
                            help="PMM's tree depth in the subspace: 'paper' = floor(log2(eps_pmm n)), "
-                                "'bound_opt', or an integer"),
+                                "'bound_opt', or an integer", limit=pmm_depth_limit),
         "sample": ParamSpec("uniform", str, choices=("uniform", "center"),
                             help="where PMM puts the points of a leaf of the subspace's box"),
     },

@@ -196,7 +196,7 @@ def _signed_magnitudes(out: np.ndarray, success: float, rng: np.random.Generator
     mask = np.subtract(0, signs, dtype=np.int64)  # -S: all ones where S = 1 (branch-free negation below)
     np.bitwise_xor(out, mask, out=out)
     np.subtract(out, mask, out=out)  # (V ^ -S) + S = (1 - 2S) V in two's complement
-    return np.flatnonzero(signs & (out == 0))
+    return np.flatnonzero(np.logical_and(signs.view(np.bool_), out == 0))  # a bool mask: numpy's fast nonzero
 
 
 def _random_bits(count: int, rng: np.random.Generator) -> np.ndarray:

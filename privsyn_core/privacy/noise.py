@@ -124,11 +124,14 @@ def discrete_laplace(sigma: float | np.ndarray, size=None, rng: np.random.Genera
 NOISE_CHUNK = 2 ** 16
 
 
-def fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False) -> None:
+def fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False,
+                          clip_at_zero: bool = False) -> None:
     r"""Write (or, with ``add=True``, add) i.i.d. :math:`\mathrm{Lap}_\mathbb{Z}(\sigma)` draws into ``out``.
 
     ``out`` is a contiguous 1-D int64 array; no full-size temporary is allocated (the draws go
-    through chunks of :data:`NOISE_CHUNK` entries).
+    through chunks of :data:`NOISE_CHUNK` entries).  ``clip_at_zero=True`` then replaces the negative
+    entries of ``out`` by 0, chunk by chunk while the chunk is in the CPU caches (``(n + lambda)_+`` of a
+    noisy count in one pass over the counts); the draws are the same.
 
     Algorithm (a sign-and-magnitude sampler with rejection, as in Canonne, Kamath, Steinke,
     "The Discrete Gaussian for Differential Privacy", NeurIPS 2020, Algorithm 2), one geometric
@@ -153,10 +156,11 @@ def fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generato
     privacy audit (:func:`privsyn_core.evaluation.audit.scaled_noise`) can rebind each public name and no draw is
     scaled twice.
     """
-    _fill_discrete_laplace(out, sigma, rng, add=add)
+    _fill_discrete_laplace(out, sigma, rng, add=add, clip_at_zero=clip_at_zero)
 
 
-def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False) -> None:
+def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False,
+                           clip_at_zero: bool = False) -> None:
     """The sampler of :func:`fill_discrete_laplace` (see there)."""
     if out.dtype != np.int64 or out.ndim != 1 or not out.flags.c_contiguous:
         raise ValueError("fill_discrete_laplace needs a contiguous 1-D int64 array")
@@ -165,6 +169,8 @@ def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generat
     if sigma == 0 or len(out) == 0:
         if not add:
             out[:] = 0
+        if clip_at_zero:
+            np.maximum(out, 0, out=out)
         return
     success = -math.expm1(-1.0 / sigma)  # 1 - p, accurate for large sigma
     chunk = min(NOISE_CHUNK, len(out))
@@ -177,6 +183,8 @@ def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generat
             target += draw[:size]
         else:
             _lap_chunk(target, success, rng)
+        if clip_at_zero:
+            np.maximum(target, 0, out=target)
 
 
 def _lap_chunk(out: np.ndarray, success: float, rng: np.random.Generator) -> None:

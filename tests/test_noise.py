@@ -147,3 +147,15 @@ def test_discrete_laplace_shapes_and_array_scales():
     assert noise.discrete_laplace(2.0, 0, rng).shape == (0,)
     mixed = noise.discrete_laplace(np.array([0.0, 1e3]), (5000, 2), rng)
     assert np.all(mixed[:, 0] == 0) and mixed[:, 1].std() > 500
+
+
+@pytest.mark.parametrize("sigma", [0.0, 0.25, 3.0])
+def test_fill_clip_at_zero_is_the_clamped_sum_of_the_same_draws(sigma):
+    """``clip_at_zero=True`` (PMM's ``(n + lambda)_+`` in one pass) gives ``max(n + lambda, 0)`` with the very
+    draws of the unclamped call (same seed, bit for bit), over several chunks; deterministic."""
+    counts = np.random.default_rng(3).integers(0, 4, size=3 * noise.NOISE_CHUNK + 17)
+    plain, clamped = counts.copy(), counts.copy()
+    noise.fill_discrete_laplace(plain, sigma, np.random.default_rng(8), add=True)
+    noise.fill_discrete_laplace(clamped, sigma, np.random.default_rng(8), add=True, clip_at_zero=True)
+    assert np.array_equal(clamped, np.maximum(plain, 0))
+    assert sigma == 0.0 or (plain < 0).any()  # the clamp had something to do

@@ -18,6 +18,12 @@ from precomputed ids (``bincount``).  The exponent is the least-squares slope of
 linear.  PSMM runs with a fixed 64 x 64 grid (its automatic grid grows with ``epsilon n`` until the LP guard
 refuses), so its cost is counting plus a constant LP; ``srw_tsp``'s automatic grid grows with n.
 
+PMM's work on its tree (noise on ``2^(r+1)`` counts, consistency, the leaf plan) is proportional to ``2^r``, and the
+paper's depth ``r = floor(log2(epsilon n))`` makes ``2^r / n`` jump between 1/2 and 1: 0.52 at n = 10^6 but 0.84
+at 10^7 (16 times the leaves for 10 times the rows), which alone adds up to ``log10(1.6) = 0.2`` to an exponent
+between those two sizes.  The script prints ``2^r / n`` per size; sizes a power of 2 apart have the same ratio
+(``--sizes 1250000 10000000``: 0.84 at both), so their exponent measures the scaling itself.
+
 Last, the PMM end-to-end ratio (as ``bench_pmm.py --sections endtoend``): CPU seconds of
 ``privsyn_core.synthesize`` from a pandas DataFrame to a DataFrame, PMM, ``max(--sizes)`` rows, eps = 1,
 add/remove (paper depth from the noisy count), divided by ``numpy.bincount`` of the precomputed depth-``r``
@@ -36,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 import privsyn_core as ps
+from privsyn_core.mechanisms.hvz23.pmm import resolve_depth
 from privsyn_core.mechanisms.hvz23.pmm_tree import leaf_ids
 
 MECHANISMS = {"pmm": {}, "dp_histogram": {}, "kd_grid": {}, "kd_adaptive": {}, "psmm": {"cells_per_axis": 64},
@@ -130,12 +137,16 @@ def main() -> None:
             print(f"{name:<14}{n:>10}{s:>9.3f}{n / s:>11.3g}{s / full:>16.2f}{s / alone:>12.2f}", flush=True)
         exponents[name] = exponent(args.sizes, seconds)
         print(f"{name} exponent in n: {exponents[name]:.2f}", flush=True)
+        if name == "pmm":  # replace-one: the paper's depth reads the public n
+            ratios = ", ".join(f"{2 ** resolve_depth('paper', n, 1.0, args.d, 'replace')[0] / n:.2f} at n = {n}"
+                               for n in args.sizes)
+            print(f"pmm leaves per row 2^r / n: {ratios}", flush=True)
     print("exponents (target <= 1.1): " + ", ".join(f"{k} {v:.2f}" for k, v in exponents.items()))
     if not args.no_endtoend:
         n = max(args.sizes)
-        seconds, floor, r = pmm_endtoend(n, args.d, args.repeats)
+        end_to_end, floor, r = pmm_endtoend(n, args.d, args.repeats)
         print(f"pmm end to end (synthesize DataFrame -> DataFrame, add/remove, n = {n:.0e}, depth {r}): "
-              f"{seconds:.3f} s CPU; bincount of the 2^{r} leaf ids {floor:.3f} s; ratio {seconds / floor:.1f}x "
+              f"{end_to_end:.3f} s CPU; bincount of the 2^{r} leaf ids {floor:.3f} s; ratio {end_to_end / floor:.1f}x "
               "(target <= 10x)", flush=True)
 
 

@@ -147,3 +147,31 @@ def test_discrete_laplace_shapes_and_array_scales():
     assert noise.discrete_laplace(2.0, 0, rng).shape == (0,)
     mixed = noise.discrete_laplace(np.array([0.0, 1e3]), (5000, 2), rng)
     assert np.all(mixed[:, 0] == 0) and mixed[:, 1].std() > 500
+
+
+@pytest.mark.parametrize("sigma", [0.0, 0.25, 3.0])
+def test_fill_clip_at_zero_is_the_clamped_sum_of_the_same_draws(sigma):
+    """``clip_at_zero=True`` (PMM's ``(n + lambda)_+`` in one pass) gives ``max(n + lambda, 0)`` with the very
+    draws of the unclamped call (same seed, bit for bit), over several chunks; deterministic."""
+    counts = np.random.default_rng(3).integers(0, 4, size=3 * noise.NOISE_CHUNK + 17)
+    plain, clamped = counts.copy(), counts.copy()
+    noise.fill_discrete_laplace(plain, sigma, np.random.default_rng(8), add=True)
+    noise.fill_discrete_laplace(clamped, sigma, np.random.default_rng(8), add=True, clip_at_zero=True)
+    assert np.array_equal(clamped, np.maximum(plain, 0))
+    assert sigma == 0.0 or (plain < 0).any()  # the clamp had something to do
+
+
+@pytest.mark.parametrize("sigma", [0.25, 2.0, 2.5, 7.5, 300.0, 1e9, 1e15])
+def test_geometric_minus_one_gives_numpy_geometric_draws_bit_for_bit(sigma):
+    """The discrete Laplace magnitudes come from ``geometric_minus_one``, which must give exactly the integers of
+    ``Generator.geometric(p) - 1`` from the same stream (deterministic): on both sides of numpy's switch from
+    its search to its inversion algorithm (p = 1/3: sigma = 2.0 and 0.25 search, 2.5 and up invert), and
+    beyond the inversion path's bound (sigma = 1e15 calls ``geometric`` itself).  The law of the draws is
+    covered by the G-tests above (sigma = 3 and 50 take the inversion path)."""
+    success = -np.expm1(-1.0 / sigma)
+    ours = np.empty(200_000, dtype=np.int64)
+    generator = np.random.default_rng(11)
+    noise.geometric_minus_one(ours, success, generator)
+    reference = np.random.default_rng(11)
+    assert np.array_equal(ours, reference.geometric(success, len(ours)) - 1)
+    assert generator.random() == reference.random()  # the same amount of the stream was used

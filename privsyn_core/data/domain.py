@@ -295,8 +295,8 @@ class Schema:
         clipped: dict[str, int] = {}
         for j, col in enumerate(self.columns):
             if col.kind == "numeric":
-                x = numeric_values(df[col.name])
-                clipped[col.name] = _scale_into(x, *col.bounds, unit[:, j])
+                x = numeric_values(df[col.name], checked=False)  # checked chunk by chunk in _scale_into
+                clipped[col.name] = _scale_into(x, *col.bounds, unit[:, j], name=col.name)
                 if col.atoms:
                     unit[:, j] = encode_atoms(x, unit[:, j], col.atoms)
             else:
@@ -315,9 +315,11 @@ class Schema:
         unit = np.asarray(unit, dtype=float).reshape(-1, len(self.columns))
         if all(col.kind == "numeric" and not col.integer and not col.atoms for col in self.columns):
             # one float block: columns written straight into the (d, n) array pandas keeps (no consolidation copy)
+            # rows chunk by chunk, all columns of a chunk at once: the rows are read once, in the CPU caches
             block = np.empty((len(self.columns), len(unit)))
-            for j, col in enumerate(self.columns):
-                _unscale_into(unit[:, j], *col.bounds, block[j])
+            for start in range(0, len(unit), _CHUNK):
+                for j, col in enumerate(self.columns):
+                    _unscale_into(unit[start:start + _CHUNK, j], *col.bounds, block[j, start:start + _CHUNK])
             return pd.DataFrame(block.T, columns=self.names, copy=False)
         out = {}
         for j, col in enumerate(self.columns):
@@ -462,35 +464,40 @@ def decode_atoms(u: np.ndarray, x: np.ndarray, atoms: tuple) -> np.ndarray:
 _CHUNK = 2 ** 16
 
 
-def _scale_into(x: np.ndarray, lo: float, hi: float, out: np.ndarray) -> int:
+def _scale_into(x: np.ndarray, lo: float, hi: float, out: np.ndarray, name: str | None = None) -> int:
     """``out = clip((x - lo) / (hi - lo), 0, 1)`` chunk by chunk; returns the number of values outside ``[lo, hi]``.
 
-    The count (teaching-only) and the clipping are skipped when ``min(x)`` and ``max(x)`` lie in the bounds,
-    the common case; the values are those of the one-line formula either way.
+    One pass over ``x``: each chunk's minimum and maximum (in the CPU caches) decide whether it needs the
+    count (teaching-only) and the clipping, which change nothing on values inside the bounds, so the values are
+    those of the one-line formula.  With ``name``, a NaN or infinite value (a chunk's minimum or maximum is not
+    finite) is a :class:`DataError` (:func:`_reject_missing`), raised before anything is returned.
     """
     outside = 0
-    if len(x) and not (x.min() >= lo and x.max() <= hi):
-        outside = int(np.count_nonzero((x < lo) | (x > hi)))
     scratch = np.empty(min(_CHUNK, len(x)))
     for start in range(0, len(x), _CHUNK):
-        part = scratch[:min(_CHUNK, len(x) - start)]
-        np.subtract(x[start:start + _CHUNK], lo, out=part)
+        source = x[start:start + _CHUNK]
+        low, high = source.min(), source.max()  # NaN propagates
+        if name is not None and not (math.isfinite(low) and math.isfinite(high)):
+            _reject_missing(name, x)
+        part = scratch[:len(source)]
+        np.subtract(source, lo, out=part)
         np.divide(part, hi - lo, out=part)
-        if outside:
+        if not (low >= lo and high <= hi):
+            outside += int(np.count_nonzero((source < lo) | (source > hi)))
             np.minimum(np.maximum(part, 0.0, out=part), 1.0, out=part)
         out[start:start + _CHUNK] = part
     return outside
 
 
 def _unscale_into(u: np.ndarray, lo: float, hi: float, out: np.ndarray) -> np.ndarray:
-    """``out = lo + clip(u, 0, 1) (hi - lo)`` chunk by chunk (clipping only when ``u`` leaves ``[0, 1]``)."""
-    inside = len(u) == 0 or (u.min() >= 0.0 and u.max() <= 1.0)
+    """``out = lo + clip(u, 0, 1) (hi - lo)`` chunk by chunk, in one pass over ``u`` (clipping only the chunks
+    that leave ``[0, 1]``; clipping changes nothing inside, so the values are those of the formula)."""
     for start in range(0, len(u), _CHUNK):
-        part = out[start:start + _CHUNK]
-        if inside:
-            np.multiply(u[start:start + _CHUNK], hi - lo, out=part)
+        source, part = u[start:start + _CHUNK], out[start:start + _CHUNK]
+        if source.min() >= 0.0 and source.max() <= 1.0:
+            np.multiply(source, hi - lo, out=part)
         else:
-            np.minimum(np.maximum(u[start:start + _CHUNK], 0.0, out=part), 1.0, out=part)
+            np.minimum(np.maximum(source, 0.0, out=part), 1.0, out=part)
             part *= hi - lo
         np.add(part, lo, out=part)
     return out
@@ -537,8 +544,11 @@ def check_frame(df: pd.DataFrame, columns: Sequence[str] | None) -> pd.DataFrame
     return df
 
 
-def numeric_values(series: pd.Series) -> np.ndarray:
-    """The column as finite floats (booleans as 0/1); a one-line :class:`DataError` for text, NaN or inf."""
+def numeric_values(series: pd.Series, *, checked: bool = True) -> np.ndarray:
+    """The column as finite floats (booleans as 0/1); a one-line :class:`DataError` for text, NaN or inf.
+
+    ``checked=False`` leaves the NaN/inf check to the caller (:func:`_scale_into` does it chunk by chunk).
+    """
     name = series.name
     if pd.api.types.is_bool_dtype(series):
         return series.to_numpy(dtype=float)
@@ -553,7 +563,8 @@ def numeric_values(series: pd.Series) -> np.ndarray:
             example = series[bad].iloc[0]
             raise DataError(f"column {name!r} is numeric in the schema but has {int(bad.sum())} non-numeric "
                             f"value(s), e.g. {str(example)[:40]!r}; fix the data or make it categorical")
-    _reject_missing(name, x)
+    if checked:
+        _reject_missing(name, x)
     return x
 
 

@@ -175,20 +175,29 @@ def collapse_warnings(data: Any, schema: Schema) -> list[str]:
 def distinct_up_to_three(x: np.ndarray) -> int:
     """The number of distinct non-NaN values of a numeric array when it is at most 2, else 3.
 
-    ``O(n)`` without hashing (``Series.nunique`` hashes every row: seconds at 10^7 rows): with ``a``, ``b``
-    the least and the largest value, there are 0, 1 or 2 distinct values, or a third one lies strictly
-    between them.
+    ``O(n)`` without hashing (``Series.nunique`` hashes every row: seconds at 10^7 rows), chunk by chunk with
+    an early exit (usually after the first chunk): with ``a``, ``b`` the least and the largest value of a
+    chunk, its values are ``a`` and ``b`` only unless one lies strictly between them (then there are 3), and
+    the array's distinct values are the union of its chunks'.
     """
     if x.dtype.kind not in "biuf":
         return min(3, int(pd.Series(x).nunique()))
-    if not len(x):
-        return 0
-    low, high = np.fmin.reduce(x), np.fmax.reduce(x)  # NaN only when every value is NaN
-    if low != low:
-        return 0
-    if low == high:
-        return 1
-    return 3 if bool(np.any((x > low) & (x < high))) else 2
+    seen: set[Any] = set()
+    for start in range(0, len(x), _DISTINCT_CHUNK):
+        part = x[start:start + _DISTINCT_CHUNK]
+        low, high = np.fmin.reduce(part), np.fmax.reduce(part)  # NaN only when every value is NaN
+        if low != low:
+            continue
+        if low != high and bool(np.any((part > low) & (part < high))):
+            return 3
+        seen.update((low.item(), high.item()))
+        if len(seen) >= 3:
+            return 3
+    return len(seen)
+
+
+#: Values per chunk of :func:`distinct_up_to_three`.
+_DISTINCT_CHUNK = 2 ** 16
 
 
 def clipping_warnings(clipped: dict[str, int], n_records: int) -> list[str]:

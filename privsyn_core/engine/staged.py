@@ -348,11 +348,13 @@ class RowPlan:
         """The rows of a ``"leaf"`` plan, ``(U + c_t) * side`` (``(0.5 + c_t) * side`` without ``uniform``).
 
         Leaves are taken in groups of :data:`LEAF_GROUP` consecutive leaves, a group halved until its rows fit
-        :data:`ROW_CHUNK` (or it is one leaf, whose rows are then drawn chunk by chunk): the group's rows are
-        ``numpy.repeat`` of its leaf ids, and a leaf's corner ``c_t`` is the sum of two lookups in tables of at
-        most a few thousand entries (:func:`privsyn_core.mechanisms.hvz23.pmm_tree.leaf_corner_tables`, the tree
-        geometry lives with PMM).  Every pass stays in the CPU caches and nothing of the size of the leaves or
-        the rows is allocated.  The ``U`` are i.i.d. uniform, drawn group by group and column by column.
+        :data:`ROW_CHUNK` (or it is one leaf, whose rows are then drawn chunk by chunk).  A leaf's corner ``c_t`` is
+        ``high[t >> k] + low[t & (2^k - 1)]`` with tables of at most a few thousand entries
+        (:func:`privsyn_core.mechanisms.hvz23.pmm_tree.leaf_corner_tables`, the tree geometry lives with PMM), so
+        the corners of a group's consecutive leaves are a slice of the outer sum of a few ``high`` entries and
+        the whole ``low`` table; the group's rows take them by ``numpy.repeat`` with the leaves' counts.  Every
+        pass stays in the CPU caches and nothing of the size of the leaves or the rows is allocated.  The ``U``
+        are i.i.d. uniform, drawn group by group and column by column.
         """
         from privsyn_core.mechanisms.hvz23.pmm_tree import leaf_corner_tables
 
@@ -361,7 +363,6 @@ class RowPlan:
         k, tables = leaf_corner_tables(_required(self.depth, "leaf", "depth"), d)
         mask = (1 << k) - 1
         column = np.empty(ROW_CHUNK)
-        high, low = np.empty(ROW_CHUNK, dtype=np.int64), np.empty(ROW_CHUNK, dtype=np.int64)
 
         def draw(col: np.ndarray) -> None:
             if self.uniform:
@@ -392,15 +393,13 @@ class RowPlan:
                         out[row + start:row + start + len(col), a] = col
                 row += size
                 continue
-            leaves = np.repeat(np.arange(self.first_leaf + first, self.first_leaf + last, dtype=np.int64),
-                               counts[first:last])
-            hi, lo, col = high[:size], low[:size], column[:size]
-            np.right_shift(leaves, k, out=hi)
-            np.bitwise_and(leaves, mask, out=lo)
+            lead, stop = self.first_leaf + first, self.first_leaf + last
+            top, col = lead >> k, column[:size]
             for a in range(d):
+                high, low = tables[a]
+                corners = np.add.outer(high[top:((stop - 1) >> k) + 1], low).reshape(-1)  # leaves top * 2^k, ...
                 draw(col)
-                col += np.take(tables[a][0], hi, mode="clip")
-                col += np.take(tables[a][1], lo, mode="clip")
+                col += np.repeat(corners[lead - (top << k):stop - (top << k)], counts[first:last])
                 col *= side[a]
                 out[row:row + size, a] = col
             row += size

@@ -124,11 +124,14 @@ def discrete_laplace(sigma: float | np.ndarray, size=None, rng: np.random.Genera
 NOISE_CHUNK = 2 ** 16
 
 
-def fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False) -> None:
+def fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False,
+                          clip_at_zero: bool = False) -> None:
     r"""Write (or, with ``add=True``, add) i.i.d. :math:`\mathrm{Lap}_\mathbb{Z}(\sigma)` draws into ``out``.
 
     ``out`` is a contiguous 1-D int64 array; no full-size temporary is allocated (the draws go
-    through chunks of :data:`NOISE_CHUNK` entries).
+    through chunks of :data:`NOISE_CHUNK` entries).  ``clip_at_zero=True`` then replaces the negative
+    entries of ``out`` by 0, chunk by chunk while the chunk is in the CPU caches (``(n + lambda)_+`` of a
+    noisy count in one pass over the counts); the draws are the same.
 
     Algorithm (a sign-and-magnitude sampler with rejection, as in Canonne, Kamath, Steinke,
     "The Discrete Gaussian for Differential Privacy", NeurIPS 2020, Algorithm 2), one geometric
@@ -146,17 +149,19 @@ def fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generato
 
     the discrete Laplace law of :func:`discrete_laplace_pmf`, that of a difference of two i.i.d.
     geometric variables.  Rejection rounds are independent, so the accepted draws are i.i.d.
-    ``tests/test_noise.py`` compares the sampler with the pmf (G-test).  Only the geometric
-    sampler and raw random bits are used (no continuous noise, see ``tests/test_float_safety.py``).
+    ``tests/test_noise.py`` compares the sampler with the pmf (G-test).  Only geometric draws
+    (:func:`geometric_minus_one`: the integers of ``Generator.geometric``, bit for bit) and raw random bits are
+    used (no continuous noise reaches a count, see ``tests/test_float_safety.py``).
 
     Mechanisms call this public name; :func:`discrete_laplace` calls the implementation directly, so the
     privacy audit (:func:`privsyn_core.evaluation.audit.scaled_noise`) can rebind each public name and no draw is
     scaled twice.
     """
-    _fill_discrete_laplace(out, sigma, rng, add=add)
+    _fill_discrete_laplace(out, sigma, rng, add=add, clip_at_zero=clip_at_zero)
 
 
-def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False) -> None:
+def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False,
+                           clip_at_zero: bool = False) -> None:
     """The sampler of :func:`fill_discrete_laplace` (see there)."""
     if out.dtype != np.int64 or out.ndim != 1 or not out.flags.c_contiguous:
         raise ValueError("fill_discrete_laplace needs a contiguous 1-D int64 array")
@@ -165,6 +170,8 @@ def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generat
     if sigma == 0 or len(out) == 0:
         if not add:
             out[:] = 0
+        if clip_at_zero:
+            np.maximum(out, 0, out=out)
         return
     success = -math.expm1(-1.0 / sigma)  # 1 - p, accurate for large sigma
     chunk = min(NOISE_CHUNK, len(out))
@@ -177,6 +184,8 @@ def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generat
             target += draw[:size]
         else:
             _lap_chunk(target, success, rng)
+        if clip_at_zero:
+            np.maximum(target, 0, out=target)
 
 
 def _lap_chunk(out: np.ndarray, success: float, rng: np.random.Generator) -> None:
@@ -191,12 +200,45 @@ def _lap_chunk(out: np.ndarray, success: float, rng: np.random.Generator) -> Non
 
 def _signed_magnitudes(out: np.ndarray, success: float, rng: np.random.Generator) -> np.ndarray:
     """``out = (1 - 2S) V``; returns the positions of the rejected pairs (``S = 1``, ``V = 0``)."""
-    np.subtract(rng.geometric(success, len(out)), 1, out=out)
+    geometric_minus_one(out, success, rng)
     signs = _random_bits(len(out), rng)
     mask = np.subtract(0, signs, dtype=np.int64)  # -S: all ones where S = 1 (branch-free negation below)
     np.bitwise_xor(out, mask, out=out)
     np.subtract(out, mask, out=out)  # (V ^ -S) + S = (1 - 2S) V in two's complement
-    return np.flatnonzero(signs & (out == 0))
+    return np.flatnonzero(np.logical_and(signs.view(np.bool_), out == 0))  # a bool mask: numpy's fast nonzero
+
+
+#: numpy's ``Generator.geometric`` draws by inversion below this success probability (its ``random_geometric``
+#: switches to a sequential search at ``p >= 0.333333333333333333333333``, the double nearest 1/3).
+INVERSION_BELOW = 0.333333333333333333333333
+#: Largest mean ``1 / -log(1 - p)`` of the inversion path of :func:`geometric_minus_one`: every quotient it rounds up
+#: stays below 2^53 (the exponential draws of numpy's ziggurat stay below 2^7), so the float arithmetic is exact.
+_INVERSION_MAX_MEAN = 2.0 ** 46
+
+
+def geometric_minus_one(out: np.ndarray, success: float, rng: np.random.Generator) -> None:
+    r"""``out = G - 1`` for i.i.d. ``G = Generator.geometric(success)``, the same integers from the same draws.
+
+    ``P(G - 1 = v) = (1 - success)^v success`` on ``{0, 1, ...}``.  Below :data:`INVERSION_BELOW` numpy's
+    ``geometric`` computes, per draw, ``G = ceil(E / L)`` with ``E`` from its standard exponential sampler and
+    ``L = -log1p(-success)`` (``random_geometric_inversion`` in numpy's ``distributions.c``), evaluating
+    ``log1p`` again for every draw.  Here ``E`` comes from ``Generator.standard_exponential`` (the same
+    routine, consuming the bit generator identically), ``L`` is computed once, and the quotient is rounded
+    up in place: the same IEEE operations, hence the same integers bit for bit
+    (``tests/test_noise.py`` checks it), in about half the time.  The law is the geometric one whatever
+    the implementation: ``P(ceil(E/L) > k) = P(E > kL) = e^{-kL} = (1 - success)^k``.  At or above the
+    threshold, or for a mean above :data:`_INVERSION_MAX_MEAN`, ``Generator.geometric`` itself is called.
+    ``out`` is an int64 array.
+    """
+    rate = -math.log1p(-success)
+    if not (success < INVERSION_BELOW and 1.0 / rate <= _INVERSION_MAX_MEAN):
+        np.subtract(rng.geometric(success, len(out)), 1, out=out)
+        return
+    draws = rng.standard_exponential(len(out))
+    np.divide(draws, rate, out=draws)
+    np.ceil(draws, out=draws)
+    np.subtract(draws, 1.0, out=draws)  # exact: the values are integers below 2^53
+    np.copyto(out, draws, casting="unsafe")
 
 
 def _random_bits(count: int, rng: np.random.Generator) -> np.ndarray:

@@ -193,7 +193,8 @@ def add_level_noise(tree: HeapTree, plan: NoisePlan, rng: np.random.Generator, k
     """``n'_theta = (n_theta + lambda_theta)_+`` on every level of a heap-layout tree, in place.
 
     Levels are drawn in order ``0..r`` from ``rng`` (no draw where ``sigma = inf``); the noise of
-    levels ``0..keep`` is returned (for ``diagnostics``), deeper levels get it added chunk by chunk.
+    levels ``0..keep`` is returned (for ``diagnostics``), deeper levels get it added and are clamped chunk by
+    chunk.
     """
     kept = []
     for j, sigma in enumerate(plan.sigmas):
@@ -204,9 +205,9 @@ def add_level_noise(tree: HeapTree, plan: NoisePlan, rng: np.random.Generator, k
                 fill_discrete_laplace(lam, float(sigma), rng)
             level += lam
             kept.append(lam)
-        elif np.isfinite(sigma):
-            fill_discrete_laplace(level, float(sigma), rng, add=True)
-        np.maximum(level, 0, out=level)
+            np.maximum(level, 0, out=level)
+        else:  # sigma is finite below the root; noise and clamping in one pass over the level
+            fill_discrete_laplace(level, float(sigma), rng, add=True, clip_at_zero=True)
     return kept
 
 

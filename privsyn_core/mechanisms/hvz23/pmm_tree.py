@@ -182,25 +182,34 @@ def _heap_id_chunks(unit: np.ndarray, r: int, ties: str = "upper") -> Iterator[t
     for start in range(0, n, chunk):
         size = min(n, start + chunk) - start
         part, sc, co, pc, lk = ids[:size], scaled[:size], coordinate[:size], piece[:size], looked[:size]
-        part[:] = 0
+        if not axes:
+            part[:] = 0
+        first = True
         for axis, c in axes:
+            # one table (c <= TABLE_BITS): its lookup with mode="clip" clamps the coordinate into [0, 2^c - 1]
+            clamp = len(tables[axis]) > 1
             np.multiply(unit[start:start + size, axis], float(2 ** c), out=sc)
             if lower:
                 np.ceil(sc, out=sc)
                 np.copyto(co, sc, casting="unsafe")
                 co -= 1
-                np.clip(co, 0, 2 ** c - 1, out=co)
+                if clamp:
+                    np.clip(co, 0, 2 ** c - 1, out=co)
             else:
                 np.copyto(co, sc, casting="unsafe")  # floor, since unit >= 0
-                np.minimum(co, 2 ** c - 1, out=co)
+                if clamp:
+                    np.minimum(co, 2 ** c - 1, out=co)
             for shift, width, table in tables[axis]:
                 source = co
                 if shift or width < c:
                     np.right_shift(co, shift, out=pc)
                     np.bitwise_and(pc, (1 << width) - 1, out=pc)
                     source = pc
-                np.take(table, source, out=lk, mode="clip")  # indices are in range; "clip" avoids a buffered copy
-                part += lk
+                # "clip" also avoids a buffered copy; the first lookup writes the ids, the others add to them
+                np.take(table, source, out=part if first else lk, mode="clip")
+                if not first:
+                    part += lk
+                first = False
         yield start, part
 
 
@@ -429,9 +438,12 @@ def consistency_in_place(tree: HeapTree, r: int, rule: str = "proportional",
         raise ValueError("the 'uniform' consistency rule splits odd totals at random: it needs rng")
     tie_rng = rng if rule == "uniform" else None
     scratch = [np.empty(min(CONSISTENCY_CHUNK, 2 ** max(r - 1, 0)), dtype=np.int64) for _ in range(3)]
+    quotient = np.empty(len(scratch[0]))
     for j in range(r):
         parents, children = level_of(tree, j), level_of(tree, j + 1)
-        wide = rule == "proportional" and int(parents.max()) * (int(children.max()) + 1) >= 2 ** 62
+        product = int(parents.max()) * (int(children.max()) + 1) if rule == "proportional" else 0
+        wide = product >= 2 ** 62
+        exact = quotient if product < 2 ** 53 else None  # float division is exact below 2^53
         for start in range(0, len(parents), CONSISTENCY_CHUNK):
             stop = min(len(parents), start + CONSISTENCY_CHUNK)
             total = parents[start:stop]
@@ -442,17 +454,23 @@ def consistency_in_place(tree: HeapTree, r: int, rule: str = "proportional",
             elif wide:
                 left[:] = proportional_split(a, b, total)
             else:
-                _proportional_left(a, b, total, left, scratch[1][:stop - start], scratch[2][:stop - start])
+                _proportional_left(a, b, total, left, scratch[1][:stop - start], scratch[2][:stop - start],
+                                   None if exact is None else exact[:stop - start])
             a[:] = left
             np.subtract(total, left, out=b)
 
 
 def _proportional_left(a: np.ndarray, b: np.ndarray, total: np.ndarray, left: np.ndarray, s: np.ndarray,
-                       zero: np.ndarray) -> None:
+                       zero: np.ndarray, quotient: np.ndarray | None = None) -> None:
     """``left = floor(total a / (a + b))``, ``floor(total / 2)`` where ``a + b = 0`` (no overflow: checked by the
     caller).
 
-    Branch-free: with ``z = [a + b = 0]``, ``floor(total (a + z) / (a + b + 2z))`` is both.
+    Branch-free: with ``z = [a + b = 0]``, ``floor(total (a + z) / (a + b + 2z))`` is both.  With a float
+    scratch ``quotient`` (the caller passes one when ``total (a + 1) < 2^53``) the floor of the correctly
+    rounded float quotient replaces the slower integer division, with the same result: for integers
+    ``0 <= x < 2^53`` and ``y >= 1`` both convert exactly, and if ``k < x/y < k + 1`` then
+    ``k + 1 - x/y >= 1/y > (x/y) 2^{-53}`` (as ``x < 2^53``), which exceeds the rounding error, so the
+    rounded quotient stays in ``[k, k + 1)``; an integer quotient is exact.
     """
     np.add(a, b, out=s)
     np.equal(s, 0, out=zero, casting="unsafe")
@@ -460,7 +478,12 @@ def _proportional_left(a: np.ndarray, b: np.ndarray, total: np.ndarray, left: np
     np.add(s, zero, out=s)
     np.add(a, zero, out=zero)
     np.multiply(total, zero, out=left)
-    np.floor_divide(left, s, out=left)
+    if quotient is None:
+        np.floor_divide(left, s, out=left)
+        return
+    np.divide(left, s, out=quotient)
+    np.floor(quotient, out=quotient)
+    np.copyto(left, quotient, casting="unsafe")
 
 
 def proportional_split(a: np.ndarray, b: np.ndarray, total: np.ndarray) -> np.ndarray:

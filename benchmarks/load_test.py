@@ -369,6 +369,42 @@ def report(stats: Stats, run: Run) -> None:
         print(f"  server thread stacks at the first stuck session: {dump}")
 
 
+def measure(client: str, sessions: int, duration: float, think: float = 0.0, mechanism: str | None = None,
+            shots: Path | None = None) -> tuple[Stats, Run]:
+    """Start a server, load it with ``sessions`` sessions of kind ``client`` ("browser" or "wire"), stop it.
+
+    Raises ``RuntimeError`` when the server does not answer within :data:`START_TIMEOUT_S` seconds.
+    """
+    port = free_port()
+    work = Path(tempfile.mkdtemp(prefix="privsyn-load-"))
+    dump_file = work / "server-threads.txt"
+    server = start_server(port, dump_file, str(work / "ledger"))
+    memory = PeakMemory(server.pid)
+    cpu_before, client_before = memory.cpu_seconds(), time.process_time()
+    memory.start()
+    start = time.monotonic()
+    try:
+        if client == "wire":
+            stats = asyncio.run(drive_wire(f"ws://127.0.0.1:{port}/_stcore/stream", sessions, duration,
+                                           think, mechanism, server.pid, dump_file))
+        else:
+            stats = asyncio.run(drive(f"http://127.0.0.1:{port}/", sessions, duration, think,
+                                      mechanism, server.pid, dump_file, shots))
+        if stats.dumps:
+            time.sleep(2)  # let faulthandler finish writing
+        server_cpu = memory.cpu_seconds() - cpu_before
+    finally:
+        memory.stopped.set()
+        memory.join()
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    return stats, Run(client, sessions, duration, think, time.monotonic() - start, memory.peak, server_cpu,
+                      time.process_time() - client_before, (memory.load_start, memory.load_max, os.getloadavg()[0]))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=20)
@@ -383,37 +419,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 1 <= args.sessions <= 100 or not 1 <= args.duration <= 3600 or not 0 <= args.think <= 60:
         parser.error("use 1..100 sessions, 1..3600 seconds and 0..60 seconds of think time")
-    port = free_port()
-    work = Path(tempfile.mkdtemp(prefix="privsyn-load-"))
-    dump_file = work / "server-threads.txt"
-    server = start_server(port, dump_file, str(work / "ledger"))
-    memory = PeakMemory(server.pid)
-    cpu_before, client_before = memory.cpu_seconds(), time.process_time()
-    memory.start()
-    start = time.monotonic()
-    try:
-        if args.client == "wire":
-            stats = asyncio.run(drive_wire(f"ws://127.0.0.1:{port}/_stcore/stream", args.sessions, args.duration,
-                                           args.think, args.mechanism, server.pid, dump_file))
-        else:
-            stats = asyncio.run(drive(f"http://127.0.0.1:{port}/", args.sessions, args.duration, args.think,
-                                      args.mechanism, server.pid, dump_file, args.screenshots))
-        if stats.dumps:
-            time.sleep(2)  # let faulthandler finish writing
-        server_cpu = memory.cpu_seconds() - cpu_before
-    finally:
-        memory.stopped.set()
-        memory.join()
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-    report(stats, Run(args.client, args.sessions, args.duration, args.think, time.monotonic() - start, memory.peak,
-                      server_cpu, time.process_time() - client_before,
-                      (memory.load_start, memory.load_max, os.getloadavg()[0])))
+    stats, run = measure(args.client, args.sessions, args.duration, args.think, args.mechanism, args.screenshots)
+    report(stats, run)
     return 1 if stats.errors or stats.stuck else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

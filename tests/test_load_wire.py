@@ -1,0 +1,90 @@
+"""The wire client of the load test (``benchmarks/load_test.py --client wire``, :mod:`benchmarks.load_wire`).
+
+* against a scripted websocket server: a run that starts and never finishes is **stuck**, a run that starts
+  nothing is stuck too, an exception element is an **error**, a finished run is timed;
+* against the real app (``streamlit run app.py``): 2 sessions open the Synthesize page, click Run and change the
+  seed for a few seconds: runs > 0, every one ran the mechanism, 0 errors, 0 stuck.  A server that does not start
+  fails the test (``RuntimeError`` from :func:`benchmarks.load_test.measure`), it never skips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import websockets
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+from benchmarks import load_test, load_wire
+
+
+def forward(kind: str) -> bytes:
+    message = ForwardMsg()
+    if kind == "new_session":
+        message.new_session.page_script_hash = "page"
+    elif kind == "script_finished":
+        message.script_finished = ForwardMsg.FINISHED_SUCCESSFULLY
+    elif kind == "finished_early_for_rerun":
+        message.script_finished = ForwardMsg.FINISHED_EARLY_FOR_RERUN
+    else:
+        message.delta.new_element.exception.type, message.delta.new_element.exception.message = "ValueError", "boom"
+    return message.SerializeToString()
+
+
+async def against(replies: list[str], stuck_s: float = 0.5) -> float:
+    """One rerun of a :class:`load_wire.WireSession` against a server that answers every BackMsg with ``replies``."""
+
+    async def serve(ws) -> None:
+        async for frame in ws:
+            BackMsg().ParseFromString(frame)  # a real BackMsg came in
+            for kind in replies:
+                await ws.send(forward(kind))
+
+    async with websockets.serve(serve, "127.0.0.1", 0, subprotocols=[websockets.Subprotocol("streamlit")]) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        url = f"ws://127.0.0.1:{port}/_stcore/stream"
+        wire = load_wire.WireSession(url, stuck_s=stuck_s, timeout_s=10)
+        async with websockets.connect(url, subprotocols=[websockets.Subprotocol("streamlit")]) as ws:
+            reader = asyncio.create_task(wire.read(ws))
+            try:
+                return await wire.rerun(ws, load_wire.client_state(page_name=""))
+            finally:
+                reader.cancel()
+
+
+def test_a_run_that_starts_and_finishes_is_timed():
+    assert 0 <= asyncio.run(against(["new_session", "script_finished"])) < 5
+
+
+def test_a_run_without_script_finished_is_stuck():
+    start = time.monotonic()
+    with pytest.raises(load_wire.Stuck, match="no script_finished"):
+        asyncio.run(against(["new_session"]))
+    assert time.monotonic() - start < 5
+
+
+def test_a_rerun_request_that_starts_no_run_is_stuck():
+    with pytest.raises(load_wire.Stuck, match="no new_session"):
+        asyncio.run(against([]))
+
+
+def test_a_run_cut_short_for_a_rerun_is_not_its_end():
+    with pytest.raises(load_wire.Stuck, match="no script_finished"):
+        asyncio.run(against(["new_session", "finished_early_for_rerun"]))
+
+
+def test_an_exception_element_is_an_error():
+    with pytest.raises(load_wire.Failed, match="ValueError: boom"):
+        asyncio.run(against(["new_session", "exception", "script_finished"]))
+
+
+def test_two_wire_sessions_load_the_real_app_without_errors_or_stuck_runs():
+    stats, run = load_test.measure("wire", sessions=2, duration=4)
+    assert not stats.errors, stats.errors
+    assert not stats.stuck, stats.stuck
+    assert stats.sessions_started == 2
+    assert len(stats.latencies) > 0
+    assert stats.mechanism_runs == len(stats.latencies), "every seed change re-ran the mechanism"
+    assert run.peak > 0 and run.server_cpu > 0

@@ -82,12 +82,13 @@ class Stats:
     stuck: list[str] = field(default_factory=list)
     sessions_started: int = 0
     dumps: list[str] = field(default_factory=list)
-    #: wire mode: seed-change runs in which the mechanism ran (the page showed its "Done" status)
-    mechanism_runs: int = 0
+    #: wire mode: the mechanism's own seconds in each seed-change run that ran it (its "Done in X s" status)
+    mechanism: list[float] = field(default_factory=list)
 
-    def record(self, seconds: float, mechanism_ran: bool) -> None:
+    def record(self, seconds: float, mechanism_s: float | None) -> None:
         self.latencies.append(seconds)
-        self.mechanism_runs += mechanism_ran
+        if mechanism_s is not None:
+            self.mechanism.append(mechanism_s)
 
 
 @dataclass
@@ -309,11 +310,11 @@ async def wire_session(url: str, duration: float, think: float, mechanism: str |
     step = ["start"]
     started = [False]
 
-    def record(seconds: float, mechanism_ran: bool) -> None:
+    def record(seconds: float, mechanism_s: float | None) -> None:
         if not started[0]:
             started[0] = True
             stats.sessions_started += 1
-        stats.record(seconds, mechanism_ran)
+        stats.record(seconds, mechanism_s)
 
     try:
         await load_wire.session(url, duration, think, mechanism, index, stuck_s=STUCK_S,
@@ -354,9 +355,12 @@ def report(stats: Stats, run: Run) -> None:
     print(f"client={run.client} sessions={run.sessions} (started {stats.sessions_started}) "
           f"duration={run.duration:.0f}s think={run.think:g}s wall={run.wall:.0f}s")
     print(f"runs={len(lat)} errors={len(stats.errors)} stuck={len(stats.stuck)}"
-          + (f" (the mechanism ran in {stats.mechanism_runs})" if run.client == "wire" else ""))
+          + (f" (the mechanism ran in {len(stats.mechanism)})" if run.client == "wire" else ""))
     if lat:
         print(f"latency p50={statistics.median(lat):.2f}s p95={quantile(0.95):.2f}s max={lat[-1]:.2f}s")
+    if stats.mechanism:
+        print(f"the mechanism's own time in a run (its status, wall clock of the script thread) "
+              f"p50={statistics.median(stats.mechanism):.3f}s max={max(stats.mechanism):.2f}s")
     print(f"server peak RSS={run.peak / 2**20:.0f} MB, server CPU={run.server_cpu:.0f}s"
           + (f" ({run.server_cpu / len(lat):.2f}s per run)" if lat else "")
           + f", load-test process CPU={run.client_cpu:.0f}s")

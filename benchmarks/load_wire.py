@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 #: ``script_finished`` statuses that end a run (not ``FINISHED_EARLY_FOR_RERUN``: another run follows it).
 ENDS = frozenset({ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_WITH_COMPILE_ERROR,
                   ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY})
+#: The Synthesize page's status once the mechanism has run (``pages/synthesize.py``).
+DONE = re.compile(r"Done in ([0-9.]+) s")
 #: The largest message a session accepts (a 200-row table preview is far below it).
 MAX_MESSAGE = 64 * 2**20
 
@@ -74,6 +77,13 @@ class RunView:
             self.widgets[(kind, widget.label)] = widget.id
             if kind == "selectbox":
                 self.options[widget.id] = list(widget.options)
+
+    def mechanism_seconds(self) -> float | None:
+        """The mechanism's time as the page's status shows it ("Done in 0.05 s"); None if it did not run."""
+        for label in self.statuses:
+            if found := DONE.fullmatch(label):
+                return float(found[1])
+        return None
 
     def widget(self, kind: str, label: str) -> str:
         try:
@@ -191,12 +201,13 @@ def client_state(*, page_name: str | None = None, page_script_hash: str = "",
 
 
 async def session(url: str, duration: float, think: float, mechanism: str | None, index: int, *,
-                  stuck_s: float, timeout_s: float, record: Callable[[float, bool], None],
+                  stuck_s: float, timeout_s: float, record: Callable[[float, float | None], None],
                   step: list[str]) -> None:
     """Open the Synthesize page, click Run, then change the seed for ``duration`` s (``think`` s between changes).
 
-    ``record(seconds, mechanism_ran)`` is called for every seed-change run; ``step[0]`` names the current step for
-    the caller's report.  Exceptions (:class:`Stuck`, :class:`Failed`, ``OSError``) go to the caller.
+    ``record(seconds, mechanism_seconds)`` is called for every seed-change run (``mechanism_seconds`` read off the
+    page's "Done in X s" status, None when the mechanism did not run); ``step[0]`` names the current step for the
+    caller's report.  Exceptions (:class:`Stuck`, :class:`Failed`, ``OSError``) go to the caller.
     """
     wire = WireSession(url, stuck_s, timeout_s)
     step[0] = "connect"
@@ -236,6 +247,6 @@ async def session(url: str, duration: float, think: float, mechanism: str | None
                 box = wire.view.widget("number_input", "Seed (same seed, same output)")
                 states[box] = WidgetState(id=box, int_value=seed)
                 seconds = await wire.rerun(ws, client_state(page_script_hash=page, widgets=states))
-                record(seconds, any(label.startswith("Done") for label in wire.view.statuses))
+                record(seconds, wire.view.mechanism_seconds())
         finally:
             reader.cancel()

@@ -100,7 +100,9 @@ class WireSession:
     stuck_s: float
     timeout_s: float
     started: int = 0
-    ended: int = 0
+    #: the ``script_run_id`` of the last run the server started, and of the runs that ended
+    run_id: str = ""
+    ended: set[str] = field(default_factory=set)
     last_start: float = 0.0
     last_message: float = 0.0
     deltas_since_start: int = 0
@@ -119,6 +121,7 @@ class WireSession:
         now = self.last_message = time.monotonic()
         if kind == "new_session":
             self.started, self.last_start, self.deltas_since_start, self.view = self.started + 1, now, 0, RunView()
+            self.run_id = message.metadata.run.script_run_id or f"run {self.started}"
         elif kind == "navigation":
             self.pages = {page.page_name: page.page_script_hash for page in message.navigation.app_pages}
         elif kind == "delta":
@@ -131,14 +134,16 @@ class WireSession:
                 self.view.statuses.append(delta.add_block.expandable.label)
         elif kind == "script_finished":
             if message.script_finished in ENDS:
-                self.ended, self.status = self.ended + 1, message.script_finished
+                self.ended.add(message.metadata.run.script_run_id or self.run_id)
+                self.status = message.script_finished
         else:
             return
         self.changed.set()
 
     @property
     def running(self) -> bool:
-        return self.started > self.ended
+        """The last run the server started has not ended (a run stopped for another may never send its end)."""
+        return self.started > 0 and self.run_id not in self.ended
 
     async def read(self, ws) -> None:
         """Feed every message to :meth:`on_message` until the socket closes."""
@@ -158,14 +163,14 @@ class WireSession:
         gone ``stuck_s`` seconds without ``script_finished``; :class:`Failed` when the socket closes, the run shows
         an exception or does not compile.
         """
-        started, ended = self.started, self.ended
+        started = self.started
         message = BackMsg()
         message.rerun_script.CopyFrom(state)
         sent = time.monotonic()
         await ws.send(message.SerializeToString())
         while True:
             now = time.monotonic()
-            if self.started > started and self.ended > ended and not self.running:
+            if self.started > started and not self.running:
                 break
             if self.closed:
                 raise Failed(self.closed)

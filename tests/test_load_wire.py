@@ -1,7 +1,8 @@
 """The wire client of the load test (``benchmarks/load_test.py --client wire``, :mod:`benchmarks.load_wire`).
 
 * against a scripted websocket server: a run that starts and never finishes is **stuck**, a run that starts
-  nothing is stuck too, an exception element is an **error**, a finished run is timed;
+  nothing is stuck too, an exception element is an **error**, a finished run is timed, and a run ends with the
+  ``script_finished`` of the last run the server started (by ``script_run_id``);
 * against the real app (``streamlit run app.py``): 2 sessions open the Synthesize page, click Run and change the
   seed for a few seconds: runs > 0, every one ran the mechanism, 0 errors, 0 stuck.  A server that does not start
   fails the test (``RuntimeError`` from :func:`benchmarks.load_test.measure`), it never skips.
@@ -20,8 +21,11 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from benchmarks import load_test, load_wire
 
 
-def forward(kind: str) -> bytes:
+def forward(reply: str) -> bytes:
+    """The ForwardMsg ``reply`` names: a kind, optionally with the run id it carries ("new_session:a")."""
+    kind, _, run_id = reply.partition(":")
     message = ForwardMsg()
+    message.metadata.run.script_run_id = run_id
     if kind == "new_session":
         message.new_session.page_script_hash = "page"
     elif kind == "script_finished":
@@ -73,6 +77,17 @@ def test_a_rerun_request_that_starts_no_run_is_stuck():
 def test_a_run_cut_short_for_a_rerun_is_not_its_end():
     with pytest.raises(load_wire.Stuck, match="no script_finished"):
         asyncio.run(against(["new_session", "finished_early_for_rerun"]))
+
+
+def test_a_run_cut_short_for_a_rerun_ends_with_the_run_that_follows():
+    assert 0 <= asyncio.run(against(["new_session", "finished_early_for_rerun", "new_session", "script_finished"])) < 5
+
+
+def test_a_stopped_run_that_never_ends_does_not_hold_up_the_run_that_replaced_it():
+    # with runner.fastReruns the server drops the events of a run it stopped for another: no script_finished for a
+    assert 0 <= asyncio.run(against(["new_session:a", "new_session:b", "script_finished:b"])) < 5
+    with pytest.raises(load_wire.Stuck, match="no script_finished"):
+        asyncio.run(against(["new_session:a", "new_session:b", "script_finished:a"]))
 
 
 def test_an_exception_element_is_an_error():

@@ -11,6 +11,9 @@ seconds after it has opened the page.  Two kinds of session (``--client``):
   The browsers run on the same cores as the server, so a latency includes rendering and waiting for a core.
 * ``wire``: N websockets speaking Streamlit's own protocol (:mod:`benchmarks.load_wire`), no browser: a run is
   timed from its ``rerun_script`` request to the server's ``script_finished``, with almost no client CPU.
+  ``--overlap SECONDS`` sends the next seed change that long after the last even when its run has not ended
+  (a user typing faster than the app runs: with ``runner.fastReruns`` the server stops the run and starts
+  another, the path on which sessions used to hang); the report counts the requests overtaken so.
 
 Every session reads the server's messages off its websocket (Streamlit's ``ForwardMsg`` protobufs), so
 the report tells two failures apart:
@@ -30,7 +33,8 @@ mechanism's default" before).
 
 Usage::
 
-    python -m benchmarks.load_test --sessions 20 --duration 120 [--client wire] [--think 1.0] [--mechanism pmm]
+    python -m benchmarks.load_test --sessions 20 --duration 120 [--client wire [--overlap 0.3]] [--think 1.0]
+        [--mechanism pmm]
 """
 
 from __future__ import annotations
@@ -84,8 +88,13 @@ class Stats:
     dumps: list[str] = field(default_factory=list)
     #: wire mode: the mechanism's own seconds in each seed-change run that ran it (its "Done in X s" status)
     mechanism: list[float] = field(default_factory=list)
+    #: wire mode with an overlap: seed changes sent before the run of the last one had ended
+    overtaken: int = 0
 
-    def record(self, seconds: float, mechanism_s: float | None) -> None:
+    def record(self, seconds: float | None, mechanism_s: float | None) -> None:
+        if seconds is None:
+            self.overtaken += 1
+            return
         self.latencies.append(seconds)
         if mechanism_s is not None:
             self.mechanism.append(mechanism_s)
@@ -305,12 +314,12 @@ async def drive(url: str, sessions: int, duration: float, think: float, mechanis
 
 
 async def wire_session(url: str, duration: float, think: float, mechanism: str | None, stats: Stats, index: int,
-                       server_pid: int, dump_file: Path) -> None:
+                       server_pid: int, dump_file: Path, overlap: float | None = None) -> None:
     """One :mod:`benchmarks.load_wire` session; its failure goes to ``stats`` like a browser session's."""
     step = ["start"]
     started = [False]
 
-    def record(seconds: float, mechanism_s: float | None) -> None:
+    def record(seconds: float | None, mechanism_s: float | None) -> None:
         if not started[0]:
             started[0] = True
             stats.sessions_started += 1
@@ -318,7 +327,7 @@ async def wire_session(url: str, duration: float, think: float, mechanism: str |
 
     try:
         await load_wire.session(url, duration, think, mechanism, index, stuck_s=STUCK_S,
-                                timeout_s=PAGE_TIMEOUT_MS / 1000, record=record, step=step)
+                                timeout_s=PAGE_TIMEOUT_MS / 1000, record=record, step=step, overlap=overlap)
     except load_wire.Stuck as exc:
         stats.stuck.append(f"session {index} at '{step[0]}': {exc}")
         dump_threads(server_pid, dump_file, stats)
@@ -327,9 +336,9 @@ async def wire_session(url: str, duration: float, think: float, mechanism: str |
 
 
 async def drive_wire(url: str, sessions: int, duration: float, think: float, mechanism: str | None,
-                     server_pid: int, dump_file: Path) -> Stats:
+                     server_pid: int, dump_file: Path, overlap: float | None = None) -> Stats:
     stats = Stats()
-    await asyncio.gather(*(wire_session(url, duration, think, mechanism, stats, i, server_pid, dump_file)
+    await asyncio.gather(*(wire_session(url, duration, think, mechanism, stats, i, server_pid, dump_file, overlap)
                            for i in range(sessions)))
     return stats
 
@@ -347,15 +356,19 @@ class Run:
     server_cpu: float
     client_cpu: float
     load: tuple[float, float, float]
+    overlap: float | None = None
 
 
 def report(stats: Stats, run: Run) -> None:
     lat = sorted(stats.latencies)
     quantile = (lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]) if lat else (lambda q: float("nan"))
     print(f"client={run.client} sessions={run.sessions} (started {stats.sessions_started}) "
-          f"duration={run.duration:.0f}s think={run.think:g}s wall={run.wall:.0f}s")
+          f"duration={run.duration:.0f}s think={run.think:g}s wall={run.wall:.0f}s"
+          + (f" overlap={run.overlap:g}s" if run.overlap is not None else ""))
     print(f"runs={len(lat)} errors={len(stats.errors)} stuck={len(stats.stuck)}"
-          + (f" (the mechanism ran in {len(stats.mechanism)})" if run.client == "wire" else ""))
+          + (f" (the mechanism ran in {len(stats.mechanism)})" if run.client == "wire" else "")
+          + (f"; {stats.overtaken} seed changes overtaken by the next before their run ended"
+             if run.overlap is not None else ""))
     if lat:
         print(f"latency p50={statistics.median(lat):.2f}s p95={quantile(0.95):.2f}s max={lat[-1]:.2f}s")
     if stats.mechanism:
@@ -374,7 +387,7 @@ def report(stats: Stats, run: Run) -> None:
 
 
 def measure(client: str, sessions: int, duration: float, think: float = 0.0, mechanism: str | None = None,
-            shots: Path | None = None) -> tuple[Stats, Run]:
+            shots: Path | None = None, overlap: float | None = None) -> tuple[Stats, Run]:
     """Start a server, load it with ``sessions`` sessions of kind ``client`` ("browser" or "wire"), stop it.
 
     Raises ``RuntimeError`` when the server does not answer within :data:`START_TIMEOUT_S` seconds.
@@ -390,7 +403,7 @@ def measure(client: str, sessions: int, duration: float, think: float = 0.0, mec
     try:
         if client == "wire":
             stats = asyncio.run(drive_wire(f"ws://127.0.0.1:{port}/_stcore/stream", sessions, duration,
-                                           think, mechanism, server.pid, dump_file))
+                                           think, mechanism, server.pid, dump_file, overlap))
         else:
             stats = asyncio.run(drive(f"http://127.0.0.1:{port}/", sessions, duration, think,
                                       mechanism, server.pid, dump_file, shots))
@@ -406,7 +419,8 @@ def measure(client: str, sessions: int, duration: float, think: float = 0.0, mec
         except subprocess.TimeoutExpired:
             server.kill()
     return stats, Run(client, sessions, duration, think, time.monotonic() - start, memory.peak, server_cpu,
-                      time.process_time() - client_before, (memory.load_start, memory.load_max, os.getloadavg()[0]))
+                      time.process_time() - client_before, (memory.load_start, memory.load_max, os.getloadavg()[0]),
+                      overlap)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -417,13 +431,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="browser: Playwright pages in headless Chromium; wire: Streamlit's websocket protocol")
     parser.add_argument("--think", type=float, default=0.0,
                         help="seconds a session waits before each seed change (default 0: closed loop)")
+    parser.add_argument("--overlap", type=float,
+                        help="wire only: send the next seed change this many seconds after the last even if its run "
+                             "has not ended (default: wait for it)")
     parser.add_argument("--mechanism", help="registry key to select on the Synthesize page (default: the page's)")
     parser.add_argument("--screenshots", type=Path,
                         help="folder for a screenshot of every session that failed (default: the run's temp folder)")
     args = parser.parse_args(argv)
     if not 1 <= args.sessions <= 100 or not 1 <= args.duration <= 3600 or not 0 <= args.think <= 60:
         parser.error("use 1..100 sessions, 1..3600 seconds and 0..60 seconds of think time")
-    stats, run = measure(args.client, args.sessions, args.duration, args.think, args.mechanism, args.screenshots)
+    if args.overlap is not None and (args.client != "wire" or not 0.05 <= args.overlap <= 60):
+        parser.error("--overlap takes 0.05..60 seconds and only --client wire")
+    stats, run = measure(args.client, args.sessions, args.duration, args.think, args.mechanism, args.screenshots,
+                         args.overlap)
     report(stats, run)
     return 1 if stats.errors or stats.stuck else 0
 

@@ -105,9 +105,13 @@ class WireSession:
     ended: set[str] = field(default_factory=set)
     last_start: float = 0.0
     last_message: float = 0.0
+    #: when the oldest rerun request not yet followed by a ``new_session`` was sent (None: none is waiting)
+    pending_since: float | None = None
     deltas_since_start: int = 0
     pages: dict[str, str] = field(default_factory=dict)
     view: RunView = field(default_factory=RunView)
+    #: the widget ids of the runs before this one, by (type, label) (the current run may not have drawn it yet)
+    known: dict[tuple[str, str], str] = field(default_factory=dict)
     status: int = ForwardMsg.FINISHED_SUCCESSFULLY
     closed: str = ""
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -120,8 +124,10 @@ class WireSession:
         kind = message.WhichOneof("type")
         now = self.last_message = time.monotonic()
         if kind == "new_session":
+            self.known.update(self.view.widgets)
             self.started, self.last_start, self.deltas_since_start, self.view = self.started + 1, now, 0, RunView()
             self.run_id = message.metadata.run.script_run_id or f"run {self.started}"
+            self.pending_since = None
         elif kind == "navigation":
             self.pages = {page.page_name: page.page_script_hash for page in message.navigation.app_pages}
         elif kind == "delta":
@@ -140,6 +146,12 @@ class WireSession:
             return
         self.changed.set()
 
+    def widget(self, kind: str, label: str) -> str:
+        """The id of the widget ``kind`` labelled ``label``: as this run drew it, else as the last run that did."""
+        if (kind, label) in self.view.widgets or (kind, label) not in self.known:
+            return self.view.widget(kind, label)
+        return self.known[(kind, label)]
+
     @property
     def running(self) -> bool:
         """The last run the server started has not ended (a run stopped for another may never send its end)."""
@@ -156,10 +168,12 @@ class WireSession:
             self.closed = self.closed or "websocket closed"
             self.changed.set()
 
-    async def rerun(self, ws, state: ClientState) -> float:
+    async def rerun(self, ws, state: ClientState, patience: float | None = None) -> float | None:
         """Send one ``rerun_script`` and wait for the run it starts to end; the seconds it took.
 
-        Raises :class:`Stuck` when no run starts within ``stuck_s`` seconds of the request, or a started run has
+        With ``patience``, give up waiting after that many seconds and return None (the caller sends its next
+        request while this run is still going, as the frontend does when a user types faster than the app runs).
+        Raises :class:`Stuck` when no run starts within ``stuck_s`` seconds of a request, or a started run has
         gone ``stuck_s`` seconds without ``script_finished``; :class:`Failed` when the socket closes, the run shows
         an exception or does not compile.
         """
@@ -168,23 +182,28 @@ class WireSession:
         message.rerun_script.CopyFrom(state)
         sent = time.monotonic()
         await ws.send(message.SerializeToString())
+        if self.pending_since is None:
+            self.pending_since = sent
         while True:
             now = time.monotonic()
             if self.started > started and not self.running:
                 break
             if self.closed:
                 raise Failed(self.closed)
-            if self.started == started and now - sent > self.stuck_s:
-                raise Stuck(f"no new_session {now - sent:.0f} s after rerun_script")
+            if self.pending_since is not None and now - self.pending_since > self.stuck_s:
+                raise Stuck(f"no new_session {now - self.pending_since:.0f} s after rerun_script")
             if self.running and now - self.last_start > self.stuck_s:
                 raise Stuck(f"no script_finished {now - self.last_start:.0f} s after new_session "
                             f"({self.deltas_since_start} deltas since; last message {now - self.last_message:.0f} s"
                             " ago)")
             if now - sent > self.timeout_s:
                 raise Failed(f"run not over {now - sent:.0f} s after rerun_script")
+            if patience is not None and now - sent >= patience:
+                return None
             self.changed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), timeout=1.0)
+                await asyncio.wait_for(self.changed.wait(), timeout=1.0 if patience is None else
+                                       min(1.0, max(0.0, patience - (now - sent))))
         elapsed = time.monotonic() - sent
         if self.status == ForwardMsg.FINISHED_WITH_COMPILE_ERROR:
             raise Failed("script_finished with a compile error")
@@ -206,9 +225,12 @@ def client_state(*, page_name: str | None = None, page_script_hash: str = "",
 
 
 async def session(url: str, duration: float, think: float, mechanism: str | None, index: int, *,
-                  stuck_s: float, timeout_s: float, record: Callable[[float, float | None], None],
-                  step: list[str]) -> None:
+                  stuck_s: float, timeout_s: float, record: Callable[[float | None, float | None], None],
+                  step: list[str], overlap: float | None = None) -> None:
     """Open the Synthesize page, click Run, then change the seed for ``duration`` s (``think`` s between changes).
+
+    With ``overlap``, the next seed change goes ``overlap`` s after the last one even when its run has not ended
+    (``record(None, None)`` for a request overtaken so); the last one is waited for.
 
     ``record(seconds, mechanism_seconds)`` is called for every seed-change run (``mechanism_seconds`` read off the
     page's "Done in X s" status, None when the mechanism did not run); ``step[0]`` names the current step for the
@@ -249,9 +271,11 @@ async def session(url: str, duration: float, think: float, mechanism: str | None
                 if think:
                     await asyncio.sleep(think)
                 seed += 1
-                box = wire.view.widget("number_input", "Seed (same seed, same output)")
+                box = wire.widget("number_input", "Seed (same seed, same output)")
                 states[box] = WidgetState(id=box, int_value=seed)
-                seconds = await wire.rerun(ws, client_state(page_script_hash=page, widgets=states))
-                record(seconds, wire.view.mechanism_seconds())
+                last = time.monotonic() >= deadline - (overlap or 0)
+                seconds = await wire.rerun(ws, client_state(page_script_hash=page, widgets=states),
+                                           None if last else overlap)
+                record(seconds, None if seconds is None else wire.view.mechanism_seconds())
         finally:
             reader.cancel()

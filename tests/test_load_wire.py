@@ -4,8 +4,10 @@
   nothing is stuck too, an exception element is an **error**, a finished run is timed, and a run ends with the
   ``script_finished`` of the last run the server started (by ``script_run_id``);
 * against the real app (``streamlit run app.py``): 2 sessions open the Synthesize page, click Run and change the
-  seed for a few seconds: runs > 0, every one ran the mechanism, 0 errors, 0 stuck.  A server that does not start
-  fails the test (``RuntimeError`` from :func:`benchmarks.load_test.measure`), it never skips.
+  seed for a few seconds: runs > 0, every one ran the mechanism, 0 errors, 0 stuck; and 2 sessions that send the
+  next seed 0.05 s after the last without waiting for its run: 0 errors, 0 stuck, the last run of each ends.  A
+  server that does not start fails the test (``RuntimeError`` from :func:`benchmarks.load_test.measure`), it never
+  skips.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def forward(reply: str) -> bytes:
     return message.SerializeToString()
 
 
-async def against(replies: list[str], stuck_s: float = 0.5) -> float:
+async def against(replies: list[str], stuck_s: float = 0.5, patience: float | None = None) -> float | None:
     """One rerun of a :class:`load_wire.WireSession` against a server that answers every BackMsg with ``replies``."""
 
     async def serve(ws) -> None:
@@ -53,13 +55,25 @@ async def against(replies: list[str], stuck_s: float = 0.5) -> float:
         async with websockets.connect(url, subprotocols=[websockets.Subprotocol("streamlit")]) as ws:
             reader = asyncio.create_task(wire.read(ws))
             try:
-                return await wire.rerun(ws, load_wire.client_state(page_name=""))
+                return await wire.rerun(ws, load_wire.client_state(page_name=""), patience)
             finally:
                 reader.cancel()
 
 
+def timed(replies: list[str]) -> float:
+    seconds = asyncio.run(against(replies))
+    assert seconds is not None
+    return seconds
+
+
 def test_a_run_that_starts_and_finishes_is_timed():
-    assert 0 <= asyncio.run(against(["new_session", "script_finished"])) < 5
+    assert 0 <= timed(["new_session", "script_finished"]) < 5
+
+
+def test_with_patience_a_run_still_going_is_left_to_the_next_request():
+    start = time.monotonic()
+    assert asyncio.run(against(["new_session"], stuck_s=5, patience=0.2)) is None
+    assert time.monotonic() - start < 2
 
 
 def test_a_run_without_script_finished_is_stuck():
@@ -80,12 +94,12 @@ def test_a_run_cut_short_for_a_rerun_is_not_its_end():
 
 
 def test_a_run_cut_short_for_a_rerun_ends_with_the_run_that_follows():
-    assert 0 <= asyncio.run(against(["new_session", "finished_early_for_rerun", "new_session", "script_finished"])) < 5
+    assert 0 <= timed(["new_session", "finished_early_for_rerun", "new_session", "script_finished"]) < 5
 
 
 def test_a_stopped_run_that_never_ends_does_not_hold_up_the_run_that_replaced_it():
     # with runner.fastReruns the server drops the events of a run it stopped for another: no script_finished for a
-    assert 0 <= asyncio.run(against(["new_session:a", "new_session:b", "script_finished:b"])) < 5
+    assert 0 <= timed(["new_session:a", "new_session:b", "script_finished:b"]) < 5
     with pytest.raises(load_wire.Stuck, match="no script_finished"):
         asyncio.run(against(["new_session:a", "new_session:b", "script_finished:a"]))
 
@@ -103,3 +117,12 @@ def test_two_wire_sessions_load_the_real_app_without_errors_or_stuck_runs():
     assert len(stats.latencies) > 0
     assert len(stats.mechanism) == len(stats.latencies), "every seed change re-ran the mechanism"
     assert run.peak > 0 and run.server_cpu > 0
+
+
+def test_seed_changes_that_overtake_their_runs_leave_no_session_hung():
+    # the path on which sessions used to hang: with runner.fastReruns each new request stops the running script
+    stats, _ = load_test.measure("wire", sessions=2, duration=3, overlap=0.05)
+    assert not stats.errors, stats.errors
+    assert not stats.stuck, stats.stuck
+    assert stats.overtaken > 10, "the requests did overtake their runs"
+    assert len(stats.latencies) >= 2, "each session's last seed change ran to its end"

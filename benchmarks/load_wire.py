@@ -105,7 +105,7 @@ class WireSession:
     ended: set[str] = field(default_factory=set)
     last_start: float = 0.0
     last_message: float = 0.0
-    #: when the oldest rerun request not yet followed by a ``new_session`` was sent (None: none is waiting)
+    #: when the last rerun request was sent, until a ``new_session`` follows it (None: none is waiting)
     pending_since: float | None = None
     deltas_since_start: int = 0
     pages: dict[str, str] = field(default_factory=dict)
@@ -172,34 +172,34 @@ class WireSession:
         """Send one ``rerun_script`` and wait for the run it starts to end; the seconds it took.
 
         With ``patience``, give up waiting after that many seconds and return None (the caller sends its next
-        request while this run is still going, as the frontend does when a user types faster than the app runs).
-        Raises :class:`Stuck` when no run starts within ``stuck_s`` seconds of a request, or a started run has
-        gone ``stuck_s`` seconds without ``script_finished``; :class:`Failed` when the socket closes, the run shows
-        an exception or does not compile.
+        request while this run is still going, as the frontend does when a user types faster than the app runs);
+        such a request is never stuck: the server may stop its run, or drop it unstarted, for the next.
+        Raises :class:`Stuck` when no run starts within ``stuck_s`` seconds of the request, or its run has gone
+        ``stuck_s`` seconds without ``script_finished``; :class:`Failed` when the socket closes, the run shows an
+        exception or does not compile.
         """
         started = self.started
         message = BackMsg()
         message.rerun_script.CopyFrom(state)
         sent = time.monotonic()
         await ws.send(message.SerializeToString())
-        if self.pending_since is None:
-            self.pending_since = sent
+        self.pending_since = sent
         while True:
             now = time.monotonic()
             if self.started > started and not self.running:
                 break
             if self.closed:
                 raise Failed(self.closed)
+            if patience is not None and now - sent >= patience:
+                return None
             if self.pending_since is not None and now - self.pending_since > self.stuck_s:
                 raise Stuck(f"no new_session {now - self.pending_since:.0f} s after rerun_script")
-            if self.running and now - self.last_start > self.stuck_s:
-                raise Stuck(f"no script_finished {now - self.last_start:.0f} s after new_session "
+            if self.running and now - max(self.last_start, sent) > self.stuck_s:
+                raise Stuck(f"no script_finished {now - max(self.last_start, sent):.0f} s after new_session "
                             f"({self.deltas_since_start} deltas since; last message {now - self.last_message:.0f} s"
                             " ago)")
             if now - sent > self.timeout_s:
                 raise Failed(f"run not over {now - sent:.0f} s after rerun_script")
-            if patience is not None and now - sent >= patience:
-                return None
             self.changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.changed.wait(), timeout=1.0 if patience is None else

@@ -19,6 +19,11 @@ does not: it re-sends the unchanged values of every widget on the page with each
 widget's value across runs when it is not sent, so the run is the same); it lists the message hashes it has cached
 (``cached_message_hashes``), so the server may send a reference instead of a repeated large message (here every
 message comes in full, slightly more work for the server); it sends heartbeats; it renders.
+
+A run ends with the ``script_finished`` carrying the ``script_run_id`` of the last ``new_session``: with
+``runner.fastReruns`` the server stops a running script for a newer request and drops the stopped run's events,
+so a stopped run may never end.  The client is the ``websockets`` package, which Streamlit 1.67 itself requires
+(its server runs on Starlette and uvicorn; Tornado is no longer one of its dependencies).
 """
 
 from __future__ import annotations

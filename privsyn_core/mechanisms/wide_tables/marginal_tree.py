@@ -126,6 +126,8 @@ class TreeLayout:
     warnings: tuple[str, ...] = ()
     #: The narrow-table branch (:func:`joint_branch`): PSMM's grid of the whole joint, else ``None`` (the tree).
     joint: PsmmLayout | None = None
+    #: Every edge measured flat (all its budget on the leaves) instead of by PMM's levels (:func:`flat_edges`).
+    flat: bool = False
 
     @property
     def counts_per_row(self) -> int:
@@ -153,6 +155,20 @@ def joint_branch(levels: tuple[int, ...], params: dict[str, Any]) -> bool:
     ``d = 2, 3``).  A categorical column keeps the tree, whose cuts follow its categories.
     """
     return len(levels) <= params.get("joint_columns", JOINT_COLUMNS) and not any(levels)
+
+
+#: Default of ``flat_below``: edges are measured flat while ``eps_edge n~`` is below it (PMM depth <= 6).
+FLAT_BELOW = 128
+
+
+def flat_edges(eps_edge: float, n_hat: int, params: dict[str, Any]) -> bool:
+    """Whether every edge is measured flat (a public rule: the edge budget, the public count and a parameter).
+
+    PMM spreads ``eps_edge`` over the ``r + 1`` levels of its tree; below ``eps_edge n~ = flat_below`` the
+    leaves hold a few records each and a flat measurement of the leaves at the whole ``eps_edge`` (as PSMM
+    and MST measure their tables) is more accurate (docs/marginal_tree.md, "Small tables").
+    """
+    return eps_edge * max(n_hat, 0) < params.get("flat_below", FLAT_BELOW)
 
 
 def tree_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> TreeLayout:
@@ -196,7 +212,8 @@ def tree_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[
         depth = min(max(r, coarse[a] + coarse[b]), r_budget)
         pairs.append(PairTree(a, b, (levels[a], levels[b]), cut_schedule(depth, (caps[a], caps[b]))))
     offsets = tuple(np.cumsum([0] + [2 ** p.depth for p in pairs]).tolist())
-    return TreeLayout(levels, n_hat, shares, tuple(pairs), offsets, coarse, tuple(warnings))
+    return TreeLayout(levels, n_hat, shares, tuple(pairs), offsets, coarse, tuple(warnings),
+                      flat=flat_edges(eps_edge, n_hat, params))
 
 
 def tree_counts_stage(unit: np.ndarray, layout: TreeLayout) -> CellCounts:
@@ -238,11 +255,17 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
     releases = []
     for index, eps_e, g in zip(selected, edge_eps, edge_rng.spawn(len(selected)), strict=True):
         pair = layout.pairs[index]
-        releases.append(release_pair(pair, grids[index].ravel()[pair.heap_to_grid()], eps_e, neighbouring, g))
+        releases.append(release_pair(pair, grids[index].ravel()[pair.heap_to_grid()], eps_e, neighbouring, g,
+                                     flat=layout.flat, total=layout.n_hat))
     timings["edges"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    sampler = build_sampler(releases, layout.levels, d)
+    one_way = None
+    if d >= 3:
+        variance = 2.0 * (sensitivity * d / layout.share("marginals")) ** 2
+        one_way = [(noisy, bits, variance) for noisy, bits in
+                   zip(select_diag["one_way"]["noisy_count"], select_diag["one_way"]["bits"], strict=True)]
+    sampler = build_sampler(releases, layout.levels, d, one_way)
     timings["consistency"] = time.perf_counter() - start
     total = n_synthetic if n_synthetic is not None else max(layout.n_hat, 0)
     warnings = list(layout.warnings)
@@ -261,7 +284,7 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
                                 "levels": [{"lo": lo, "hi": hi, "noisy_count": noisy}
                                            for (lo, hi), noisy in zip(r.level_boxes(), r.noisy_levels, strict=True)]}
                                for r in releases]},
-        params={"branch": "tree", "tree_edges": edges, "root": 0, "edge_depths": [r.tree.depth for r in releases],
+        params={"branch": "tree", "edge_levels": "flat" if layout.flat else "pmm", "tree_edges": edges, "root": 0, "edge_depths": [r.tree.depth for r in releases],
                 "edge_cuts": [list(r.tree.cuts) for r in releases]},
         timings=timings, warnings=warnings)
     return out, plan
@@ -297,6 +320,8 @@ def _stage_label(name: str, layout: TreeLayout, releases: list[PairRelease]) -> 
         return f"tree selection: {len(layout.levels) - 1} exponential-mechanism rounds (Gumbel-max)"
     k = int(name.split()[1])
     tree = releases[k].tree
+    if layout.flat:
+        return f"edge {tree.a}-{tree.b}: flat, {2 ** tree.depth} leaves, discrete Laplace per leaf"
     return f"edge {tree.a}-{tree.b}: PMM, depth {tree.depth}, discrete Laplace per level"
 
 
@@ -383,20 +408,33 @@ class TreeSampler:
         return rows
 
 
-def build_sampler(releases: list[PairRelease], levels: tuple[int, ...], d: int) -> TreeSampler:
-    """Consolidated column marginals, raked edge histograms and the sampling order (module docstring, 4-5)."""
-    touching: dict[int, list[tuple[np.ndarray, int]]] = {a: [] for a in range(d)}
+def build_sampler(releases: list[PairRelease], levels: tuple[int, ...], d: int,
+                  one_way: list[tuple[np.ndarray, int, float]] | None = None) -> TreeSampler:
+    """Consolidated column marginals, raked edge histograms and the sampling order (module docstring, 4-5).
+
+    ``one_way``: the released coarse 1-way counts of every column (counts, bits, noise variance per bin) of the
+    selection stage, or ``None`` (two columns: no selection).  A column's marginal is the inverse-variance
+    weighted mean of the marginals of the edges touching it; with ``one_way`` its coarse bins are then moved to
+    the inverse-variance weighted mean of the edges' and the 1-way's coarse distributions (the fine shape inside
+    a coarse bin is kept).  The variances are public (noise scales and shapes), so this is post-processing.
+    """
+    touching: dict[int, list[tuple[np.ndarray, int, float]]] = {a: [] for a in range(d)}
     for rel in releases:
         joint = rel.joint.astype(float)
         mass = joint.sum()
         joint = joint / mass if mass > 0 else rel.tree.valid_leaves() / rel.tree.valid_leaves().sum()
-        touching[rel.tree.a].append((joint.sum(axis=1), rel.tree.cuts[0]))
-        touching[rel.tree.b].append((joint.sum(axis=0), rel.tree.cuts[1]))
+        for axis, column in enumerate((rel.tree.a, rel.tree.b)):
+            c0 = one_way[column][1] if one_way is not None else 0
+            touching[column].append((joint.sum(axis=1 - axis), rel.tree.cuts[axis], _coarse_variance(rel, axis, c0)))
     columns = []
     for a in range(d):
-        fine_bits = category_bits(levels[a]) if levels[a] else max(bits for _, bits in touching[a])
+        fine_bits = category_bits(levels[a]) if levels[a] else max(bits for _, bits, _ in touching[a])
         valid = valid_bins(levels[a], fine_bits)
-        marginal = np.mean([spread(m, bits, fine_bits, valid) for m, bits in touching[a]], axis=0)
+        weights = np.array([1.0 / var for _, _, var in touching[a]])
+        marginal = np.average([spread(m, bits, fine_bits, valid) for m, bits, _ in touching[a]], axis=0,
+                              weights=weights)
+        if one_way is not None:
+            marginal = _towards_one_way(marginal, one_way[a], float(weights.sum()), valid)
         columns.append(ColumnModel(levels[a], fine_bits, marginal))
     neighbours: dict[int, list[tuple[int, PairRelease]]] = {a: [] for a in range(d)}
     for rel in releases:
@@ -423,6 +461,41 @@ def build_sampler(releases: list[PairRelease], levels: tuple[int, ...], d: int) 
                 first_joint = block_cdf(direct[None, :], direct[None, :])
             steps.append((parent, child, pc, cc, block_cdf(raked, fallback)))
     return TreeSampler(d, columns, 0, steps, first_joint)
+
+
+def _coarse_variance(rel: PairRelease, axis: int, bits: int) -> float:
+    """Noise variance of an edge's count of one bin of ``axis`` cut ``bits`` times (public: scales and shape).
+
+    The bin is read off the noisy level that holds it in the fewest nodes: ``2^m`` nodes of noise variance
+    ``2 sigma_j^2`` each (about that of a discrete Laplace of scale ``sigma_j``).  Levels without noise (the
+    exact root under replace-one, or the sums above a flat edge's leaves) are not measurements; a bin of no
+    cuts (one category) is the same in every source (variance 1).
+    """
+    if bits == 0:
+        return 1.0
+    best = math.inf
+    for j in range(rel.tree.depth + 1):
+        cuts = rel.tree.cuts_at(j)
+        if cuts[axis] < bits or not np.isfinite(rel.sigmas[j]):
+            continue
+        best = min(best, 2.0 * rel.sigmas[j] ** 2 * 2.0 ** (cuts[axis] - bits + cuts[1 - axis]))
+    return best if np.isfinite(best) else 1.0
+
+
+def _towards_one_way(marginal: np.ndarray, one_way: tuple[np.ndarray, int, float], edge_precision: float,
+                     valid: np.ndarray) -> np.ndarray:
+    """The fine marginal with its coarse bins moved to the precision-weighted mean of edges and 1-way marginal."""
+    noisy, bits, variance = one_way
+    if noisy.sum() <= 0:
+        return marginal
+    coarse = coarsen(marginal, bits)
+    target = (edge_precision * coarse + noisy / noisy.sum() / variance) / (edge_precision + 1.0 / variance)
+    step = len(marginal) // len(coarse)
+    fine = marginal.reshape(-1, step)
+    uniform = valid.reshape(-1, step).astype(float)
+    uniform /= np.maximum(uniform.sum(axis=1, keepdims=True), 1)
+    shape = np.where(coarse[:, None] > 0, fine / np.maximum(coarse, 1e-300)[:, None], uniform)
+    return (shape * target[:, None]).ravel()
 
 
 def _leaf_sigma(rel: PairRelease) -> float:
@@ -492,6 +565,9 @@ SPEC = register_staged(
         "joint_columns": ParamSpec(JOINT_COLUMNS, int, (1, 3),
                                    help="with at most this many columns, all numeric, the whole joint is released "
                                         "by PSMM at the full budget instead of a tree (1: always a tree)"),
+        "flat_below": ParamSpec(FLAT_BELOW, int, (0, 10 ** 9),
+                                help="edges are measured flat (all their budget on the leaves) while eps_edge n "
+                                     "(n noisy under add/remove) is below this; 0: always PMM's levels"),
         "depth": ParamSpec("paper", int, (2, 40), choices=("paper",),
                            help="depth of every edge's tree: 'paper' = floor(log2(eps_edge n)) (n noisy under "
                                 "add/remove), or an integer"),
@@ -505,7 +581,7 @@ SPEC = register_staged(
     reference=("McKenna, Miklau, Sheldon, \"Winning the NIST contest\", J. Privacy and Confidentiality 2021 (MST tree "
                "selection); He, Vershynin, Zhu, \"Algorithmically Effective Differentially Private Synthetic Data\", "
                "COLT 2023 (PMM per edge)"),
-    released=("branch", "root", "edge_depths", "edge_cuts", "cells_per_axis", "cells"),
+    released=("branch", "edge_levels", "root", "edge_depths", "edge_cuts", "cells_per_axis", "cells"),
     released_noisy=("tree_edges",),
     uses_n=lambda params: True,
     audit=AuditCase(d=2, params={"depth": 2, "coarse_bits": 1, "joint_columns": 1}, features=edge_features,

@@ -45,9 +45,15 @@ TRUE_TREE = {frozenset(e) for e in ([0, 1], [1, 2], [2, 3], [3, 4])}
 @pytest.mark.parametrize("epsilon", [0.3, 1.0, 7.0])
 @pytest.mark.parametrize("d", [2, 3, 5])
 def test_ledger_sums_exactly(neighbouring, epsilon, d):
+    """The tree's ledger (``joint_columns = 1``: since categorical columns also take the joint branch on at most
+    3 columns, the tree is asked for), and the default's joint-branch ledger on the same mixed table."""
     frame, schema = chain_table(500)
     frame, schema = frame.iloc[:, -d:], schema.select(schema.names[-d:])
-    result = ps.synthesize(frame, "marginal_tree", epsilon, schema=schema, neighbouring=neighbouring, rng=1)
+    result = ps.synthesize(frame, "marginal_tree", epsilon, schema=schema, neighbouring=neighbouring, rng=1,
+                           joint_columns=1)
+    default = ps.synthesize(frame, "marginal_tree", epsilon, schema=schema, neighbouring=neighbouring, rng=1)
+    assert math.fsum(e for _, e in default.ledger) == epsilon
+    assert default.params["branch"] == ("joint" if d <= 3 else "tree")
     assert math.fsum(e for _, e in result.ledger) == epsilon
     stages = [s for s, _ in result.ledger]
     assert sum(s.startswith("edge ") for s in stages) == d - 1

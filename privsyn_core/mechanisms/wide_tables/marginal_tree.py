@@ -140,7 +140,7 @@ class TreeLayout:
 
 #: PSMM's parameters in the narrow-table branch: king-graph LP, normaliser ``n``, uniform rows in a cell.
 JOINT_PSMM_PARAMS = {"cells_per_axis": None, "lp": None, "normalise": "n", "sample": "uniform"}
-#: Default of ``joint_columns``: tables of at most this many numeric columns take the joint branch.
+#: Default of ``joint_columns``: tables of at most this many columns take the joint branch.
 JOINT_COLUMNS = 3
 #: Most cells of the joint branch's grid: its LP then solves in about 1.5 s (d = 2, k = 50) or 3 s (d = 3,
 #: k = 13) on the 2-core benchmark machine (psmm's own cap, 16 384 cells, takes 30 s or more).
@@ -150,11 +150,13 @@ JOINT_MAX_CELLS = 2_500
 def joint_branch(levels: tuple[int, ...], params: dict[str, Any]) -> bool:
     """Whether the whole joint is released by PSMM instead of a tree (a public rule: schema and parameters only).
 
-    With ``d <= joint_columns`` numeric columns a tree has at most two edges and loses to PSMM on the
-    whole joint at the full budget (docs/marginal_tree.md, "Narrow tables": 1.5-1.9x the W1 of psmm at
-    ``d = 2, 3``).  A categorical column keeps the tree, whose cuts follow its categories.
+    With ``d <= joint_columns`` columns a tree has at most two edges and loses to PSMM on the whole joint at
+    the full budget (docs/marginal_tree.md, "Narrow tables": 1.5-1.9x the W1 of psmm at ``d = 2, 3`` on
+    numeric tables, up to 1.9x on real tables with one categorical column).  A categorical column takes the
+    joint branch too: PSMM's cells are equal cells of the encoded cube, and a synthetic point decodes to the
+    category whose sub-interval holds it.
     """
-    return len(levels) <= params.get("joint_columns", JOINT_COLUMNS) and not any(levels)
+    return len(levels) <= params.get("joint_columns", JOINT_COLUMNS)
 
 
 #: Default of ``flat_below``: edges are measured flat while ``eps_edge n~`` is below it (PMM depth <= 6).
@@ -284,7 +286,8 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
                                 "levels": [{"lo": lo, "hi": hi, "noisy_count": noisy}
                                            for (lo, hi), noisy in zip(r.level_boxes(), r.noisy_levels, strict=True)]}
                                for r in releases]},
-        params={"branch": "tree", "edge_levels": "flat" if layout.flat else "pmm", "tree_edges": edges, "root": 0, "edge_depths": [r.tree.depth for r in releases],
+        params={"branch": "tree", "edge_levels": "flat" if layout.flat else "pmm", "tree_edges": edges, "root": 0,
+                "edge_depths": [r.tree.depth for r in releases],
                 "edge_cuts": [list(r.tree.cuts) for r in releases]},
         timings=timings, warnings=warnings)
     return out, plan
@@ -563,8 +566,8 @@ SPEC = register_staged(
         "coarse_bits": ParamSpec(3, int, (1, 6), help="cuts per numeric axis of the public discretisation that "
                                                         "scores pairs (2^bits bins); categories up to 2^bits"),
         "joint_columns": ParamSpec(JOINT_COLUMNS, int, (1, 3),
-                                   help="with at most this many columns, all numeric, the whole joint is released "
-                                        "by PSMM at the full budget instead of a tree (1: always a tree)"),
+                                   help="with at most this many columns (numeric or categorical), the whole joint is "
+                                        "released by PSMM at the full budget instead of a tree (1: always a tree)"),
         "flat_below": ParamSpec(FLAT_BELOW, int, (0, 10 ** 9),
                                 help="edges are measured flat (all their budget on the leaves) while eps_edge n "
                                      "(n noisy under add/remove) is below this; 0: always PMM's levels"),
@@ -584,6 +587,7 @@ SPEC = register_staged(
     released=("branch", "edge_levels", "root", "edge_depths", "edge_cuts", "cells_per_axis", "cells"),
     released_noisy=("tree_edges",),
     uses_n=lambda params: True,
-    audit=AuditCase(d=2, params={"depth": 2, "coarse_bits": 1, "joint_columns": 1}, features=edge_features,
+    audit=AuditCase(d=2, params={"depth": 2, "coarse_bits": 1, "joint_columns": 1, "flat_below": 0},
+                    features=edge_features,
                     trials=5_000, selection_trials=1_500, tight_coordinates=2),
 )

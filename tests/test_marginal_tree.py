@@ -184,10 +184,11 @@ def test_consistency_splits_an_empty_pair_by_domain_weights():
     assert consistent_counts(noisy, below)[1].tolist() == [10, 0]
 
 
+@pytest.mark.parametrize("n", [4000, 300])  # PMM edges; flat edges (eps_edge n~ about 58 < 128)
 @pytest.mark.parametrize("neighbouring", ["replace", "add_remove"])
-def test_dask_path_gives_the_in_memory_release(neighbouring):
+def test_dask_path_gives_the_in_memory_release(neighbouring, n):
     dd = pytest.importorskip("dask.dataframe")
-    frame, schema = chain_table(4000)
+    frame, schema = chain_table(n)
     memory = ps.synthesize(frame, "marginal_tree", 1.0, schema=schema, neighbouring=neighbouring, rng=5)
     lazy = ps.synthesize(dd.from_pandas(frame, npartitions=3), "marginal_tree", 1.0, schema=schema,
                          neighbouring=neighbouring, rng=5)

@@ -15,10 +15,13 @@ is close to the diameter, the data is modelled by a tree of 2-D marginals (docs/
    product of the released 1-way marginals), sensitivity 1 (add/remove) or 2 (replace).  The
    exponential mechanism is sampled exactly in distribution with the Gumbel-max trick.
 3. Edge releases: PMM ([HVZ23] Alg. 3-4) on every chosen edge's pair tree, a share of epsilon each
-   (basic composition over the ``d - 1`` edges).
-4. Consistency: each column's 1-D marginal is the average of the marginals of the edges touching
-   it (spread to the column's finest bins); every edge's histogram is raked (iterative proportional
-   fitting) to the marginals of its two columns.
+   (basic composition over the ``d - 1`` edges); while ``eps_edge n~ < flat_below`` (small tables) each edge
+   is measured flat instead: discrete Laplace on its leaves at the whole share, projected onto the
+   non-negative counts summing to ``n~`` (:func:`flat_edges`).
+4. Consistency: each column's 1-D marginal is the inverse-variance weighted average of the marginals of the
+   edges touching it (spread to the column's finest bins), moved towards the released coarse 1-way marginal
+   of step 2; every edge's histogram is raked (iterative proportional fitting) to the marginals of its two
+   columns, a row or column without mass but with a positive target starting from the product of the targets.
 5. Rows: the root column (column 0) and its first child jointly from their raked edge histogram, then
    each further column given its parent, along the tree from the root outward: the parent's bin picks a row of
    the raked edge histogram, the child's bin is drawn from that row, then a fine bin inside it from the child's
@@ -576,9 +579,11 @@ SPEC = register_staged(
                                 "add/remove), or an integer"),
     },
     guarantee="epsilon-DP (replace-one or add/remove): noisy n (add/remove), discrete Laplace coarse 1-way marginals, "
-              "d-1 exponential-mechanism rounds and d-1 PMM edge trees, composed; ledger sums to epsilon",
+              "d-1 exponential-mechanism rounds and d-1 PMM edge trees (flat discrete Laplace edge histograms on "
+              "small tables), composed; ledger sums to epsilon; at most 3 columns: PSMM on the whole joint",
     description="Chooses a tree of column pairs privately (as MST does), releases each pair's joint distribution "
-                "with PMM in its unit square, and samples rows along the tree. For tables with many columns.",
+                "with PMM in its unit square (one flat noisy histogram per pair on small tables), and samples rows "
+                "along the tree. For tables with many columns; with at most 3 it releases the whole joint by PSMM.",
     codec=TreeCodec,
     floating_point_exposure=SELECTION_EXPOSURE,
     reference=("McKenna, Miklau, Sheldon, \"Winning the NIST contest\", J. Privacy and Confidentiality 2021 (MST tree "

@@ -5,6 +5,11 @@ palmerpenguins)::
 
     python benchmarks/bench_marginal_tree.py --peer-python /tmp/peervenv/bin/python            # quality grid
     python benchmarks/bench_marginal_tree.py --timing                                          # time only
+    PYTHONPATH=. /tmp/peervenv/bin/python benchmarks/bench_marginal_tree.py --narrow-mixed     # issue 15, goal 2
+
+Narrow mixed (``--narrow-mixed``): 2-3 column subsets of the real tables of ``benchmarks/bench_real_tables.py``
+with one categorical column (private 70% split), marginal_tree and psmm on defaults under add/remove, 5 seeds,
+exact W1 (POT, Chebyshev cost in the unit cube of the schema) on the whole tables, mean +- 1.96 standard errors.
 
 Quality: every table of ``benchmarks/peers/real_tables.py`` (public bounds by hand), every epsilon and seed;
 ours under add/remove (MST's relation), MST on 16 public bins per numeric column (``run_opendp.py``).
@@ -118,7 +123,8 @@ def scores(real: pd.DataFrame, synth: pd.DataFrame, schema: Schema, w1_rows: int
 def quality_grid(args: argparse.Namespace) -> list[dict]:
     if not (args.out / "fair" / "meta.json").exists():
         subprocess.run([args.peer_python, str(PEERS / "real_tables.py"), str(args.out)], check=True)
-    rows, jobs = [], {}
+    rows: list[dict] = []
+    jobs: dict = {}
     tables = args.tables or sorted(p.name for p in args.out.iterdir() if (p / "meta.json").exists())
     for table in tables:
         folder = args.out / table
@@ -193,6 +199,38 @@ def _timed(frame: pd.DataFrame, schema: Schema, seed: int) -> float:
     return time.perf_counter() - start
 
 
+#: 2-3 column subsets with one categorical column (issue 15: "on 2-3 column tables within 20% of psmm in W1").
+NARROW_MIXED = (("penguins", ("species", "bill_length_mm")),
+                ("penguins", ("species", "bill_length_mm", "flipper_length_mm")),
+                ("grunfeld", ("firm", "invest")), ("grunfeld", ("firm", "invest", "value")),
+                ("anes96", ("vote", "age")), ("anes96", ("PID", "age", "income")))
+
+
+def narrow_mixed(systems: list[str], eps: float, seeds: list[int]) -> list[dict]:
+    """Exact W1 of each system on each subset of :data:`NARROW_MIXED`, one line per (subset, system)."""
+    from benchmarks.bench_real_tables import load_table
+    from privsyn_core.evaluation.metrics import w1
+
+    rows = []
+    for name, cols in NARROW_MIXED:
+        table = load_table(name)
+        real, schema = table["real"][list(cols)], table["schema"].select(list(cols))
+        unit = np.asarray(schema.encode(real)[0], dtype=float)
+        for system in systems:
+            values = []
+            for seed in seeds:
+                out = ps.synthesize(real, system, eps, schema=schema, neighbouring="add_remove",
+                                    n_synthetic=len(real), rng=seed)
+                values.append(float(w1(unit, np.asarray(schema.encode(out.data)[0], dtype=float))))
+            v = np.array(values)
+            half = 1.96 * v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else float("nan")
+            rows.append({"table": name, "columns": list(cols), "system": system, "epsilon": eps, "w1": values,
+                         "mean": float(v.mean()), "half_width": float(half)})
+            print(f"{name:>9} {'+'.join(cols):>45} n={len(real)} {system:>14} W1={v.mean():.4f} +- {half:.4f}",
+                  flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--peer-python", default="/tmp/peervenv/bin/python")
@@ -205,7 +243,15 @@ def main() -> None:
     parser.add_argument("--no-quality", action="store_true")
     parser.add_argument("--timing", action="store_true", help="only the run time at n = 10^4 .. 10^6, d = 10")
     parser.add_argument("--summary-only", action="store_true", help="print the table of --out/results.json")
+    parser.add_argument("--narrow-mixed", action="store_true",
+                        help="marginal_tree vs psmm, exact W1, on 2-3 column real subsets with a categorical column")
     args = parser.parse_args()
+    if args.narrow_mixed:
+        rows = narrow_mixed(args.systems or ["marginal_tree", "psmm"], args.epsilons[0], args.seeds if
+                            args.seeds != [0, 1, 2] else [0, 1, 2, 3, 4])
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "narrow_mixed.json").write_text(json.dumps(rows, indent=1))
+        return
     if args.timing:
         timing([10 ** 4, 10 ** 5, 10 ** 6])
         return

@@ -15,10 +15,13 @@ is close to the diameter, the data is modelled by a tree of 2-D marginals (docs/
    product of the released 1-way marginals), sensitivity 1 (add/remove) or 2 (replace).  The
    exponential mechanism is sampled exactly in distribution with the Gumbel-max trick.
 3. Edge releases: PMM ([HVZ23] Alg. 3-4) on every chosen edge's pair tree, a share of epsilon each
-   (basic composition over the ``d - 1`` edges).
-4. Consistency: each column's 1-D marginal is the average of the marginals of the edges touching
-   it (spread to the column's finest bins); every edge's histogram is raked (iterative proportional
-   fitting) to the marginals of its two columns.
+   (basic composition over the ``d - 1`` edges); while ``eps_edge n~ < flat_below`` (small tables) each edge
+   is measured flat instead: discrete Laplace on its leaves at the whole share, projected onto the
+   non-negative counts summing to ``n~`` (:func:`flat_edges`).
+4. Consistency: each column's 1-D marginal is the inverse-variance weighted average of the marginals of the
+   edges touching it (spread to the column's finest bins), moved towards the released coarse 1-way marginal
+   of step 2; every edge's histogram is raked (iterative proportional fitting) to the marginals of its two
+   columns, a row or column without mass but with a positive target starting from the product of the targets.
 5. Rows: the root column (column 0) and its first child jointly from their raked edge histogram, then
    each further column given its parent, along the tree from the root outward: the parent's bin picks a row of
    the raked edge histogram, the child's bin is drawn from that row, then a fine bin inside it from the child's
@@ -126,6 +129,8 @@ class TreeLayout:
     warnings: tuple[str, ...] = ()
     #: The narrow-table branch (:func:`joint_branch`): PSMM's grid of the whole joint, else ``None`` (the tree).
     joint: PsmmLayout | None = None
+    #: Every edge measured flat (all its budget on the leaves) instead of by PMM's levels (:func:`flat_edges`).
+    flat: bool = False
 
     @property
     def counts_per_row(self) -> int:
@@ -138,7 +143,7 @@ class TreeLayout:
 
 #: PSMM's parameters in the narrow-table branch: king-graph LP, normaliser ``n``, uniform rows in a cell.
 JOINT_PSMM_PARAMS = {"cells_per_axis": None, "lp": None, "normalise": "n", "sample": "uniform"}
-#: Default of ``joint_columns``: tables of at most this many numeric columns take the joint branch.
+#: Default of ``joint_columns``: tables of at most this many columns take the joint branch.
 JOINT_COLUMNS = 3
 #: Most cells of the joint branch's grid: its LP then solves in about 1.5 s (d = 2, k = 50) or 3 s (d = 3,
 #: k = 13) on the 2-core benchmark machine (psmm's own cap, 16 384 cells, takes 30 s or more).
@@ -148,11 +153,27 @@ JOINT_MAX_CELLS = 2_500
 def joint_branch(levels: tuple[int, ...], params: dict[str, Any]) -> bool:
     """Whether the whole joint is released by PSMM instead of a tree (a public rule: schema and parameters only).
 
-    With ``d <= joint_columns`` numeric columns a tree has at most two edges and loses to PSMM on the
-    whole joint at the full budget (docs/marginal_tree.md, "Narrow tables": 1.5-1.9x the W1 of psmm at
-    ``d = 2, 3``).  A categorical column keeps the tree, whose cuts follow its categories.
+    With ``d <= joint_columns`` columns a tree has at most two edges and loses to PSMM on the whole joint at
+    the full budget (docs/marginal_tree.md, "Narrow tables": 1.5-1.9x the W1 of psmm at ``d = 2, 3`` on
+    numeric tables, up to 1.9x on real tables with one categorical column).  A categorical column takes the
+    joint branch too: PSMM's cells are equal cells of the encoded cube, and a synthetic point decodes to the
+    category whose sub-interval holds it.
     """
-    return len(levels) <= params.get("joint_columns", JOINT_COLUMNS) and not any(levels)
+    return len(levels) <= params.get("joint_columns", JOINT_COLUMNS)
+
+
+#: Default of ``flat_below``: edges are measured flat while ``eps_edge n~`` is below it (PMM depth <= 6).
+FLAT_BELOW = 128
+
+
+def flat_edges(eps_edge: float, n_hat: int, params: dict[str, Any]) -> bool:
+    """Whether every edge is measured flat (a public rule: the edge budget, the public count and a parameter).
+
+    PMM spreads ``eps_edge`` over the ``r + 1`` levels of its tree; below ``eps_edge n~ = flat_below`` the
+    leaves hold a few records each and a flat measurement of the leaves at the whole ``eps_edge`` (as PSMM
+    and MST measure their tables) is more accurate (docs/marginal_tree.md, "Small tables").
+    """
+    return eps_edge * max(n_hat, 0) < params.get("flat_below", FLAT_BELOW)
 
 
 def tree_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> TreeLayout:
@@ -196,7 +217,8 @@ def tree_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[
         depth = min(max(r, coarse[a] + coarse[b]), r_budget)
         pairs.append(PairTree(a, b, (levels[a], levels[b]), cut_schedule(depth, (caps[a], caps[b]))))
     offsets = tuple(np.cumsum([0] + [2 ** p.depth for p in pairs]).tolist())
-    return TreeLayout(levels, n_hat, shares, tuple(pairs), offsets, coarse, tuple(warnings))
+    return TreeLayout(levels, n_hat, shares, tuple(pairs), offsets, coarse, tuple(warnings),
+                      flat=flat_edges(eps_edge, n_hat, params))
 
 
 def tree_counts_stage(unit: np.ndarray, layout: TreeLayout) -> CellCounts:
@@ -238,11 +260,17 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
     releases = []
     for index, eps_e, g in zip(selected, edge_eps, edge_rng.spawn(len(selected)), strict=True):
         pair = layout.pairs[index]
-        releases.append(release_pair(pair, grids[index].ravel()[pair.heap_to_grid()], eps_e, neighbouring, g))
+        releases.append(release_pair(pair, grids[index].ravel()[pair.heap_to_grid()], eps_e, neighbouring, g,
+                                     flat=layout.flat, total=layout.n_hat))
     timings["edges"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    sampler = build_sampler(releases, layout.levels, d)
+    one_way = None
+    if d >= 3:
+        variance = 2.0 * (sensitivity * d / layout.share("marginals")) ** 2
+        one_way = [(noisy, bits, variance) for noisy, bits in
+                   zip(select_diag["one_way"]["noisy_count"], select_diag["one_way"]["bits"], strict=True)]
+    sampler = build_sampler(releases, layout.levels, d, one_way)
     timings["consistency"] = time.perf_counter() - start
     total = n_synthetic if n_synthetic is not None else max(layout.n_hat, 0)
     warnings = list(layout.warnings)
@@ -261,7 +289,8 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
                                 "levels": [{"lo": lo, "hi": hi, "noisy_count": noisy}
                                            for (lo, hi), noisy in zip(r.level_boxes(), r.noisy_levels, strict=True)]}
                                for r in releases]},
-        params={"branch": "tree", "tree_edges": edges, "root": 0, "edge_depths": [r.tree.depth for r in releases],
+        params={"branch": "tree", "edge_levels": "flat" if layout.flat else "pmm", "tree_edges": edges, "root": 0,
+                "edge_depths": [r.tree.depth for r in releases],
                 "edge_cuts": [list(r.tree.cuts) for r in releases]},
         timings=timings, warnings=warnings)
     return out, plan
@@ -297,6 +326,8 @@ def _stage_label(name: str, layout: TreeLayout, releases: list[PairRelease]) -> 
         return f"tree selection: {len(layout.levels) - 1} exponential-mechanism rounds (Gumbel-max)"
     k = int(name.split()[1])
     tree = releases[k].tree
+    if layout.flat:
+        return f"edge {tree.a}-{tree.b}: flat, {2 ** tree.depth} leaves, discrete Laplace per leaf"
     return f"edge {tree.a}-{tree.b}: PMM, depth {tree.depth}, discrete Laplace per level"
 
 
@@ -383,20 +414,33 @@ class TreeSampler:
         return rows
 
 
-def build_sampler(releases: list[PairRelease], levels: tuple[int, ...], d: int) -> TreeSampler:
-    """Consolidated column marginals, raked edge histograms and the sampling order (module docstring, 4-5)."""
-    touching: dict[int, list[tuple[np.ndarray, int]]] = {a: [] for a in range(d)}
+def build_sampler(releases: list[PairRelease], levels: tuple[int, ...], d: int,
+                  one_way: list[tuple[np.ndarray, int, float]] | None = None) -> TreeSampler:
+    """Consolidated column marginals, raked edge histograms and the sampling order (module docstring, 4-5).
+
+    ``one_way``: the released coarse 1-way counts of every column (counts, bits, noise variance per bin) of the
+    selection stage, or ``None`` (two columns: no selection).  A column's marginal is the inverse-variance
+    weighted mean of the marginals of the edges touching it; with ``one_way`` its coarse bins are then moved to
+    the inverse-variance weighted mean of the edges' and the 1-way's coarse distributions (the fine shape inside
+    a coarse bin is kept).  The variances are public (noise scales and shapes), so this is post-processing.
+    """
+    touching: dict[int, list[tuple[np.ndarray, int, float]]] = {a: [] for a in range(d)}
     for rel in releases:
         joint = rel.joint.astype(float)
         mass = joint.sum()
         joint = joint / mass if mass > 0 else rel.tree.valid_leaves() / rel.tree.valid_leaves().sum()
-        touching[rel.tree.a].append((joint.sum(axis=1), rel.tree.cuts[0]))
-        touching[rel.tree.b].append((joint.sum(axis=0), rel.tree.cuts[1]))
+        for axis, column in enumerate((rel.tree.a, rel.tree.b)):
+            c0 = one_way[column][1] if one_way is not None else 0
+            touching[column].append((joint.sum(axis=1 - axis), rel.tree.cuts[axis], _coarse_variance(rel, axis, c0)))
     columns = []
     for a in range(d):
-        fine_bits = category_bits(levels[a]) if levels[a] else max(bits for _, bits in touching[a])
+        fine_bits = category_bits(levels[a]) if levels[a] else max(bits for _, bits, _ in touching[a])
         valid = valid_bins(levels[a], fine_bits)
-        marginal = np.mean([spread(m, bits, fine_bits, valid) for m, bits in touching[a]], axis=0)
+        weights = np.array([1.0 / var for _, _, var in touching[a]])
+        marginal = np.average([spread(m, bits, fine_bits, valid) for m, bits, _ in touching[a]], axis=0,
+                              weights=weights)
+        if one_way is not None:
+            marginal = _towards_one_way(marginal, one_way[a], float(weights.sum()), valid)
         columns.append(ColumnModel(levels[a], fine_bits, marginal))
     neighbours: dict[int, list[tuple[int, PairRelease]]] = {a: [] for a in range(d)}
     for rel in releases:
@@ -423,6 +467,41 @@ def build_sampler(releases: list[PairRelease], levels: tuple[int, ...], d: int) 
                 first_joint = block_cdf(direct[None, :], direct[None, :])
             steps.append((parent, child, pc, cc, block_cdf(raked, fallback)))
     return TreeSampler(d, columns, 0, steps, first_joint)
+
+
+def _coarse_variance(rel: PairRelease, axis: int, bits: int) -> float:
+    """Noise variance of an edge's count of one bin of ``axis`` cut ``bits`` times (public: scales and shape).
+
+    The bin is read off the noisy level that holds it in the fewest nodes: ``2^m`` nodes of noise variance
+    ``2 sigma_j^2`` each (about that of a discrete Laplace of scale ``sigma_j``).  Levels without noise (the
+    exact root under replace-one, or the sums above a flat edge's leaves) are not measurements; a bin of no
+    cuts (one category) is the same in every source (variance 1).
+    """
+    if bits == 0:
+        return 1.0
+    best = math.inf
+    for j in range(rel.tree.depth + 1):
+        cuts = rel.tree.cuts_at(j)
+        if cuts[axis] < bits or not np.isfinite(rel.sigmas[j]):
+            continue
+        best = min(best, 2.0 * rel.sigmas[j] ** 2 * 2.0 ** (cuts[axis] - bits + cuts[1 - axis]))
+    return best if np.isfinite(best) else 1.0
+
+
+def _towards_one_way(marginal: np.ndarray, one_way: tuple[np.ndarray, int, float], edge_precision: float,
+                     valid: np.ndarray) -> np.ndarray:
+    """The fine marginal with its coarse bins moved to the precision-weighted mean of edges and 1-way marginal."""
+    noisy, bits, variance = one_way
+    if noisy.sum() <= 0:
+        return marginal
+    coarse = coarsen(marginal, bits)
+    target = (edge_precision * coarse + noisy / noisy.sum() / variance) / (edge_precision + 1.0 / variance)
+    step = len(marginal) // len(coarse)
+    fine = marginal.reshape(-1, step)
+    uniform = valid.reshape(-1, step).astype(float)
+    uniform /= np.maximum(uniform.sum(axis=1, keepdims=True), 1)
+    shape = np.where(coarse[:, None] > 0, fine / np.maximum(coarse, 1e-300)[:, None], uniform)
+    return (shape * target[:, None]).ravel()
 
 
 def _leaf_sigma(rel: PairRelease) -> float:
@@ -490,24 +569,30 @@ SPEC = register_staged(
         "coarse_bits": ParamSpec(3, int, (1, 6), help="cuts per numeric axis of the public discretisation that "
                                                         "scores pairs (2^bits bins); categories up to 2^bits"),
         "joint_columns": ParamSpec(JOINT_COLUMNS, int, (1, 3),
-                                   help="with at most this many columns, all numeric, the whole joint is released "
-                                        "by PSMM at the full budget instead of a tree (1: always a tree)"),
+                                   help="with at most this many columns (numeric or categorical), the whole joint is "
+                                        "released by PSMM at the full budget instead of a tree (1: always a tree)"),
+        "flat_below": ParamSpec(FLAT_BELOW, int, (0, 10 ** 9),
+                                help="edges are measured flat (all their budget on the leaves) while eps_edge n "
+                                     "(n noisy under add/remove) is below this; 0: always PMM's levels"),
         "depth": ParamSpec("paper", int, (2, 40), choices=("paper",),
                            help="depth of every edge's tree: 'paper' = floor(log2(eps_edge n)) (n noisy under "
                                 "add/remove), or an integer"),
     },
     guarantee="epsilon-DP (replace-one or add/remove): noisy n (add/remove), discrete Laplace coarse 1-way marginals, "
-              "d-1 exponential-mechanism rounds and d-1 PMM edge trees, composed; ledger sums to epsilon",
+              "d-1 exponential-mechanism rounds and d-1 PMM edge trees (flat discrete Laplace edge histograms on "
+              "small tables), composed; ledger sums to epsilon; at most 3 columns: PSMM on the whole joint",
     description="Chooses a tree of column pairs privately (as MST does), releases each pair's joint distribution "
-                "with PMM in its unit square, and samples rows along the tree. For tables with many columns.",
+                "with PMM in its unit square (one flat noisy histogram per pair on small tables), and samples rows "
+                "along the tree. For tables with many columns; with at most 3 it releases the whole joint by PSMM.",
     codec=TreeCodec,
     floating_point_exposure=SELECTION_EXPOSURE,
     reference=("McKenna, Miklau, Sheldon, \"Winning the NIST contest\", J. Privacy and Confidentiality 2021 (MST tree "
                "selection); He, Vershynin, Zhu, \"Algorithmically Effective Differentially Private Synthetic Data\", "
                "COLT 2023 (PMM per edge)"),
-    released=("branch", "root", "edge_depths", "edge_cuts", "cells_per_axis", "cells"),
+    released=("branch", "edge_levels", "root", "edge_depths", "edge_cuts", "cells_per_axis", "cells"),
     released_noisy=("tree_edges",),
     uses_n=lambda params: True,
-    audit=AuditCase(d=2, params={"depth": 2, "coarse_bits": 1, "joint_columns": 1}, features=edge_features,
+    audit=AuditCase(d=2, params={"depth": 2, "coarse_bits": 1, "joint_columns": 1, "flat_below": 0},
+                    features=edge_features,
                     trials=5_000, selection_trials=1_500, tight_coordinates=2),
 )

@@ -166,7 +166,7 @@ class PairRelease:
 
 
 def release_pair(tree: PairTree, leaves_heap: np.ndarray, epsilon: float, neighbouring: str,
-                 rng: np.random.Generator) -> PairRelease:
+                 rng: np.random.Generator, *, flat: bool = False, total: int = 0) -> PairRelease:
     r"""PMM on one pair tree: discrete Laplace counts per level, clamped, made consistent top-down.
 
     add/remove ([HVZ23] Thm 4.1): each level's counts change in one cell by 1, so
@@ -175,7 +175,14 @@ def release_pair(tree: PairTree, leaves_heap: np.ndarray, epsilon: float, neighb
     levels follows (A.4): ``eps_j`` proportional to ``sqrt(Delta_{j-1})`` (the last level takes the
     exact remainder, :func:`privsyn_core.privacy.accounting.split_epsilon`).  Cells outside the public domain
     have count 0 for every dataset and are released as 0 without noise.
+
+    ``flat``: the whole ``epsilon`` on the leaves (one level, as PSMM and MST measure a table): each leaf
+    gets ``Lap_Z(S / epsilon)`` (one record changes one leaf by 1, or two leaves under replace-one), and the
+    noisy leaves are projected onto ``{x >= 0, sum x = total}`` (:func:`project_counts`; ``total`` is the
+    public ``n`` or ``n~``), post-processing.  The upper levels are the sums of the projected leaves.
     """
+    if flat:
+        return _release_flat(tree, leaves_heap, epsilon, neighbouring, rng, total)
     r = tree.depth
     sensitivity = count_sensitivity(neighbouring)
     first = 0 if neighbouring == "add_remove" else 1  # replace-one: n is public, the root is exact
@@ -205,6 +212,55 @@ def release_pair(tree: PairTree, leaves_heap: np.ndarray, epsilon: float, neighb
     true_grid[tree.heap_to_grid()] = leaves_heap
     return PairRelease(tree, joint.reshape(2 ** ca, 2 ** cb), level_eps, sigmas,
                        true_grid.reshape(2 ** ca, 2 ** cb), int(noisy[0][0]), tuple(noisy))
+
+
+def _release_flat(tree: PairTree, leaves_heap: np.ndarray, epsilon: float, neighbouring: str,
+                  rng: np.random.Generator, total: int) -> PairRelease:
+    """The flat edge of :func:`release_pair`: one noisy level (the leaves), projected, summed upward."""
+    r = tree.depth
+    level_eps = np.zeros(r + 1)
+    sigmas = np.full(r + 1, np.inf)
+    level_eps[r] = epsilon
+    sigmas[r] = count_sensitivity(neighbouring) / epsilon
+    valid_heap = tree.valid_leaves().ravel()[tree.heap_to_grid()]
+    noisy = np.asarray(leaves_heap, dtype=np.int64) + discrete_laplace(sigmas[r], 2 ** r, rng)
+    noisy[~valid_heap] = 0
+    leaves = project_counts(noisy, max(int(total), 0), valid_heap)
+    levels = tree_counts(leaves, r)
+    ca, cb = tree.cuts
+    joint = np.zeros(2 ** (ca + cb), dtype=np.int64)
+    joint[tree.heap_to_grid()] = leaves
+    true_grid = np.zeros_like(joint)
+    true_grid[tree.heap_to_grid()] = leaves_heap
+    return PairRelease(tree, joint.reshape(2 ** ca, 2 ** cb), level_eps, sigmas,
+                       true_grid.reshape(2 ** ca, 2 ** cb), int(levels[0][0]), tuple(levels))
+
+
+def project_counts(noisy: np.ndarray, total: int, valid: np.ndarray) -> np.ndarray:
+    r"""Non-negative integer counts summing to ``total``, closest in :math:`\ell_2` to the noisy ones (in-domain).
+
+    The Euclidean projection onto ``{x >= 0, sum x = total}`` is ``x = max(y - tau, 0)`` with the threshold
+    ``tau`` that makes the sum ``total`` (sorting; Duchi et al. 2008); it keeps a noisy count only where it
+    stands above the noise floor, so empty cells do not collect the positive part of their noise as clamping
+    does.  The integer counts are the floors plus one for the largest fractional parts (ties by index).  Reads
+    released values only.
+    """
+    y = np.where(valid, noisy.astype(float), -np.inf)
+    out = np.zeros(len(y), dtype=np.int64)
+    if total <= 0 or not valid.any():
+        return out
+    z = np.sort(y[valid])[::-1]
+    cums = np.cumsum(z) - total
+    k = np.arange(1, len(z) + 1)
+    rho = int(np.nonzero(z - cums / k > 0)[0][-1])
+    tau = cums[rho] / (rho + 1)
+    x = np.where(valid, np.maximum(y - tau, 0.0), 0.0)
+    base = np.floor(x).astype(np.int64)
+    short = total - int(base.sum())
+    if short > 0:
+        order = np.lexsort((np.arange(len(x)), -(x - base)))
+        base[order[:short]] += 1
+    return base
 
 
 def consistent_counts(noisy: list[np.ndarray], valid_below: list[np.ndarray]) -> list[np.ndarray]:
@@ -244,6 +300,12 @@ def coarsen(fine: np.ndarray, bits: int) -> np.ndarray:
 def rake(joint: np.ndarray, rows: np.ndarray, cols: np.ndarray, iterations: int = 30) -> np.ndarray:
     """Iterative proportional fitting of a non-negative matrix to row and column sums (both sum to 1)."""
     out = joint / joint.sum() if joint.sum() > 0 else np.outer(rows, cols)
+    # A row (column) with a positive target but no mass cannot be raked up: it takes the product of the
+    # targets there, so a category that the released 1-way marginal keeps is never dropped by a pair table.
+    empty_rows = (out.sum(axis=1) <= 0) & (rows > 0)
+    out[empty_rows] = np.outer(rows[empty_rows], cols)
+    empty_cols = (out.sum(axis=0) <= 0) & (cols > 0)
+    out[:, empty_cols] = np.outer(rows, cols[empty_cols])
     for _ in range(iterations):
         s = out.sum(axis=1)
         out *= np.divide(rows, s, out=np.zeros_like(s), where=s > 0)[:, None]

@@ -2,15 +2,21 @@
 
 Starts ``streamlit run app.py`` on a free localhost port (private ledger folder), opens Debian's Chromium
 through Playwright, uploads ``--rows`` rows of two Gaussian blobs, estimates DP bounds, runs the page's default
-mechanism once, turns on "Re-run automatically" and then moves the epsilon slider one step at a time
-(1 -> 2 -> 5 -> 2 -> 1 ...).  A redraw is timed from the key press to the page showing the new epsilon in its
-"epsilon spent" metric with the script idle again: the run of the mechanism plus everything the page does on a
-rerun.  It also times plain reruns that change nothing (Streamlit's "r" shortcut): the floor of a redraw, and
-what the page costs on a rerun that must not redo any work.
+mechanism once, turns on "Re-run automatically" and then moves the epsilon slider one step at a time, up
+from 1 to 100 (2, 5, 10, 20, 50, 100: each a new run of the mechanism) and back down (runs made before, which
+the app takes from its cache); the two kinds are reported apart.  A redraw is timed from the key press to the
+page showing the new epsilon in its "epsilon spent" metric with the script idle again: the run of the mechanism
+plus everything the page does on a rerun.  It also times plain reruns that change nothing (Streamlit's "r"
+shortcut): the floor of a redraw, and what the page costs on a rerun that must not redo any work.
+
+Then, in a second tab on the default bundled sample (2,000 rows, PMM, re-run automatically), it steps the
+seed up ``--repeats`` times and reports the server's CPU time per seed-change rerun (``psutil`` CPU times of
+the server process, user + system, over the steps, divided by their number).  Under concurrent sessions that
+CPU decides latency (closed loop on 2 cores: p50 ~ sessions x CPU per rerun / 2).
 
 Usage::
 
-    python -m benchmarks.bench_app_redraw [--rows 100000] [--repeats 6]
+    python -m benchmarks.bench_app_redraw [--rows 100000] [--repeats 8]
 """
 
 from __future__ import annotations
@@ -25,12 +31,14 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import psutil
 from playwright.sync_api import Page, sync_playwright
 
 from benchmarks.load_test import CHROMIUM, REPO, free_port, wait_until_healthy
 from privsyn_core.data.datasets import two_blobs
 
-EPSILON_STEPS = ("ArrowRight", "ArrowRight", "ArrowLeft", "ArrowLeft")  # 1 -> 2 -> 5 -> 2 -> 1
+#: Steps of the epsilon slider from 1: up to 100 (each a new run), then down and up again (runs made before).
+EPSILON_STEPS = ("ArrowRight",) * 6 + ("ArrowLeft",) * 6
 APP = "[data-testid='stApp']"
 
 
@@ -86,13 +94,52 @@ def redraw(page: Page, key: str) -> float:
     return time.perf_counter() - start
 
 
+def watch_run(page: Page) -> None:
+    """Note when the script starts running (a fast rerun can start and finish between two polls)."""
+    page.evaluate("""() => { window.__ran = false; const app = document.querySelector("[data-testid='stApp']");
+        if (window.__watch) window.__watch.disconnect();
+        window.__watch = new MutationObserver(() => {
+            if (app.getAttribute('data-test-script-state') !== 'notRunning') window.__ran = true; });
+        window.__watch.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']}); }""")
+
+
+def ran(page: Page) -> None:
+    """Wait for the run noted by :func:`watch_run` to end."""
+    page.wait_for_function("() => window.__ran && document.querySelector(\"[data-testid='stApp']\")"
+                           ".getAttribute('data-test-script-state') === 'notRunning'", timeout=120_000)
+
+
 def plain_rerun(page: Page) -> float:
     page.get_by_test_id("stMain").get_by_role("heading", name="Synthesize").click()  # focus off any input
+    watch_run(page)
     start = time.perf_counter()
     page.keyboard.press("r")
-    page.wait_for_selector(f"{APP}:not([data-test-script-state='notRunning'])", timeout=5_000)
-    idle(page, settle=0.0)
+    ran(page)
     return time.perf_counter() - start
+
+
+def seed_cpu(page: Page, url: str, server: psutil.Process, steps: int) -> tuple[float, float]:
+    """Server CPU seconds and wall seconds per seed-change rerun on the default sample (PMM, live re-runs)."""
+    page.goto(url)
+    page.wait_for_selector(f"{APP}[data-test-connection-state='CONNECTED']", timeout=120_000)
+    idle(page)
+    page.get_by_test_id("stSidebarNav").get_by_role("link", name="Synthesize", exact=True).click()
+    idle(page)
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.get_by_text("epsilon spent", exact=True).wait_for(timeout=120_000)
+    idle(page)
+    step_up = page.get_by_test_id("stMain").get_by_test_id("stNumberInput").filter(
+        has_text="Seed (same seed").get_by_test_id("stNumberInputStepUp")
+    walls, cpu = [], 0.0
+    for _ in range(steps):
+        watch_run(page)
+        before, start = server.cpu_times(), time.perf_counter()
+        step_up.click()
+        ran(page)
+        walls.append(time.perf_counter() - start)
+        after = server.cpu_times()
+        cpu += (after.user - before.user) + (after.system - before.system)
+    return cpu / steps, statistics.median(walls)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,17 +157,25 @@ def main(argv: list[str] | None = None) -> int:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"])
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             prepare(page, f"http://127.0.0.1:{port}/", csv)
-            redraws = [redraw(page, EPSILON_STEPS[i % len(EPSILON_STEPS)]) for i in range(args.repeats)]
+            steps = [EPSILON_STEPS[i % len(EPSILON_STEPS)] for i in range(max(args.repeats, 7))]
+            redraws = [redraw(page, key) for key in steps]
+            print(f"rows={args.rows:,} repeats={args.repeats} (browser: Chromium; machine shared, load "
+                  f"{os.getloadavg()[0]:.1f})")
+            for kind, times in (("new run", redraws[:6]), ("cached run", redraws[6:])):
+                print(f"epsilon redraw, {kind}: median {statistics.median(times):.2f} s, min {min(times):.2f} s, "
+                      f"max {max(times):.2f} s (n={len(times)})", flush=True)
             reruns = [plain_rerun(page) for _ in range(args.repeats)]
+            print(f"plain rerun (no setting changed): median {statistics.median(reruns):.2f} s, "
+                  f"min {min(reruns):.2f} s", flush=True)
+            page.close()
+            cpu, wall = seed_cpu(browser.new_page(viewport={"width": 1400, "height": 1000}),
+                                 f"http://127.0.0.1:{port}/", psutil.Process(server.pid), args.repeats)
+            print(f"seed change on the default sample (2,000 rows, PMM): server CPU {cpu * 1000:.0f} ms per rerun, "
+                  f"browser wall median {wall:.2f} s")
             browser.close()
     finally:
         server.terminate()
         server.wait(timeout=20)
-    print(f"rows={args.rows:,} repeats={args.repeats} (browser: Chromium; machine shared, load "
-          f"{os.getloadavg()[0]:.1f})")
-    print(f"epsilon redraw: median {statistics.median(redraws):.2f} s, min {min(redraws):.2f} s, "
-          f"max {max(redraws):.2f} s")
-    print(f"plain rerun (no setting changed): median {statistics.median(reruns):.2f} s, min {min(reruns):.2f} s")
     return 0
 
 

@@ -74,14 +74,15 @@ last = st.session_state.run
 auto = live and key is not None and last is not None and key != last and last["mechanism"] == name
 
 if key is not None and (clicked or auto):
+    # a caption in an st.empty, not st.status: Streamlit's status sleeps 0.05 s on creation, on every redraw
     slot, finished = st.empty(), False
     with ui.user_errors():
-        with slot.status(f"Running {spec.title} at epsilon {epsilon:g}...", expanded=False) as status:
-            start = time.perf_counter()
-            result = ui.execute(key)
-            # the run time depends on the raw data: release mode does not show it
-            status.update(label="Done" if ui.release_mode() else f"Done in {time.perf_counter() - start:.2f} s",
-                          state="complete")
+        slot.caption(f":material/hourglass_top: Running {spec.title} at epsilon {epsilon:g}...")
+        start = time.perf_counter()
+        result = ui.execute(key)
+        # the run time depends on the raw data: release mode does not show it
+        slot.caption(":material/check_circle: " + ("Done" if ui.release_mode()
+                                                    else f"Done in {time.perf_counter() - start:.2f} s"))
         ui.store_result(result, key)
         finished = True
     if not finished:  # the error box says why; no stuck "Running...", no downloads of an earlier run

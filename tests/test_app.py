@@ -315,6 +315,7 @@ def test_the_sidebar_names_the_data_just_uploaded_and_a_failed_run_leaves_no_sta
     assert any("fewer bins" in e.value for e in at.error)
     assert not at.get("download_button") and at.session_state["result"] is None
     assert not [s for s in at.get("expandable") if "Running" in str(s.proto)]
+    assert not [c for c in at.caption if "Running" in c.value]
 
 
 BAD_VALUES = [

@@ -9,6 +9,8 @@ on are shown as the guide returns them (measured figures, not bounds).
 
 from __future__ import annotations
 
+import functools
+
 import streamlit as st
 
 import privsyn_core as ps
@@ -19,6 +21,12 @@ from .text import md
 
 #: The row count the add/remove estimate starts from (the user replaces it with a public figure).
 DEFAULT_ESTIMATE = 1000
+
+
+@functools.lru_cache(maxsize=256)
+def recommended(n_columns: int, n_rows: int, kinds: tuple[str, ...], epsilon: float) -> guide.Recommendation:
+    """:func:`guide.recommend` (pure, on public inputs), kept per process: the panel asks on every rerun."""
+    return guide.recommend(n_columns, n_rows, kinds, epsilon)
 
 
 def column_kinds(schema: ps.Schema) -> list[str]:
@@ -66,7 +74,7 @@ def show(schema: ps.Schema | None, epsilon: float, neighbouring: str, n_public: 
             n_rows = n_public
             st.caption(f"Rows: {n_rows:,} (public: neighbours differ by replacing one record).")
         kinds = column_kinds(schema)
-        found = guide.recommend(len(kinds), n_rows, kinds, epsilon)
+        found = recommended(len(kinds), n_rows, tuple(kinds), float(epsilon))
         st.markdown(f"**Try {md(found.mechanism)} first.** {md(found.why)}")
         st.markdown(f"- mean 2-way marginal TVD: {measured(found.expected_tvd2_range)}\n"
                     f"- W1 in the unit cube (l-infinity): {measured(found.expected_w1_range)}")

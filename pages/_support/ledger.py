@@ -48,10 +48,20 @@ def path() -> Path:
     return folder / "ledger.sqlite"
 
 
+#: Ledger files whose tables this process has created (a page reads the ledger several times per rerun).
+_READY: set[str] = set()
+
+
 def _connect() -> sqlite3.Connection:
-    connection = sqlite3.connect(path(), timeout=10)
+    file = Path(os.environ.get(DATA_DIR_ENV) or DEFAULT_DIR) / "ledger.sqlite"
+    ready = str(file) in _READY and file.exists()
+    if not ready:
+        file = path()  # makes the folder
+    connection = sqlite3.connect(file, timeout=10)
     connection.row_factory = sqlite3.Row
-    connection.executescript(SCHEMA)
+    if not ready:
+        connection.executescript(SCHEMA)
+        _READY.add(str(file))
     return connection
 
 
@@ -64,8 +74,13 @@ def spends(data: str) -> list[dict]:
 
 def totals(data: str) -> dict[str, float]:
     """Exactly rounded (``math.fsum``) total epsilon of the private spends, per relation."""
+    return totals_of(spends(data))
+
+
+def totals_of(rows: list[dict]) -> dict[str, float]:
+    """:func:`totals` of spends already read (:func:`spends`)."""
     out: dict[str, list[float]] = {}
-    for s in spends(data):
+    for s in rows:
         if s["private"]:
             out.setdefault(s["relation"], []).append(s["epsilon"])
     return {relation: math.fsum(values) for relation, values in out.items()}

@@ -67,7 +67,7 @@ def sidebar_ledger() -> None:
         spends = store.spends(did)
         private = [e for e in spends if e["private"]]
         others = [e for e in spends if not e["private"]]
-        totals = store.totals(did)
+        totals = store.totals_of(spends)
         if not private:
             st.caption("No private release on this data yet.")
         for relation, total in totals.items():

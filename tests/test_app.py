@@ -20,6 +20,7 @@ from streamlit.testing.v1 import AppTest
 import privsyn_core as ps
 from pages._support import comparison
 from privsyn_core.data.datasets import two_blobs
+from privsyn_core.errors import ResourceError
 from privsyn_core.reporting import figures as F
 from privsyn_core.reporting.figures import MAX_POINTS, NOT_PRIVATE
 
@@ -301,7 +302,7 @@ def test_bad_files_show_an_error_and_clear_the_previous_data_and_results():
             assert not at.get("download_button"), f"{kind}, {page}: downloads of the previous data"
 
 
-def test_the_sidebar_names_the_data_just_uploaded_and_a_failed_run_leaves_no_status_or_downloads():
+def test_the_sidebar_names_the_data_just_uploaded_and_a_failed_run_leaves_no_status_or_downloads(monkeypatch):
     at = new_app()
     run_mechanism(at, "dp_histogram")
     upload(at, "fresh.csv", csv_bytes(blobs()))
@@ -310,7 +311,15 @@ def test_the_sidebar_names_the_data_just_uploaded_and_a_failed_run_leaves_no_sta
     run_mechanism(at, "dp_histogram")
     assert at.get("download_button")
     at.selectbox(key="w_param_dp_histogram_bins_mode").set_value("number").run()
-    at.number_input(key="w_param_dp_histogram_bins").set_value(4096).run()
+    bins = at.number_input(key="w_param_dp_histogram_bins")
+    assert bins.max == 1414, "the widget stops at the mechanism's limit (2e6 cells in d = 2)"
+
+
+    def refused(*args, **kwargs):
+        raise ResourceError("refused for the test: use fewer bins")
+
+    monkeypatch.setattr(ps, "synthesize", refused)  # the page runs in this process
+    bins.set_value(bins.max).run()
     click(at, "Run")
     assert any("fewer bins" in e.value for e in at.error)
     assert not at.get("download_button") and at.session_state["result"] is None
@@ -347,12 +356,14 @@ def test_bad_values_show_an_error_when_run():
 def test_a_mechanism_that_cannot_run_shows_its_message():
     at = new_app()
     at.switch_page("pages/synthesize.py").run()
-    at.selectbox(key="w_mechanism").set_value("dp_histogram").run()
-    at.selectbox(key="w_param_dp_histogram_bins_mode").set_value("number").run()
-    at.number_input(key="w_param_dp_histogram_bins").set_value(4096).run()
+    at.selectbox(key="w_mechanism").set_value("psmm").run()
+    at.selectbox(key="w_param_psmm_lp").set_value("dense").run()
+    at.selectbox(key="w_param_psmm_cells_per_axis_mode").set_value("number").run()
+    cells = at.number_input(key="w_param_psmm_cells_per_axis")
+    cells.set_value(cells.max).run()  # within the widget's limit (the king LP's), too large for the dense LP
     click(at, "Run")
     assert not at.exception
-    assert any("fewer bins" in e.value for e in at.error)
+    assert any("lp='king'" in e.value for e in at.error)
 
 
 def test_several_mechanisms_side_by_side_at_the_same_epsilon():

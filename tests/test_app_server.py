@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +57,28 @@ def test_a_table_larger_than_the_whole_cache_is_refused_with_the_limit(monkeypat
     monkeypatch.setenv(table_cache.CACHE_ENV, "lots")
     with pytest.raises(ResourceError, match="number of megabytes"):
         table_cache.budget_bytes()
+
+
+def test_kept_runs_are_bounded_in_bytes_and_a_run_larger_than_the_budget_is_not_kept(monkeypatch):
+    import privsyn_core as ps
+    from pages._support import runs
+
+    schema = {"columns": [{"name": c, "kind": "numeric", "lo": 0, "hi": 1} for c in ("x", "y")]}
+    small = ps.synthesize(frame(2_000), "pmm", 1.0, schema=schema, rng=0, n_synthetic=2_000)
+    size = runs.result_bytes(small)
+    assert size >= small.data.memory_usage(deep=True).sum() + small.unit_rows.nbytes, "tables and arrays counted"
+    monkeypatch.setenv(runs.RUN_CACHE_ENV, str(2.5 * size / 2**20))
+    monkeypatch.setattr(runs, "RUNS", runs.table_cache.BoundedCache(runs.result_bytes, env=runs.RUN_CACHE_ENV))
+    keys = [json.dumps({"seed": seed}) for seed in range(3)]
+    for key in keys:
+        runs.RUNS.put(key, small)
+        assert runs.RUNS.held <= runs.RUNS.budget
+    assert len(runs.RUNS) == 2 and runs.RUNS.get(keys[0]) is None
+    key = {"sha256": "t", "columns": ["x", "y"], "schema": schema, "mechanism": "pmm", "params": {},
+           "epsilon": 1.0, "neighbouring": "replace", "seed": 5, "n_synthetic": 20_000}  # ten times the rows
+    big = runs._cached_run(json.dumps(key), frame(2_000))
+    assert runs.result_bytes(big) > runs.RUNS.budget and runs.RUNS.get(json.dumps(key)) is None
+    assert not big.unit_rows.flags.writeable, "a run handed to sessions is read-only, kept or not"
 
 
 # -- widgets within the memory budget ----------------------------------------------------------------------------

@@ -1,10 +1,13 @@
 """Runs and their metrics, cached by a run's JSON key (never by a DataFrame, which Streamlit hashes from a
 sample above 50k rows), each recorded in the privacy ledger.
 
-A run is kept as the object itself (``st.cache_resource``), not pickled (``st.cache_data``): a PMM result at
-10^5 rows pickles to 12 MB (its tree diagnostics), which cost 0.14 s to store and 0.02 s to copy back on every
-read, a third of an epsilon redraw.  The cached result is shared by the sessions that make the same run, so its
-arrays are made read-only (:func:`_frozen`): nothing may change a result in place.
+A run is kept as the object itself, not pickled (``st.cache_data``): a PMM result at 10^5 rows pickles to
+12 MB (its tree diagnostics), which cost 0.14 s to store and 0.02 s to copy back on every read, a third of an
+epsilon redraw.  The kept runs are bounded in bytes, not in entries (:data:`RUNS`: ``PRIVSYN_RUN_CACHE_MB``
+megabytes, default :data:`RUN_CACHE_MB`, least recently used out first; a run larger than the whole budget is
+returned and not kept): a run at the row cap holds hundreds of megabytes.  The cached result is shared by the
+sessions that make the same run, so its arrays are made read-only (:func:`_frozen`): nothing may change a
+result in place.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import streamlit as st
 import privsyn_core as ps
 from privsyn_core.reporting import report
 
-from . import ledger as store, shared, state
+from . import ledger as store, shared, state, table_cache
 from .data_state import columns, data_id, frame, real_of
 from .schema_state import schema
 from .state import release_mode
@@ -33,12 +36,42 @@ def run_key(mechanism: str, epsilon: float, params: dict, neighbouring: str, see
             "seed": seed, "n_synthetic": n_synthetic}
 
 
-@st.cache_resource(max_entries=24, show_spinner=False)
-def _cached_run(key_json: str, _frame: pd.DataFrame) -> ps.SynthResult:
+RUN_CACHE_ENV = "PRIVSYN_RUN_CACHE_MB"
+#: Default budget of the kept runs, in megabytes (the server's target is < 1 GB with 20 sessions).
+RUN_CACHE_MB = 256
+
+
+def result_bytes(value: Any) -> int:
+    """Bytes held by a result's arrays and tables (its synthetic table, encodings, weights and diagnostics)."""
+    if isinstance(value, ps.SynthResult):
+        return result_bytes([value.data, value.unit, value.unit_rows, value.weights, value.diagnostics])
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, pd.DataFrame):
+        return int(value.memory_usage(deep=True).sum())
+    if isinstance(value, dict):
+        return sum(result_bytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(result_bytes(v) for v in value)
+    return 0
+
+
+RUNS: table_cache.BoundedCache[ps.SynthResult] = table_cache.BoundedCache(result_bytes, env=RUN_CACHE_ENV,
+                                                                          default_mb=RUN_CACHE_MB)
+
+
+def _cached_run(key_json: str, frame: pd.DataFrame) -> ps.SynthResult:
+    """The run of ``key_json`` on ``frame``: kept in :data:`RUNS` when it fits its budget."""
+    found = RUNS.get(key_json)
+    if found is not None:
+        return found
     key = json.loads(key_json)
-    return _frozen(ps.synthesize(_frame, key["mechanism"], key["epsilon"], schema=key["schema"],
-                                 neighbouring=key["neighbouring"], n_synthetic=key["n_synthetic"],
-                                 rng=key["seed"], **key["params"]))
+    result = _frozen(ps.synthesize(frame, key["mechanism"], key["epsilon"], schema=key["schema"],
+                                   neighbouring=key["neighbouring"], n_synthetic=key["n_synthetic"],
+                                   rng=key["seed"], **key["params"]))
+    if RUNS.fits(result)[0]:
+        RUNS.put(key_json, result)
+    return result
 
 
 def _frozen(result: ps.SynthResult) -> ps.SynthResult:

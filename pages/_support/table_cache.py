@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 import pandas as pd
 
@@ -28,15 +30,19 @@ CACHE_ENV = "PRIVSYN_UPLOAD_CACHE_MB"
 DEFAULT_CACHE_MB = 256
 
 
-def budget_bytes() -> int:
-    """The cache's budget in bytes: ``PRIVSYN_UPLOAD_CACHE_MB`` (default :data:`DEFAULT_CACHE_MB`)."""
-    raw = os.environ.get(CACHE_ENV, str(DEFAULT_CACHE_MB))
+Value = TypeVar("Value")
+
+
+def budget_bytes(env: str = CACHE_ENV, default_mb: float = DEFAULT_CACHE_MB) -> int:
+    """A cache's budget in bytes: the megabytes in ``env`` (default ``PRIVSYN_UPLOAD_CACHE_MB``, else
+    :data:`DEFAULT_CACHE_MB`)."""
+    raw = os.environ.get(env, str(default_mb))
     try:
         megabytes = float(raw)
     except ValueError:
-        raise ResourceError(f"{CACHE_ENV} must be a number of megabytes, got {raw!r}") from None
+        raise ResourceError(f"{env} must be a number of megabytes, got {raw!r}") from None
     if not megabytes > 0 or megabytes == float("inf"):
-        raise ResourceError(f"{CACHE_ENV} must be a positive number of megabytes, got {raw!r}")
+        raise ResourceError(f"{env} must be a positive number of megabytes, got {raw!r}")
     return int(megabytes * 2**20)
 
 
@@ -45,71 +51,98 @@ def table_bytes(frame: pd.DataFrame) -> int:
     return int(frame.memory_usage(deep=True, index=True).sum())
 
 
-class TableCache:
-    """A least-recently-used map from a file's SHA-256 to its parsed table, bounded in bytes.
+class BoundedCache(Generic[Value]):
+    """A least-recently-used map from a key to a value, bounded in the bytes ``size_of`` counts.
 
     Parameters
     ----------
+    size_of : callable
+        Bytes a value holds.
+    env, default_mb : str, float
+        Where the budget is read (:func:`budget_bytes`) when ``budget`` is ``None``: at every insertion, so
+        the environment variable can be changed on a running server.
     budget : int or None
-        Most bytes held; ``None`` reads :func:`budget_bytes` at every insertion (so the environment
-        variable can be changed on a running server's next upload).
+        Most bytes held.
     """
 
-    def __init__(self, budget: int | None = None) -> None:
+    def __init__(self, size_of: Callable[[Value], int], *, env: str = CACHE_ENV,
+                 default_mb: float = DEFAULT_CACHE_MB, budget: int | None = None) -> None:
+        self._size_of = size_of
+        self._env, self._default_mb = env, default_mb
         self._budget = budget
         self._lock = threading.Lock()
-        self._tables: OrderedDict[str, tuple[pd.DataFrame, int]] = OrderedDict()
+        self._values: OrderedDict[str, tuple[Value, int]] = OrderedDict()
         self._held = 0
 
     @property
     def budget(self) -> int:
-        return budget_bytes() if self._budget is None else self._budget
+        return budget_bytes(self._env, self._default_mb) if self._budget is None else self._budget
 
     @property
     def held(self) -> int:
-        """Bytes held now (the sum of the tables' :func:`table_bytes`)."""
+        """Bytes held now (the sum of the values' sizes)."""
         return self._held
 
     def __len__(self) -> int:
-        return len(self._tables)
+        return len(self._values)
 
-    def get(self, key: str) -> pd.DataFrame | None:
-        """The table stored under ``key`` (now the most recently used), or ``None``."""
+    def get(self, key: str) -> Value | None:
+        """The value stored under ``key`` (now the most recently used), or ``None``."""
         with self._lock:
-            found = self._tables.get(key)
+            found = self._values.get(key)
             if found is None:
                 return None
-            self._tables.move_to_end(key)
+            self._values.move_to_end(key)
             return found[0]
 
-    def put(self, key: str, frame: pd.DataFrame) -> pd.DataFrame:
-        """Store ``frame`` under ``key``, evicting least recently used tables until the budget holds it.
+    def fits(self, value: Value) -> tuple[bool, int, int]:
+        """Whether ``value`` alone fits the budget, its size and the budget (measured outside the lock)."""
+        size, budget = self._size_of(value), self.budget
+        return size <= budget, size, budget
+
+    def put(self, key: str, value: Value) -> Value:
+        """Store ``value`` under ``key``, evicting least recently used values until the budget holds it.
 
         Raises
         ------
         ResourceError
-            When ``frame`` alone is larger than the budget (nothing is evicted then).
+            When ``value`` alone is larger than the budget (nothing is evicted then).
         """
-        size, budget = table_bytes(frame), self.budget  # measured outside the lock
-        if size > budget:
-            raise ResourceError(f"the parsed table takes {size / 2**20:,.0f} MB, more than the app's table cache "
-                                f"({budget / 2**20:,.0f} MB, {CACHE_ENV}); upload fewer rows or columns, or raise "
-                                f"{CACHE_ENV}")
+        fits, size, budget = self.fits(value)
+        if not fits:
+            raise ResourceError(f"it takes {size / 2**20:,.0f} MB, more than the cache's budget "
+                                f"({budget / 2**20:,.0f} MB, {self._env})")
         evicted = []
         with self._lock:
-            old = self._tables.pop(key, None)
+            old = self._values.pop(key, None)
             if old is not None:
                 self._held -= old[1]
-            while self._tables and self._held + size > budget:
-                _, (table, held) = self._tables.popitem(last=False)
+            while self._values and self._held + size > budget:
+                _, (dropped, held) = self._values.popitem(last=False)
                 self._held -= held
-                evicted.append(table)
-            self._tables[key] = (frame, size)
+                evicted.append(dropped)
+            self._values[key] = (value, size)
             self._held += size
-        del evicted  # the evicted tables are freed here, outside the lock
-        return frame
+        del evicted  # the evicted values are freed here, outside the lock
+        return value
 
     def clear(self) -> None:
         with self._lock:
-            self._tables.clear()
+            self._values.clear()
             self._held = 0
+
+
+class TableCache(BoundedCache[pd.DataFrame]):
+    """The parsed tables, keyed by their file's SHA-256 (:data:`CACHE_ENV` megabytes of :func:`table_bytes`)."""
+
+    def __init__(self, budget: int | None = None) -> None:
+        super().__init__(table_bytes, budget=budget)
+
+    def put(self, key: str, value: pd.DataFrame) -> pd.DataFrame:
+        """Store a parsed table; one larger than the whole budget is refused with the limit named."""
+        fits, size, budget = self.fits(value)
+        if not fits:
+            raise ResourceError(f"the parsed table takes {size / 2**20:,.0f} MB, more than the app's table cache "
+                                f"({budget / 2**20:,.0f} MB, {CACHE_ENV}); upload fewer rows or columns, or raise "
+                                f"{CACHE_ENV}")
+        return super().put(key, value)

@@ -287,7 +287,8 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
                                 "true_count": r.true_leaves, "count": r.joint, "sigma": r.sigmas,
                                 "noisy_root": r.noisy_root,
                                 "levels": [{"lo": lo, "hi": hi, "noisy_count": noisy}
-                                           for (lo, hi), noisy in zip(r.level_boxes(), r.noisy_levels, strict=True)]}
+                                           for (lo, hi), noisy in zip(r.measured_boxes(), r.noisy_levels,
+                                                                      strict=True)]}
                                for r in releases]},
         params={"branch": "tree", "edge_levels": "flat" if layout.flat else "pmm", "tree_edges": edges, "root": 0,
                 "edge_depths": [r.tree.depth for r in releases],
@@ -532,8 +533,9 @@ class TreePlan(RowPlan):
 
 
 def edge_features(out: MechanismOutput, pair: Any) -> np.ndarray:
-    """Audit features: :func:`~privsyn_core.evaluation.audit.cell_features` of the first edge's PMM tree, its noisy
-    counts per level (on two columns the one edge's square is the whole cube, so the corners' cells are the pair's)."""
+    """Audit features: :func:`~privsyn_core.evaluation.audit.cell_features` of the first edge's measured levels (PMM's
+    noisy counts per level, or a flat edge's noisy leaves before their projection); on two columns the one edge's
+    square is the whole cube, so the corners' cells are the pair's."""
     from privsyn_core.evaluation.audit import cell_features
 
     levels = out.diagnostics["edges"][0]["levels"]

@@ -152,7 +152,13 @@ class PairRelease:
     sigmas: np.ndarray
     true_leaves: np.ndarray    # teaching only
     noisy_root: int
-    noisy_levels: tuple[np.ndarray, ...] = ()  # the clamped noisy counts of every level, heap order (DP output)
+    #: The measured levels, heap order, deepest last (DP output, before consistency): PMM's clamped noisy counts
+    #: of every level; a flat edge's one noisy leaf level, before its projection (what the audit reads).
+    noisy_levels: tuple[np.ndarray, ...] = ()
+
+    def measured_boxes(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`level_boxes` of the levels in :attr:`noisy_levels` (the deepest ones)."""
+        return self.level_boxes()[len(self.level_boxes()) - len(self.noisy_levels):]
 
     def level_boxes(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """``(lo, hi)`` in the pair's unit square of every node of every level (heap order)."""
@@ -226,14 +232,13 @@ def _release_flat(tree: PairTree, leaves_heap: np.ndarray, epsilon: float, neigh
     noisy = np.asarray(leaves_heap, dtype=np.int64) + discrete_laplace(sigmas[r], 2 ** r, rng)
     noisy[~valid_heap] = 0
     leaves = project_counts(noisy, max(int(total), 0), valid_heap)
-    levels = tree_counts(leaves, r)
     ca, cb = tree.cuts
     joint = np.zeros(2 ** (ca + cb), dtype=np.int64)
     joint[tree.heap_to_grid()] = leaves
     true_grid = np.zeros_like(joint)
     true_grid[tree.heap_to_grid()] = leaves_heap
     return PairRelease(tree, joint.reshape(2 ** ca, 2 ** cb), level_eps, sigmas,
-                       true_grid.reshape(2 ** ca, 2 ** cb), int(levels[0][0]), tuple(levels))
+                       true_grid.reshape(2 ** ca, 2 ** cb), int(leaves.sum()), (noisy,))
 
 
 def project_counts(noisy: np.ndarray, total: int, valid: np.ndarray) -> np.ndarray:

@@ -63,7 +63,7 @@ CERTIFIED_NEIGHBOURS = 4  # direct arcs from each atom to its nearest atoms of t
 CERTIFIED_MAX_BYTES = 1_000_000_000  # memory budget of one certified call (arrays and the solver's arcs)
 _BYTES_PER_ARC = 160  # numpy arrays (tails, heads, costs, flows, capacities) + OR-tools' residual arcs, measured
 _BYTES_PER_NODE = 64
-_COST_UNITS = 2**10  # integer cost units per lattice step
+_COST_UNITS = 2**8  # integer cost units per lattice step (finer: slower cost scaling, at most 2 units per path gained)
 _MARGIN_REL, _MARGIN_ABS = 1e-9, 1e-6
 
 

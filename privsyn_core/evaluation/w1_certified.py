@@ -100,7 +100,7 @@ def certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric: str, 
     span = float(np.max(P.max(axis=0) - lo)) or 1.0
     width = span / k
     cell = np.clip(np.floor((P - lo) / width), 0, k - 1).astype(np.int64)
-    fine = int(round(LOWER_REFINEMENT * k))
+    fine = max(1, round(LOWER_REFINEMENT * k))
     lower, grid_value, quantisation = _lower(P, lo, span / fine, fine, supply, scale, scale * span / fine)
     upper = _upper(atoms, P, lo, width, k, cell, supply, scale, scale * width, metric, neighbours)
     low, high = max(lower, grid_value - quantisation, 0.0) / unit, min(upper, grid_value + quantisation) / unit

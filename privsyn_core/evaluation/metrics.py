@@ -805,8 +805,9 @@ def evaluate(real_df: pd.DataFrame, synth_df: pd.DataFrame, schema: Schema | Non
     expected subsample value. W1 between samples of s points is biased upwards (for two samples of one law it
     decays like :math:`s^{-1/d}`, not to 0), so the value is only meaningful beside ``floor``: the same statistic,
     computed the same way, between two *disjoint* random subsamples of s real rows (with its own interval).
-    ``w1`` also reports ``full_sample``: W1 of all evaluated rows by :func:`w1` (grid method when large), kept
-    only when it is exact or its stated error bound is below ``GRID_USE_RATIO`` (10%) of its value.
+    ``w1`` also reports ``full_sample``: W1 of all evaluated rows by :func:`w1` (grid method when large; the
+    certified interval in d = 2), kept only when it is exact or its stated error bound is below
+    ``GRID_USE_RATIO`` (10%) of its value.
 
     **Bootstrap** (``marginal_tvd_1way``, ``marginal_tvd_2way``, ``correlation_gap``, ``boolean_marginals``):
     the value on all evaluated rows, and ``low``/``high`` = value :math:`\pm 1.96` bootstrap standard errors

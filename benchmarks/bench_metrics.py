@@ -3,6 +3,7 @@
 Usage::
 
     PYTHONPATH=. python benchmarks/bench_metrics.py [--n 100000] [--flow-cells 200 300] [--eval-rows 1000000]
+        [--certified-cells 150 200] [--repeats 2] [--sections w1-certified]
 
 * mmd: ``mmd2`` by random Fourier features (the "auto" choice above ``MMD_EXACT_PAIRS``) at n = m = ``--n`` in
   d = 2 with its stated 95% error, and at 10^4 against the exact V-statistic (the measured error beside the
@@ -11,6 +12,11 @@ Usage::
   ``w1`` "auto" (dense grid, default budget) and ``method="flow"`` (OR-tools min-cost flow on the king graph)
   for each ``--flow-cells``, with error bound / value and wall and CPU time (unweighted inputs: exact integer
   supplies).  ``--sections w1`` runs this part alone.
+* w1-certified: ``method="certified"`` (the certified interval in d = 2: a coupling of the points through a
+  lattice for the upper end, the lattice's dual potentials extended 1-Lipschitz for the lower end) on PMM
+  (eps = 1, seed 0) outputs for ``--n`` uniform points and ``--n`` ``two_blobs`` points, at each
+  ``--certified-cells`` (default: the library's default lattice): n, k, wall and CPU seconds (best of
+  ``--repeats``), value, lower, upper, error bound (half-width) and bound / value.
 * evaluate: peak RSS of a child process that builds two tables of ``--eval-rows`` rows and 5 columns and runs
   ``evaluate`` on them (``resource.getrusage(RUSAGE_CHILDREN)``; includes the interpreter and the input tables).
 
@@ -25,12 +31,14 @@ import resource
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 import privsyn_core as ps
+from privsyn_core.data.datasets import two_blobs
 from privsyn_core.evaluation.metrics import mmd2, w1
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -98,6 +106,22 @@ def w1_section(n: int, cells: list[int]) -> None:
             f"cells/axis), bound / value = {value.error_bound / value:.3f}  time {seconds:6.2f} s (CPU {cpu:6.2f} s)")
 
 
+def certified_section(n: int, cells: list[int | None], repeats: int) -> None:
+    say(f"## W1 (chebyshev) certified interval at n = m = {n}, d = 2: PMM eps = 1 against the real points")
+    schema = ps.Schema.from_dict({"columns": [{"name": c, "kind": "numeric", "lo": 0, "hi": 1} for c in "ab"]})
+    for name, points in (("uniform", np.random.default_rng(0).random((n, 2))), ("two_blobs", two_blobs(n, 2, rng=0))):
+        frame = pd.DataFrame(points, columns=["a", "b"])
+        synth = ps.synthesize(frame, "pmm", 1.0, schema=schema, rng=0).unit_rows
+        real = schema.encode(frame)[0]
+        assert synth is not None
+        for k in cells:
+            runs = [timed_cpu(partial(w1, real, synth, method="certified", cells_per_axis=k)) for _ in range(repeats)]
+            value, seconds, cpu = runs[0][0], min(r[1] for r in runs), min(r[2] for r in runs)
+            say(f"{name:9s} n = {n} k = {value.cells_per_axis}: W1 = {value:.6f} in [{value.lower:.6f}, "
+                f"{value.upper:.6f}], bound {value.error_bound:.6f}, bound / value = {value.error_bound / value:.3f}  "
+                f"time {seconds:6.2f} s (CPU {cpu:6.2f} s, best of {repeats})")
+
+
 def evaluate_section(rows: int) -> None:
     say(f"## evaluate at {rows} vs {rows} rows, 5 numeric columns (child process)")
     proc = subprocess.run([sys.executable, "-c", EVAL_CHILD, str(rows)], capture_output=True, text=True, check=True,
@@ -113,7 +137,10 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--flow-cells", type=int, nargs="+", default=[200, 300])
     parser.add_argument("--eval-rows", type=int, default=1_000_000)
-    parser.add_argument("--sections", nargs="+", choices=("evaluate", "mmd", "w1"), default=["evaluate", "mmd", "w1"])
+    parser.add_argument("--certified-cells", type=int, nargs="+", default=[None])
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--sections", nargs="+", choices=("evaluate", "mmd", "w1", "w1-certified"),
+                        default=["evaluate", "mmd", "w1", "w1-certified"])
     parser.add_argument("--doc", type=Path, help="also write the output into this Markdown file's w1-timings section")
     args = parser.parse_args()
     if "evaluate" in args.sections:
@@ -122,6 +149,8 @@ def main() -> None:
         mmd_section(args.n)
     if "w1" in args.sections:
         w1_section(args.n, args.flow_cells)
+    if "w1-certified" in args.sections:
+        certified_section(args.n, args.certified_cells, args.repeats)
     if args.doc:
         command = " ".join(["python benchmarks/bench_metrics.py", *sys.argv[1:]])
         update_section("w1-timings", f"Output of `{command}` (wall seconds, 2 shared cores):\n\n```text\n"

@@ -77,9 +77,10 @@ def test_full_sample_grid_w1_is_dropped_when_its_bound_is_not_below_ten_percent(
     rng = np.random.default_rng(6)
     X, Y = rng.random((3000, 2)), rng.random((3000, 2))
     kept = metrics._full_sample_w1(X, Y + 0.3, max_entries=250_000)  # large value: bound is small beside it
-    dropped = metrics._full_sample_w1(X, Y, max_entries=10_000)
+    dropped = metrics._full_sample_w1(X, Y, max_entries=10_000)  # evaluate keeps exact-or-grid (its time budget)
     assert kept["used"] and kept["error_bound"] < 0.1 * kept["value"] and kept["low"] <= kept["value"]
     assert not dropped["used"] and "value" not in dropped and "10%" in dropped["reason"]
+    assert dropped["method"] == "grid_emd"
 
 
 def test_evaluate_rejects_bad_sizes():
@@ -215,3 +216,71 @@ def test_flow_w1_integer_counts_equal_the_weighted_path():
     weighted = w1(X, Y, weights_x=np.ones(300), weights_y=np.ones(240), method="flow", cells_per_axis=20)
     assert counts == pytest.approx(weighted, abs=1e-9)
     assert counts.error_bound <= weighted.error_bound
+
+
+# -- certified W1 interval in d = 2 (coupling + 1-Lipschitz potential) ----------------------------------------
+
+def _certified_instances():
+    """Small d = 2 instances, fixed seeds: n != m, duplicated points, shared points (cancelled mass), both metrics."""
+    rng = np.random.default_rng(77)
+    for t in range(12):
+        n, m = (int(v) for v in rng.integers(60, 400, 2))
+        X = rng.random((n, 2))
+        Y = np.clip(rng.normal(0.5, rng.uniform(0.1, 0.4), (m, 2)), 0, 1)
+        if t % 3 == 0:
+            Y[: m // 4] = X[rng.integers(0, n, m // 4)]  # mass common to both sides
+        if t % 4 == 0:
+            X = np.round(X * 8) / 8  # many duplicates
+        yield X, Y, ["chebyshev", "cityblock"][t % 2], [None, 3, 7, 20][t % 4]
+
+
+def test_certified_w1_interval_contains_exact_pot_w1_and_is_narrow():
+    """The certified interval holds the exact W1 (POT network simplex on the full cost matrix) on 12 instances, at
+    several lattice sizes (3, 7, 20 and the default); and it is narrow: half-width below 10% of the exact value
+    at the default and 20 cells per axis, below 50% on the coarse lattices (deterministic: fixed seeds)."""
+    for X, Y, metric, k in _certified_instances():
+        value = w1(X, Y, metric=metric, method="certified", cells_per_axis=k)
+        exact = w1(X, Y, metric=metric, method="exact")
+        assert value.method == "certified_flow"
+        assert value.lower <= exact <= value.upper, (metric, k, value.lower, float(exact), value.upper)
+        assert value.error_bound == pytest.approx((value.upper - value.lower) / 2)
+        assert abs(exact - value) <= value.error_bound
+        limit = 0.1 if k in (None, 20) else 0.5
+        assert value.error_bound <= limit * exact, (metric, k, value.error_bound / exact)
+
+
+def test_certified_w1_is_tighter_than_the_grid_flow_bound_at_the_same_resolution():
+    rng = np.random.default_rng(5)
+    X, Y = rng.random((3000, 2)), rng.random((2500, 2)) ** 1.2
+    certified = w1(X, Y, method="certified", cells_per_axis=30)
+    flow = w1(X, Y, method="flow", cells_per_axis=30)
+    assert certified.lower <= flow + flow.error_bound and flow - flow.error_bound <= certified.upper
+    assert certified.error_bound < 0.25 * flow.error_bound
+
+
+def test_auto_picks_the_certified_interval_in_two_dimensions_only_when_unweighted():
+    rng = np.random.default_rng(6)
+    X, Y = rng.random((2000, 2)), rng.random((1500, 2)) ** 1.5
+    auto = w1(X, Y, max_entries=10_000)
+    assert auto.method == "certified_flow" and auto.lower <= auto <= auto.upper
+    assert w1(X, Y, weights_x=np.ones(2000), max_entries=10_000).method == "grid_emd"
+    assert w1(X, Y, metric="euclidean", max_entries=10_000).method == "grid_emd"
+    X3, Y3 = rng.random((800, 3)), rng.random((800, 3))
+    assert w1(X3, Y3, max_entries=10_000).method == "grid_emd"
+    assert w1(X, X[::-1], method="certified").describe()["upper"] == 0.0  # identical clouds: all mass cancels
+
+
+def test_certified_w1_refusals_and_pickling():
+    import pickle
+
+    rng = np.random.default_rng(8)
+    X, Y = rng.random((50, 2)), rng.random((40, 2))
+    for kwargs in ({"metric": "euclidean"}, {"weights_x": np.ones(50)}, {"cells_per_axis": 10**5},
+                   {"cells_per_axis": 0}):
+        with pytest.raises(ParameterError):
+            w1(X, Y, method="certified", **kwargs)
+    with pytest.raises(ParameterError):
+        w1(rng.random((50, 3)), rng.random((40, 3)), method="certified")
+    value = w1(X, Y, method="certified", cells_per_axis=5)
+    back = pickle.loads(pickle.dumps(value))
+    assert (back.lower, back.upper, back.method, float(back)) == (value.lower, value.upper, value.method, float(value))

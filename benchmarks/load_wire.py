@@ -78,6 +78,8 @@ class RunView:
             self.exceptions.append(f"{widget.type}: {widget.message}"[:300])
         elif kind == "metric":
             self.metrics.append(widget.label)
+        elif kind == "markdown" and DONE.search(widget.body):  # the page's status caption ("Done in X s")
+            self.statuses.append(widget.body)
         elif hasattr(widget, "id") and hasattr(widget, "label") and widget.id:
             self.widgets[(kind, widget.label)] = widget.id
             if kind == "selectbox":
@@ -86,7 +88,7 @@ class RunView:
     def mechanism_seconds(self) -> float | None:
         """The mechanism's time as the page's status shows it ("Done in 0.05 s"); None if it did not run."""
         for label in self.statuses:
-            if found := DONE.fullmatch(label):
+            if found := DONE.search(label):
                 return float(found[1])
         return None
 

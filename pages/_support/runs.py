@@ -38,7 +38,7 @@ def run_key(mechanism: str, epsilon: float, params: dict, neighbouring: str, see
 
 RUN_CACHE_ENV = "PRIVSYN_RUN_CACHE_MB"
 #: Default budget of the kept runs, in megabytes (the server's target is < 1 GB with 20 sessions).
-RUN_CACHE_MB = 256
+RUN_CACHE_MB = 128
 
 
 def result_bytes(value: Any) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 from pathlib import Path
 
@@ -599,3 +600,18 @@ def test_compare_draws_every_columns_marginal_real_beside_synthetic_only_in_teac
                                                       f"{first['hi']:g})"
     assert grid["layout"]["title"]["subtitle"]["text"].startswith(F.MARGINALS_CAPTION)
     assert any(F.MARGINALS_NOTE in c.value for c in at.caption)
+
+
+def test_the_ledger_is_read_by_its_tail_and_totals_stay_exact(tmp_path, monkeypatch):
+    """A page reads the last spends, the counts and the totals, never every row: the ledger grows with every run."""
+    from pages._support import ledger
+
+    monkeypatch.setenv(ledger.DATA_DIR_ENV, str(tmp_path))
+    for i in range(30):
+        ledger.add("d", label=f"run {i}", mechanism="pmm", relation="replace", epsilon=0.1, private=i % 3 != 0)
+    assert ledger.count("d") == 30 and ledger.count("d", private=True) == 20 and ledger.count("d", private=False) == 10
+    tail = ledger.spends("d", last=8, private=True)
+    assert [e["label"] for e in tail] == [f"run {i}" for i in range(30) if i % 3][-8:], "the latest, oldest first"
+    assert [e["label"] for e in ledger.spends("d", last=3)] == ["run 27", "run 28", "run 29"]
+    assert ledger.totals("d") == {"replace": math.fsum([0.1] * 20)}
+    assert len(ledger.spends("d")) == 30 and ledger.count("other") == 0

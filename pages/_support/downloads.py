@@ -58,6 +58,11 @@ def downloads(result: ps.SynthResult, key: dict, metrics: dict | None = None) ->
         st.json({k: v for k, v in view["run"].items() if k != "created"}, expanded=False)
 
 
+#: Spends the report shown on the page lists (the latest; the downloaded reports list every one): the ledger
+#: grows with every run, and the page is drawn again on every rerun.
+SHOWN_SPENDS = 20
+
+
 def run_view(result: ps.SynthResult, key: dict, metrics: dict | None = None) -> dict[str, Any]:
     """What the downloads of one run need, made once per run and kept in the session (:data:`VIEWS_KEPT`).
 
@@ -70,7 +75,7 @@ def run_view(result: ps.SynthResult, key: dict, metrics: dict | None = None) -> 
     did = data_id()
     target = shared.tstr_target()
     decimals = {k: e.get("decimals") for k, e in st.session_state.get("schema_entries", {}).items()}
-    token = json.dumps([key, release_mode(), target, metrics is not None, decimals, len(store.spends(did))],
+    token = json.dumps([key, release_mode(), target, metrics is not None, decimals, store.count(did)],
                        sort_keys=True, default=str)
     views = st.session_state.setdefault("_run_views", {})
     found = views.get(token)
@@ -88,8 +93,8 @@ def run_view(result: ps.SynthResult, key: dict, metrics: dict | None = None) -> 
         return stakeholder.build(**inputs, totals=store.totals(did), budget=store.budget(did),
                                  ledger=ledger_rows(did), metrics=metrics_table_or_none(report_metrics()))
 
-    view = {"result": result, "run": run_report(), "csv": csv_builder(inputs["shaped"]), "json": json_report,
-            "html": html_report}
+    view = {"result": result, "run": run_report(extra_ledger=ledger_rows(did, last=SHOWN_SPENDS)),
+            "csv": csv_builder(inputs["shaped"]), "json": json_report, "html": html_report}
     while len(views) >= VIEWS_KEPT:
         views.pop(next(iter(views)))
     views[token] = view
@@ -126,25 +131,26 @@ def synthetic_table(result: ps.SynthResult) -> pd.DataFrame:
     return table
 
 
-def shown_ledger() -> list[dict]:
-    """The data's ledger as reports show it (no data fingerprint, no internal keys)."""
-    return ledger_rows(data_id())
-
-
-def ledger_rows(did: str) -> list[dict]:
-    """The ledger of the data ``did`` as reports show it (readable from any thread: no session needed)."""
+def ledger_rows(did: str, last: int | None = None) -> list[dict]:
+    """The ledger of the data ``did`` as reports show it, or its ``last`` spends (readable from any thread: no
+    session needed)."""
     return [{"release": e["label"], "mechanism": e["mechanism"], "epsilon": e["epsilon"],
-             "neighbouring": e["relation"], "dp_valid": e["private"]} for e in store.spends(did)]
+             "neighbouring": e["relation"], "dp_valid": e["private"]} for e in store.spends(did, last=last)]
 
 
 def report_builder(result: ps.SynthResult, key: dict):
     """``run_report(metrics=None, extra_ledger=...)``: the JSON report of this run, release-only in release mode
     (no hash, no timings, no metrics, no teaching section)."""
-    release = release_mode()
-    return functools.partial(report.run_report, result, params=key["params"], release_mode=release,
-                             data_name=st.session_state.data["name"],
-                             data_sha256=None if release else st.session_state.data["sha256"],
-                             extra_ledger=shown_ledger())
+    release, did = release_mode(), data_id()
+    build = functools.partial(report.run_report, result, params=key["params"], release_mode=release,
+                              data_name=st.session_state.data["name"],
+                              data_sha256=None if release else st.session_state.data["sha256"])
+
+    def run_report(**kwargs: Any) -> dict[str, Any]:
+        """The report; the ledger is read when it is built (every spend unless ``extra_ledger`` is given)."""
+        return build(**{"extra_ledger": ledger_rows(did), **kwargs})
+
+    return run_report
 
 
 def metrics_on_demand(result: ps.SynthResult, metrics: dict | None):

@@ -65,24 +65,38 @@ def _connect() -> sqlite3.Connection:
     return connection
 
 
-def spends(data: str) -> list[dict]:
-    """Every spend on the dataset ``data`` (a SHA-256), oldest first."""
+def spends(data: str, *, last: int | None = None, private: bool | None = None) -> list[dict]:
+    """The spends on the dataset ``data`` (a SHA-256), oldest first: every one, or the ``last`` ones (of the
+    private or the other spends only, with ``private``).  A page reads the tail: the ledger grows with every run."""
+    where, args = "data = ?", [data]
+    if private is not None:
+        where, args = where + " and private = ?", [data, str(int(private))]
     with closing(_connect()) as db:
-        rows = db.execute("select * from spends where data = ? order by id", (data,)).fetchall()
+        if last is None:
+            rows = db.execute(f"select * from spends where {where} order by id", args).fetchall()
+        else:
+            rows = db.execute(f"select * from (select * from spends where {where} order by id desc limit ?) "
+                              "order by id", [*args, int(last)]).fetchall()
     return [{**dict(r), "private": bool(r["private"])} for r in rows]
 
 
+def count(data: str, *, private: bool | None = None) -> int:
+    """How many spends the dataset has (of the private or the other ones only, with ``private``)."""
+    with closing(_connect()) as db:
+        if private is None:
+            return int(db.execute("select count(*) from spends where data = ?", (data,)).fetchone()[0])
+        return int(db.execute("select count(*) from spends where data = ? and private = ?",
+                              (data, int(private))).fetchone()[0])
+
+
 def totals(data: str) -> dict[str, float]:
-    """Exactly rounded (``math.fsum``) total epsilon of the private spends, per relation."""
-    return totals_of(spends(data))
-
-
-def totals_of(rows: list[dict]) -> dict[str, float]:
-    """:func:`totals` of spends already read (:func:`spends`)."""
+    """Exactly rounded (``math.fsum``) total epsilon of the private spends, per relation (two columns read)."""
+    with closing(_connect()) as db:
+        rows = db.execute("select relation, epsilon from spends where data = ? and private = 1 order by id",
+                          (data,)).fetchall()
     out: dict[str, list[float]] = {}
-    for s in rows:
-        if s["private"]:
-            out.setdefault(s["relation"], []).append(s["epsilon"])
+    for relation, epsilon in rows:
+        out.setdefault(relation, []).append(epsilon)
     return {relation: math.fsum(values) for relation, values in out.items()}
 
 

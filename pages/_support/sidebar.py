@@ -64,10 +64,9 @@ def sidebar_ledger() -> None:
         if value != float(cap or 0.0):
             store.set_budget(did, value or None)
             cap = value or None
-        spends = store.spends(did)
-        private = [e for e in spends if e["private"]]
-        others = [e for e in spends if not e["private"]]
-        totals = store.totals_of(spends)
+        private, n_private = store.spends(did, last=8, private=True), store.count(did, private=True)
+        others, n_others = store.spends(did, last=8, private=False), store.count(did, private=False)
+        totals = store.totals(did)
         if not private:
             st.caption("No private release on this data yet.")
         for relation, total in totals.items():
@@ -78,14 +77,13 @@ def sidebar_ledger() -> None:
         if cap:
             st.progress(min(spent / cap, 1.0), text=f"{spent:g} of the budget {cap:g} spent")
         if private:
-            shown = private[-8:]
             lines = [f"{i}. {md(e['label'])}: **epsilon {e['epsilon']:g}**"
-                     for i, e in enumerate(shown, len(private) - len(shown) + 1)]
+                     for i, e in enumerate(private, n_private - len(private) + 1)]
             st.markdown("\n".join(lines))
             st.caption("Releases on the same data compose: their epsilons add up. Re-running with a new seed "
                        "spends epsilon again; the same teaching run with the same seed does not.")
         if others:
-            with st.expander(f"Not private: {len(others)} run(s), outside the budget"):
-                st.markdown("\n".join(f"- {md(e['label'])}" for e in others[-8:]))
+            with st.expander(f"Not private: {n_others} run(s), outside the budget"):
+                st.markdown("\n".join(f"- {md(e['label'])}" for e in others))
                 st.caption("A mechanism that is not private, or a domain read off the data (dp_valid = False): "
                            "no privacy guarantee, so no epsilon to add up.")

@@ -6,9 +6,10 @@ Usage::
                                                    [--repeats 2] [--relation replace]
 
 For every count-based mechanism (``pmm``, ``psmm``, ``kd_grid``, ``kd_adaptive``, ``dp_histogram``, ``srw_tsp``,
-with the parameters of ``bench_throughput.py``) and n in ``--sizes``, a fresh Python process
+``srw``, with the parameters of ``bench_throughput.py``) and n in ``--sizes``, a fresh Python process
 
-1. draws ``n`` uniform rows in ``[0,1]^d`` (the *input array*, ``8 n d`` bytes);
+1. draws ``n`` uniform rows in ``[0,1]^d`` (the *input array*, ``8 n d`` bytes; ``d = 1`` for the one-column
+   ``srw``);
 2. restarts its peak-RSS counter from the current RSS (Linux ``/proc/self/clear_refs``), so the peak
    counts what the run adds on top of the interpreter, numpy and the input;
 3. runs the registered run function (epsilon = 1, ``n`` synthetic rows, the output rows included) and reads
@@ -30,7 +31,9 @@ import subprocess
 import sys
 
 MECHANISMS = {"pmm": {}, "psmm": {"cells_per_axis": 64}, "kd_grid": {}, "kd_adaptive": {}, "dp_histogram": {},
-              "srw_tsp": {}}
+              "srw_tsp": {}, "srw": {}}
+#: Mechanisms of one column: they run with ``d = 1`` whatever ``--d`` says.
+ONE_COLUMN = {"srw"}
 
 CHILD = r"""
 import json, sys, time
@@ -88,7 +91,8 @@ def main() -> None:
           "(process_time of the child); peak = VmHWM added by the first run")
     print(f"{'mechanism':<14}{'n':>10}{'CPU s':>8}{'peak MB':>9}{'x input':>9}")
     for name in args.mechanisms:
-        rows = {n: measure(name, n, args.d, args.repeats, args.relation) for n in (small, large)}
+        d = 1 if name in ONE_COLUMN else args.d
+        rows = {n: measure(name, n, d, args.repeats, args.relation) for n in (small, large)}
         for n, row in rows.items():
             ratio = row["added_mb"] / row["input_mb"]
             print(f"{name:<14}{n:>10}{row['cpu']:>8.3f}{row['added_mb']:>9.0f}{ratio:>9.2f}", flush=True)

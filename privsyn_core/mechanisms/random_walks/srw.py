@@ -67,7 +67,7 @@ from typing import Any
 
 import numpy as np
 
-from privsyn_core.data.grid import cell_coords
+from privsyn_core.data.grid import cell_ids
 from privsyn_core.engine.staged import EXACT_N, RowPlan
 from privsyn_core.errors import ParameterError
 from privsyn_core.evaluation.audit import AuditCase, walk_features
@@ -220,12 +220,14 @@ class Folding:
 
 
 def path_counts(unit: np.ndarray, folding: Folding) -> np.ndarray:
-    """Records per cell, listed in path order (quantisation (5.5)/(7.2); ``x = 1`` joins the last cell)."""
+    """Records per cell, listed in path order (quantisation (5.5)/(7.2); ``x = 1`` joins the last cell).
+
+    One ``bincount`` of the row-major cell ids (:func:`privsyn_core.data.grid.cell_ids`, chunked: one
+    ``int64`` per row), then the ``K`` counts are read in path order; nothing else of the size of the rows.
+    """
     shape = (folding.bins,) * unit.shape[1]
-    rank = np.empty(len(folding.coords), dtype=np.int64)
-    rank[np.ravel_multi_index(tuple(folding.coords.T), shape)] = np.arange(len(folding.coords))
-    cells = np.ravel_multi_index(tuple(cell_coords(unit, folding.bins).T), shape)
-    return np.bincount(rank[cells], minlength=len(rank))
+    counts = np.bincount(cell_ids(unit, folding.bins), minlength=math.prod(shape))
+    return counts[np.ravel_multi_index(tuple(folding.coords.T), shape)]
 
 
 def release_on_grid(unit: np.ndarray, cal: Calibration, folding: Folding, *, n_synthetic: int | None,

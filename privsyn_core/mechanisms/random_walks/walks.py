@@ -20,7 +20,6 @@ noise (see :mod:`privsyn_core.mechanisms.random_walks.srw`).
 
 from __future__ import annotations
 
-import heapq
 import math
 from typing import Literal
 
@@ -110,24 +109,32 @@ def hat_partial_sums(coefficients: np.ndarray) -> np.ndarray:
     ``W_N(t) = sum_j Lambda_j phi_j(t)`` with the Faber-Schauder hats of Sect. 3.1:
     ``phi_1(t) = t`` and, at level ``l >= 1``, position ``i``, the hat of height 1 on
     ``((i-1)/2^{l-1}, i/2^{l-1})``.  Coefficients are in paper order (index 0 is level 0,
-    ``[2^{l-1}, 2^l)`` is level ``l`` left to right).  ``O(N log N)``, vectorised over
-    leading axes (the partial sums ``S_k = W_N(k/N)`` of (3.5)-(3.6), one level of hats at a time).
+    ``[2^{l-1}, 2^l)`` is level ``l`` left to right).  The hats of a level are translates of one
+    pattern (:func:`_level_hat`, length ``N / 2^{l-1}``), so a level adds the outer product of its
+    coefficients with that pattern in place: ``O(N log N)`` time, two arrays of ``N`` floats (per walk),
+    vectorised over leading axes.
 
     Parameters
     ----------
     coefficients : array (..., N), N a power of two
     """
     coefficients, n, depth = _dyadic(coefficients, "the walk length")
-    k = np.arange(1, n + 1)
-    sums = coefficients[..., :1] * (k / n)
+    lead = coefficients.shape[:-1]
+    sums = coefficients[..., :1] * (np.arange(1, n + 1) / n)
+    term = np.empty_like(sums)
     for level in range(1, depth + 1):
         block = n >> (level - 1)
-        half = block // 2
-        pos = (k - 1) % block + 1
-        hat = np.where(pos <= half, pos, block - pos) / half
-        level_coeffs = coefficients[..., (1 << (level - 1)):(1 << level)]
-        sums = sums + np.repeat(level_coeffs, block, axis=-1) * hat
+        level_coeffs = coefficients[..., (1 << (level - 1)):(1 << level), None]
+        np.multiply(level_coeffs, _level_hat(block), out=term.reshape(*lead, -1, block))
+        sums += term
     return sums
+
+
+def _level_hat(block: int) -> np.ndarray:
+    """The hat of height 1 on a block of ``block`` steps at its points ``p = 1..block``: ``min(p, block - p)/half``."""
+    half = block // 2
+    pos = np.arange(1, block + 1)
+    return np.where(pos <= half, pos, block - pos) / half
 
 
 def walk_steps(coefficients: np.ndarray, n_steps: int) -> np.ndarray:
@@ -218,13 +225,10 @@ def hat_square_sums(n: int) -> np.ndarray:
 
     Each level contributes at most one non-zero hat, bounded by 1, hence ``<= L + 1``.
     """
-    k = np.arange(1, n + 1)
-    total = (k / n) ** 2
+    total = (np.arange(1, n + 1) / n) ** 2
     for level in range(1, walk_depth(n) + 1):
         block = n >> (level - 1)
-        half = block // 2
-        pos = (k - 1) % block + 1
-        total = total + (np.where(pos <= half, pos, block - pos) / half) ** 2
+        total.reshape(-1, block)[...] += _level_hat(block) ** 2
     return total
 
 
@@ -248,40 +252,65 @@ def signed_w1_line(a: np.ndarray, b: np.ndarray, positions: np.ndarray, right_en
 
 
 def isotonic_l1(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    r"""Weighted L1 isotonic regression: ``argmin sum_k w_k |G_k - F_k|`` over ``G_1 <= ... <= G_n``.
+    r"""Weighted L1 isotonic regression: the least ``G`` minimising ``sum w_k |G_k - F_k|`` over ``G_1 <= ... <= G_n``.
 
-    Pool-adjacent-violators in its heap ("slope trick") form: after point ``k`` a
-    max-heap holds the weighted breakpoints of ``g_k(x) = min_{y <= x} cost_k(y)``; a
-    new point pushes its value with weight ``2 w_k`` and the top breakpoints carrying
-    weight ``w_k`` are popped (this is where violating pools merge and their weighted
-    median moves).  The heap top is then a minimiser ``t_k`` of the prefix problem ending
-    at ``k``, and ``G_k = min(G_{k+1}, t_k)`` recovers an optimal fit.  ``O(n log n)``;
-    the loop over points is inherently sequential.  Zero weights leave ``G_k`` free
-    (it copies its right neighbour).  Checked against HiGHS in the tests.
+    Partitioning (Q. F. Stout, "Isotonic regression via partitioning", Algorithmica 66, 2013): an L1 fit can
+    take its values among the ``F_k`` of positive weight, ``v_0 < ... < v_{m-1}``, and its level sets are
+    nested solutions of binary problems: ``G_k > v_i`` exactly for the ``k >= c_i`` of a cut ``c_i``
+    minimising ``sum_{k >= c} s_k w_k`` with ``s_k = +1`` if ``F_k <= v_i`` else ``-1`` (moving ``G_k``
+    from ``v_i`` to ``v_{i+1}`` changes the cost by ``s_k w_k (v_{i+1} - v_i)``).  The largest minimising
+    cut gives the least optimal fit.  Cuts are nested (``c_i <= c_j`` for ``i < j``), so one cut for the middle
+    threshold of a value range splits an index segment into a lower and an upper segment, each
+    solved for its half of the values.  Every round handles all segments at once with segmented
+    prefix sums (maximise ``sum_{lo <= k < c} s_k w_k`` over ``c``), so ``ceil(log2 m)`` rounds of vectorised
+    passes over the ``n`` points: ``O(n log n)``, no Python loop over the points.
+
+    Floating point: prefix sums within ``4 n eps sum(w)`` of the maximum (a bound on their rounding) count
+    as ties and the largest such cut is taken, so exact ties, such as a weighted median between two
+    values of equal weight on a path of equal steps, go to the lower value whatever the rounding of the
+    weights; the objective is then optimal up to that rounding.  Zero weights leave ``G_k`` free: it
+    copies its left neighbour, and a leading run copies the first point of positive weight (``inf`` when
+    every weight is zero).  Checked against HiGHS in the tests.
     """
     values = np.asarray(values, dtype=float)
     weights = np.asarray(weights, dtype=float)
-    tops = np.full(len(values), np.inf)
-    heap: list[tuple[float, float]] = []
-    for k, (value, weight) in enumerate(zip(values.tolist(), weights.tolist(), strict=True)):
-        if weight > 0:
-            heapq.heappush(heap, (-value, 2.0 * weight))
-            _pop_weight(heap, weight)
-        if heap:
-            tops[k] = -heap[0][0]
-    return np.minimum.accumulate(tops[::-1])[::-1]
-
-
-def _pop_weight(heap: list[tuple[float, float]], amount: float) -> None:
-    """Remove ``amount`` of weight from the largest breakpoints of a max-heap."""
-    while amount > 0 and heap:
-        key, weight = heap[0]
-        if weight <= amount:
-            heapq.heappop(heap)
-            amount -= weight
-        else:
-            heap[0] = (key, weight - amount)  # same key: the heap order is unchanged
-            amount = 0.0
+    fit = np.full(len(values), np.inf)
+    positive = np.flatnonzero(weights > 0)
+    if len(positive) == 0:
+        return fit
+    first = int(positive[0])
+    f, w = values[first:], weights[first:]
+    levels = np.unique(f[w > 0])
+    n = len(f)
+    itype = np.int32 if max(n, len(levels)) < 2**31 - 1 else np.int64  # int32 halves the memory traffic
+    rank = np.searchsorted(levels, f).astype(itype)  # F_k <= v_i iff rank_k <= i (positive weights)
+    tol = 4.0 * n * np.finfo(float).eps * float(w.sum())
+    # point k's fit lies in levels[lo_k..hi_k]; points with the same range form one index segment
+    lo, hi = np.zeros(n, dtype=itype), np.full(n, len(levels) - 1, dtype=itype)
+    index = np.arange(n, dtype=itype)
+    mid, signed, upper = np.empty(n, dtype=itype), np.empty(n), np.empty(n, dtype=bool)
+    new_segment = np.ones(n, dtype=bool)
+    negative = -w
+    for _ in range(int(len(levels) - 1).bit_length()):
+        np.add(lo, hi, out=mid)
+        np.right_shift(mid, 1, out=mid)
+        np.less_equal(rank, mid, out=upper)
+        np.copyto(signed, negative)
+        np.copyto(signed, w, where=upper)  # s_k w_k for the segment's middle threshold
+        np.not_equal(lo[1:], lo[:-1], out=new_segment[1:])
+        starts = np.flatnonzero(new_segment)
+        lengths = np.diff(starts, append=n)
+        gain = np.cumsum(signed)
+        gain -= np.repeat(gain[starts] - signed[starts], lengths)  # sum_{lo <= j <= k} s_j w_j
+        floor = np.maximum(np.maximum.reduceat(gain, starts), 0.0) - tol  # the empty prefix (c = lo) gains 0
+        last = np.maximum.reduceat(np.where(gain >= np.repeat(floor, lengths), index, -1), starts)
+        cuts = np.where(last >= starts, last + 1, starts)
+        np.greater_equal(index, np.repeat(cuts, lengths), out=upper)
+        np.copyto(lo, np.minimum(np.add(mid, 1), hi), where=upper)  # finished points (lo = hi) stay put
+        np.copyto(hi, mid, where=~upper)
+    fit[first:] = levels[lo]
+    fit[:first] = fit[first]
+    return fit
 
 
 def project_to_probability(signed: np.ndarray, positions: np.ndarray) -> np.ndarray:

@@ -462,3 +462,23 @@ def test_srw_same_seed_same_rows_and_tight_default_less_noise(relation, tight):
     # same draws, scaled: the tight walk is the paper walk times tight / 23
     scaled = a.diagnostics["walk"] * tight / 23
     np.testing.assert_allclose(t.diagnostics["walk"], scaled, rtol=1e-9, atol=1e-12 * np.abs(scaled).max())
+
+
+def test_isotonic_l1_is_the_least_optimal_fit_by_enumeration():
+    """On small integer problems with ties, every monotone fit over the data's values is enumerated: the fit
+    returned is optimal and is the pointwise least of the optimal fits (the rule that decides ties)."""
+    import itertools
+
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        n = int(rng.integers(1, 6))
+        values = rng.integers(0, 4, n).astype(float)
+        weights = rng.integers(1, 4, n).astype(float)
+        levels = np.unique(values)
+        fits = [np.array(g) for g in itertools.combinations_with_replacement(levels, n)]
+        costs = np.array([np.sum(weights * np.abs(g - values)) for g in fits])
+        optimal = [g for g, c in zip(fits, costs, strict=True) if c == costs.min()]
+        least = np.min(optimal, axis=0)
+        got = walks.isotonic_l1(values, weights)
+        assert np.sum(weights * np.abs(got - values)) == costs.min(), (values, weights, got)
+        np.testing.assert_array_equal(got, least, err_msg=f"{values} {weights}")

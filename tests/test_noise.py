@@ -161,12 +161,13 @@ def test_fill_clip_at_zero_is_the_clamped_sum_of_the_same_draws(sigma):
     assert sigma == 0.0 or (plain < 0).any()  # the clamp had something to do
 
 
-@pytest.mark.parametrize("sigma", [0.25, 2.0, 2.5, 7.5, 300.0, 1e9, 1e15])
+@pytest.mark.parametrize("sigma", [1e-3, 0.25, 2.0, 2.5, 7.5, 300.0, 1e9, 1e15])
 def test_geometric_minus_one_gives_numpy_geometric_draws_bit_for_bit(sigma):
     """The discrete Laplace magnitudes come from ``geometric_minus_one``, which must give exactly the integers of
     ``Generator.geometric(p) - 1`` from the same stream (deterministic): on both sides of numpy's switch from
     its search to its inversion algorithm (p = 1/3: sigma = 2.0 and 0.25 search, 2.5 and up invert), and
-    beyond the inversion path's bound (sigma = 1e15 calls ``geometric`` itself).  The law of the draws is
+    beyond the inversion path's bound (sigma = 1e15 calls ``geometric`` itself), and at success probability 1
+    (sigma = 1e-3: ``log1p(-1)`` must not be taken).  The law of the draws is
     covered by the G-tests above (sigma = 3 and 50 take the inversion path)."""
     success = -np.expm1(-1.0 / sigma)
     ours = np.empty(200_000, dtype=np.int64)

@@ -230,7 +230,7 @@ def geometric_minus_one(out: np.ndarray, success: float, rng: np.random.Generato
     threshold, or for a mean above :data:`_INVERSION_MAX_MEAN`, ``Generator.geometric`` itself is called.
     ``out`` is an int64 array.
     """
-    rate = -math.log1p(-success)
+    rate = -math.log1p(-success) if success < INVERSION_BELOW else math.inf  # success may be 1 (a tiny scale)
     if not (success < INVERSION_BELOW and 1.0 / rate <= _INVERSION_MAX_MEAN):
         np.subtract(rng.geometric(success, len(out)), 1, out=out)
         return

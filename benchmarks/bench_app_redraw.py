@@ -68,12 +68,17 @@ def prepare(page: Page, url: str, csv: Path) -> None:
     page.get_by_role("button", name="Estimate DP bounds", exact=True).click()
     page.get_by_text("every domain is public").wait_for(timeout=120_000)
     idle(page)
+    run_on_synthesize(page)
+    page.get_by_text("Re-run automatically when a setting changes", exact=True).click()  # off above 10^4 rows
+    idle(page)
+
+
+def run_on_synthesize(page: Page) -> None:
+    """Go to the Synthesize page, click Run and wait for the run's result and an idle page."""
     page.get_by_test_id("stSidebarNav").get_by_role("link", name="Synthesize", exact=True).click()
     idle(page)
     page.get_by_role("button", name="Run", exact=True).click()
     page.get_by_text("epsilon spent", exact=True).wait_for(timeout=120_000)
-    idle(page)
-    page.get_by_text("Re-run automatically when a setting changes", exact=True).click()  # off above 10^4 rows
     idle(page)
 
 
@@ -123,11 +128,7 @@ def seed_cpu(page: Page, url: str, server: psutil.Process, steps: int) -> tuple[
     page.goto(url)
     page.wait_for_selector(f"{APP}[data-test-connection-state='CONNECTED']", timeout=120_000)
     idle(page)
-    page.get_by_test_id("stSidebarNav").get_by_role("link", name="Synthesize", exact=True).click()
-    idle(page)
-    page.get_by_role("button", name="Run", exact=True).click()
-    page.get_by_text("epsilon spent", exact=True).wait_for(timeout=120_000)
-    idle(page)
+    run_on_synthesize(page)
     step_up = page.get_by_test_id("stMain").get_by_test_id("stNumberInput").filter(
         has_text="Seed (same seed").get_by_test_id("stNumberInputStepUp")
     walls, cpu = [], 0.0

@@ -306,3 +306,19 @@ def test_certified_w1_refusals_and_pickling():
     value = w1(X, Y, method="certified", cells_per_axis=5)
     back = pickle.loads(pickle.dumps(value))
     assert (back.lower, back.upper, back.method, float(back)) == (value.lower, value.upper, value.method, float(value))
+
+
+def test_certified_w1_two_worker_processes_give_the_sequential_interval(monkeypatch):
+    """From PARALLEL_MIN_ATOMS atoms the two ends run in joblib's worker processes; the interval is exactly the
+    one computed in this process, up to the last digits of its floating-point sums (far inside the 1e-9 relative
+    margin the ends are widened by)."""
+    from privsyn_core.evaluation import w1_certified
+
+    rng = np.random.default_rng(12)
+    X, Y = rng.random((11_000, 2)), np.clip(rng.normal(0.5, 0.2, (10_000, 2)), 0, 1)
+    parallel = w1(X, Y, method="certified", cells_per_axis=40)
+    monkeypatch.setattr(w1_certified, "PARALLEL_MIN_ATOMS", 10**9)
+    sequential = w1(X, Y, method="certified", cells_per_axis=40)
+    assert parallel.lower == pytest.approx(sequential.lower, rel=1e-12)
+    assert parallel.upper == pytest.approx(sequential.upper, rel=1e-12)
+    assert 0 < parallel.lower < parallel.upper

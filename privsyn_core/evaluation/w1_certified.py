@@ -44,7 +44,9 @@ ends), each coordinate of ``p`` lies between those of ``z`` and ``c``, so :math:
 the maximum.) So ``f`` costs 4 evaluations per atom. ``L`` needs no optimality of ``phi``, only the
 1-Lipschitz check.
 
-The two ends are independent flow problems, solved at the same time (OR-tools releases the GIL).
+The two ends are independent flow problems; on large problems (from ``PARALLEL_MIN_ATOMS`` atoms, outside daemonic
+processes such as Dask's workers) they are solved at the same time in two of joblib's worker processes (OR-tools
+holds the GIL while it solves, so threads would take turns).
 
 Both ends also hold the simple quantisation interval ``W_q +- q`` of the lattice problem (triangle inequality of
 W1, as in the grid method); the reported interval is the intersection.
@@ -58,9 +60,10 @@ relative.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from multiprocessing import current_process
 
 import numpy as np
+from joblib import Parallel, delayed
 from scipy.spatial import cKDTree
 
 from privsyn_core.errors import ParameterError
@@ -71,6 +74,7 @@ CERTIFIED_NEIGHBOURS = 4  # direct arcs from each atom to its nearest atoms of t
 PREMATCH_QUANTILE = 0.5  # mutual nearest pairs closer than this quantile of nearest distances are matched first
 PREMATCH_ROUNDS = 2  # ... repeated on the atoms left
 PREMATCH_MIN_ATOMS = 20_000  # ... on problems of at least this many atoms (below, the flow alone is fast)
+PARALLEL_MIN_ATOMS = 20_000  # from this many atoms the two ends are solved in two worker processes at once
 CERTIFIED_MAX_BYTES = 1_000_000_000  # memory budget of one certified call (arrays and the solver's arcs)
 _BYTES_PER_ARC = 160  # estimate (not measured): numpy tails, heads, costs, flows (40 B) + OR-tools' arcs and residuals
 _BYTES_PER_NODE = 64
@@ -113,16 +117,27 @@ def certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric: str, 
     width = span / k
     cell = np.clip(np.floor((P - lo) / width), 0, k - 1).astype(np.int64)
     fine = max(1, round(LOWER_REFINEMENT * k))
-    with ThreadPoolExecutor(max_workers=1) as pool:  # OR-tools releases the GIL: both ends solve at once
-        lower_end = pool.submit(_lower, P, lo, span / fine, fine, supply, scale, scale * span / fine)
-        matched, matched_cost = (_match_mutual_nearest(atoms, supply, metric) if len(atoms) >= PREMATCH_MIN_ATOMS
-                                 else (np.zeros_like(supply), 0.0))
-        rest = supply != matched
-        upper = matched_cost + (_upper(atoms[rest], P[rest], lo, width, k, cell[rest], supply[rest] - matched[rest],
-                                       scale, scale * width, metric, neighbours) if rest.any() else 0.0)
-        lower, grid_value, quantisation = lower_end.result()
+    lower_end = delayed(_lower)(P, lo, span / fine, fine, supply, scale, scale * span / fine)
+    upper_end = delayed(_upper_end)(atoms, P, lo, width, k, cell, supply, scale, metric, neighbours)
+    if len(atoms) >= PARALLEL_MIN_ATOMS and not current_process().daemon:  # OR-tools holds the GIL: processes
+        (lower, grid_value, quantisation), upper = Parallel(n_jobs=2)([lower_end, upper_end])
+    else:
+        (lower, grid_value, quantisation), upper = (call(*args, **kwargs) for call, args, kwargs in (lower_end,
+                                                                                                     upper_end))
     low, high = max(lower, grid_value - quantisation, 0.0) / unit, min(upper, grid_value + quantisation) / unit
     return low * (1 - _MARGIN_REL), high * (1 + _MARGIN_REL)  # floating-point sums: relative error ~1e-15
+
+
+def _upper_end(atoms: np.ndarray, P: np.ndarray, lo: np.ndarray, width: float, k: int, cell: np.ndarray,
+               supply: np.ndarray, scale: float, metric: str, neighbours: int) -> float:
+    """Upper end (mass units x rho): close mutual nearest pairs matched first on large problems, then the flow."""
+    matched, matched_cost = (_match_mutual_nearest(atoms, supply, metric) if len(atoms) >= PREMATCH_MIN_ATOMS
+                             else (np.zeros_like(supply), 0.0))
+    rest = supply != matched
+    if not rest.any():
+        return matched_cost
+    return matched_cost + _upper(atoms[rest], P[rest], lo, width, k, cell[rest], supply[rest] - matched[rest],
+                                 scale, scale * width, metric, neighbours)
 
 
 def _lattice_arcs(k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -147,8 +147,11 @@ def report_builder(result: ps.SynthResult, key: dict):
                               data_sha256=None if release else st.session_state.data["sha256"])
 
     def run_report(**kwargs: Any) -> dict[str, Any]:
-        """The report; the ledger is read when it is built (every spend unless ``extra_ledger`` is given)."""
-        return build(**{"extra_ledger": ledger_rows(did), **kwargs})
+        """The report; the ledger is read when it is built (every spend unless ``extra_ledger`` is given: the page
+        passes its tail, and the whole ledger, which grows with every run, is then not read at all)."""
+        if "extra_ledger" not in kwargs:
+            kwargs["extra_ledger"] = ledger_rows(did)
+        return build(**kwargs)
 
     return run_report
 

@@ -628,3 +628,16 @@ def test_a_run_and_its_reruns_read_the_ledger_by_its_tail_only(monkeypatch):
     at.number_input(key="w_seed").set_value(5).run()  # a live re-run
     assert reads and None not in reads, reads
     assert not problems(at) and len(spends_of(at.session_state["data"]["sha256"])) == 2
+
+
+def test_a_rerun_opens_one_ledger_connection(monkeypatch):
+    """The page and the sidebar read the ledger a dozen times per script run, over one connection."""
+    import sqlite3
+
+    at = new_app()
+    run_mechanism(at, "pmm")
+    opened, connect = [], sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda file, **kw: opened.append(str(file)) or connect(file, **kw))
+    at.number_input(key="w_seed").set_value(5).run()  # a live re-run: checked, recorded, shown in the sidebar
+    assert not problems(at) and len(at.sidebar.metric) == 1
+    assert [f for f in opened if f.endswith("ledger.sqlite")] == [opened[0]], opened

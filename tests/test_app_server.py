@@ -69,6 +69,20 @@ def test_table_bytes_are_the_deep_memory_usage_of_the_index_and_every_column():
         assert table_bytes(table) == int(table.memory_usage(deep=True, index=True).sum())
 
 
+def test_a_selection_of_every_column_is_the_table_and_changing_it_leaves_the_shared_table_alone():
+    from pages._support.data_state import select
+
+    shared = pd.DataFrame({"x": [1.0, 2.0], "y": [3.0, 4.0], "z": ["a", "b"]})
+    before = shared.copy()
+    for names in (["x", "y", "z"], ["z", "x", "y"], ["y"], ["x", "z"]):
+        chosen = select(shared, names)
+        pd.testing.assert_frame_equal(chosen, shared[names])
+        assert list(chosen.columns) == names, "the chosen columns, in the order chosen"
+        chosen.loc[0, names[0]] = None
+        chosen["added"] = 0
+    pd.testing.assert_frame_equal(shared, before)
+
+
 def test_a_value_is_measured_once_when_kept_if_it_fits():
     from pages._support.table_cache import BoundedCache
 

@@ -641,3 +641,11 @@ def test_a_rerun_opens_one_ledger_connection(monkeypatch):
     at.number_input(key="w_seed").set_value(5).run()  # a live re-run: checked, recorded, shown in the sidebar
     assert not problems(at) and len(at.sidebar.metric) == 1
     assert [f for f in opened if f.endswith("ledger.sqlite")] == [opened[0]], opened
+
+
+def test_the_mechanism_ledger_table_lists_every_stage_and_its_epsilon():
+    at = run_mechanism(new_app(), "pmm")
+    shown = next(d.value for d in at.dataframe if list(d.value.columns) == ["stage", "epsilon"])
+    ledger = at.session_state["result"].ledger
+    assert list(shown["stage"]) == [stage for stage, _ in ledger] and len(ledger) > 2
+    assert list(shown["epsilon"]) == [epsilon for _, epsilon in ledger], "the exact epsilons, as released"

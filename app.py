@@ -24,13 +24,14 @@ PAGES = [
 
 st.session_state[ui.ENTRYPOINT_FLAG] = True
 try:
-    page = st.navigation(PAGES)
-    with ui.user_errors():
-        ui.init_state()
-    ui.sidebar_controls()
-    page.run()
-    ui.remember_schema()
-    ui.sidebar_data()
-    ui.sidebar_ledger()
+    with ui.one_ledger_connection():  # the page and the sidebar read the ledger a dozen times
+        page = st.navigation(PAGES)
+        with ui.user_errors():
+            ui.init_state()
+        ui.sidebar_controls()
+        page.run()
+        ui.remember_schema()
+        ui.sidebar_data()
+        ui.sidebar_ledger()
 finally:
     st.session_state[ui.ENTRYPOINT_FLAG] = False

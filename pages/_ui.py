@@ -7,6 +7,7 @@ A facade: every name is defined once in a support module with one job, and re-ex
   parsed-table cache :data:`TABLES`) and the chosen columns;
 * :mod:`pages._support.schema_state`: the public schema, proposed from the data or estimated with DP bounds;
 * :mod:`pages._support.runs`: runs and metrics, cached by a run's JSON key, recorded in the ledger;
+* :mod:`pages._support.ledger`: the privacy ledger in SQLite, one connection per script run (``one_ledger_connection``);
 * :mod:`pages._support.sidebar`: the mode switch, the current data and the privacy ledger;
 * :mod:`pages._support.widgets`: parameter widgets, memory caps, epsilon in words, shared page helpers;
 * :mod:`pages._support.downloads`: the CSV and report downloads, built only on a click.
@@ -52,6 +53,7 @@ from ._support.downloads import (
     stakeholder_inputs,
     synthetic_table,
 )
+from ._support.ledger import one_connection as one_ledger_connection
 from ._support.runs import evaluate_result, evaluation, execute, run_key
 from ._support.schema_state import estimate_dp_bounds, propose_from_data, schema
 from ._support.sidebar import RELATION_WORDS, sidebar_controls, sidebar_data, sidebar_ledger
@@ -101,6 +103,8 @@ __all__ = [
     "restore_schema", "set_data", "table", "unit_real",
     # schema
     "estimate_dp_bounds", "propose_from_data", "schema",
+    # ledger
+    "one_ledger_connection",
     # runs
     "evaluate_result", "evaluation", "execute", "run_key",
     # sidebar

@@ -2,7 +2,7 @@
 
 import time
 
-import pandas as pd
+import pyarrow as pa
 import streamlit as st
 
 import privsyn_core as ps
@@ -116,7 +116,9 @@ if found:
                    + ", ".join(f"{name}: {count:,} of {len(ui.table()):,}" for name, count in clipped.items())
                    + ". Widen the bounds on the Data page if that is too many.")
     st.markdown("**Mechanism ledger** (the stages' epsilons sum exactly to the total)")
-    st.dataframe(pd.DataFrame(result.ledger, columns=["stage", "epsilon"]), hide_index=True, height=200)
+    # an Arrow table, as Streamlit sends it: a pandas one would be built and converted again on every new run
+    st.dataframe(pa.table({"stage": [stage for stage, _ in result.ledger],
+                           "epsilon": [epsilon for _, epsilon in result.ledger]}), hide_index=True, height=200)
     st.subheader("Synthetic data (the private release)")
     st.dataframe(ui.synthetic_table(result).head(200), hide_index=True, height=250)
     st.caption(f"First {min(200, len(result.data))} of {len(result.data):,} rows. Integer columns are whole numbers; "

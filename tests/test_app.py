@@ -615,3 +615,37 @@ def test_the_ledger_is_read_by_its_tail_and_totals_stay_exact(tmp_path, monkeypa
     assert [e["label"] for e in ledger.spends("d", last=3)] == ["run 27", "run 28", "run 29"]
     assert ledger.totals("d") == {"replace": math.fsum([0.1] * 20)}
     assert len(ledger.spends("d")) == 30 and ledger.count("other") == 0
+
+
+def test_a_run_and_its_reruns_read_the_ledger_by_its_tail_only(monkeypatch):
+    """The page's JSON report lists the latest spends: no rerun reads every spend (the download does, on a click)."""
+    from pages._support import ledger
+
+    reads, spends_of = [], ledger.spends
+    monkeypatch.setattr(ledger, "spends", lambda data, **kw: reads.append(kw.get("last")) or spends_of(data, **kw))
+    at = new_app()
+    run_mechanism(at, "pmm")
+    at.number_input(key="w_seed").set_value(5).run()  # a live re-run
+    assert reads and None not in reads, reads
+    assert not problems(at) and len(spends_of(at.session_state["data"]["sha256"])) == 2
+
+
+def test_a_rerun_opens_one_ledger_connection(monkeypatch):
+    """The page and the sidebar read the ledger a dozen times per script run, over one connection."""
+    import sqlite3
+
+    at = new_app()
+    run_mechanism(at, "pmm")
+    opened, connect = [], sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda file, **kw: opened.append(str(file)) or connect(file, **kw))
+    at.number_input(key="w_seed").set_value(5).run()  # a live re-run: checked, recorded, shown in the sidebar
+    assert not problems(at) and len(at.sidebar.metric) == 1
+    assert [f for f in opened if f.endswith("ledger.sqlite")] == [opened[0]], opened
+
+
+def test_the_mechanism_ledger_table_lists_every_stage_and_its_epsilon():
+    at = run_mechanism(new_app(), "pmm")
+    shown = next(d.value for d in at.dataframe if list(d.value.columns) == ["stage", "epsilon"])
+    ledger = at.session_state["result"].ledger
+    assert list(shown["stage"]) == [stage for stage, _ in ledger] and len(ledger) > 2
+    assert list(shown["epsilon"]) == [epsilon for _, epsilon in ledger], "the exact epsilons, as released"

@@ -59,6 +59,41 @@ def test_a_table_larger_than_the_whole_cache_is_refused_with_the_limit(monkeypat
         table_cache.budget_bytes()
 
 
+def test_table_bytes_are_the_deep_memory_usage_of_the_index_and_every_column():
+    from pages._support.table_cache import table_bytes
+
+    mixed = pd.DataFrame({"x": np.arange(5.0), "text": ["a", "bb", None, "dddd", "e" * 50],
+                          "kind": pd.Categorical(["u", "v", "u", "w", "v"]), "n": pd.array([1, None, 3, 4, 5])},
+                         index=pd.Index(["r1", "r2", "r3", "r4", "r5"]))
+    for table in (mixed, frame(1_000), mixed.iloc[:0], pd.DataFrame()):
+        assert table_bytes(table) == int(table.memory_usage(deep=True, index=True).sum())
+
+
+def test_a_selection_of_every_column_is_the_table_and_changing_it_leaves_the_shared_table_alone():
+    from pages._support.data_state import select
+
+    shared = pd.DataFrame({"x": [1.0, 2.0], "y": [3.0, 4.0], "z": ["a", "b"]})
+    before = shared.copy()
+    for names in (["x", "y", "z"], ["z", "x", "y"], ["y"], ["x", "z"]):
+        chosen = select(shared, names)
+        pd.testing.assert_frame_equal(chosen, shared[names])
+        assert list(chosen.columns) == names, "the chosen columns, in the order chosen"
+        chosen.loc[0, names[0]] = None
+        chosen["added"] = 0
+    pd.testing.assert_frame_equal(shared, before)
+
+
+def test_a_value_is_measured_once_when_kept_if_it_fits():
+    from pages._support.table_cache import BoundedCache
+
+    measured: list[str] = []
+    cache = BoundedCache(lambda value: measured.append(value) or len(value), budget=10)
+    assert cache.keep_if_fits("a", "x" * 6) and measured == ["x" * 6] and cache.held == 6
+    assert not cache.keep_if_fits("b", "y" * 11) and cache.get("b") is None and cache.held == 6
+    assert cache.keep_if_fits("c", "z" * 5) and cache.get("a") is None and cache.held == 5, "the oldest evicted"
+    assert len(measured) == 3
+
+
 def test_kept_runs_are_bounded_in_bytes_and_a_run_larger_than_the_budget_is_not_kept(monkeypatch):
     import privsyn_core as ps
     from pages._support import runs

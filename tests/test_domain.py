@@ -220,3 +220,17 @@ def test_typed_accessors_narrow_by_kind():
         num.category_list
     with pytest.raises(SchemaError, match="'c' is categorical: it has no numeric bounds"):
         cat.bounds
+
+
+def test_check_frame_keeps_the_named_columns_in_their_order_and_never_the_callers_table():
+    from privsyn_core.data.domain import check_frame
+
+    table = pd.DataFrame({"a": [1.0, 2.0], "b": ["x", "y"], "c": [3, 4]})
+    before = table.copy()
+    for names in (["a", "b", "c"], ["c", "a", "b"], ["b"]):
+        out = check_frame(table, names)
+        pd.testing.assert_frame_equal(out, table[names])
+        assert out is not table
+        out.loc[0, names[0]] = None
+        out["added"] = 0
+    pd.testing.assert_frame_equal(table, before)

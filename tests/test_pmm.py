@@ -24,10 +24,12 @@ from privsyn_core.mechanisms.hvz23.pmm_tree import (
     accuracy_bound,
     bound_opt_depth,
     consistency,
+    cuts_per_axis,
     flux,
     leaf_counts,
     leaf_ids,
     level_boxes,
+    level_corners,
     level_delta,
     level_diameter,
     noise_plan,
@@ -83,6 +85,24 @@ def test_level_geometry_matches_eq_4_1():
             assert level_delta(j, d) == diam.sum()
             assert np.isclose(np.prod(hi - lo, axis=1).sum(), 1.0)  # the cells tile the cube
     assert level_delta(-1, 3) == level_delta(0, 3) == 1.0
+
+
+def test_kept_level_boxes_are_the_boxes_of_their_own_level_and_dimension_read_only_and_bounded(monkeypatch):
+    from privsyn_core.mechanisms.hvz23 import pmm_tree
+
+    monkeypatch.setattr(pmm_tree, "_kept_boxes", type(pmm_tree._kept_boxes)())
+    monkeypatch.setattr(pmm_tree, "LEVEL_BOXES_KEPT_BYTES", 2 * 2**10 * 3 * 8 * 2)  # two levels of 2^10 cells, d = 3
+    for _ in range(2):  # computed, then kept
+        for j, d in [(10, 3), (10, 2), (3, 3), (10, 3), (12, 3), (0, 1)]:
+            side = 2.0 ** -cuts_per_axis(j, d).astype(float)
+            lo, hi = level_boxes(j, d)
+            np.testing.assert_array_equal(lo, level_corners(j, d) * side)
+            np.testing.assert_array_equal(hi, (level_corners(j, d) + 1) * side)
+            assert lo.shape == (2 ** j, d) and not lo.flags.writeable and not hi.flags.writeable
+            held = sum(a.nbytes + b.nbytes for a, b in pmm_tree._kept_boxes.values())
+            assert held <= pmm_tree.LEVEL_BOXES_KEPT_BYTES
+    assert (12, 3) not in pmm_tree._kept_boxes, "larger than the whole bound: returned, not kept"
+    assert level_boxes(10, 2) is level_boxes(10, 2) and level_boxes(10, 2)[0] is not level_boxes(10, 3)[0]
 
 
 def test_every_level_is_the_pairwise_sum_of_its_children():

@@ -169,3 +169,22 @@ def test_a_reload_restores_the_typed_schema_and_the_chosen_columns_with_the_uplo
     other.radio(key="w_source").set_value("Upload a CSV").run()
     other.file_uploader[0].set_value(("again.csv", raw, "text/csv")).run()
     assert not other.exception and other.session_state["schema_entries"] == {}
+
+
+def test_the_tables_are_made_once_per_database_file_and_again_when_it_is_gone(monkeypatch, tmp_path):
+    scripts = []
+    real = uploads.sqlite3.connect
+
+    class Counting(uploads.sqlite3.Connection):
+        def executescript(self, script):
+            scripts.append(script)
+            return super().executescript(script)
+
+    monkeypatch.setattr(uploads.sqlite3, "connect", lambda *a, **kw: real(*a, factory=Counting, **kw))
+    monkeypatch.setenv("PRIVSYN_DATA_DIR", str(tmp_path / "first"))
+    token = uploads.save(csv(5), "x.csv")
+    assert uploads.load(str(token)) is not None and uploads.kept_bytes() > 0 and len(scripts) == 1
+    (uploads.folder() / "uploads.sqlite").unlink()  # deleted under a running server: made again, not assumed
+    assert uploads.load(str(token)) is None and uploads.save(csv(6), "y.csv") is not None and len(scripts) == 2
+    monkeypatch.setenv("PRIVSYN_DATA_DIR", str(tmp_path / "second"))  # another folder: its own tables
+    assert uploads.kept_bytes() == 0 and len(scripts) == 3

@@ -82,8 +82,8 @@ def run_view(result: ps.SynthResult, key: dict, metrics: dict | None = None) -> 
     if found is not None and found["result"] is result:
         return found
     run_report = report_builder(result, key)
-    report_metrics = metrics_on_demand(result, metrics)
     inputs = stakeholder_inputs(result)
+    report_metrics = metrics_on_demand(result, metrics, inputs["real"])
 
     def json_report() -> str:
         return json.dumps(run_report(metrics=report_metrics(), extra_ledger=ledger_rows(did)), indent=1,
@@ -147,20 +147,25 @@ def report_builder(result: ps.SynthResult, key: dict):
                               data_sha256=None if release else st.session_state.data["sha256"])
 
     def run_report(**kwargs: Any) -> dict[str, Any]:
-        """The report; the ledger is read when it is built (every spend unless ``extra_ledger`` is given)."""
-        return build(**{"extra_ledger": ledger_rows(did), **kwargs})
+        """The report; the ledger is read when it is built (every spend unless ``extra_ledger`` is given: the page
+        passes its tail, and the whole ledger, which grows with every run, is then not read at all)."""
+        if "extra_ledger" not in kwargs:
+            kwargs["extra_ledger"] = ledger_rows(did)
+        return build(**kwargs)
 
     return run_report
 
 
-def metrics_on_demand(result: ps.SynthResult, metrics: dict | None):
+def metrics_on_demand(result: ps.SynthResult, metrics: dict | None, real: pd.DataFrame | None):
     """A function returning the run's metrics (``None`` in release mode), evaluated at most once, on first call.
 
     Its inputs are gathered now: it runs later, on a download click, in a thread without the script's session.
+    ``real`` is :func:`~pages._support.data_state.real_of` the run (as :func:`stakeholder_inputs` gathered it),
+    unused when ``metrics`` are given or in release mode.
     """
-    if metrics is not None or release_mode():
+    if metrics is not None or release_mode() or real is None:
         return lambda: metrics
-    real, synthetic, schema = real_of(result), result.data, ps.Schema.from_dict(result.schema)
+    synthetic, schema = result.data, ps.Schema.from_dict(result.schema)
     target = shared.tstr_target()
     target = target if target in schema.names else None
     return functools.cache(lambda: report.evaluate_subsampled(real, synthetic, schema, target=target))

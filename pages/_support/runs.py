@@ -48,7 +48,7 @@ def result_bytes(value: Any) -> int:
     if isinstance(value, np.ndarray):
         return int(value.nbytes)
     if isinstance(value, pd.DataFrame):
-        return int(value.memory_usage(deep=True).sum())
+        return table_cache.table_bytes(value)
     if isinstance(value, dict):
         return sum(result_bytes(v) for v in value.values())
     if isinstance(value, (list, tuple)):
@@ -69,8 +69,7 @@ def _cached_run(key_json: str, frame: pd.DataFrame) -> ps.SynthResult:
     result = _frozen(ps.synthesize(frame, key["mechanism"], key["epsilon"], schema=key["schema"],
                                    neighbouring=key["neighbouring"], n_synthetic=key["n_synthetic"],
                                    rng=key["seed"], **key["params"]))
-    if RUNS.fits(result)[0]:
-        RUNS.put(key_json, result)
+    RUNS.keep_if_fits(key_json, result)
     return result
 
 

@@ -72,10 +72,18 @@ def folder() -> Path:
     return path
 
 
+#: Upload databases whose tables this process has created (the schema script runs once per file, not per call).
+_READY: set[str] = set()
+
+
 def _connect() -> sqlite3.Connection:
-    connection = sqlite3.connect(folder() / "uploads.sqlite", timeout=10)
+    file = folder() / "uploads.sqlite"
+    ready = str(file) in _READY and file.exists()
+    connection = sqlite3.connect(file, timeout=10)
     connection.row_factory = sqlite3.Row
-    connection.executescript(SCHEMA)
+    if not ready:
+        connection.executescript(SCHEMA)
+        _READY.add(str(file))
     return connection
 
 

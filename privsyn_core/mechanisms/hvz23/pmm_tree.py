@@ -25,6 +25,8 @@ References
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -126,11 +128,39 @@ def leaf_corner_tables(r: int, d: int, dtype: type = float) -> tuple[int, list[t
     return k, tables
 
 
+#: Bytes of cell boxes :func:`level_boxes` keeps (every level up to ``2^18`` cells in two dimensions takes 16 MB).
+LEVEL_BOXES_KEPT_BYTES = 32 * 2**20
+_kept_boxes: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+_kept_boxes_lock = threading.Lock()
+
+
 def level_boxes(j: int, d: int) -> tuple[np.ndarray, np.ndarray]:
-    """Lower and upper corners ``(2^j, d)`` of the level-``j`` cells in unit coordinates."""
+    """Lower and upper corners ``(2^j, d)`` of the level-``j`` cells in unit coordinates (read-only arrays).
+
+    A pure function of ``(j, d)``, asked for every level of every PMM run (its diagnostics) and every figure of
+    one: the most recently used boxes are kept per process, up to :data:`LEVEL_BOXES_KEPT_BYTES` in all, and
+    shared by the results that hold them (hence read-only).
+    """
+    key = (int(j), int(d))
+    with _kept_boxes_lock:
+        found = _kept_boxes.get(key)
+        if found is not None:
+            _kept_boxes.move_to_end(key)
+            return found
     side = 2.0 ** -cuts_per_axis(j, d).astype(float)
     corners = level_corners(j, d)
-    return corners * side, (corners + 1) * side
+    boxes = corners * side, (corners + 1) * side
+    for corner in boxes:
+        corner.flags.writeable = False
+    size = boxes[0].nbytes + boxes[1].nbytes
+    if size <= LEVEL_BOXES_KEPT_BYTES:
+        with _kept_boxes_lock:
+            _kept_boxes[key] = boxes
+            held = sum(lo.nbytes + hi.nbytes for lo, hi in _kept_boxes.values())
+            while held > LEVEL_BOXES_KEPT_BYTES:
+                _, (lo, hi) = _kept_boxes.popitem(last=False)
+                held -= lo.nbytes + hi.nbytes
+    return boxes
 
 
 #: Rows per chunk when computing cell ids (the float and integer scratch stay in the CPU caches).

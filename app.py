@@ -24,7 +24,7 @@ PAGES = [
 
 st.session_state[ui.ENTRYPOINT_FLAG] = True
 try:
-    with ui.one_ledger_connection():  # the page and the sidebar read the ledger a dozen times
+    with ui.run_slot(), ui.one_ledger_connection():  # a bounded number of runs at once; one ledger connection
         page = st.navigation(PAGES)
         with ui.user_errors():
             ui.init_state()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from privsyn_core.reporting import report
 
+from ._support.admission import run_slot
 from ._support.data_state import (
     DEFAULT_SAMPLE,
     MAX_UPLOAD_MB,
@@ -104,7 +105,7 @@ __all__ = [
     # schema
     "estimate_dp_bounds", "propose_from_data", "schema",
     # ledger
-    "one_ledger_connection",
+    "one_ledger_connection", "run_slot",
     # runs
     "evaluate_result", "evaluation", "execute", "run_key",
     # sidebar

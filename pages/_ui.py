@@ -8,6 +8,7 @@ A facade: every name is defined once in a support module with one job, and re-ex
 * :mod:`pages._support.schema_state`: the public schema, proposed from the data or estimated with DP bounds;
 * :mod:`pages._support.runs`: runs and metrics, cached by a run's JSON key, recorded in the ledger;
 * :mod:`pages._support.ledger`: the privacy ledger in SQLite, one connection per script run (``one_ledger_connection``);
+* :mod:`pages._support.admission`: at most ``PRIVSYN_RUN_SLOTS`` script runs at once (``run_slot``);
 * :mod:`pages._support.sidebar`: the mode switch, the current data and the privacy ledger;
 * :mod:`pages._support.widgets`: parameter widgets, memory caps, epsilon in words, shared page helpers;
 * :mod:`pages._support.downloads`: the CSV and report downloads, built only on a click.
@@ -104,7 +105,7 @@ __all__ = [
     "restore_schema", "set_data", "table", "unit_real",
     # schema
     "estimate_dp_bounds", "propose_from_data", "schema",
-    # ledger
+    # ledger and admission
     "one_ledger_connection", "run_slot",
     # runs
     "evaluate_result", "evaluation", "execute", "run_key",

@@ -16,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 import privsyn_core as ps
+from privsyn_core.data.domain import select_columns
 from privsyn_core.data.io import read_csv
 from privsyn_core.reporting import report
 
@@ -180,18 +181,7 @@ def frame() -> pd.DataFrame:
     chosen = columns()
     if not chosen:
         raise ps.DataError("choose at least one column on the Data page")
-    return select(table(), chosen)
-
-
-def select(table: pd.DataFrame, names: list[str]) -> pd.DataFrame:
-    """``table[names]``: a new table sharing the columns' data (copy-on-write), safe to change.
-
-    When ``names`` are all the table's columns in their order (the usual case: a table just loaded), a shallow
-    copy gives the same table without pandas' label lookups (0.01 ms instead of 0.3 ms, twice per run).
-    """
-    if names == table.columns.tolist():
-        return table.copy(deep=False)
-    return table[names]
+    return select_columns(table(), chosen)
 
 
 def data_id() -> str:
@@ -202,7 +192,7 @@ def data_id() -> str:
 
 def real_of(result: ps.SynthResult) -> pd.DataFrame:
     """The real columns a run used (teaching only), whatever the Data page has chosen since."""
-    return select(table(), [c["name"] for c in result.schema["columns"]])
+    return select_columns(table(), [c["name"] for c in result.schema["columns"]])
 
 
 def unit_real(result: ps.SynthResult) -> np.ndarray:

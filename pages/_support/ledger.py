@@ -63,18 +63,20 @@ def path() -> Path:
     return file
 
 
-#: Ledger files whose tables this process has created (a page reads the ledger several times per rerun).
+#: SQLite files (the ledger, the uploads' index) whose tables this process has created.
 _READY: set[str] = set()
 
 
-def _connect(file: Path) -> sqlite3.Connection:
+def open_database(file: Path, schema: str) -> sqlite3.Connection:
+    """A connection to an SQLite file (rows by name, 10 s busy timeout) whose tables are created by ``schema`` once
+    per file and process, and again when the file is gone (a page opens the ledger several times per rerun)."""
     ready = str(file) in _READY and file.exists()
     if not ready:
-        file = path()  # makes the folder
+        file.parent.mkdir(parents=True, exist_ok=True)
     connection = sqlite3.connect(file, timeout=10)
     connection.row_factory = sqlite3.Row
     if not ready:
-        connection.executescript(SCHEMA)
+        connection.executescript(schema)
         _READY.add(str(file))
     return connection
 
@@ -113,7 +115,7 @@ class _Scope:
         """The block's connection to ``file`` (a new one when the data folder changed since the last call)."""
         if self.db is None or self.file != file:
             self.close()
-            self.db, self.file = _connect(file), file
+            self.db, self.file = open_database(file, SCHEMA), file
         return self.db
 
     def close(self) -> None:
@@ -130,7 +132,7 @@ def _database() -> Iterator[sqlite3.Connection]:
     if scope is not None:
         yield scope.connection(_file())
         return
-    with closing(_connect(_file())) as db:
+    with closing(open_database(_file(), SCHEMA)) as db:
         yield db
 
 

@@ -72,19 +72,9 @@ def folder() -> Path:
     return path
 
 
-#: Upload databases whose tables this process has created (the schema script runs once per file, not per call).
-_READY: set[str] = set()
-
-
 def _connect() -> sqlite3.Connection:
-    file = folder() / "uploads.sqlite"
-    ready = str(file) in _READY and file.exists()
-    connection = sqlite3.connect(file, timeout=10)
-    connection.row_factory = sqlite3.Row
-    if not ready:
-        connection.executescript(SCHEMA)
-        _READY.add(str(file))
-    return connection
+    """A connection to the uploads' index (its tables created once per file and process)."""
+    return ledger.open_database(folder() / "uploads.sqlite", SCHEMA)
 
 
 def _file(sha: str) -> Path:

@@ -524,6 +524,17 @@ def _category_dtype(values: np.ndarray) -> Any:
     return values.dtype if values.dtype != object else pd.Series(values).dtype
 
 
+def select_columns(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """``df[names]``: a new table sharing the columns' data (copy-on-write), safe to change.
+
+    When ``names`` are all the table's columns in their order (the usual case), a shallow copy gives the same
+    table without pandas' label lookups (0.01 ms instead of 0.3 ms a call).
+    """
+    if names == df.columns.tolist():
+        return df.copy(deep=False)
+    return df[names]
+
+
 def check_frame(df: pd.DataFrame, columns: Sequence[str] | None) -> pd.DataFrame:
     """``df`` (a DataFrame with unique column names) restricted to ``columns``; a one-line :class:`DataError`
     otherwise.  Shared by the schema's encoder and the Boolean codec."""
@@ -536,9 +547,7 @@ def check_frame(df: pd.DataFrame, columns: Sequence[str] | None) -> pd.DataFrame
         missing = [c for c in columns if c not in df.columns]
         if missing:
             raise DataError(f"unknown column(s) {missing}; the table has {list(map(str, df.columns))}")
-        names = list(columns)
-        # every column in order (the usual case): the same table without pandas' label lookups (0.3 ms a call)
-        df = df.copy(deep=False) if names == df.columns.tolist() else df[names]
+        df = select_columns(df, list(columns))
     if df.shape[1] == 0:
         raise DataError("the table has no columns")
     if len(df) == 0:

@@ -117,13 +117,13 @@ def certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric: str, 
     width = span / k
     cell = np.clip(np.floor((P - lo) / width), 0, k - 1).astype(np.int64)
     fine = max(1, round(LOWER_REFINEMENT * k))
-    lower_end = delayed(_lower)(P, lo, span / fine, fine, supply, scale, scale * span / fine)
-    upper_end = delayed(_upper_end)(atoms, P, lo, width, k, cell, supply, scale, metric, neighbours)
+    lower_args = (P, lo, span / fine, fine, supply, scale, scale * span / fine)
+    upper_args = (atoms, P, lo, width, k, cell, supply, scale, metric, neighbours)
     if len(atoms) >= PARALLEL_MIN_ATOMS and not current_process().daemon:  # OR-tools holds the GIL: processes
-        (lower, grid_value, quantisation), upper = Parallel(n_jobs=2)([lower_end, upper_end])
+        (lower, grid_value, quantisation), upper = Parallel(n_jobs=2)([delayed(_lower)(*lower_args),
+                                                                       delayed(_upper_end)(*upper_args)])
     else:
-        (lower, grid_value, quantisation), upper = (call(*args, **kwargs) for call, args, kwargs in (lower_end,
-                                                                                                     upper_end))
+        (lower, grid_value, quantisation), upper = _lower(*lower_args), _upper_end(*upper_args)
     low, high = max(lower, grid_value - quantisation, 0.0) / unit, min(upper, grid_value + quantisation) / unit
     return low * (1 - _MARGIN_REL), high * (1 + _MARGIN_REL)  # floating-point sums: relative error ~1e-15
 
@@ -209,7 +209,7 @@ def _match_mutual_nearest(atoms: np.ndarray, supply: np.ndarray, metric: str) ->
     flow then carries ``supply - matched``) and its exact cost (mass units x rho). A coupling of the matched
     part and a coupling of the rest add up to a coupling of ``mu`` and ``nu``, so the upper end stays certified
     whatever is matched here; it stays close to the optimum because short mutual nearest pairs are almost
-    always matched by an optimal coupling (measured at 10^5 vs 10^5 in docs/benchmarks.md), and it shrinks the
+    always matched by an optimal coupling (measured at 10^5 vs 10^5 in docs/evaluation.md), and it shrinks the
     flow problem by about half.
     """
     matched = np.zeros_like(supply)

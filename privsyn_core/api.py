@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,18 +17,23 @@ from privsyn_core.data.codec import Codec, stage_params as codec_stage_params
 from privsyn_core.data.domain import Schema, as_frame
 from privsyn_core.engine.pipeline import PublicSize, assemble, check_width, public_size
 from privsyn_core.engine.resources import check_rows
-from privsyn_core.errors import DataError, SchemaError
+from privsyn_core.errors import DataError, ParameterError, SchemaError
+from privsyn_core.privacy import budget
 from privsyn_core.privacy.noise import RandomLike, resolve_rng
 from privsyn_core.registry import MechanismSpec, get_mechanism
 from privsyn_core.result import MechanismOutput, SynthResult
 from privsyn_core.validation import MAX_SYNTHETIC_ROWS, check_count, check_epsilon, check_neighbouring, check_public_n
+
+#: What ``ledger=`` takes: a ledger, the path of its file, or ``None`` (nothing recorded).
+LedgerLike = budget.PrivacyLedger | str | os.PathLike[str] | None
 
 __all__ = ["synthesize", "synthesize_chunks", "check_epsilon", "MAX_SYNTHETIC_ROWS"]
 
 
 def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | dict | None = None,
                neighbouring: str = "replace", n_synthetic: int | None = None, rng: RandomLike = None,
-               public_n: int | None = None, **params: Any) -> SynthResult:
+               public_n: int | None = None, ledger: LedgerLike = None, dataset: str | None = None,
+               **params: Any) -> SynthResult:
     """Release a differentially private synthetic version of ``data``.
 
     Parameters
@@ -56,6 +64,16 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
         every rule that needs one (layouts, normalisers, default output sizes).  Without it, a
         mechanism that reads ``n`` gets a noisy count released as its own ledger stage
         (:mod:`privsyn_core.engine.pipeline`).
+    ledger : PrivacyLedger, path or None
+        The persistent privacy ledger (:class:`~privsyn_core.privacy.budget.PrivacyLedger`, or its file) that
+        counts this release against the dataset's budget: the epsilon is reserved, in one transaction that
+        checks the budget, after the input is validated and encoded and before the mechanism draws anything
+        (:class:`~privsyn_core.privacy.budget.BudgetExceeded` when it would exceed the budget).  A run that
+        fails once the mechanism has started stays counted.  ``None`` (the default) records nothing.
+    dataset : str, optional
+        The dataset's identity in the ledger.  Default: the SHA-256 of the table's content
+        (:func:`~privsyn_core.privacy.budget.dataset_id`); name it yourself when you release on versions of a
+        table that changes (required for a Dask DataFrame).
     **params
         Mechanism parameters (see ``MechanismSpec.params``).
 
@@ -67,9 +85,14 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
     request = _request(mechanism, epsilon, neighbouring, public_n, n_synthetic, params)
     from privsyn_core.engine import dask_backend
     if dask_backend.is_dask_frame(data):
+        if ledger is not None and dataset is None:
+            raise ParameterError("a Dask DataFrame released against a ledger needs dataset='<its name>' (its "
+                                 "content is not hashed: that would read every partition once more)")
+        guard = _BudgetGuard.of(ledger, dataset, request, rng, content=None)
         return dask_backend.synthesize_dask(data, request.spec, request.epsilon, schema=schema,
                                             neighbouring=request.neighbouring, n_synthetic=request.n_synthetic,
-                                            rng=rng, params=request.resolved, public_n=request.public_n)
+                                            rng=rng, params=request.resolved, public_n=request.public_n,
+                                            before_noise=guard)
     from privsyn_core.validation import resolve_schema
     frame = as_frame(data)
     schema = resolve_schema(schema, frame)
@@ -78,12 +101,14 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
         unit, clipped = codec.encode(frame)
         return unit, clipped, [str(c) for c in frame.columns]
 
-    return _release(request, schema, encode, rng)
+    content = budget.dataset_id(frame) if ledger is not None else None
+    return _release(request, schema, encode, rng, _BudgetGuard.of(ledger, dataset or content, request, rng, content))
 
 
 def synthesize_chunks(chunks: Iterable[pd.DataFrame], mechanism: str, epsilon: float, *, schema: Schema | dict,
                       capacity: int = 0, neighbouring: str = "replace", n_synthetic: int | None = None,
-                      rng: RandomLike = None, public_n: int | None = None, **params: Any) -> SynthResult:
+                      rng: RandomLike = None, public_n: int | None = None, ledger: LedgerLike = None,
+                      dataset: str | None = None, content: str | None = None, **params: Any) -> SynthResult:
     """:func:`synthesize` on a table given as blocks of rows, never held whole (the CLI's large files).
 
     Each block is checked against the public ``schema`` and encoded (the codec maps each record on its
@@ -104,15 +129,24 @@ def synthesize_chunks(chunks: Iterable[pd.DataFrame], mechanism: str, epsilon: f
     capacity : int
         Rows to allocate before the first block (an upper bound such as
         :attr:`~privsyn_core.data.io.CsvChunks.max_rows` avoids any copy); ``0``: the first block's size.
+    dataset : str, optional
+        Required with a ``ledger``: the blocks are never held whole, so their content is not hashed here
+        (the CLI passes the input file's SHA-256, :func:`~privsyn_core.privacy.budget.file_id`).
+    content : str, optional
+        The content's identity when ``dataset`` is a name (lets a seeded run already in the ledger spend
+        nothing new: the same seed on the same content gives the same output).
     **others
         As for :func:`synthesize`.
     """
+    if ledger is not None and dataset is None:
+        raise ParameterError("synthesize_chunks with a ledger needs dataset= (for a file: budget.file_id(path))")
     request = _request(mechanism, epsilon, neighbouring, public_n, n_synthetic, params)
     if not isinstance(schema, (Schema, dict)):
         raise SchemaError(f"synthesize_chunks needs a public schema (a Schema or a dict), got {type(schema).__name__}; "
                           "to propose one from the data, read the whole table and call synthesize")
     schema = Schema.from_dict(schema) if isinstance(schema, dict) else schema
-    return _release(request, schema, lambda codec: _encode_chunks(codec, chunks, capacity), rng)
+    guard = _BudgetGuard.of(ledger, dataset, request, rng, content)
+    return _release(request, schema, lambda codec: _encode_chunks(codec, chunks, capacity), rng, guard)
 
 
 @dataclass(frozen=True)
@@ -141,11 +175,43 @@ def _request(mechanism: str, epsilon: float, neighbouring: str, public_n: int | 
 Encoder = Callable[[Codec], tuple[np.ndarray, dict[str, int], list[str]]]
 
 
-def _release(request: _Request, schema: Schema, encode: Encoder, rng: RandomLike) -> SynthResult:
+class _BudgetGuard:
+    """The ledger's reservation of one release, taken when called: after the input is checked and encoded, before
+    the mechanism draws anything (:meth:`~privsyn_core.privacy.budget.PrivacyLedger.reserve`)."""
+
+    def __init__(self, ledger: budget.PrivacyLedger, dataset: str, request: _Request, run_key: str | None) -> None:
+        self.ledger, self.dataset, self.request, self.run_key = ledger, dataset, request, run_key
+
+    @classmethod
+    def of(cls, ledger: LedgerLike, dataset: str | None, request: _Request, rng: RandomLike,
+           content: str | None) -> Callable[[Schema], AbstractContextManager[object]]:
+        """A reservation factory (a no-op without a ledger)."""
+        if ledger is None:
+            return lambda schema: nullcontext()
+        assert dataset is not None
+        store = ledger if isinstance(ledger, budget.PrivacyLedger) else budget.PrivacyLedger(ledger)
+        seed = int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
+        key = None if seed is None or content is None else json.dumps(
+            [content, request.spec.name, request.epsilon, request.neighbouring, request.public_n,
+             request.n_synthetic, seed, {k: repr(v) for k, v in request.resolved.items()}], sort_keys=True)
+        return cls(store, dataset, request, key)
+
+    def __call__(self, schema: Schema) -> budget.Reservation:
+        request = self.request
+        return self.ledger.reserve(self.dataset, request.epsilon, relation=request.neighbouring,
+                                   mechanism=request.spec.name, label=request.spec.name,
+                                   private=request.spec.is_private and schema.dp_valid,
+                                   run_key=None if self.run_key is None else self.run_key + json.dumps(schema.to_dict(),
+                                                                                                    sort_keys=True))
+
+
+def _release(request: _Request, schema: Schema, encode: Encoder, rng: RandomLike,
+             guard: Callable[[Schema], AbstractContextManager[object]]) -> SynthResult:
     """Steps 1-4 of :mod:`privsyn_core.engine.pipeline` on records that ``encode`` turns into the unit cube.
 
     ``encode(codec)`` returns the encoded records, the clip counts per column and the input's column names.
     The encoding is dropped before decoding, so it and the decoded table are never held together.
+    ``guard(schema)`` reserves the release's epsilon in the ledger around the mechanism and the decoding.
     """
     spec = request.spec
     codec: Codec = spec.codec(schema) if spec.codec else schema
@@ -156,14 +222,16 @@ def _release(request: _Request, schema: Schema, encode: Encoder, rng: RandomLike
     start = time.perf_counter()
     unit, clipped, columns = encode(codec)
     timings = {"encode": time.perf_counter() - start}
-    out, size = _run(spec, codec, unit, epsilon=request.epsilon, neighbouring=request.neighbouring,
-                     n_synthetic=request.n_synthetic, generator=generator, public_n=request.public_n,
-                     resolved=request.resolved, timings=timings)
-    n_records = len(unit)
-    del unit
-    return _finish(spec, codec, schema, out, size, epsilon=request.epsilon, neighbouring=request.neighbouring,
-                   n_synthetic=request.n_synthetic, seed=seed, resolved=request.resolved, clipped=clipped,
-                   n_records=n_records, timings=timings, left_out=[c for c in columns if c not in schema.names])
+    check_width(spec, unit.shape[1])
+    with guard(schema):
+        out, size = _run(spec, codec, unit, epsilon=request.epsilon, neighbouring=request.neighbouring,
+                         n_synthetic=request.n_synthetic, generator=generator, public_n=request.public_n,
+                         resolved=request.resolved, timings=timings)
+        n_records = len(unit)
+        del unit
+        return _finish(spec, codec, schema, out, size, epsilon=request.epsilon, neighbouring=request.neighbouring,
+                       n_synthetic=request.n_synthetic, seed=seed, resolved=request.resolved, clipped=clipped,
+                       n_records=n_records, timings=timings, left_out=[c for c in columns if c not in schema.names])
 
 
 def _encode_chunks(codec: Codec, chunks: Iterable[pd.DataFrame],
@@ -202,7 +270,6 @@ def _run(spec: MechanismSpec, codec: Codec, unit: np.ndarray, *, epsilon: float,
          n_synthetic: int | None, generator: np.random.Generator, public_n: int | None, resolved: dict[str, Any],
          timings: dict[str, float]) -> tuple[MechanismOutput, PublicSize]:
     """Steps 1-2 of :mod:`privsyn_core.engine.pipeline` on the encoded records: the public size, the mechanism."""
-    check_width(spec, unit.shape[1])
     size = public_size(spec, resolved, len(unit), epsilon, neighbouring, public_n, generator)
     start = time.perf_counter()
     stage_params = codec_stage_params(codec)  # public facts of the schema (e.g. category counts)

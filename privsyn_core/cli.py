@@ -1,4 +1,8 @@
-"""Command line: ``python -m privsyn_core mechanisms | synth | evaluate | audit``.
+"""Command line: ``python -m privsyn_core mechanisms | synth | evaluate | audit | budget``.
+
+``synth`` counts every release in the persistent privacy ledger (:mod:`privsyn_core.privacy.budget`; ``--ledger``,
+default :func:`~privsyn_core.privacy.budget.default_path`) before any output is written, and is refused when the
+release would exceed the dataset's budget.  The budget is the operator's: ``budget init | set | show``.
 
 Bad input, including a bad command line, ends with a one-line error naming the problem and
 exit status 2, never a traceback.  With ``--schema``, ``synth`` reads its input in blocks of rows
@@ -27,6 +31,7 @@ from privsyn_core.api import synthesize, synthesize_chunks
 from privsyn_core.data.domain import Schema
 from privsyn_core.data.io import atomic_open, iter_csv, read_csv, read_schema, write_csv
 from privsyn_core.errors import OutputError, PrivsynError
+from privsyn_core.privacy import budget
 from privsyn_core.registry import get_mechanism, list_mechanisms
 
 EXIT_USAGE = 2
@@ -45,7 +50,7 @@ class Terminated(BaseException):
 def main(argv: Sequence[str] | None = None) -> int:
     with _signals_as_exceptions():
         try:
-            args = _parser().parse_args(argv)
+            args = _parser().parse_args(_numbers_attached(sys.argv[1:] if argv is None else list(argv)))
             return args.handler(args)
         except (PrivsynError, OSError, json.JSONDecodeError) as exc:
             print(f"error: {_one_line(exc)}", file=sys.stderr)
@@ -116,6 +121,7 @@ def _parser() -> argparse.ArgumentParser:
     synth.add_argument("--report", type=Path, help="also write the release's JSON metadata (ledger, parameters, "
                                                    "schema): safe to publish with the rows")
     synth.add_argument("--force", action="store_true", help="overwrite the output and report files if they exist")
+    _ledger_options(synth)
     synth.set_defaults(handler=_cmd_synth)
 
     ev = sub.add_parser("evaluate", help="compare a synthetic CSV with the real one")
@@ -140,7 +146,53 @@ def _parser() -> argparse.ArgumentParser:
     aud.add_argument("--seed", type=int, default=0)
     aud.add_argument("--json", action="store_true", help="print JSON")
     aud.set_defaults(handler=_cmd_audit)
+
+    bud = sub.add_parser("budget", help="the operator's privacy budget per dataset: init | set | show")
+    bud_sub = bud.add_subparsers(dest="budget_command", required=True)
+    init = bud_sub.add_parser("init", help="create a new, empty privacy ledger")
+    init.add_argument("--ledger", type=Path, help=f"the ledger's file (default: {_default_ledger_words()})")
+    init.add_argument("--force", action="store_true", help="replace an existing ledger (forgets every spend in it)")
+    init.set_defaults(handler=_cmd_budget_init)
+    bset = bud_sub.add_parser("set", help="set a dataset's budget (total epsilon of every release on it)")
+    bset.add_argument("data", type=Path, help="the dataset's CSV file (identified by its content)")
+    bset.add_argument("epsilon", help="the total epsilon, or 'none' to remove the dataset's own budget")
+    _ledger_options(bset)
+    bset.set_defaults(handler=_cmd_budget_set)
+    show = bud_sub.add_parser("show", help="a dataset's budget, totals per relation and last releases")
+    show.add_argument("data", type=Path, help="the dataset's CSV file (identified by its content)")
+    show.add_argument("--last", type=int, default=10, help="how many of the last releases to list (default 10)")
+    show.add_argument("--json", action="store_true", help="print JSON")
+    _ledger_options(show)
+    show.set_defaults(handler=_cmd_budget_show)
     return parser
+
+
+def _default_ledger_words() -> str:
+    return "$PRIVSYN_LEDGER, else $PRIVSYN_DATA_DIR/ledger.sqlite, else ~/.local/share/privsyn/ledger.sqlite"
+
+
+def _ledger_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ledger", type=Path, help=f"the privacy ledger's file (default: {_default_ledger_words()})")
+    parser.add_argument("--dataset", help="the dataset's name in the ledger (default: the SHA-256 of the input "
+                                          "file's bytes); name versions of a changing table alike")
+
+
+#: Options whose value may look like an option to argparse (``--epsilon -inf``, ``--epsilon -1``).
+_NUMERIC_OPTIONS = frozenset({"--epsilon", "--confidence", "--noise-factor"})
+
+
+def _numbers_attached(argv: list[str]) -> list[str]:
+    """``--epsilon -inf`` as ``--epsilon=-inf``: argparse takes a value starting with ``-`` for an option unless
+    it looks like a plain negative number, and would say "expected one argument" instead of naming the value."""
+    out: list[str] = []
+    tokens = iter(argv)
+    for token in tokens:
+        if token in _NUMERIC_OPTIONS:
+            value = next(tokens, None)
+            out.append(token if value is None else f"{token}={value}")
+        else:
+            out.append(token)
+    return out
 
 
 def _number(name: str):
@@ -174,18 +226,32 @@ def _spec_dict(spec) -> dict[str, Any]:
                        for k, p in spec.params.items()}}
 
 
+#: Options of ``synth`` that ``--param`` must not set (a mechanism parameter of the same name would be ignored).
+_OPTIONS_NOT_PARAMS = {"epsilon": "--epsilon", "schema": "--schema", "mechanism": "--mechanism",
+                       "neighbouring": "--neighbouring", "n_synthetic": "--n-synthetic", "rng": "--seed",
+                       "seed": "--seed", "public_n": "--public-n", "ledger": "--ledger", "dataset": "--dataset",
+                       "content": "--dataset", "capacity": "(not an option)"}
+
+
 def _cmd_synth(args: argparse.Namespace) -> int:
     _check_outputs([args.output, args.report], [args.input, args.schema], force=args.force)
     params: dict[str, Any] = dict(_split_param(p) for p in args.param)
+    for key in params:
+        if key in _OPTIONS_NOT_PARAMS:
+            raise UsageError(f"--param {key}=... is not a mechanism parameter; use {_OPTIONS_NOT_PARAMS[key]}")
+    get_mechanism(args.mechanism)  # an unknown name is named before the input is hashed
+    content = budget.file_id(args.input)
+    ledger = budget.PrivacyLedger(args.ledger)
     params.update(neighbouring=args.neighbouring, n_synthetic=args.n_synthetic, public_n=args.public_n,
-                  rng=_seed(args.seed))
+                  rng=_seed(args.seed), ledger=ledger, dataset=args.dataset or content)
     if args.schema is None:  # a schema proposed from the data needs the whole table
-        result = synthesize(read_csv(args.input), args.mechanism, args.epsilon, schema=None, **params)
+        table = read_csv(args.input)
+        result = synthesize(table, args.mechanism, args.epsilon, schema=None, **params)
     else:  # the file is read in blocks of rows, each encoded into the mechanism's array and dropped
         with iter_csv(args.input) as chunks:
             schema = read_schema(args.schema)
             result = synthesize_chunks(chunks, args.mechanism, args.epsilon, schema=schema, capacity=chunks.max_rows,
-                                       **params)
+                                       content=content, **params)
     release = result.release()
     # Both files are complete on disk before either is renamed into place; any failure removes both.
     with contextlib.ExitStack() as stack:
@@ -202,6 +268,52 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     print(f"wrote {release.n_synthetic} synthetic rows to {args.output} "
           f"({release.mechanism}, epsilon={release.epsilon:g}, {release.neighbouring}, "
           f"dp_valid={release.dp_valid}{seed})")
+    print(_budget_line(ledger, args.dataset or content))
+    return 0
+
+
+def _budget_line(ledger: budget.PrivacyLedger, dataset: str) -> str:
+    """The dataset's spent total and budget, as ``synth`` and ``budget show`` print them."""
+    spent, cap = ledger.spent(dataset), ledger.budget(dataset)
+    limit = f"of the budget {cap:g}" if cap is not None else "(no budget set: python -m privsyn_core budget set)"
+    return f"privacy ledger {ledger.path}: epsilon {spent:g} spent on this data {limit}"
+
+
+def _cmd_budget_init(args: argparse.Namespace) -> int:
+    ledger = budget.PrivacyLedger.create(args.ledger, replace=args.force)
+    print(f"created an empty privacy ledger at {ledger.path}")
+    return 0
+
+
+def _cmd_budget_set(args: argparse.Namespace) -> int:
+    ledger = budget.PrivacyLedger(args.ledger)
+    dataset = args.dataset or budget.file_id(args.data)
+    if args.epsilon.strip().lower() == "none":
+        ledger.set_budget(dataset, None)
+    else:
+        ledger.set_budget(dataset, _number("epsilon")(args.epsilon))
+    print(_budget_line(ledger, dataset))
+    return 0
+
+
+def _cmd_budget_show(args: argparse.Namespace) -> int:
+    ledger = budget.PrivacyLedger(args.ledger)
+    dataset = args.dataset or budget.file_id(args.data)
+    spends = ledger.spends(dataset, last=max(args.last, 0))
+    if args.json:
+        print(json.dumps({"ledger": str(ledger.path), "budget": ledger.budget(dataset),
+                          "budget_owner": ledger.budget_owner(dataset), "totals": ledger.totals(dataset),
+                          "releases": ledger.count(dataset), "last": [
+                              {"label": e.label, "mechanism": e.mechanism, "relation": e.relation,
+                               "epsilon": e.epsilon, "private": e.private, "status": e.status, "created": e.created}
+                              for e in spends]}, indent=2))
+        return 0
+    print(_budget_line(ledger, dataset))
+    for relation, total in ledger.totals(dataset).items():
+        print(f"  {relation}: epsilon {total:g}")
+    for e in spends:
+        kind = "" if e.private else "  [not private: outside the budget]"
+        print(f"  {e.created}  {e.label}  epsilon {e.epsilon:g}  {e.relation}  {e.status}{kind}")
     return 0
 
 

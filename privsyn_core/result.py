@@ -84,6 +84,9 @@ class SynthResult:
     seed : int or None
         The seed the caller passed explicitly (``None`` otherwise: the run drew from the secure
         generator, or from a caller's Generator).
+    floating_point_exposure : str or None
+        The mechanism's declaration (``MechanismSpec.floating_point_exposure``): ``None`` when every noise
+        draw is exact integer noise, else the continuous noise it samples in floating point.
     """
 
     data: pd.DataFrame
@@ -103,17 +106,29 @@ class SynthResult:
     warnings: list[str] = field(default_factory=list)
     release_params: dict[str, Any] = field(default_factory=dict)
     seed: int | None = None
+    floating_point_exposure: str | None = None
 
     def release(self) -> Release:
         """What may be published, and nothing else (see :class:`Release`)."""
         return Release(data=self.data, unit=self.unit, weights=self.weights, mechanism=self.mechanism,
                        epsilon=self.epsilon, ledger=list(self.ledger), neighbouring=self.neighbouring,
                        dp_valid=self.dp_valid, schema=self.schema, params=dict(self.release_params),
-                       warnings=tuple(self.warnings), seed=self.seed)
+                       warnings=tuple(self.warnings), seed=self.seed,
+                       floating_point_exposure=self.floating_point_exposure)
 
     def report(self) -> dict[str, Any]:
         """The release's JSON metadata (:meth:`Release.to_dict`): safe to publish with the rows."""
         return self.release().to_dict()
+
+
+def noise_statement(exposure: str | None) -> str:
+    """The release's floating-point exposure in one sentence (``Release.to_dict()["noise"]``, the reports)."""
+    if exposure is None:
+        return ("Exact integer noise: every noise draw of this release is discrete Laplace noise sampled with integer "
+                "arithmetic, so no floating-point noise reaches a released value.")
+    return (f"Floating-point exposure: the {exposure}. Floating-point noise can leak the input through the "
+            "low-order bits of released values (Mironov, CCS 2012); treat this release as a teaching or "
+            "low-stakes release.")
 
 
 #: Sentence every release made with an explicit seed carries.
@@ -144,6 +159,9 @@ class Release:
         As on :class:`SynthResult`, restricted to what may be published.
     seed : int or None
         The caller's explicit seed; a release made with one says that it replays the noise.
+    floating_point_exposure : str or None
+        ``None`` when every noise draw is exact integer noise; else the continuous noise the mechanism
+        samples in floating point (public: a property of the mechanism, never of the data).
     """
 
     data: pd.DataFrame
@@ -158,6 +176,7 @@ class Release:
     params: dict[str, Any]
     warnings: tuple[str, ...]
     seed: int | None = None
+    floating_point_exposure: str | None = None
 
     @property
     def n_synthetic(self) -> int:
@@ -177,4 +196,6 @@ class Release:
             "schema": self.schema,
             "n_synthetic": self.n_synthetic,
             "warnings": warnings,
+            "floating_point_exposure": self.floating_point_exposure,
+            "noise": noise_statement(self.floating_point_exposure),
         }

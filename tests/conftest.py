@@ -35,6 +35,8 @@ def _module_ledger(tmp_path_factory):
 def _fresh_ledger(monkeypatch, tmp_path):
     """Every test starts with an empty persistent ledger (the app's SQLite store, PRIVSYN_DATA_DIR)."""
     monkeypatch.setenv("PRIVSYN_DATA_DIR", str(tmp_path / "app-data"))
+    monkeypatch.delenv("PRIVSYN_LEDGER", raising=False)  # the library's and the CLI's ledger follow the data folder
+    monkeypatch.delenv("PRIVSYN_BUDGET", raising=False)
 
 
 #: The seed of the ``rng`` fixture: fixed, so a statistical test fails the same way every time it fails.

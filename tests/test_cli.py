@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from privsyn_core.cli import main
+from privsyn_core.privacy import budget
 from privsyn_core.data.io import atomic_open, atomic_write, to_csv_bytes, write_csv
 from privsyn_core.errors import OutputError
 
@@ -261,6 +262,7 @@ def test_signal_ends_with_one_line_and_removes_partial_files(files, sig, code, w
     tmp, real, schema = files
     out, report = tmp / "synth.csv", tmp / "report.json"
     out.write_bytes(b"old\n")
+    budget.PrivacyLedger().ensure()  # made now: the child's first fsync must be its output's, not the new ledger's
     proc = subprocess.Popen([sys.executable, "-c", _CHILD, where, "synth", str(real), str(out), *SYNTH, "--schema",
                              str(schema), "--report", str(report), "--force"],
                             cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

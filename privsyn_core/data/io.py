@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import csv
+import glob
 import io
 import json
 import os
@@ -238,8 +239,9 @@ def atomic_open(path: str | Path) -> Iterator[BinaryIO]:
         raise OutputError(f"no such folder: {folder}")
     if target.exists() and not target.is_file():
         raise OutputError(f"not a regular file: {target}; give the path of a file to write")
+    _remove_stale_parts(folder, target.name)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".part", dir=folder)
     except OSError as exc:
         raise OutputError(f"cannot write in folder {folder}: {exc.strerror}") from None
     try:
@@ -257,6 +259,29 @@ def atomic_open(path: str | Path) -> Iterator[BinaryIO]:
             os.unlink(tmp)
         raise
     _fsync_folder(folder)
+
+
+def _remove_stale_parts(folder: Path, name: str) -> None:
+    """Remove the temporary files of ``name`` left by writers that died without cleaning up (``kill -9``).
+
+    A temporary file names its writer's process id (``.<name>.<pid>.<random>.part``); one whose process no longer
+    exists is removed.  Files of a live process, including another write of this one, are left alone.
+    """
+    for part in folder.glob(f".{glob.escape(name)}.*.part"):
+        pid = part.name[len(name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            with contextlib.suppress(OSError):
+                part.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _mode_for(target: Path) -> int:

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -65,8 +66,13 @@ def staged_mechanisms() -> list[str]:
 
 def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Schema | dict | None,
                     neighbouring: str, n_synthetic: int | None, rng: Any, params: dict[str, Any],
-                    public_n: int | None = None) -> SynthResult:
-    """The Dask path of :func:`privsyn_core.synthesize` (module docstring); arguments already checked there."""
+                    public_n: int | None = None,
+                    before_noise: Callable[[Schema], AbstractContextManager[object]] | None = None) -> SynthResult:
+    """The Dask path of :func:`privsyn_core.synthesize` (module docstring); arguments already checked there.
+
+    ``before_noise(schema)`` (the ledger's reservation) is entered once the input is checked and counted rows
+    exist, before the first noise is drawn, and left when the result is assembled.
+    """
     columns = list(ddf.columns)
     stages, schema, codec, ddf = _checked_input(ddf, spec, schema)
     stage_params = {**params, **getattr(codec, "stage_params", {})}  # public facts of the schema for the stages
@@ -81,28 +87,29 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
         raise DataError("the table has no rows")
     d = len(schema.names)
     check_width(spec, d)
-    size = public_size(spec, params, n, epsilon, neighbouring, public_n, generator)
-    layout = stages.layout(size.value, d, size.mechanism_epsilon, neighbouring, stage_params)
+    with (before_noise or (lambda _: nullcontext()))(schema):
+        size = public_size(spec, params, n, epsilon, neighbouring, public_n, generator)
+        layout = stages.layout(size.value, d, size.mechanism_epsilon, neighbouring, stage_params)
 
-    start = time.perf_counter()
-    counts, clipped = count_partitions(ddf, codec, stages, layout, n)
-    timings["count"] = time.perf_counter() - start
-    per_row = getattr(layout, "counts_per_row", 1)  # a layout that counts every row in several partitions says so
-    if counts.total != n * per_row:
-        raise RuntimeError(f"internal error: the partitions' counts sum to {counts.total}, not {per_row} n={n}")
+        start = time.perf_counter()
+        counts, clipped = count_partitions(ddf, codec, stages, layout, n)
+        timings["count"] = time.perf_counter() - start
+        per_row = getattr(layout, "counts_per_row", 1)  # a layout that counts every row in several partitions says so
+        if counts.total != n * per_row:
+            raise RuntimeError(f"internal error: the partitions' counts sum to {counts.total}, not {per_row} n={n}")
 
-    start = time.perf_counter()
-    out, plan = stages.release(counts, size.value, d, size.mechanism_epsilon, neighbouring=neighbouring,
-                               n_synthetic=n_synthetic, rng=generator, layout=layout, params=stage_params)
-    timings["release"] = time.perf_counter() - start
-    timings.update({f"mechanism.{k}": v for k, v in out.timings.items()})
-    data = synthetic_frame(plan, codec)
-    dask_info = {"input_partitions": ddf.npartitions, "row_blocks": data.npartitions, "n": n,
-                 "synthetic_rows": plan.total}
-    return assemble(spec, out, data=data, schema=schema, epsilon=epsilon, neighbouring=neighbouring,
-                    resolved=params, size=size, n_synthetic=n_synthetic, seed=seed, unit_rows=None,
-                    clipped=clipped, timings=timings, n_records=n, diagnostics={"dask": dask_info},
-                    left_out=[str(c) for c in columns if c not in schema.names])
+        start = time.perf_counter()
+        out, plan = stages.release(counts, size.value, d, size.mechanism_epsilon, neighbouring=neighbouring,
+                                   n_synthetic=n_synthetic, rng=generator, layout=layout, params=stage_params)
+        timings["release"] = time.perf_counter() - start
+        timings.update({f"mechanism.{k}": v for k, v in out.timings.items()})
+        data = synthetic_frame(plan, codec)
+        dask_info = {"input_partitions": ddf.npartitions, "row_blocks": data.npartitions, "n": n,
+                     "synthetic_rows": plan.total}
+        return assemble(spec, out, data=data, schema=schema, epsilon=epsilon, neighbouring=neighbouring,
+                        resolved=params, size=size, n_synthetic=n_synthetic, seed=seed, unit_rows=None,
+                        clipped=clipped, timings=timings, n_records=n, diagnostics={"dask": dask_info},
+                        left_out=[str(c) for c in columns if c not in schema.names])
 
 
 def _checked_input(ddf: Any, spec: MechanismSpec, schema: Schema | dict | None) -> tuple[Stages, Schema, Any, Any]:

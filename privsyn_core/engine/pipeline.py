@@ -146,7 +146,7 @@ def assemble(spec: MechanismSpec, out: MechanismOutput, *, data: Any, schema: Sc
         diagnostics={**out.diagnostics, **(diagnostics or {}), "teaching_warnings": teaching_warnings},
         timings=timings, mechanism=spec.name, schema=schema.to_dict(), unit_rows=unit_rows, clipped=clipped,
         warnings=warnings, release_params=released_params(spec, resolved, out, size, n_synthetic, seed),
-        seed=seed)
+        seed=seed, floating_point_exposure=spec.floating_point_exposure)
 
 
 def collapse_warnings(data: Any, schema: Schema) -> list[str]:

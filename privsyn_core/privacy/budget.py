@@ -1,0 +1,552 @@
+"""The privacy budget: one persistent ledger of every release on a dataset, shared by the library, the CLI and the app.
+
+Sequential composition (Dwork, Roth, "The Algorithmic Foundations of Differential Privacy", 2014, Thm. 3.16):
+releases of :math:`\\varepsilon_1, \\dots, \\varepsilon_k`-DP mechanisms on the same data are jointly
+:math:`\\sum_i \\varepsilon_i`-DP.  A budget :math:`B` on a dataset is a guarantee only if every release is counted
+before its output leaves the process and no two releases can both pass the check :math:`\\sum_i \\varepsilon_i +
+\\varepsilon \\le B` on the same total.  :class:`PrivacyLedger` gives that:
+
+* **One file**, SQLite (embedded, durable: write-ahead log with ``synchronous=FULL``), keyed by the dataset's
+  identity (:func:`dataset_id`: the SHA-256 of a file's bytes or of a table's content, or a name the operator
+  chooses) and by the neighbouring relation of each spend.
+* **Atomic reserve, then release.**  :meth:`PrivacyLedger.reserve` checks the budget and records the spend in one
+  ``BEGIN IMMEDIATE`` transaction (SQLite's write lock: one reservation at a time across threads and processes)
+  before the mechanism runs.  A reservation counts in the total at once; a run that dies afterwards (even by
+  ``kill -9``) stays counted.  Only a run that never started may hand its reservation back.
+* **The operator owns the budget**: :meth:`PrivacyLedger.set_budget` (``python -m privsyn_core budget set``) or
+  the ``PRIVSYN_BUDGET`` environment variable (a default for every dataset without its own);
+  :meth:`PrivacyLedger.tighten_budget` is all a browser session may do (set one where none is, or lower it).
+* **Fail closed.**  A ledger that is missing after it existed, empty (0 bytes), unreadable, damaged or not a
+  privsyn ledger refuses every release with one sentence (:class:`LedgerError`).  A new ledger is created only on
+  first use of a folder that does not exist or is empty, or by :meth:`PrivacyLedger.create`
+  (``python -m privsyn_core budget init``).
+
+The totals are exactly rounded sums (:func:`math.fsum`) over the private spends of every relation: one
+budget caps the spends of both relations together (a conservative sum: a spend under replace-one and one under
+add/remove are not the same guarantee, and no relation's spends are ever dropped from the check).  Spends of
+non-private runs (a mechanism that is not private, a domain read off the data) are recorded apart and never
+enter a total.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import os
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import closing, contextmanager, suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from privsyn_core.errors import PrivsynError
+
+#: Environment variables: the ledger's file, the data folder it lives in by default, the operator's default budget.
+LEDGER_ENV, DATA_DIR_ENV, BUDGET_ENV = "PRIVSYN_LEDGER", "PRIVSYN_DATA_DIR", "PRIVSYN_BUDGET"
+LEDGER_FILE = "ledger.sqlite"
+#: Written into every ledger; a file without it is not a privsyn ledger.
+FORMAT = "privsyn-ledger/1"
+#: How long a call waits for another writer's lock before it gives up (seconds).
+BUSY_TIMEOUT = 30.0
+
+SCHEMA = """
+create table meta (key text primary key, value text not null);
+create table spends (
+    id integer primary key autoincrement,
+    data text not null, label text not null, mechanism text not null, relation text not null,
+    epsilon real not null, private integer not null, status text not null, run_key text, created text not null);
+create index spends_private on spends(data, private, relation, epsilon);
+create index spends_run on spends(data, run_key);
+create table budgets (data text primary key, epsilon real not null, owner text not null, updated text not null);
+"""
+
+#: Statuses of a spend; every one of them counts in the totals.
+RESERVED, SPENT, FAILED = "reserved", "spent", "failed"
+
+
+class BudgetExceeded(PrivsynError):
+    """A release would take the private spends on a dataset above its budget (or no budget is set where one is
+    required)."""
+
+
+class LedgerError(PrivsynError):
+    """The ledger cannot be trusted (missing after it existed, empty, damaged): every release is refused."""
+
+
+def default_path() -> Path:
+    """The ledger's file: ``$PRIVSYN_LEDGER``, else ``$PRIVSYN_DATA_DIR/ledger.sqlite``, else
+    ``$XDG_DATA_HOME/privsyn/ledger.sqlite`` (``~/.local/share/privsyn/ledger.sqlite``)."""
+    if os.environ.get(LEDGER_ENV):
+        return Path(os.environ[LEDGER_ENV])
+    if os.environ.get(DATA_DIR_ENV):
+        return Path(os.environ[DATA_DIR_ENV]) / LEDGER_FILE
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "privsyn" / LEDGER_FILE
+
+
+def environment_budget() -> float | None:
+    """The operator's default budget ``PRIVSYN_BUDGET`` (``None`` when unset or empty).
+
+    Raises
+    ------
+    LedgerError
+        For a value that is not a positive finite number: a typo must not silently mean "no budget".
+    """
+    text = os.environ.get(BUDGET_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise LedgerError(f"{BUDGET_ENV}={text!r} is not a positive number: every release is refused until the "
+                          "operator sets it to a total epsilon such as 2.0 (or unsets it)")
+    return value
+
+
+def file_id(path: str | os.PathLike[str]) -> str:
+    """A file's identity in the ledger: the SHA-256 of its bytes, read in blocks (never shown to a user)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def dataset_id(data: Any) -> str:
+    """The identity of an in-memory table: the SHA-256 of its column names and of pandas' per-row hashes.
+
+    Two tables with the same columns and the same rows in the same order have the same identity.  A table
+    that differs in one record is another dataset: releases on *versions* of a table that grows or changes
+    should be named by the operator (``dataset="..."``), so that they meet one budget.
+    """
+    import pandas as pd
+
+    from privsyn_core.data.domain import as_frame  # the frame synthesize reads: an array's columns get its names
+
+    frame = as_frame(data)
+    digest = hashlib.sha256(repr([str(c) for c in frame.columns]).encode("utf-8"))
+    digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Spend:
+    """One row of the ledger: a release (or a non-private run) on a dataset."""
+
+    id: int
+    data: str
+    label: str
+    mechanism: str
+    relation: str
+    epsilon: float
+    private: bool
+    status: str
+    created: str
+
+
+#: Ledger files this process has opened: one that disappears afterwards was removed, not "never made".
+_SEEN: set[str] = set()
+_SEEN_LOCK = threading.Lock()
+
+
+class PrivacyLedger:
+    """A persistent privacy ledger (one SQLite file) with per-dataset budgets.
+
+    Parameters
+    ----------
+    path : path-like, optional
+        The ledger's file (default :func:`default_path`).
+    default_budget : float, optional
+        The budget of every dataset that has none of its own (default: ``PRIVSYN_BUDGET``, else none).
+    require_budget : bool
+        Refuse every private release on a dataset that has no budget at all (a release-only server).
+
+    Notes
+    -----
+    Every method opens its own connection (or the thread's one inside :meth:`shared_connection`), checks the
+    file first (fail closed, see the module docstring) and runs its statements to the end before it returns,
+    so no lock outlives a call.  Safe across threads and processes on one machine (SQLite's locking; keep the
+    file on a local disk, as SQLite's write-ahead log requires).
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, default_budget: float | None = None,
+                 require_budget: bool = False) -> None:
+        self.path = Path(path) if path is not None else default_path()
+        self.default_budget = default_budget if default_budget is not None else environment_budget()
+        self.require_budget = require_budget
+        self._local = threading.local()
+
+    def __repr__(self) -> str:
+        return f"PrivacyLedger({str(self.path)!r})"
+
+    # -- the file ---------------------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, path: str | os.PathLike[str] | None = None, *, replace: bool = False) -> PrivacyLedger:
+        """Create a new, empty ledger (the operator's explicit command; ``budget init``).
+
+        The file is built beside its final name and renamed into place when complete, so a crash leaves
+        either no ledger or a whole one.  An existing file is kept unless ``replace`` (which forgets every
+        spend recorded in it).
+        """
+        target = Path(path) if path is not None else default_path()
+        if target.exists() and not replace:
+            raise LedgerError(f"a ledger already exists at {target}; pass replace=True (CLI: --force) to start a "
+                              "new one, which forgets every spend recorded in it")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(f".{target.name}.{uuid.uuid4().hex}.part")
+        try:
+            with closing(sqlite3.connect(part, isolation_level=None)) as db:
+                db.execute("pragma journal_mode=delete")  # one file while it is built; WAL is set on first use
+                db.executescript(f"begin; {SCHEMA} commit;")
+                db.execute("insert into meta(key, value) values ('format', ?), ('created', ?)", (FORMAT, _now()))
+            with open(part, "rb+") as handle:
+                os.fsync(handle.fileno())
+            if replace:
+                for sidecar in ("-wal", "-shm"):
+                    Path(f"{target}{sidecar}").unlink(missing_ok=True)
+                os.replace(part, target)
+            else:  # a hard link fails if another process made the ledger meanwhile: its spends are never replaced
+                with suppress(FileExistsError):
+                    os.link(part, target)
+            _fsync_folder(target.parent)
+        finally:
+            part.unlink(missing_ok=True)
+        with _SEEN_LOCK:
+            _SEEN.add(str(target.resolve()))
+        return cls(target)
+
+    def ensure(self) -> None:
+        """Check the file (fail closed) and create it on an empty folder's first use, as every call does."""
+        self._check_file()
+
+    def _check_file(self) -> None:
+        """Fail closed before any statement: a missing, empty or never-made file is refused or created."""
+        path = self.path
+        key = str(path.resolve())
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            with _SEEN_LOCK:
+                seen = key in _SEEN
+            if seen:
+                raise LedgerError(f"the privacy ledger {path} was removed while in use: every release is refused. "
+                                  "Restore it from a backup (python -m privsyn_core budget init starts a new one, "
+                                  "forgetting every spend)") from None
+            folder = path.parent
+            if folder.exists() and any(folder.iterdir()):
+                raise LedgerError(f"no privacy ledger at {path}, and its folder is not empty: it may have been "
+                                  "removed, so every release is refused. Restore it, or start a new one with "
+                                  f"python -m privsyn_core budget init --ledger {path}") from None
+            try:
+                PrivacyLedger.create(path)
+            except LedgerError:
+                if not path.exists():  # pragma: no cover - made and removed by others between two calls
+                    raise
+            return
+        if size == 0:
+            raise LedgerError(f"the privacy ledger {path} is empty (0 bytes, truncated?): every release is refused. "
+                              "Restore it from a backup, or start a new one with python -m privsyn_core budget init "
+                              f"--ledger {path} --force (forgetting every spend)")
+        with _SEEN_LOCK:
+            _SEEN.add(key)
+
+    def _open(self) -> sqlite3.Connection:
+        self._check_file()
+        try:
+            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None)
+            try:
+                db.execute("pragma journal_mode=wal")
+                db.execute("pragma synchronous=full")
+                has_meta = db.execute("select 1 from sqlite_master where type = 'table' and name = 'meta'").fetchone()
+                found = db.execute("select value from meta where key = 'format'").fetchone() if has_meta else None
+            except BaseException:
+                db.close()
+                raise
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"the privacy ledger {self.path} cannot be read ({exc}): every release is "
+                              "refused. Restore it from a backup") from None
+        if found is None or found[0] != FORMAT:
+            db.close()
+            raise LedgerError(f"{self.path} is not a privsyn ledger ({FORMAT}): every release is refused. "
+                              "Point PRIVSYN_LEDGER (or --ledger) at the right file")
+        return db
+
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        shared: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if shared is not None:
+            self._check_file()
+            yield shared
+            return
+        with closing(self._open()) as db:
+            yield db
+
+    @contextmanager
+    def shared_connection(self) -> Iterator[None]:
+        """Let this thread's calls inside the block share one connection (an app page reads the ledger a dozen
+        times per script run).  Each call still checks the file and finishes its statements before returning."""
+        if getattr(self._local, "db", None) is not None:
+            yield
+            return
+        db = self._open()
+        self._local.db = db
+        try:
+            yield
+        finally:
+            self._local.db = None
+            db.close()
+
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        try:
+            with self._db() as db, closing(db.execute(sql, args)) as cursor:
+                return cursor.fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"the privacy ledger {self.path} cannot be read ({exc}): every release "
+                              "is refused. Restore it from a backup") from None
+
+    def _write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+        """Run ``statements`` in one immediate transaction."""
+        try:
+            with self._db() as db:
+                db.execute("begin immediate")
+                try:
+                    for sql, args in statements:
+                        db.execute(sql, args)
+                except BaseException:
+                    db.execute("rollback")
+                    raise
+                db.execute("commit")
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"the privacy ledger {self.path} cannot be written ({exc}): every "
+                              "release is refused") from None
+
+    # -- reading ----------------------------------------------------------------------------------------------
+
+    def budget(self, data: str) -> float | None:
+        """The dataset's budget: its own (set by the operator or tightened), else the default, else ``None``."""
+        rows = self._rows("select epsilon from budgets where data = ?", (data,))
+        return float(rows[0][0]) if rows else self.default_budget
+
+    def budget_owner(self, data: str) -> str | None:
+        """Who set the dataset's own budget (``"operator"`` or ``"session"``), ``"default"`` for the default
+        budget, ``None`` for none."""
+        rows = self._rows("select owner from budgets where data = ?", (data,))
+        return str(rows[0][0]) if rows else ("default" if self.default_budget is not None else None)
+
+    def totals(self, data: str) -> dict[str, float]:
+        """Exactly rounded total epsilon of the private spends (reservations included), per relation.
+
+        Read as distinct epsilons and their counts (an index): a few rows however long the ledger.
+        """
+        rows = self._rows("select relation, epsilon, count(*) from spends where data = ? and private = 1 "
+                          "group by relation, epsilon", (data,))
+        return _exact_totals(rows)
+
+    def spent(self, data: str) -> float:
+        """Exactly rounded total epsilon of every private spend on the dataset, all relations."""
+        return math.fsum(self.totals(data).values())
+
+    def spends(self, data: str, *, last: int | None = None, private: bool | None = None) -> list[Spend]:
+        """The dataset's spends, oldest first: every one or the ``last`` ones (of the private or the other ones)."""
+        where, args = "data = ?", [data]
+        if private is not None:
+            where, args = where + " and private = ?", [data, str(int(private))]
+        columns = "id, data, label, mechanism, relation, epsilon, private, status, created"
+        if last is None:
+            rows = self._rows(f"select {columns} from spends where {where} order by id", tuple(args))
+        else:
+            rows = self._rows(f"select * from (select {columns} from spends where {where} order by id desc limit ?) "
+                              "order by id", (*args, int(last)))
+        return [Spend(id=int(row[0]), data=str(row[1]), label=str(row[2]), mechanism=str(row[3]), relation=str(row[4]),
+                      epsilon=float(row[5]), private=bool(row[6]), status=str(row[7]), created=str(row[8]))
+                for row in rows]
+
+    def count(self, data: str, *, private: bool | None = None) -> int:
+        """How many spends the dataset has (of the private or the other ones, with ``private``)."""
+        if private is None:
+            return int(self._rows("select count(*) from spends where data = ?", (data,))[0][0])
+        return int(self._rows("select count(*) from spends where data = ? and private = ?",
+                              (data, int(private)))[0][0])
+
+    def known(self, data: str, run_key: str | None) -> bool:
+        """True when the same run (same data, settings and explicit seed: the same output) is in the ledger."""
+        if run_key is None:
+            return False
+        return bool(self._rows("select 1 from spends where data = ? and run_key = ? limit 1", (data, run_key)))
+
+    # -- writing ----------------------------------------------------------------------------------------------
+
+    def set_budget(self, data: str, epsilon: float | None) -> None:
+        """The operator sets (or, with ``None``, removes) the dataset's own budget.  Not for browser sessions."""
+        if epsilon is None:
+            self._write([("delete from budgets where data = ?", (data,))])
+            return
+        self._write([(_UPSERT_BUDGET, (data, _positive(epsilon), "operator", _now()))])
+
+    def tighten_budget(self, data: str, epsilon: float) -> float:
+        """Set the dataset's budget to ``epsilon`` only where that makes it stricter (none yet, or a larger one);
+        returns the budget in force.  All a browser session may do: it can never lift or raise a budget."""
+        epsilon = _positive(epsilon)
+        self._write([("insert into budgets(data, epsilon, owner, updated) values(?, ?, 'session', ?) "
+                      "on conflict(data) do update set epsilon = excluded.epsilon, owner = excluded.owner, "
+                      "updated = excluded.updated where excluded.epsilon < budgets.epsilon",
+                      (data, min(epsilon, self.default_budget or math.inf), _now()))])
+        found = self.budget(data)
+        assert found is not None
+        return found
+
+    def reserve(self, data: str, epsilon: float, *, relation: str, mechanism: str, label: str = "",
+                private: bool = True, run_key: str | None = None) -> Reservation:
+        """Check the budget and record the spend, in one transaction, before the mechanism runs.
+
+        Parameters
+        ----------
+        data : str
+            The dataset's identity (:func:`file_id`, :func:`dataset_id` or an operator's name).
+        epsilon : float
+            What the release will spend.
+        relation : {"replace", "add_remove"}
+        mechanism, label : str
+            What the ledger lists (public: never data-derived).
+        private : bool
+            False for a run with no guarantee (recorded apart, outside every total and budget).
+        run_key : str, optional
+            The run's full description when it is reproducible (an explicit seed): the same run again
+            gives the same output, so it spends nothing new and returns an empty reservation.
+
+        Returns
+        -------
+        Reservation
+            Counted in the totals from now on; :meth:`Reservation.confirm` marks it released,
+            :meth:`Reservation.cancel` hands it back (only for a run that never started).
+
+        Raises
+        ------
+        BudgetExceeded
+            When ``spent + epsilon`` would exceed the budget (exactly rounded sums), or no budget is set where
+            one is required.  Nothing is recorded then.
+        """
+        if not (math.isfinite(epsilon) and epsilon > 0):
+            private = False  # an infinite spend has no guarantee to add up
+        try:
+            with self._db() as db:
+                db.execute("begin immediate")  # the write lock: no other reservation between the check and insert
+                try:
+                    spend_id = self._reserve_locked(db, data, epsilon, relation, mechanism, label, private, run_key)
+                except BaseException:
+                    db.execute("rollback")
+                    raise
+                db.execute("commit")
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"the privacy ledger {self.path} cannot be written ({exc}): every "
+                              "release is refused") from None
+        return Reservation(self, spend_id)
+
+    def _reserve_locked(self, db: sqlite3.Connection, data: str, epsilon: float, relation: str, mechanism: str,
+                        label: str, private: bool, run_key: str | None) -> int | None:
+        if run_key is not None and db.execute("select 1 from spends where data = ? and run_key = ? limit 1",
+                                              (data, run_key)).fetchone():
+            return None
+        if private:
+            own = db.execute("select epsilon from budgets where data = ?", (data,)).fetchone()
+            cap = float(own[0]) if own else self.default_budget
+            if cap is None and self.require_budget:
+                raise BudgetExceeded("refused: the operator has set no privacy budget for this data (python -m "
+                                     f"privsyn_core budget set DATA.csv EPSILON, or {BUDGET_ENV})")
+            if cap is not None:
+                rows = db.execute("select relation, epsilon, count(*) from spends where data = ? and private = 1 "
+                                  "group by relation, epsilon", (data,)).fetchall()
+                spent = math.fsum(_exact_totals(rows).values())
+                if math.fsum([spent, epsilon]) > cap:
+                    raise BudgetExceeded(f"refused: epsilon {epsilon:g} on top of {spent:g} already spent on this "
+                                         f"data would exceed its budget of {cap:g}")
+        cursor = db.execute("insert into spends(data, label, mechanism, relation, epsilon, private, status, run_key, "
+                            "created) values(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            (data, label or mechanism, mechanism, relation, float(epsilon), int(private), RESERVED,
+                             run_key, _now()))
+        return int(cursor.lastrowid or 0)
+
+    def _set_status(self, spend_id: int, status: str) -> None:
+        self._write([("update spends set status = ? where id = ?", (status, spend_id))])
+
+    def _drop(self, spend_id: int) -> None:
+        self._write([("delete from spends where id = ? and status = ?", (spend_id, RESERVED))])
+
+
+class Reservation:
+    """A spend recorded by :meth:`PrivacyLedger.reserve`: counted from the moment it exists.
+
+    Used as a context manager, it is confirmed when the block ends normally and marked failed (still
+    counted: the mechanism had started) when it raises.
+    """
+
+    def __init__(self, ledger: PrivacyLedger, spend_id: int | None) -> None:
+        self.ledger, self.spend_id = ledger, spend_id
+
+    @property
+    def spends(self) -> bool:
+        """False for a run already in the ledger (same run key): it spends nothing new."""
+        return self.spend_id is not None
+
+    def confirm(self) -> None:
+        """The release left the process: mark it released (it was counted already)."""
+        if self.spend_id is not None:
+            self.ledger._set_status(self.spend_id, SPENT)
+
+    def cancel(self) -> None:
+        """Hand the reservation back: only for a run that never started (nothing was drawn or shown)."""
+        if self.spend_id is not None:
+            self.ledger._drop(self.spend_id)
+            self.spend_id = None
+
+    def __enter__(self) -> Reservation:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if self.spend_id is None:
+            return
+        self.ledger._set_status(self.spend_id, SPENT if kind is None else FAILED)
+
+
+_UPSERT_BUDGET = ("insert into budgets(data, epsilon, owner, updated) values(?, ?, ?, ?) on conflict(data) do update "
+                  "set epsilon = excluded.epsilon, owner = excluded.owner, updated = excluded.updated")
+
+
+def _exact_totals(rows: list[tuple[Any, ...]]) -> dict[str, float]:
+    """Exactly rounded sums per relation of ``(relation, epsilon, count)`` rows (order-free: ``math.fsum``)."""
+    grouped: dict[str, list[tuple[float, int]]] = {}
+    for relation, epsilon, times in rows:
+        grouped.setdefault(str(relation), []).append((float(epsilon), int(times)))
+    return {relation: math.fsum(itertools.chain.from_iterable(itertools.repeat(e, n) for e, n in values))
+            for relation, values in grouped.items()}
+
+
+def _positive(epsilon: float) -> float:
+    epsilon = float(epsilon)
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise PrivsynError(f"a budget must be a positive finite epsilon, got {epsilon:g}")
+    return epsilon
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (POSIX: fsync the directory)."""
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory handles
+        return
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)

@@ -121,8 +121,8 @@ cols = st.columns(2)
 with cols[0]:
     st.markdown("**Estimate bounds with DP** (numeric columns)")
     eps_bounds = ui.keep(st.select_slider, "epsilon for the bounds", "w_bounds_eps", 0.5, options=ui.EPSILONS)
-    relation = ui.keep(st.radio, "neighbouring", "w_bounds_rel", "replace", options=["replace", "add_remove"],
-                       horizontal=True)
+    relation = ui.keep(st.radio, "neighbouring", "w_bounds_rel", "add_remove" if ui.release_mode() else "replace",
+                       options=["replace", "add_remove"], horizontal=True)
     if st.button("Estimate DP bounds", help="Noisy log-scale histogram per column, DP quantiles at 1% and 99%"):
         with ui.user_errors():
             ui.estimate_dp_bounds(eps_bounds, relation)

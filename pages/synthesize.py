@@ -9,6 +9,10 @@ import privsyn_core as ps
 from pages import _ui as ui
 from pages._support import code_panel, guide_panel, offer, output, shared, words
 from pages._support.text import md
+from privsyn_core.privacy.budget import BudgetExceeded, LedgerError
+
+#: The neighbouring relations, in the order the page offers them.
+RELATIONS = ("add_remove", "replace")
 
 ui.require_entrypoint()
 st.title("Synthesize")
@@ -36,10 +40,17 @@ left, right = st.columns(2)
 with left:
     epsilon = ui.keep(st.select_slider, "epsilon (privacy budget, log scale)", "w_epsilon", 1.0, options=ui.EPSILONS)
     st.markdown(ui.epsilon_guidance(epsilon))
-    neighbouring = ui.keep(st.radio, "Neighbouring datasets differ by", f"w_neighbouring_{name}",
-                           spec.neighbouring[0], options=spec.neighbouring, horizontal=True,
+    # One choice for every mechanism, made by the user: choosing another mechanism (or the guide's "Use" button)
+    # never changes it.  Adding or removing one record (n private) by default.
+    neighbouring = ui.keep(st.radio, "Neighbouring datasets differ by", "w_neighbouring", "add_remove",
+                           options=RELATIONS, horizontal=True,
                            format_func=lambda r: {"replace": "replacing one record (n public)",
-                                                  "add_remove": "adding or removing one record"}[r])
+                                                  "add_remove": "adding or removing one record (n private)"}[r])
+    relation_fits = neighbouring in spec.neighbouring
+    if not relation_fits:
+        st.warning(f"{spec.title} is calibrated only for neighbours that differ by "
+                   f"{' or '.join(words.relation(r) for r in spec.neighbouring)}: choose that relation above to run "
+                   "it (the app never changes it for you).")
 with right:
     if ui.release_mode():
         seed = None
@@ -57,11 +68,13 @@ with right:
         if not spec.params:
             st.caption("This mechanism has no parameters.")
 
-guide_panel.show(schema, epsilon, neighbouring, len(ui.table()) if schema and neighbouring == "replace" else None,
-                 list(specs), "w_mechanism")
+# the guide reads the row count only where it is public and the mode may show what is read off the data
+n_public = len(ui.table()) if schema and neighbouring == "replace" and not ui.release_mode() else None
+guide_panel.show(schema, epsilon, neighbouring, n_public, list(specs), "w_mechanism")
 key = None
-with ui.user_errors():
-    key = ui.run_key(name, epsilon, params, neighbouring, seed, n_syn or None)
+if relation_fits:
+    with ui.user_errors():
+        key = ui.run_key(name, epsilon, params, neighbouring, seed, n_syn or None)
 small = key is not None and len(ui.table()) <= ui.LIVE_MAX_ROWS
 live = (not ui.release_mode()) and ui.keep(
     st.toggle, "Re-run automatically when a setting changes", "w_live", small,
@@ -75,19 +88,24 @@ auto = live and key is not None and last is not None and key != last and last["m
 
 if key is not None and (clicked or auto):
     # a caption in an st.empty, not st.status: Streamlit's status sleeps 0.05 s on creation, on every redraw
-    slot, finished = st.empty(), False
+    slot, finished, refused = st.empty(), False, False
     with ui.user_errors():
         slot.caption(f":material/hourglass_top: Running {spec.title} at epsilon {epsilon:g}...")
         start = time.perf_counter()
-        result = ui.execute(key)
+        try:
+            result = ui.execute(key)
+        except (BudgetExceeded, LedgerError):
+            refused = True  # nothing ran: the last good result stays on screen
+            raise
         # the run time depends on the raw data: release mode does not show it
         slot.caption(":material/check_circle: " + ("Done" if ui.release_mode()
                                                     else f"Done in {time.perf_counter() - start:.2f} s"))
         ui.store_result(result, key)
         finished = True
-    if not finished:  # the error box says why; no stuck "Running...", no downloads of an earlier run
+    if not finished:  # the error box says why; no stuck "Running..."; a failed run's predecessor is not kept
         slot.empty()
-        ui.drop_result()
+        if not refused:
+            ui.drop_result()
 
 found = ui.need_result()
 if found:

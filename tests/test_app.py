@@ -32,11 +32,17 @@ APP = str(Path(__file__).resolve().parents[1] / "app.py")
 W1 = comparison.METRICS["w1"][0]  # the metric tables are indexed by plain names
 
 
+def ledger_key(at: AppTest) -> str:
+    """The app's current data in the ledger: an upload by its content, a bundled sample per session."""
+    data = at.session_state["data"]
+    return data["sha256"] if not data.get("sample") else f"{data['sha256']}:session:{at.session_state['ledger_session']}"
+
+
 def spends(at: AppTest) -> list[dict]:
     """The persistent ledger of the app's current data."""
     from pages._support import ledger
 
-    return ledger.spends(at.session_state["data"]["sha256"])
+    return ledger.spends(ledger_key(at))
 
 
 def new_app() -> AppTest:
@@ -84,9 +90,14 @@ def type_bounds(at: AppTest, bounds: dict[str, tuple[float, float]]) -> AppTest:
     return at.run()
 
 
-def run_mechanism(at: AppTest, name: str) -> AppTest:
+def run_mechanism(at: AppTest, name: str, relation: str | None = None) -> AppTest:
+    """Choose ``name`` and click Run; the relation is chosen explicitly (the page never changes it): ``relation``,
+    or the mechanism's first when it is not calibrated for the one chosen."""
     at.switch_page("pages/synthesize.py").run()
     at.selectbox(key="w_mechanism").set_value(name).run()
+    relations = ps.get_mechanism(name).neighbouring
+    if relation is not None or at.radio(key="w_neighbouring").value not in relations:
+        at.radio(key="w_neighbouring").set_value(relation or relations[0]).run()
     run = next(b for b in at.button if b.label == "Run")
     return at if run.disabled else run.click().run()
 
@@ -369,7 +380,7 @@ def test_a_mechanism_that_cannot_run_shows_its_message():
 
 def test_several_mechanisms_side_by_side_at_the_same_epsilon():
     at = new_app()
-    run_mechanism(at, "dp_histogram")
+    run_mechanism(at, "dp_histogram", relation="replace")  # laplace_points is calibrated for replace-one only
     at.switch_page("pages/compare.py").run()
     at.multiselect(key="w_cmp_many").set_value(["dp_histogram", "laplace_points", "kd_grid"]).run()
     click(at, "Run and compare")
@@ -454,18 +465,36 @@ def test_non_private_runs_are_kept_apart_and_never_make_the_total_infinite():
     assert any("Not private: 1 run" in e.label for e in at.sidebar.expander)
 
 
-def test_the_ledger_survives_a_reload_and_is_per_dataset_and_per_relation():
+def reload_of(at: AppTest) -> AppTest:
+    """A browser reload of ``at``'s page: a new session whose URL names the same upload."""
+    reloaded = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    reloaded.query_params["data"] = at.session_state["data"]["token"]
+    return reloaded.run()
+
+
+def test_the_ledger_of_uploaded_data_survives_a_reload_and_is_per_dataset_and_per_relation():
     at = new_app()
-    run_mechanism(at, "dp_histogram")
-    at.radio(key="w_neighbouring_dp_histogram").set_value("add_remove").run()
+    upload(at, "mine.csv", csv_bytes(blobs()))
+    type_bounds(at, {"x": (-2.0, 8.0), "y": (-2.0, 8.0)})
+    run_mechanism(at, "dp_histogram", relation="replace")
+    at.radio(key="w_neighbouring").set_value("add_remove").run()
     click(at, "Run")
     labels = [m.label for m in at.sidebar.metric]
     assert sorted(labels) == ["Total epsilon (add/remove)", "Total epsilon (replace)"]
-    reloaded = new_app()  # a browser reload: a new session on the same server
+    reloaded = reload_of(at)  # a browser reload: a new session on the same server
     assert len(spends(reloaded)) == 2 and len(reloaded.sidebar.metric) == 2
-    upload(reloaded, "other.csv", csv_bytes(blobs()))
+    upload(reloaded, "other.csv", csv_bytes(blobs(seed=1)))
     assert not spends(reloaded) and not reloaded.sidebar.metric
     assert any("No private release" in c.value for c in reloaded.sidebar.caption)
+
+
+def test_a_bundled_samples_ledger_is_this_sessions_own():
+    """A classroom of sessions on one sample does not share one list (issue 25, item 7)."""
+    first = run_mechanism(new_app(), "dp_histogram")
+    assert len(spends(first)) == 1
+    second = new_app()
+    assert not spends(second) and not second.sidebar.metric
+    assert second.session_state["data"]["sha256"] == first.session_state["data"]["sha256"]
 
 
 def test_a_release_over_the_budget_is_refused():
@@ -479,8 +508,8 @@ def test_a_release_over_the_budget_is_refused():
     click(at, "Run")
     assert any("exceed its budget of 1.5" in e.value for e in at.error)
     assert len(spends(at)) == 1
-    reloaded = new_app()
-    assert next(n for n in reloaded.sidebar.number_input if n.label.startswith("Budget")).value == 1.5
+    assert at.session_state["result"] is not None, "a refused run keeps the last good result on screen"
+    assert any("Showing the last run" in c.value for c in at.caption)
 
 
 # -- synthetic tables that look like the input (issue 16, item 6) -----------------------------------------
@@ -608,7 +637,7 @@ def test_the_ledger_is_read_by_its_tail_and_totals_stay_exact(tmp_path, monkeypa
 
     monkeypatch.setenv(ledger.DATA_DIR_ENV, str(tmp_path))
     for i in range(30):
-        ledger.add("d", label=f"run {i}", mechanism="pmm", relation="replace", epsilon=0.1, private=i % 3 != 0)
+        ledger.record("d", label=f"run {i}", mechanism="pmm", relation="replace", epsilon=0.1, private=i % 3 != 0)
     assert ledger.count("d") == 30 and ledger.count("d", private=True) == 20 and ledger.count("d", private=False) == 10
     tail = ledger.spends("d", last=8, private=True)
     assert [e["label"] for e in tail] == [f"run {i}" for i in range(30) if i % 3][-8:], "the latest, oldest first"
@@ -627,7 +656,7 @@ def test_a_run_and_its_reruns_read_the_ledger_by_its_tail_only(monkeypatch):
     run_mechanism(at, "pmm")
     at.number_input(key="w_seed").set_value(5).run()  # a live re-run
     assert reads and None not in reads, reads
-    assert not problems(at) and len(spends_of(at.session_state["data"]["sha256"])) == 2
+    assert not problems(at) and len(spends_of(ledger_key(at))) == 2
 
 
 def test_a_rerun_opens_one_ledger_connection(monkeypatch):

@@ -27,7 +27,9 @@ NOT_PRIVATE_MECHANISMS = [s.name for s in ps.list_mechanisms() if not s.is_priva
 
 @pytest.fixture()
 def locked(monkeypatch):
+    """A release-only deployment whose operator set a budget (without one, every release is refused)."""
     monkeypatch.setenv("PRIVSYN_RELEASE_ONLY", "1")
+    monkeypatch.setenv("PRIVSYN_BUDGET", "1000")
 
 
 def new_app() -> AppTest:
@@ -56,7 +58,7 @@ def run_mechanism(at: AppTest, name: str, **params) -> AppTest:
     at.selectbox(key="w_mechanism").set_value(name).run()
     for param, value in params.items():
         if param == "neighbouring":
-            at.radio(key=f"w_neighbouring_{name}").set_value(value).run()
+            at.radio(key="w_neighbouring").set_value(value).run()
             continue
         mode = f"w_param_{name}_{param}_mode"
         if mode in at.session_state:
@@ -101,6 +103,7 @@ def test_locked_app_has_no_mode_toggle_and_a_reload_stays_in_release_mode(locked
 def test_release_mode_offers_no_propose_no_preview_no_row_count_and_no_non_private_mechanism(how, monkeypatch):
     if how == "locked":
         monkeypatch.setenv("PRIVSYN_RELEASE_ONLY", "1")
+        monkeypatch.setenv("PRIVSYN_BUDGET", "1000")
     at = new_app()
     if how == "chosen":
         at.toggle(key="w_release").set_value(True).run()

@@ -130,7 +130,7 @@ def app_on(df: pd.DataFrame, mechanism: str, relation: str, release_mode: bool, 
             "source": "typed by the user"} for c in columns}
     at.switch_page("pages/synthesize.py").run()
     at.selectbox(key="w_mechanism").set_value(mechanism).run()
-    at.radio(key=f"w_neighbouring_{mechanism}").set_value(relation).run()
+    at.radio(key="w_neighbouring").set_value(relation).run()
     if not release_mode:
         at.number_input(key="w_seed").set_value(SEED).run()
     next(b for b in at.button if b.label == "Run").click().run()

@@ -129,7 +129,7 @@ def guide_text(at: AppTest) -> str:
 def test_guide_panel_shows_the_recommendation_its_reason_and_figures_and_can_choose_it():
     at = new_app()
     at.switch_page("pages/synthesize.py").run()
-    at.radio(key="w_neighbouring_pmm").set_value("replace").run()
+    at.radio(key="w_neighbouring").set_value("replace").run()
     n = len(pd.read_csv("assets/blobs.csv"))
     expected = guide.recommend(2, n, ["numeric", "numeric"], 1.0)
     text = guide_text(at)
@@ -150,7 +150,7 @@ def test_guide_under_add_remove_reads_a_typed_public_estimate_never_the_private_
     if release:
         at.toggle(key="w_release").set_value(True).run()
     at.switch_page("pages/synthesize.py").run()
-    at.radio(key="w_neighbouring_pmm").set_value("add_remove").run()
+    at.radio(key="w_neighbouring").set_value("add_remove").run()
     at.number_input(key="w_guide_n").set_value(123_456).run()
     text = guide_text(at)
     assert guide.recommend(2, 123_456, ["numeric", "numeric"], 1.0).why.replace("(", "\\(").replace(")", "\\)") \

@@ -1,20 +1,19 @@
-"""The privacy ledger's store: one connection per script run holds no lock between calls, commits every spend at
-once, follows the data folder, and keeps totals exactly rounded however they are read."""
+"""The app's view of the library's privacy ledger: one connection per script run that holds no lock between calls,
+commits every spend at once, follows the data folder and the operator's environment, and fails closed."""
 
 from __future__ import annotations
 
-import math
 import sqlite3
 
-import numpy as np
 import pytest
 
 from pages._support import ledger
+from privsyn_core.privacy.budget import LedgerError
 
 
 def spend(data: str, epsilon: float, *, private: bool = True, relation: str = "replace", key: str | None = None):
-    return ledger.add(data, label="run", mechanism="pmm", relation=relation, epsilon=epsilon, private=private,
-                      run_key=key)
+    return ledger.record(data, label="run", mechanism="pmm", relation=relation, epsilon=epsilon, private=private,
+                         run_key=key)
 
 
 def connections(monkeypatch) -> list[str]:
@@ -33,14 +32,11 @@ def test_one_connection_serves_every_call_of_the_block_and_is_closed_after(monke
             spend("d", 0.5, key="same run")
         with ledger.one_connection():  # nested: the outer block's connection
             assert ledger.known("d", "same run")
-        shared = ledger._SHARED.scope.db
-    assert len(opened) == 1 and ledger._SHARED.scope is None
-    with pytest.raises(sqlite3.ProgrammingError):
-        shared.execute("select 1")  # closed at the end of the block
-    assert ledger.count("d") == 2 and len(opened) == 2, "outside a block, a connection per call as before"
+    assert len(opened) == 1
+    assert ledger.count("d") == 2 and len(opened) == 2, "outside a block, a connection per call"
 
 
-def test_inside_one_connection_no_lock_outlives_a_call_and_a_spend_is_committed_when_add_returns():
+def test_inside_one_connection_no_lock_outlives_a_call_and_a_spend_is_committed_when_it_returns():
     spend("d", 1.0)
     other = sqlite3.connect(ledger.path(), timeout=0, isolation_level=None)
     with ledger.one_connection():
@@ -49,7 +45,7 @@ def test_inside_one_connection_no_lock_outlives_a_call_and_a_spend_is_committed_
         other.execute("begin exclusive")  # would fail at once (timeout 0) if a read had left its lock behind
         other.execute("rollback")
         spend("d", 2.0)
-        ledger.set_budget("d", 5.0)
+        ledger.tighten_budget("d", 5.0)
         assert other.execute("select count(*) from spends").fetchone()[0] == 2
         assert other.execute("select epsilon from budgets").fetchone()[0] == 5.0
         other.execute("begin exclusive")
@@ -57,26 +53,27 @@ def test_inside_one_connection_no_lock_outlives_a_call_and_a_spend_is_committed_
     other.close()
 
 
-def test_one_connection_follows_the_data_folder(monkeypatch, tmp_path):
+def test_the_view_follows_the_data_folder_and_the_ledger_variable(monkeypatch, tmp_path):
     monkeypatch.setenv(ledger.DATA_DIR_ENV, str(tmp_path / "first"))
-    with ledger.one_connection():
-        spend("d", 1.0)
-        monkeypatch.setenv(ledger.DATA_DIR_ENV, str(tmp_path / "second"))
-        assert ledger.count("d") == 0, "a connection kept for another folder's ledger must not be used"
-        spend("d", 2.0)
-        monkeypatch.setenv(ledger.DATA_DIR_ENV, str(tmp_path / "first"))
-        assert ledger.totals("d") == {"replace": 1.0}
+    spend("d", 1.0)
+    monkeypatch.setenv(ledger.DATA_DIR_ENV, str(tmp_path / "second"))
+    assert ledger.count("d") == 0, "another folder's ledger"
+    monkeypatch.setenv("PRIVSYN_LEDGER", str(tmp_path / "first" / "ledger.sqlite"))
+    assert ledger.totals("d") == {"replace": 1.0}, "PRIVSYN_LEDGER names the one ledger of the CLI and the app"
 
 
-def test_totals_are_the_exactly_rounded_sums_of_every_private_spend_in_any_order():
-    rng = np.random.default_rng(0)
-    epsilons = [float(e) for e in rng.choice([0.1, 0.2, 0.3, 1e-3, 1 / 3, 7.0], size=300)] + [1e-17, 1e16, 0.1]
-    relations = rng.choice(["replace", "add_remove"], size=len(epsilons))
-    for epsilon, relation in zip(epsilons, relations, strict=True):
-        spend("d", epsilon, relation=str(relation))
-    spend("d", 50.0, private=False)
-    spend("other", 9.0)
-    expected = {r: math.fsum(e for e, rel in zip(epsilons, relations, strict=True) if rel == r)
-                for r in ("replace", "add_remove")}
-    assert ledger.totals("d") == expected
-    assert ledger.totals("other") == {"replace": 9.0} and ledger.totals("none") == {}
+def test_the_operators_default_budget_is_followed_and_a_session_only_tightens(monkeypatch):
+    monkeypatch.setenv("PRIVSYN_BUDGET", "2")
+    assert ledger.budget("d") == 2.0 and ledger.budget_owner("d") == "default"
+    assert ledger.tighten_budget("d", 3.0) == 2.0 and ledger.tighten_budget("d", 1.0) == 1.0
+    monkeypatch.delenv("PRIVSYN_BUDGET")
+    assert ledger.budget("d") == 1.0
+
+
+def test_a_data_folder_with_uploads_but_no_ledger_is_refused_and_one_connection_still_runs(tmp_path, monkeypatch):
+    folder = tmp_path / "data"
+    (folder / "uploads").mkdir(parents=True)
+    monkeypatch.setenv(ledger.DATA_DIR_ENV, str(folder))
+    with ledger.one_connection():  # the page still runs; every ledger call names the problem
+        with pytest.raises(LedgerError, match="its folder is not empty"):
+            ledger.totals("d")

@@ -124,10 +124,15 @@ def shown(table: pd.DataFrame) -> pd.DataFrame:
 # -- several runs ------------------------------------------------------------------------------
 def compare_key(key: dict, spec: ps.MechanismSpec) -> dict:
     """The run of ``spec`` beside the run ``key``: same data, schema, epsilon, seed and size; its own default
-    parameters (the run ``key`` keeps its own) and the same relation where it supports it."""
+    parameters (the run ``key`` keeps its own) and the same relation, which is never changed: a mechanism not
+    calibrated for it is not run (a :class:`~privsyn_core.errors.ParameterError`, an error line of :func:`run_many`).
+    """
+    if key["neighbouring"] not in spec.neighbouring:
+        raise ps.ParameterError(f"calibrated only for neighbours that differ by "
+                                f"{' or '.join(words.relation(r) for r in spec.neighbouring)}, not run at the chosen "
+                                "relation")
     params = key["params"] if spec.name == key["mechanism"] else {k: p.default for k, p in spec.params.items()}
-    relation = key["neighbouring"] if key["neighbouring"] in spec.neighbouring else spec.neighbouring[0]
-    return {**key, "mechanism": spec.name, "params": params, "neighbouring": relation}
+    return {**key, "mechanism": spec.name, "params": params}
 
 
 def run_many(names: list[str], key: dict, *, execute: Callable[[dict], ps.SynthResult],

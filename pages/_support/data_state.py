@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import secrets
 
 import numpy as np
 import pandas as pd
@@ -188,6 +189,21 @@ def data_id() -> str:
     """The current dataset's identity in the ledger: the SHA-256 of its bytes (never shown)."""
     table()  # a clear error when there is no data
     return st.session_state.data["sha256"]
+
+
+def ledger_id() -> str:
+    """The current dataset's identity in the privacy ledger (never shown).
+
+    An upload: the SHA-256 of its bytes, shared by every session and by the CLI (``budget set DATA.csv``).  A
+    bundled sample: that digest qualified by this browser session, so a classroom of sessions on one sample
+    does not share one ledger (a reload is a new session and starts a new one).
+    """
+    table()  # a clear error when there is no data
+    data = st.session_state.data
+    if not data.get("sample"):
+        return data["sha256"]
+    session = st.session_state.setdefault("ledger_session", secrets.token_hex(16))
+    return f"{data['sha256']}:session:{session}"
 
 
 def real_of(result: ps.SynthResult) -> pd.DataFrame:

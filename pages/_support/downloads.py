@@ -18,7 +18,7 @@ from privsyn_core.data.io import to_csv_bytes
 from privsyn_core.reporting import report
 
 from . import ledger as store, output, shared, stakeholder
-from .data_state import data_id, real_of
+from .data_state import ledger_id, real_of
 from .state import release_mode
 
 #: Largest synthetic CSV kept in memory between two download clicks of the same run (larger ones are rebuilt).
@@ -72,7 +72,7 @@ def run_view(result: ps.SynthResult, key: dict, metrics: dict | None = None) -> 
     The view is made again when anything it shows changes: the run, the mode, the declared decimals, the
     TSTR target, whether the page passed metrics, or the number of spends on the data.
     """
-    did = data_id()
+    did = ledger_id()
     target = shared.tstr_target()
     decimals = {k: e.get("decimals") for k, e in st.session_state.get("schema_entries", {}).items()}
     token = json.dumps([key, release_mode(), target, metrics is not None, decimals, store.count(did)],
@@ -141,7 +141,7 @@ def ledger_rows(did: str, last: int | None = None) -> list[dict]:
 def report_builder(result: ps.SynthResult, key: dict):
     """``run_report(metrics=None, extra_ledger=...)``: the JSON report of this run, release-only in release mode
     (no hash, no timings, no metrics, no teaching section)."""
-    release, did = release_mode(), data_id()
+    release, did = release_mode(), ledger_id()
     build = functools.partial(report.run_report, result, params=key["params"], release_mode=release,
                               data_name=st.session_state.data["name"],
                               data_sha256=None if release else st.session_state.data["sha256"])

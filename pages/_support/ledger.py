@@ -1,229 +1,143 @@
-"""The privacy ledger as a budget: every spend on a dataset, kept in SQLite across reloads and restarts.
+"""The app's view of the library's privacy ledger (:class:`privsyn_core.privacy.budget.PrivacyLedger`).
 
-A dataset is identified by its content (the SHA-256 of the file's bytes), so the same table
-uploaded again, by anyone, under any name, meets its own past spends.  Each spend records the
-neighbouring relation it was accounted under; totals are shown per relation.  Non-private runs
-(a mechanism that is not private, or a domain read off the data: ``dp_valid = False``) are kept
-apart: they carry no guarantee, so they never enter a total (which would become ``inf``).
-
-A budget per dataset caps the private spends: a spend that would take the total of every private
-release on that data, whatever its relation (a conservative sum), above the budget is refused
-with :class:`BudgetExceeded` before the mechanism runs.
-
-The database lives in ``$PRIVSYN_DATA_DIR/ledger.sqlite`` (default ``app-data/`` in the
-repository, named in the README).  Each call is its own statement or transaction (a spend is committed
-before :func:`add` returns); inside :func:`one_connection` (a script run of the app) the calls of a thread
-share one connection instead of opening one each, and no call leaves a statement open, so no lock
-outlives the call that took it.  Nothing in it is shown in release mode but totals, labels and
-epsilons; the data's hash is the key, never displayed.
+One file for the app, the CLI and scripts: ``$PRIVSYN_LEDGER``, else ``ledger.sqlite`` in the data folder
+(``$PRIVSYN_DATA_DIR``, default ``app-data/`` next to ``app.py``).  An uploaded table is identified by its
+content (the SHA-256 of the file's bytes: the CLI's ``budget set DATA.csv`` names the same dataset); a bundled
+sample gets a ledger per browser session (:func:`pages._support.data_state.ledger_id`), so a classroom does not
+share one list.  A release reserves its epsilon in one transaction that checks the budget
+(:func:`reserve`) before the mechanism runs.  On a release-only server the budget is the operator's
+(``PRIVSYN_BUDGET`` or ``python -m privsyn_core budget set``) and a release with no budget at all is refused;
+a session can only tighten a budget (:func:`tighten_budget`).  Nothing here is shown in release mode but
+totals, labels and epsilons; the data's hash is the key, never displayed.
 """
 
 from __future__ import annotations
 
-import itertools
-import math
+import dataclasses
 import os
-import sqlite3
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import closing, contextmanager
-from datetime import UTC, datetime
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-import privsyn_core as ps
+from privsyn_core.privacy.budget import (
+    LEDGER_ENV,
+    LEDGER_FILE,
+    BudgetExceeded,
+    LedgerError,
+    PrivacyLedger,
+    Reservation,
+)
+
+from .state import release_locked
 
 DATA_DIR_ENV = "PRIVSYN_DATA_DIR"
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "app-data"
-SCHEMA = """
-create table if not exists spends (
-    id integer primary key autoincrement,
-    data text not null, label text not null, mechanism text not null, relation text not null,
-    epsilon real not null, private integer not null, run_key text, created text not null);
-create index if not exists spends_data on spends(data);
-create index if not exists spends_private on spends(data, private, relation, epsilon);
-create index if not exists spends_run on spends(data, run_key);
-create table if not exists budgets (data text primary key, epsilon real not null);
-"""
+
+__all__ = ["BudgetExceeded", "LedgerError", "DATA_DIR_ENV", "data_dir", "path", "store", "ensure", "one_connection",
+           "spends", "count", "totals", "budget", "budget_owner", "known", "reserve", "record", "set_budget",
+           "tighten_budget"]
 
 
-class BudgetExceeded(ps.PrivsynError):
-    """A release would take the private spends on a dataset above its budget."""
-
-
-def _file() -> Path:
-    """The ledger's file (its folder may not exist yet)."""
-    return Path(os.environ.get(DATA_DIR_ENV) or DEFAULT_DIR) / "ledger.sqlite"
+def data_dir() -> Path:
+    """The app's data folder (the ledger by default, the uploads)."""
+    return Path(os.environ.get(DATA_DIR_ENV) or DEFAULT_DIR)
 
 
 def path() -> Path:
-    """The ledger's file, its folder made if missing."""
-    file = _file()
-    file.parent.mkdir(parents=True, exist_ok=True)
-    return file
+    """The ledger's file."""
+    return Path(os.environ[LEDGER_ENV]) if os.environ.get(LEDGER_ENV) else data_dir() / LEDGER_FILE
 
 
-#: SQLite files (the ledger, the uploads' index) whose tables this process has created.
-_READY: set[str] = set()
+_STORES: dict[tuple[str, bool], PrivacyLedger] = {}
 
 
-def open_database(file: Path, schema: str) -> sqlite3.Connection:
-    """A connection to an SQLite file (rows by name, 10 s busy timeout) whose tables are created by ``schema`` once
-    per file and process, and again when the file is gone (a page opens the ledger several times per rerun)."""
-    ready = str(file) in _READY and file.exists()
-    if not ready:
-        file.parent.mkdir(parents=True, exist_ok=True)
-    connection = sqlite3.connect(file, timeout=10)
-    connection.row_factory = sqlite3.Row
-    if not ready:
-        connection.executescript(schema)
-        _READY.add(str(file))
-    return connection
+def store() -> PrivacyLedger:
+    """The ledger of the current data folder (one object per file and mode per process; it is thread-safe).
+
+    Its default budget is re-read from ``PRIVSYN_BUDGET`` on each call, so a test or an operator changing the
+    environment is followed.
+    """
+    key = (str(path()), release_locked())
+    found = _STORES.get(key)
+    if found is None:
+        found = _STORES[key] = PrivacyLedger(key[0], require_budget=key[1])
+    else:
+        found.default_budget = PrivacyLedger(key[0]).default_budget
+    return found
 
 
-#: The connection a thread shares inside :func:`one_connection` (``scope.file``, ``scope.db``), if any.
-_SHARED = threading.local()
+def ensure() -> None:
+    """Make the ledger exist before anything else is written to the data folder (an empty folder's first use),
+    and refuse to go on when it was removed (a data folder holding uploads but no ledger)."""
+    store().ensure()
 
 
 @contextmanager
 def one_connection() -> Iterator[None]:
-    """Let the ledger calls of this thread inside the block share one connection (opened on first use, closed at
-    the end), instead of one connection per call: a page reads the ledger a dozen times per script run.
+    """Let the ledger calls of this thread inside the block (a script run) share one connection.
 
-    Every call still runs its own statements and transactions and reads every row it returns before it returns,
-    so no lock is held between calls.  Nested blocks share the outer block's connection.
+    A ledger that cannot be opened (missing after it existed, empty, damaged) shares nothing: the block runs,
+    and every ledger call in it raises the ledger's one-sentence :class:`~privsyn_core.privacy.budget.LedgerError`,
+    which the sidebar and the Run button show (every release refused) instead of Streamlit's error page.
     """
-    if getattr(_SHARED, "scope", None) is not None:
+    try:
+        scope = store().shared_connection()
+        scope.__enter__()
+    except LedgerError:
         yield
         return
-    _SHARED.scope = scope = _Scope()
     try:
         yield
     finally:
-        _SHARED.scope = None
-        scope.close()
-
-
-class _Scope:
-    """The connection of one :func:`one_connection` block, to the ledger file it was opened on."""
-
-    def __init__(self) -> None:
-        self.file: Path | None = None
-        self.db: sqlite3.Connection | None = None
-
-    def connection(self, file: Path) -> sqlite3.Connection:
-        """The block's connection to ``file`` (a new one when the data folder changed since the last call)."""
-        if self.db is None or self.file != file:
-            self.close()
-            self.db, self.file = open_database(file, SCHEMA), file
-        return self.db
-
-    def close(self) -> None:
-        if self.db is not None:
-            self.db.close()
-        self.db = self.file = None
-
-
-@contextmanager
-def _database() -> Iterator[sqlite3.Connection]:
-    """A connection to the ledger: the thread's shared one inside :func:`one_connection`, else a new one closed
-    after use."""
-    scope: _Scope | None = getattr(_SHARED, "scope", None)
-    if scope is not None:
-        yield scope.connection(_file())
-        return
-    with closing(open_database(_file(), SCHEMA)) as db:
-        yield db
-
-
-def _rows(db: sqlite3.Connection, sql: str, args: Sequence[Any]) -> list[sqlite3.Row]:
-    """Every row of a query, its statement finished (a statement left open would keep its read lock)."""
-    with closing(db.execute(sql, args)) as cursor:
-        return cursor.fetchall()
+        scope.__exit__(None, None, None)
 
 
 def spends(data: str, *, last: int | None = None, private: bool | None = None) -> list[dict]:
-    """The spends on the dataset ``data`` (a SHA-256), oldest first: every one, or the ``last`` ones (of the
-    private or the other spends only, with ``private``).  A page reads the tail: the ledger grows with every run."""
-    where, args = "data = ?", [data]
-    if private is not None:
-        where, args = where + " and private = ?", [data, str(int(private))]
-    with _database() as db:
-        if last is None:
-            rows = _rows(db, f"select * from spends where {where} order by id", args)
-        else:
-            rows = _rows(db, f"select * from (select * from spends where {where} order by id desc limit ?) "
-                         "order by id", [*args, int(last)])
-    return [{**dict(r), "private": bool(r["private"])} for r in rows]
+    """The dataset's spends (as dicts), oldest first: every one or the ``last`` ones."""
+    return [dataclasses.asdict(e) for e in store().spends(data, last=last, private=private)]
 
 
 def count(data: str, *, private: bool | None = None) -> int:
-    """How many spends the dataset has (of the private or the other ones only, with ``private``)."""
-    with _database() as db:
-        if private is None:
-            return int(_rows(db, "select count(*) from spends where data = ?", (data,))[0][0])
-        return int(_rows(db, "select count(*) from spends where data = ? and private = ?", (data, int(private)))[0][0])
+    return store().count(data, private=private)
 
 
 def totals(data: str) -> dict[str, float]:
-    """Exactly rounded (``math.fsum``) total epsilon of the private spends, per relation.
-
-    The spends are read as distinct epsilons and their counts (from the index ``spends_private``: a few rows
-    however long the ledger); the exactly rounded sum of a multiset does not depend on the order of its terms.
-    """
-    with _database() as db:
-        rows = _rows(db, "select relation, epsilon, count(*) from spends where data = ? and private = 1 "
-                     "group by relation, epsilon", (data,))
-    out: dict[str, list[tuple[float, int]]] = {}
-    for relation, epsilon, times in rows:
-        out.setdefault(relation, []).append((epsilon, times))
-    return {relation: math.fsum(itertools.chain.from_iterable(itertools.repeat(e, n) for e, n in values))
-            for relation, values in out.items()}
+    return store().totals(data)
 
 
 def budget(data: str) -> float | None:
-    with _database() as db:
-        rows = _rows(db, "select epsilon from budgets where data = ?", (data,))
-    return float(rows[0]["epsilon"]) if rows else None
+    return store().budget(data)
 
 
-def set_budget(data: str, epsilon: float | None) -> None:
-    """Set (or, with ``None``, remove) the dataset's budget."""
-    with _database() as db, db:
-        if epsilon is None:
-            db.execute("delete from budgets where data = ?", (data,))
-        else:
-            db.execute("insert into budgets(data, epsilon) values(?, ?) on conflict(data) do update set "
-                       "epsilon = excluded.epsilon", (data, float(epsilon)))
+def budget_owner(data: str) -> str | None:
+    return store().budget_owner(data)
 
 
 def known(data: str, run_key: str | None) -> bool:
-    """True when the same run (same data, settings and explicit seed) is in the ledger: it spends nothing new."""
-    if run_key is None:
-        return False
-    with _database() as db:
-        return bool(_rows(db, "select 1 from spends where data = ? and run_key = ? limit 1", (data, run_key)))
+    return store().known(data, run_key)
 
 
-def check(data: str, epsilon: float, private: bool) -> None:
-    """Refuse a private spend of ``epsilon`` that would exceed the dataset's budget."""
-    cap = budget(data)
-    if cap is None or not private:
-        return
-    spent = math.fsum(totals(data).values())
-    if math.fsum([spent, epsilon]) > cap:
-        raise BudgetExceeded(f"refused: epsilon {epsilon:g} on top of {spent:g} already spent on this data would "
-                             f"exceed its budget of {cap:g}")
+def reserve(data: str, epsilon: float, *, relation: str, mechanism: str, label: str, private: bool,
+            run_key: str | None = None) -> Reservation:
+    """:meth:`PrivacyLedger.reserve`: check the budget and record the spend atomically, before the run."""
+    return store().reserve(data, epsilon, relation=relation, mechanism=mechanism, label=label, private=private,
+                           run_key=run_key)
 
 
-def add(data: str, *, label: str, mechanism: str, relation: str, epsilon: float, private: bool,
-        run_key: str | None = None) -> bool:
-    """Record a spend; a run already in the ledger (same ``run_key``) is not added again.  True if added."""
-    if known(data, run_key):
-        return False
-    with _database() as db, db:
-        db.execute("insert into spends(data, label, mechanism, relation, epsilon, private, run_key, created) "
-                   "values(?, ?, ?, ?, ?, ?, ?, ?)",
-                   (data, label, mechanism, relation, float(epsilon), int(private and math.isfinite(epsilon)), run_key,
-                    datetime.now(UTC).isoformat(timespec="seconds")))
-    return True
+def record(data: str, *, label: str, mechanism: str, relation: str, epsilon: float, private: bool,
+           run_key: str | None = None) -> bool:
+    """Reserve and confirm at once (a spend whose output is already known); True if a new spend was recorded."""
+    reservation = reserve(data, epsilon, relation=relation, mechanism=mechanism, label=label, private=private,
+                          run_key=run_key)
+    reservation.confirm()
+    return reservation.spends
+
+
+def set_budget(data: str, epsilon: float | None) -> None:
+    """Set or remove a budget: only for a ledger the session owns (a bundled sample's, per session)."""
+    store().set_budget(data, epsilon)
+
+
+def tighten_budget(data: str, epsilon: float) -> float:
+    """Lower (or set where none is) the dataset's budget: all a session may do on shared data."""
+    return store().tighten_budget(data, epsilon)

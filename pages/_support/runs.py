@@ -23,7 +23,7 @@ import privsyn_core as ps
 from privsyn_core.reporting import report
 
 from . import ledger as store, shared, state, table_cache
-from .data_state import columns, data_id, frame, real_of
+from .data_state import columns, data_id, frame, ledger_id, real_of
 from .schema_state import schema
 from .state import release_mode
 
@@ -83,26 +83,23 @@ def _frozen(result: ps.SynthResult) -> ps.SynthResult:
 
 
 def execute(key: dict[str, Any], label: str = "") -> ps.SynthResult:
-    """Run (cached in teaching mode; a fresh secure release in release mode) and record it in the ledger.
+    """Run (cached in teaching mode; a fresh secure release in release mode), its epsilon reserved first.
 
-    A run already in the ledger (teaching mode: same data, settings and seed) spends nothing new; any
-    other private run is refused before it starts when it would exceed the data's budget.
+    The library's ledger checks the budget and records the spend in one transaction before the mechanism
+    runs (:func:`pages._support.ledger.reserve`): two sessions clicking Run together cannot both pass the
+    check on the same total.  A run already in the ledger (teaching mode: same data, settings and seed)
+    spends nothing new; a run that fails once started stays counted.
     """
     run_key = None if release_mode() else json.dumps(key, sort_keys=True)
     private = ps.get_mechanism(key["mechanism"]).is_private and ps.Schema.from_dict(key["schema"]).dp_valid
-    if not store.known(data_id(), run_key):
-        store.check(data_id(), float(key["epsilon"]), private)
-    if release_mode():
-        result = ps.synthesize(frame(), key["mechanism"], key["epsilon"], schema=key["schema"],
-                               neighbouring=key["neighbouring"], n_synthetic=key["n_synthetic"],
-                               rng=state.release_rng(), **key["params"])
-    else:
-        result = _cached_run(json.dumps(key, sort_keys=True), frame())
     kind = "release" if release_mode() else "teaching run"
-    store.add(data_id(), label=f"{key['mechanism']} ({kind}{label})", mechanism=key["mechanism"],
-              relation=key["neighbouring"], epsilon=result.epsilon,
-              private=result.dp_valid and ps.get_mechanism(key["mechanism"]).is_private, run_key=run_key)
-    return result
+    with store.reserve(ledger_id(), float(key["epsilon"]), relation=key["neighbouring"], mechanism=key["mechanism"],
+                       label=f"{key['mechanism']} ({kind}{label})", private=private, run_key=run_key):
+        if release_mode():
+            return ps.synthesize(frame(), key["mechanism"], key["epsilon"], schema=key["schema"],
+                                 neighbouring=key["neighbouring"], n_synthetic=key["n_synthetic"],
+                                 rng=state.release_rng(), **key["params"])
+        return _cached_run(json.dumps(key, sort_keys=True), frame())
 
 
 @st.cache_data(max_entries=24, show_spinner="Computing the metrics on the real data (not private)...")

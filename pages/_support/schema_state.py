@@ -11,7 +11,7 @@ from privsyn_core.data.dp_bounds import dp_bounds
 from privsyn_core.privacy.accounting import ledger_total
 
 from . import ledger as store, shared, state
-from .data_state import columns, data_id, frame, table
+from .data_state import columns, frame, ledger_id, table
 from .state import PROPOSED, release_mode, set_schema_entries
 from .text import md
 
@@ -65,13 +65,14 @@ def estimate_dp_bounds(epsilon: float, neighbouring: str) -> None:
     if not numeric:
         raise ps.DataError("every chosen numeric column has typed bounds: DP bounds fill only the others")
     rng = state.release_rng() if release_mode() else shared.seed()
-    store.check(data_id(), epsilon, True)
-    found = dp_bounds(frame(), numeric, epsilon, neighbouring=neighbouring, rng=rng)
+    with store.reserve(ledger_id(), epsilon, relation=neighbouring, mechanism="dp_bounds",
+                       label=f"DP bounds of {len(numeric)} column(s)", private=True):
+        found = dp_bounds(frame(), numeric, epsilon, neighbouring=neighbouring, rng=rng)
+    if ledger_total(found.ledger) != epsilon:  # pragma: no cover - dp_bounds' ledger sums to its epsilon
+        raise RuntimeError("internal error: the DP bounds' ledger does not sum to the epsilon reserved")
     for col in found.schema.columns:
         entries[col.name] = {**col.to_dict(), "source": f"DP bounds (epsilon {epsilon:g})"}
     set_schema_entries(entries)
-    store.add(data_id(), label=f"DP bounds of {len(numeric)} column(s)", mechanism="dp_bounds",
-              relation=neighbouring, epsilon=ledger_total(found.ledger), private=True)
     notes = [md(w) for w in found.warnings]
     if typed:
         notes.append("Columns with typed bounds were left as typed: " + ", ".join(md(c) for c in sorted(typed)) + ".")

@@ -17,7 +17,7 @@ import pandas as pd
 
 import privsyn_core as ps
 from privsyn_core.reporting import figures as F
-from privsyn_core.result import Release
+from privsyn_core.result import Release, noise_statement
 
 from . import words
 
@@ -54,7 +54,8 @@ def build(*, release: Release, data_name: str, totals: dict[str, float], budget:
                    f"of any conclusion about any one person by at most a factor of e<sup>epsilon</sup> = "
                    f"{math.exp(eps):.3g}. Statistics that do not depend on single people (averages, shares, trends) "
                    "stay usable; nothing in it is a real person's record.</p>")
-        first += [spent, protected, meaning]
+        noise = f"<p><b>How the noise was drawn:</b> {escape(noise_statement(release.floating_point_exposure))}</p>"
+        first += [spent, protected, meaning, noise]
     else:
         first += ["<p><b>This is NOT a private release.</b> "
                   + escape(words.guarantee(spec.is_private, release.dp_valid)) + ". Do not share it as anonymised "

@@ -67,14 +67,29 @@ def max_bytes() -> int:
 
 
 def folder() -> Path:
-    path = ledger.path().parent / "uploads"
+    """The uploads' folder in the data folder; the privacy ledger is made first on an empty folder's first use
+    (a data folder with uploads but no ledger is one whose ledger was removed: refused)."""
+    ledger.ensure()
+    path = ledger.data_dir() / "uploads"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
+#: Index files whose tables this process has created.
+_READY: set[str] = set()
+
+
 def _connect() -> sqlite3.Connection:
-    """A connection to the uploads' index (its tables created once per file and process)."""
-    return ledger.open_database(folder() / "uploads.sqlite", SCHEMA)
+    """A connection to the uploads' index (rows by name, 10 s busy timeout), its tables created once per file
+    and process, and again when the file is gone."""
+    file = folder() / "uploads.sqlite"
+    ready = str(file) in _READY and file.exists()
+    connection = sqlite3.connect(file, timeout=10)
+    connection.row_factory = sqlite3.Row
+    if not ready:
+        connection.executescript(SCHEMA)
+        _READY.add(str(file))
+    return connection
 
 
 def _file(sha: str) -> Path:

@@ -54,7 +54,7 @@ def app_url():
 @pytest.fixture(scope="module")
 def release_only_url():
     """The app as a release-only deployment (``PRIVSYN_RELEASE_ONLY=1``)."""
-    yield from _serve({"PRIVSYN_RELEASE_ONLY": "1"})
+    yield from _serve({"PRIVSYN_RELEASE_ONLY": "1", "PRIVSYN_BUDGET": "1000"})
 
 
 def _serve(env: dict):

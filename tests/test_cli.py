@@ -313,3 +313,64 @@ def test_every_bundled_sample_runs_through_the_cli_with_its_published_schema(tmp
                  "--epsilon", "1", "--seed", "0"])
     assert code == 0, capsys.readouterr().err
     assert list(pd.read_csv(out).columns) == list(pd.read_csv(data, nrows=1).columns)
+
+
+# -- the privacy ledger and the operator's budget (issue 25) -------------------------------------------------------
+def test_synth_counts_every_release_in_the_ledger_and_the_operators_budget_refuses_the_next(files, capsys):
+    tmp, real, schema = files
+    ledger = tmp / "ops" / "ledger.sqlite"
+    assert run_main(capsys, "budget", "init", "--ledger", ledger).returncode == 0
+    again = run_main(capsys, "budget", "init", "--ledger", ledger)
+    assert again.returncode == 2 and "already exists" in again.stderr
+    assert run_main(capsys, "budget", "set", real, "1.5", "--ledger", ledger).returncode == 0
+    args = ["synth", real, tmp / "out.csv", "--mechanism", "dp_histogram", "--epsilon", "1", "--schema", schema,
+            "--ledger", ledger, "--force"]
+    first = run_main(capsys, *args)
+    assert first.returncode == 0 and "epsilon 1 spent on this data of the budget 1.5" in first.stdout
+    (tmp / "out.csv").write_bytes(b"kept\n")
+    refused = run_main(capsys, *args)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "exceed its budget of 1.5" in refused.stderr and (tmp / "out.csv").read_bytes() == b"kept\n"
+    shown = json.loads(run_main(capsys, "budget", "show", real, "--ledger", ledger, "--json").stdout)
+    assert shown["budget"] == 1.5 and shown["totals"] == {"replace": 1.0} and shown["releases"] == 1
+    assert shown["last"][0]["status"] == "spent" and "data" not in shown["last"][0], "no hash of the data is printed"
+
+
+def test_synth_uses_the_documented_default_ledger_and_refuses_an_emptied_one(files, capsys, monkeypatch):
+    tmp, real, schema = files
+    monkeypatch.setenv("PRIVSYN_LEDGER", str(tmp / "default" / "ledger.sqlite"))
+    args = ["synth", real, tmp / "o.csv", "--mechanism", "dp_histogram", "--epsilon", "0.5", "--schema", schema,
+            "--force"]
+    assert run_main(capsys, *args).returncode == 0
+    assert budget.PrivacyLedger().spent(budget.file_id(real)) == 0.5
+    (tmp / "default" / "ledger.sqlite").write_bytes(b"")
+    refused = run_main(capsys, *args)
+    assert refused.returncode == 2 and "is empty" in refused.stderr and "budget init" in refused.stderr
+
+
+@pytest.mark.parametrize("key, option", [("epsilon", "--epsilon"), ("schema", "--schema"), ("mechanism", "--mechanism"),
+                                         ("neighbouring", "--neighbouring"), ("n_synthetic", "--n-synthetic"),
+                                         ("rng", "--seed"), ("public_n", "--public-n")])
+def test_param_refuses_the_options_naming_the_real_one(files, capsys, key, option):
+    tmp, real, schema = files
+    out = run_main(capsys, "synth", real, tmp / "o.csv", "--mechanism", "dp_histogram", "--epsilon", "1", "--schema",
+                   schema, "--param", f"{key}=3")
+    assert out.returncode == 2 and f"use {option}" in out.stderr and out.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("value", ["-inf", "-1", "nan"])
+def test_a_bad_epsilon_is_named(files, capsys, value):
+    tmp, real, schema = files
+    out = run_main(capsys, "synth", real, tmp / "o.csv", "--mechanism", "dp_histogram", "--epsilon", value,
+                   "--schema", schema)
+    assert out.returncode == 2 and "epsilon must be" in out.stderr and "expected one argument" not in out.stderr
+
+
+def test_a_temporary_file_left_by_a_killed_writer_is_removed_by_the_next_write(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f".out.csv.{int(dead.stdout)}.abc123.part"
+    stale.write_bytes(b"half a file")
+    live = tmp_path / f".out.csv.{os.getpid()}.def456.part"  # a write of a running process: left alone
+    live.write_bytes(b"in progress")
+    atomic_write(tmp_path / "out.csv", b"done")
+    assert not stale.exists() and live.exists() and (tmp_path / "out.csv").read_bytes() == b"done"

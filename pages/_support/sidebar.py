@@ -111,9 +111,11 @@ def _budget_control(did: str) -> None:
         return
     sample = bool(st.session_state.data.get("sample"))
     key = f"w_budget_{st.session_state.get('data_version', 0)}"
+    if key not in st.session_state:  # drawn once from the ledger; afterwards only the user's change is written
+        st.session_state[key] = float(cap or 0.0)
     st.number_input("Budget for this data (total epsilon; 0 = no budget)" if sample else
                     "Budget for this data (total epsilon; lower only)", min_value=0.0, step=0.5,
-                    value=float(cap or 0.0), key=key, on_change=_budget_changed, args=(did, key, sample),
+                    key=key, on_change=_budget_changed, args=(did, key, sample),
                     help="Private releases that would take the total above it are refused."
                     + ("" if sample else " From here a budget can only be set or lowered; the operator raises "
                        f"or removes it (`{OPERATOR_COMMAND}`)."))

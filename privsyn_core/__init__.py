@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from privsyn_core.data.domain import Column, Schema, unit_schema
     from privsyn_core.errors import DataError, ParameterError, PrivsynError, SchemaError
     from privsyn_core.evaluation import metrics
+    from privsyn_core.privacy.budget import BudgetExceeded, LedgerError, PrivacyLedger
     from privsyn_core.registry import MechanismSpec, ParamSpec, get_mechanism, list_mechanisms
     from privsyn_core.result import MechanismOutput, SynthResult
 
@@ -41,11 +42,13 @@ _PUBLIC = {
     "SynthResult": "privsyn_core.result", "MechanismOutput": "privsyn_core.result",
     "PrivsynError": "privsyn_core.errors", "DataError": "privsyn_core.errors", "SchemaError": "privsyn_core.errors",
     "ParameterError": "privsyn_core.errors",
+    "PrivacyLedger": "privsyn_core.privacy.budget", "BudgetExceeded": "privsyn_core.privacy.budget",
+    "LedgerError": "privsyn_core.privacy.budget",
 }
 
 __all__ = ["synthesize", "Schema", "Column", "unit_schema", "list_mechanisms", "get_mechanism",
            "MechanismSpec", "ParamSpec", "SynthResult", "MechanismOutput", "PrivsynError", "DataError",
-           "SchemaError", "ParameterError", "metrics", "__version__"]
+           "SchemaError", "ParameterError", "PrivacyLedger", "BudgetExceeded", "LedgerError", "metrics", "__version__"]
 
 _LAZY_SUBMODULES = frozenset({"metrics"})
 

@@ -1,0 +1,196 @@
+"""The budget under concurrency (issue 25): releases against one budget never exceed it, and what a reservation costs.
+
+Prints three tables:
+
+1. **Library threads**: 16 threads each call ``ps.synthesize(..., ledger=...)`` on one table against a budget that
+   pays for fewer releases than there are threads; releases made, epsilon recorded, budget.
+2. **Reservations per second**: ``reserve`` + ``confirm`` in a loop, from 1 and 4 threads and from 4 processes on
+   one ledger file (every reservation is one ``BEGIN IMMEDIATE`` transaction with ``synchronous=FULL``).
+3. **Two app servers x 8 sessions**: two release-only Streamlit servers on one data folder (one ledger), an upload
+   kept there, 8 websocket sessions per server (Streamlit's own protocol, :mod:`benchmarks.load_wire`) each
+   clicking Run ``--clicks`` times at epsilon 1 against ``PRIVSYN_BUDGET``; epsilon recorded against the budget.
+
+Usage::
+
+    python -m benchmarks.bench_budget [--clicks 3] [--budget 5] [--skip-app]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import math
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+
+import privsyn_core as ps
+from privsyn_core.data.datasets import two_blobs
+from privsyn_core.privacy.budget import BudgetExceeded, PrivacyLedger, dataset_id
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def library_threads(folder: Path, threads: int = 16, epsilon: float = 0.25, budget: float = 2.0) -> dict:
+    ledger = PrivacyLedger(folder / "threads" / "ledger.sqlite")
+    X = two_blobs(2000, 2, rng=0)
+    data = dataset_id(X)
+    ledger.set_budget(data, budget)
+    outcomes: list[str] = []
+    barrier = threading.Barrier(threads)
+
+    def release() -> None:
+        barrier.wait()
+        try:
+            ps.synthesize(X, "pmm", epsilon, schema=ps.unit_schema(2), ledger=ledger)
+            outcomes.append("released")
+        except BudgetExceeded:
+            outcomes.append("refused")
+
+    start = time.perf_counter()
+    workers = [threading.Thread(target=release) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return {"threads": threads, "epsilon each": epsilon, "budget": budget, "released": outcomes.count("released"),
+            "refused": outcomes.count("refused"), "recorded": ledger.spent(data),
+            "seconds": round(time.perf_counter() - start, 2)}
+
+
+def _reserve_loop(path: str, seconds: float) -> int:
+    ledger, made, deadline = PrivacyLedger(path), 0, time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        ledger.reserve("d", 1e-6, relation="replace", mechanism="bench").confirm()
+        made += 1
+    return made
+
+
+def reservation_rate(folder: Path, seconds: float = 3.0) -> list[dict]:
+    path = str(folder / "rate" / "ledger.sqlite")
+    PrivacyLedger(path).ensure()
+    rows = []
+    for threads in (1, 4):
+        counts: list[int] = []
+        workers = [threading.Thread(target=lambda made=counts: made.append(_reserve_loop(path, seconds)))
+                   for _ in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        rows.append({"writers": f"{threads} thread(s)", "reservations/s": round(sum(counts) / seconds)})
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        counts = pool.starmap(_reserve_loop, [(path, seconds)] * 4)
+    rows.append({"writers": "4 processes", "reservations/s": round(sum(counts) / seconds)})
+    return rows
+
+
+def app_servers(folder: Path, clicks: int, budget: float, sessions: int = 8) -> dict:
+    """Two release-only servers on one data folder; 8 wire sessions each click Run ``clicks`` times."""
+    from benchmarks.load_test import BOOT, free_port, wait_until_healthy
+
+    env = {**os.environ, "PRIVSYN_DATA_DIR": str(folder / "app-data"), "PRIVSYN_RELEASE_ONLY": "1",
+           "PRIVSYN_BUDGET": f"{budget:g}"}
+    os.environ["PRIVSYN_DATA_DIR"] = env["PRIVSYN_DATA_DIR"]
+    from pages._support import uploads
+
+    table = pd.DataFrame(two_blobs(2000, 2, rng=3) * 10, columns=["x", "y"])
+    raw = table.to_csv(index=False).encode()
+    token = uploads.save(raw, "shared.csv")
+    entries = {c: {"name": c, "kind": "numeric", "lo": 0.0, "hi": 10.0, "integer": False, "public": True,
+                   "source": "typed by the user"} for c in ("x", "y")}
+    uploads.save_schema(str(token), entries, ["x", "y"])
+    servers, urls = [], []
+    try:
+        for _ in range(2):
+            port = free_port()
+            command = [sys.executable, "-c", BOOT, str(folder / f"dump{port}.txt"), "run", str(REPO / "app.py"),
+                       "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(port),
+                       "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+            servers.append(wait_until_healthy(subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                                                               stderr=subprocess.DEVNULL), port))
+            urls.append(f"ws://127.0.0.1:{port}/_stcore/stream")
+        start = time.perf_counter()
+        outcomes = asyncio.run(_sessions(urls, sessions, clicks, f"data={token}"))
+        seconds = time.perf_counter() - start
+    finally:
+        for server in servers:
+            server.kill()
+    ledger = PrivacyLedger(Path(env["PRIVSYN_DATA_DIR"]) / "ledger.sqlite")
+    data = hashlib.sha256(raw).hexdigest()  # the app's identity of an upload (as budget.file_id of the file)
+    spends = ledger.spends(data)
+    return {"servers": 2, "sessions": 2 * sessions, "clicks": sum(o[0] for o in outcomes),
+            "failed sessions": sum(1 for o in outcomes if o[1]), "releases recorded": len(spends),
+            "epsilon recorded": ledger.spent(data), "budget": budget, "seconds": round(seconds, 1),
+            "errors": sorted({o[1] for o in outcomes if o[1]})[:3]}
+
+
+async def _sessions(urls: list[str], sessions: int, clicks: int, query: str) -> list[tuple[int, str]]:
+    tasks = [_click_run(url, clicks, query) for url in urls for _ in range(sessions)]
+    return list(await asyncio.gather(*tasks))
+
+
+async def _click_run(url: str, clicks: int, query: str) -> tuple[int, str]:
+    """One session: open the upload named in ``query``, go to Synthesize, click Run ``clicks`` times."""
+    import websockets
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    from benchmarks.load_wire import MAX_MESSAGE, Failed, Stuck, WireSession, client_state
+
+    wire, made = WireSession(url, stuck_s=120, timeout_s=300), 0
+    try:
+        async with websockets.connect(url, subprotocols=[websockets.Subprotocol("streamlit")], max_size=MAX_MESSAGE,
+                                      open_timeout=60, close_timeout=5) as ws:
+            reader = asyncio.create_task(wire.read(ws))
+            try:
+                state = client_state(page_name="")
+                state.query_string = query
+                await wire.rerun(ws, state)
+                page = wire.pages["Synthesize"]
+                state = client_state(page_script_hash=page)
+                state.query_string = query
+                await wire.rerun(ws, state)
+                for _ in range(clicks):
+                    button = wire.widget("button", "Run")
+                    state = client_state(page_script_hash=page,
+                                         widgets={button: WidgetState(id=button, trigger_value=True)})
+                    state.query_string = query
+                    await wire.rerun(ws, state)
+                    made += 1
+            finally:
+                reader.cancel()
+    except (Failed, Stuck, OSError) as exc:
+        return made, f"{type(exc).__name__}: {exc}"[:200]
+    return made, ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clicks", type=int, default=3)
+    parser.add_argument("--budget", type=float, default=5.0)
+    parser.add_argument("--skip-app", action="store_true")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        print("1. library threads:", library_threads(folder))
+        for row in reservation_rate(folder):
+            print("2. reservations:", row)
+        if not args.skip_app:
+            result = app_servers(folder, args.clicks, args.budget)
+            print("3. app servers:", result)
+            if result["epsilon recorded"] > args.budget or not math.isfinite(result["epsilon recorded"]):
+                print("FAIL: the budget was exceeded")
+                return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

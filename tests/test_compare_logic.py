@@ -149,12 +149,16 @@ def test_run_many_runs_each_mechanism_and_reports_the_ones_that_cannot_run():
     out = comparison.run_many(["dp_histogram", "microagg_dp", "laplace_points"], key, execute=execute,
                               evaluate=lambda result, k: {"rows": len(result.data)},
                               progress=lambda share, text: seen.append(share))
+    assert list(out["runs"]) == ["dp_histogram"]
+    assert len(out["errors"]) == 2 and out["errors"][0].startswith("microagg_dp: ")  # replace-one only
+    assert out["errors"][1].startswith("laplace_points: calibrated only for neighbours that differ by replacing")
+    assert seen[-1] == 1.0
+    assert out["runs"]["dp_histogram"]["result"].neighbouring == "add_remove", "the relation is never changed"
+    key["neighbouring"] = "replace"
+    out = comparison.run_many(["dp_histogram", "microagg_dp", "laplace_points"], key, execute=execute,
+                              evaluate=lambda result, k: {"rows": len(result.data)})
     assert list(out["runs"]) == ["dp_histogram", "laplace_points"]
     assert len(out["errors"]) == 1 and out["errors"][0].startswith("microagg_dp: ")  # not Boolean data
-    assert seen[-1] == 1.0
-    for name, run in out["runs"].items():
-        relation = "add_remove" if "add_remove" in ps.get_mechanism(name).neighbouring else "replace"
-        assert run["key"]["neighbouring"] == relation == run["result"].neighbouring
 
 
 def test_comparison_report_has_every_run_marks_and_ranks_and_stays_small(runs):

@@ -74,7 +74,8 @@ if found:
                 key = colour if colour in shown else "count"
             points = ui.unit_real(result) if show_data else None
             fig = F.partition_figure(shown, value_key=key, axes=axes, points=points,
-                                     labels=[names[axes[0]], names[axes[1]]])
+                                     labels=[names[axes[0]], names[axes[1]]],
+                                     columns=[result.schema["columns"][a] for a in axes])
             st.plotly_chart(fig, key="partition_chart")
             if len(names) > 2:
                 st.caption(f"Cells projected onto ({md(names[axes[0]])}, {md(names[axes[1]])}); identical projected "

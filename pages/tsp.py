@@ -50,7 +50,9 @@ if found:
             else:
                 st.plotly_chart(F.path_figure(np.asarray(path, dtype=float), net=net,
                                               points=ui.unit_real(result) if show_data else None, weights=weights,
-                                              axes=axes, labels=[names[axes[0]], names[axes[1]]]), key="path_chart")
+                                              axes=axes, labels=[names[axes[0]], names[axes[1]]],
+                                              columns=[result.schema["columns"][a] for a in axes]),
+                                key="path_chart")
             if walk is not None:
                 ui.not_private("the noise draw: with the signed weights it gives the true masses")
             if walk is not None or signed is not None or weights is not None:

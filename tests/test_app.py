@@ -35,7 +35,9 @@ W1 = comparison.METRICS["w1"][0]  # the metric tables are indexed by plain names
 def ledger_key(at: AppTest) -> str:
     """The app's current data in the ledger: an upload by its content, a bundled sample per session."""
     data = at.session_state["data"]
-    return data["sha256"] if not data.get("sample") else f"{data['sha256']}:session:{at.session_state['ledger_session']}"
+    if not data.get("sample"):
+        return data["sha256"]
+    return f"{data['sha256']}:session:{at.session_state['ledger_session']}"
 
 
 def spends(at: AppTest) -> list[dict]:

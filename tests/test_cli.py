@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 from privsyn_core.cli import main
-from privsyn_core.privacy import budget
 from privsyn_core.data.io import atomic_open, atomic_write, to_csv_bytes, write_csv
 from privsyn_core.errors import OutputError
+from privsyn_core.privacy import budget
 
 SCHEMA = {"columns": [{"name": "a", "kind": "numeric", "lo": 0, "hi": 1},
                       {"name": "b", "kind": "numeric", "lo": 0, "hi": 10, "integer": True},

@@ -344,3 +344,24 @@ def test_the_folding_path_shows_its_direction_and_the_walk_has_one_axis_per_pane
     axes = [walk.layout[name] for name in ("yaxis", "yaxis2")]
     assert all(a.overlaying is None and a.zeroline for a in axes), "one y axis per panel, zero marked"
     assert {t.yaxis for t in walk.data} == {"y", "y2"} and walk.layout.title.text
+
+
+def test_partitions_and_paths_read_in_the_data_units_of_their_columns():
+    """Issue 28, item 6: the axes name the columns with their public bounds and tick the data's values."""
+    age = {"name": "age", "kind": "numeric", "lo": 18.0, "hi": 90.0, "integer": True}
+    income = {"name": "income", "kind": "numeric", "lo": 0.0, "hi": 2e5, "atoms": [0.0]}
+    job = {"name": "job", "kind": "categorical", "categories": ["a", "b", "c", "d"]}
+    axis = F.unit_axis(age)
+    assert axis["title"] == "age [18, 90]" and axis["ticktext"] == ["18", "36", "54", "72", "90"]
+    assert axis["tickvals"] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    kinds = F.unit_axis(job)
+    assert kinds["ticktext"] == ["a", "b", "c", "d"] and kinds["tickvals"] == [0.125, 0.375, 0.625, 0.875]
+    spiked = F.unit_axis(income)
+    assert spiked["ticktext"][0] == "0 (atom)" and spiked["tickvals"][0] < 0.5 <= spiked["tickvals"][1]
+    cells = {"lo": np.array([[0.0, 0.0], [0.5, 0.5]]), "hi": np.array([[0.5, 0.5], [1.0, 1.0]]),
+             "count": np.array([3.0, 4.0])}
+    fig = F.partition_figure(cells, labels=["age", "job"], columns=[age, job])
+    assert fig.layout.xaxis.title.text == "age [18, 90]" and list(fig.layout.yaxis.ticktext) == ["a", "b", "c", "d"]
+    path = F.path_figure(np.array([[0.0, 0.0], [1.0, 1.0]]), labels=["age", "job"], columns=[age, job])
+    assert path.layout.xaxis.title.text == "age [18, 90]"
+    assert F.partition_figure(cells).layout.xaxis.title.text == "x0", "without columns: the unit cube as before"

@@ -94,25 +94,67 @@ def colour_bins(values: np.ndarray, n_bins: int = len(BIN_COLOURS)) -> tuple[np.
     return np.clip(np.searchsorted(edges, values, side="right") - 1, 0, n_bins - 1), edges
 
 
-def _unit_axes(fig: go.Figure, labels: Sequence[str], ranges=((0.0, 1.0), (0.0, 1.0))) -> go.Figure:
+def _unit_axes(fig: go.Figure, labels: Sequence[str], ranges=((0.0, 1.0), (0.0, 1.0)),
+               columns: Sequence[dict] | None = None) -> go.Figure:
+    """Square axes over ``ranges``; with the two columns' schema entries, ticks and titles in the data's units."""
     pad = [0.02 * (r[1] - r[0]) for r in ranges]
-    fig.update_layout(xaxis=dict(title=labels[0], range=[ranges[0][0] - pad[0], ranges[0][1] + pad[0]],
-                                 constrain="domain"),
-                      yaxis=dict(title=labels[1], range=[ranges[1][0] - pad[1], ranges[1][1] + pad[1]],
-                                 scaleanchor="x", scaleratio=1, constrain="domain"), height=600,
+    ticks = [unit_axis(c) for c in columns] if columns is not None else [{"title": str(lab)} for lab in labels]
+    fig.update_layout(xaxis=dict(range=[ranges[0][0] - pad[0], ranges[0][1] + pad[0]], constrain="domain",
+                                 **ticks[0]),
+                      yaxis=dict(range=[ranges[1][0] - pad[1], ranges[1][1] + pad[1]], scaleanchor="x", scaleratio=1,
+                                 constrain="domain", **ticks[1]), height=600,
                       uirevision="keep", margin=dict(l=40, r=10, t=50, b=40), legend=dict(orientation="h", y=-0.15))
     return fig
+
+
+#: Most category names an axis labels (a longer list labels every k-th).
+MAX_CATEGORY_TICKS = 20
+
+
+def unit_axis(column: dict) -> dict:
+    """Axis settings that show a unit-cube coordinate in the column's own units (the schema's public domain).
+
+    The geometry stays in the unit cube (the mechanism's coordinates); ticks sit at unit positions and name the
+    data values there, and the title names the column with its public bounds or categories.  A numeric column
+    ``x`` sits at ``(x - lo)/(hi - lo)`` (with public atoms: each atom at its slot's centre in ``[0, 1/2)`` and
+    the continuous part on ``[1/2, 1]``, :func:`privsyn_core.data.domain.atom_layout`); the ``i``-th of ``K``
+    categories at ``(i + 1/2)/K``.
+    """
+    from privsyn_core.data.domain import atom_layout
+
+    name = str(column["name"])
+    if column.get("kind") == "categorical":
+        categories = [str(c) for c in column["categories"]]
+        step = max(1, -(-len(categories) // MAX_CATEGORY_TICKS))
+        shown = range(0, len(categories), step)
+        return {"title": f"{name} (categories)", "tickvals": [(i + 0.5) / len(categories) for i in shown],
+                "ticktext": [categories[i] for i in shown]}
+    lo, hi = float(column["lo"]), float(column["hi"])
+    fractions = np.linspace(0.0, 1.0, 5)
+    values = lo + fractions * (hi - lo)
+    text = [f"{round(v):d}" if column.get("integer") else f"{v:.4g}" for v in values]
+    atoms = column.get("atoms") or []
+    if atoms:
+        slot, start = atom_layout(len(atoms))
+        ends = np.r_[np.arange(1, len(atoms)) * slot, start]
+        centres = (np.r_[0.0, ends[:-1]] + ends) / 2
+        positions = list(centres) + list(start + fractions[::2] * (1 - start))
+        text = [f"{a:g} (atom)" for a in atoms] + text[::2]
+    else:
+        positions = list(fractions)
+    return {"title": f"{name} [{lo:g}, {hi:g}]", "tickvals": [float(p) for p in positions], "ticktext": text}
 
 
 # -- partitions --------------------------------------------------------------------------------
 def partition_figure(cells: dict, *, value_key: str = "count", axes: tuple[int, int] = (0, 1),
                      points: np.ndarray | None = None, labels: Sequence[str] = ("x0", "x1"),
-                     title: str = "", max_points: int = MAX_POINTS) -> go.Figure:
+                     title: str = "", max_points: int = MAX_POINTS, columns: Sequence[dict] | None = None) -> go.Figure:
     """The cells of a partition, filled by ``cells[value_key]`` in a few colour bins.
 
     One ``Scatter(fill="toself")`` trace per colour bin holds every rectangle of that bin
     (NaN-separated); above :data:`FILL_LIMIT` cells each bin is one ``Scattergl`` outline
-    trace in the bin's colour instead.  ``points`` (teaching only) are drawn on top.
+    trace in the bin's colour instead.  ``points`` (teaching only) are drawn on top.  With ``columns`` (the
+    schema entries of the two axes) the axes read in the data's units (:func:`unit_axis`).
     """
     lo, hi, values = project_cells(cells, axes, value_key)
     bins, edges = colour_bins(values)
@@ -135,7 +177,7 @@ def partition_figure(cells: dict, *, value_key: str = "count", axes: tuple[int, 
         fig.add_trace(point_trace(points, f"data ({NOT_PRIVATE})", "#ff7f0e", max_points=max_points, size=3,
                                   axes=axes))
     fig.update_layout(title=title or f"{len(lo):,} cells coloured by {value_key.replace('_', ' ')}")
-    return _unit_axes(fig, labels)
+    return _unit_axes(fig, labels, columns=columns)
 
 
 def level_noise_figure(levels: Sequence[dict]) -> go.Figure:
@@ -154,8 +196,10 @@ def level_noise_figure(levels: Sequence[dict]) -> go.Figure:
 # -- TSP folding -------------------------------------------------------------------------------
 def path_figure(path: np.ndarray, *, net: np.ndarray | None = None, points: np.ndarray | None = None,
                 weights: np.ndarray | None = None, axes: tuple[int, int] = (0, 1),
-                labels: Sequence[str] = ("x0", "x1"), max_points: int = MAX_POINTS) -> go.Figure:
-    """The folding path through the space, the net points (sized by weight) and the data."""
+                labels: Sequence[str] = ("x0", "x1"), max_points: int = MAX_POINTS,
+                columns: Sequence[dict] | None = None) -> go.Figure:
+    """The folding path through the space, the net points (sized by weight) and the data; with ``columns`` (the
+    schema entries of the two axes) the axes read in the data's units (:func:`unit_axis`)."""
     path = np.atleast_2d(np.asarray(path, dtype=float))
     fig = go.Figure()
     if points is not None and len(points):
@@ -175,7 +219,7 @@ def path_figure(path: np.ndarray, *, net: np.ndarray | None = None, points: np.n
                                  mode="markers", name="net points (size: released weight)",
                                  marker=dict(size=size, color=SYNTH_COLOUR, opacity=0.7)))
     fig.update_layout(title="the path that folds the space onto a line")
-    return _unit_axes(fig, labels)
+    return _unit_axes(fig, labels, columns=columns)
 
 
 def walk_figure(walk: np.ndarray | None, *, signed: np.ndarray | None = None, projected: np.ndarray | None = None,

@@ -147,6 +147,15 @@ if found:
                                    data=lambda: cmp.comparison_html(data_name=data_name, runs=runs, tables=tables,
                                                                     real=real, rank_metric=metric))
 
+    target = (result, key, evaluation)
+    runs = (st.session_state.compare or {}).get("runs") if teaching else None
+    if runs:  # the full downloads follow the run chosen among the compared ones (the first ranked by default)
+        st.subheader("Downloads")
+        first = cmp.first_ranked(runs, st.session_state.get("w_cmp_rank", "w1")) or next(iter(runs))
+        pick = ui.keep(st.selectbox, "Downloads (CSV, reports, code) of the run", "w_cmp_pick", first,
+                       options=list(runs), format_func=lambda n: n + ("" if cmp.is_private(runs[n]["result"])
+                                                                      else " (NOT private)"))
+        target = (runs[pick]["result"], runs[pick]["key"], runs[pick]["evaluation"])
     with ui.user_errors():
-        ui.downloads(result, key, metrics=evaluation)
-        code_panel.show(key, st.session_state.data["name"], slot="compare")
+        ui.downloads(target[0], target[1], metrics=target[2])
+        code_panel.show(target[1], st.session_state.data["name"], slot="compare")

@@ -400,6 +400,23 @@ def test_several_mechanisms_side_by_side_at_the_same_epsilon():
     assert sum(b.label == "CSV" for b in at.get("download_button")) == 3  # every run, not only the last
 
 
+def test_the_downloads_follow_the_run_chosen_among_the_compared_ones():
+    """Issue 28, item 7: the full downloads (CSV, reports, code) are the first ranked run's, or the chosen one's."""
+    at = new_app()
+    run_mechanism(at, "dp_histogram")
+    at.switch_page("pages/compare.py").run()
+    at.multiselect(key="w_cmp_many").set_value(["dp_histogram", "kd_grid"]).run()
+    click(at, "Run and compare")
+    pick = at.selectbox(key="w_cmp_pick")
+    assert set(pick.options) == {"dp_histogram", "kd_grid"}
+    ranked_first = at.session_state["compare"]["runs"][pick.value]["result"]
+    views = at.session_state["_run_views"]
+    assert list(views.values())[-1]["result"] is ranked_first
+    other = next(n for n in pick.options if n != pick.value)
+    at.selectbox(key="w_cmp_pick").set_value(other).run()
+    assert list(at.session_state["_run_views"].values())[-1]["result"].mechanism == other
+
+
 def test_a_non_private_run_is_marked_in_the_comparison():
     at = new_app()
     run_mechanism(at, "dp_histogram")

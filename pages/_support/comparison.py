@@ -222,6 +222,15 @@ def ranking(runs: dict[str, dict], metric: str) -> tuple[pd.DataFrame, pd.DataFr
     return ranked, others, floor
 
 
+def first_ranked(runs: dict[str, dict], metric: str) -> str | None:
+    """The private run ranked first on ``metric`` (the first listed of a tie), or ``None`` when none can be ranked."""
+    try:
+        ranked = ranking(runs, metric)[0]
+    except ps.PrivsynError:
+        return None
+    return str(ranked.sort_values("rank", kind="stable")["run"].iloc[0]) if len(ranked) else None
+
+
 def ranking_words(ranked: pd.DataFrame) -> list[str]:
     """One sentence per rank group: who is tied, in words."""
     out = []

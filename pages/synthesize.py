@@ -107,7 +107,7 @@ if key is not None and (clicked or auto):
         if not refused:
             ui.drop_result()
 
-found = ui.need_result()
+found = ui.need_result(on_synthesize=True)
 if found:
     result, run = found
     if run != key:

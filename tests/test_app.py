@@ -400,6 +400,17 @@ def test_several_mechanisms_side_by_side_at_the_same_epsilon():
     assert sum(b.label == "CSV" for b in at.get("download_button")) == 3  # every run, not only the last
 
 
+def test_the_synthesize_page_says_what_to_do_on_itself_and_names_missing_domains_in_words():
+    """Issue 28, item 9: no "run a mechanism on the Synthesize page" on that page; no Python list in the message."""
+    at = new_app()
+    at.switch_page("pages/synthesize.py").run()
+    assert any("choose a mechanism above and click **Run**" in i.value for i in at.info)
+    upload(at, "mine.csv", csv_bytes(blobs()))
+    at.switch_page("pages/synthesize.py").run()
+    shown = " ".join([e.value for e in at.error] + [w.value for w in at.warning] + [c.value for c in at.caption])
+    assert "['" not in shown
+
+
 def test_the_downloads_follow_the_run_chosen_among_the_compared_ones():
     """Issue 28, item 7: the full downloads (CSV, reports, code) are the first ranked run's, or the chosen one's."""
     at = new_app()

@@ -173,3 +173,12 @@ def test_comparison_report_has_every_run_marks_and_ranks_and_stays_small(runs):
     assert "Not ranked (not private): bootstrap" in html
     assert "lower is better" in html and "[" in html
     assert len(html.encode()) < 1_000_000
+
+
+def test_a_value_equal_to_the_floor_is_said_so_not_better():
+    """Issue 28, item 9: 'better than the floor' only when it is."""
+    nan = float("nan")
+    row = {"value": 0.1, "low": nan, "high": nan, "floor": 0.1, "floor_low": nan, "floor_high": nan}
+    assert comparison._standing(row, "lower") == "equal to the floor"
+    assert comparison._standing({**row, "value": 0.05}, "lower").startswith("better than the floor")
+    assert comparison._standing({**row, "value": 0.2}, "lower") == "worse than the floor"

@@ -80,6 +80,8 @@ def _standing(row: dict, direction: str) -> str:
         return "no floor"
     if all(math.isfinite(v) for v in (low, high, floor_low, floor_high)) and low <= floor_high and floor_low <= high:
         return "at the floor: as close as real data to itself"
+    if value == floor:
+        return "equal to the floor"
     worse = value > floor if direction == "lower" else value < floor
     return "worse than the floor" if worse else "better than the floor (check the coverage)"
 

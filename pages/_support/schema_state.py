@@ -21,8 +21,12 @@ def schema() -> ps.Schema:
     entries = st.session_state.get("schema_entries", {})
     missing = [c for c in columns() if c not in entries or not _complete(entries[c])]
     if missing:
-        raise ps.SchemaError(f"column(s) {missing} have no public domain yet: type bounds/categories on the Data "
-                             "page, estimate them with DP, or propose them from the data (not private)")
+        names = ", ".join(missing)
+        ways = ("type bounds or categories on the Data page, or estimate them with DP" if release_mode() else
+                "type bounds or categories on the Data page, estimate them with DP, or propose them from the data "
+                "(not private)")
+        raise ps.SchemaError(f"no public domain yet for {'column' if len(missing) == 1 else 'columns'} {names}: "
+                             f"{ways}")
     return ps.Schema.from_dict({"columns": [_column_dict(entries[c]) for c in columns()]})
 
 

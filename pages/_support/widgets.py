@@ -108,11 +108,13 @@ def user_errors() -> Iterator[None]:
         st.error("out of memory: use fewer rows, fewer cells or a smaller synthetic size")
 
 
-def need_result() -> tuple[ps.SynthResult, dict] | None:
-    """The last run, or an explanation when there is none."""
+def need_result(*, on_synthesize: bool = False) -> tuple[ps.SynthResult, dict] | None:
+    """The last run, or an explanation when there is none (``on_synthesize``: the page that makes runs)."""
     result, key = st.session_state.get("result"), st.session_state.get("run")
     if result is None or key is None:
-        st.info("No synthetic data yet: run a mechanism on the **Synthesize** page first.")
+        here = on_synthesize
+        st.info("No synthetic data yet: choose a mechanism above and click **Run**." if here else
+                "No synthetic data yet: run a mechanism on the **Synthesize** page first.")
         return None
     return result, key
 

@@ -531,17 +531,20 @@ def correlation_heatmap(synthetic: np.ndarray, names: Sequence[str], *, real: np
         panels = [(f"real ({NOT_PRIVATE})", real), panels[0], ("synthetic minus real", panels[0][1] - real)]
     labels = [str(n) for n in names]
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[t for t, _ in panels], horizontal_spacing=0.08)
-    text = "%{z:.2f}" if len(labels) <= annotate_max else None
+    # readable cell numbers: one decimal and a smaller font when the cells are narrow (three panels of 8 columns)
+    text = None if len(labels) > annotate_max else "%{z:.2f}" if len(labels) <= 5 else "%{z:.1f}"
+    font = dict(size=max(8, min(12, int(150 / (len(labels) * len(panels) ** 0.5)))))
     for i, (title, matrix) in enumerate(panels, start=1):
         fig.add_trace(go.Heatmap(z=matrix, x=labels, y=labels, coloraxis="coloraxis", name=title,
-                                 texttemplate=text, hovertemplate=f"{title}<br>%{{y}} / %{{x}}: %{{z:.3f}}"
-                                                                   "<extra></extra>"), row=1, col=i)
+                                 texttemplate=text, textfont=font,
+                                 hovertemplate=f"{title}<br>%{{y}} / %{{x}}: %{{z:.3f}}<extra></extra>"),
+                      row=1, col=i)
         fig.update_yaxes(autorange="reversed", row=1, col=i, showticklabels=i == 1)
     fig.update_layout(coloraxis=dict(colorscale="RdBu", reversescale=True, cmin=-1, cmax=1,
                                      colorbar=dict(title="correlation")),
                       title="Correlations between columns (Pearson, categories in their public order): look for "
                             "the same pattern" + (", and a pale difference panel" if real is not None else ""),
-                      height=380 + 12 * len(labels), margin=dict(l=60, r=10, t=80, b=40))
+                      height=380 + 24 * len(labels), margin=dict(l=60, r=10, t=80, b=40))
     return fig
 
 

@@ -66,6 +66,13 @@ with ui.user_errors():
         st.session_state.columns_drawn_for = st.session_state.get("data_version")
     shared.set_columns(ui.keep(st.multiselect, "Columns to synthesize", "w_columns", shared.columns(),
                                options=[str(c) for c in full.columns]))
+    identifiers = st.session_state.get("identifier_columns") or []
+    if identifiers and not ui.release_mode():
+        ui.not_private("distinct values per column")
+        st.caption(f"Left out at first: {', '.join(md(c) for c in identifiers)}. Nearly every row has its own "
+                   "value there (an identifier such as a name or a record number): there is no distribution to "
+                   "learn, and its public categories would have to list every record. Add it back above if you "
+                   "disagree.")
     if len(full) < 2 and not ui.release_mode():
         st.warning("The table has a single row: every mechanism needs more data to say anything useful.")
 

@@ -411,6 +411,16 @@ def test_the_synthesize_page_says_what_to_do_on_itself_and_names_missing_domains
     assert "['" not in shown
 
 
+def test_an_identifier_column_is_not_pre_selected_and_the_reason_is_shown():
+    """Issue 28, item 5: text with nearly as many distinct values as rows (names, ids) starts left out."""
+    table = blobs()
+    table["person"] = [f"person {i}" for i in range(len(table))]
+    table["group"] = np.where(table["x"] > 3, "a", "b")
+    at = upload(new_app(), "people.csv", csv_bytes(table))
+    assert at.multiselect(key="w_columns").value == ["x", "y", "group"]
+    assert any("Left out at first: person" in c.value for c in at.caption)
+
+
 def test_the_downloads_follow_the_run_chosen_among_the_compared_ones():
     """Issue 28, item 7: the full downloads (CSV, reports, code) are the first ranked run's, or the chosen one's."""
     at = new_app()

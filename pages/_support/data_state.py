@@ -22,7 +22,7 @@ from privsyn_core.data.io import read_csv
 from privsyn_core.reporting import report
 
 from . import shared, table_cache, uploads
-from .state import ASSETS, set_schema_entries
+from .state import ASSETS, release_mode, set_schema_entries
 
 DEFAULT_SAMPLE = "blobs"
 MAX_UPLOAD_MB = 50
@@ -127,8 +127,31 @@ def set_data(raw: bytes, name: str, sample: str | None = None, token: str | None
     st.session_state.data = {"bytes": raw, "name": name, "sha256": digest, "sample": sample, "token": token}
     name_data_in_url()
     st.session_state.data_version = st.session_state.get("data_version", 0) + 1
-    shared.set_columns([str(c) for c in frame.columns])
+    # teaching mode leaves identifier-like columns out (the Data page says why); release mode reads nothing off
+    # the rows to decide, so every column starts chosen
+    left_out = [] if release_mode() else identifier_like(frame)
+    st.session_state.identifier_columns = left_out
+    shared.set_columns([str(c) for c in frame.columns if str(c) not in left_out])
     _clear_results()
+
+
+#: A text column is identifier-like when nearly every row has its own value (names, record ids, e-mails).
+IDENTIFIER_SHARE = 0.9
+IDENTIFIER_MIN_ROWS = 20
+
+
+def identifier_like(frame: pd.DataFrame) -> list[str]:
+    """The text columns with at least :data:`IDENTIFIER_SHARE` distinct values per row (tables of at least
+    :data:`IDENTIFIER_MIN_ROWS` rows).  Reads the raw rows: teaching mode only.
+
+    Such a column carries no distribution to learn, and as a categorical column its public domain would have
+    to list (nearly) every record's value.
+    """
+    if len(frame) < IDENTIFIER_MIN_ROWS:
+        return []
+    text = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])
+            and not pd.api.types.is_bool_dtype(frame[c])]
+    return [str(c) for c in text if frame[c].nunique(dropna=True) >= IDENTIFIER_SHARE * len(frame)]
 
 
 def clear_data() -> None:

@@ -29,6 +29,11 @@ import pandas as pd
 import streamlit as st
 
 FIELDS = ("name", "kind", "lo", "hi", "categories", "integer", "decimals", "atoms")
+#: The grid's column order on screen: the short decisions first, the wide categories last.
+COLUMN_ORDER = ("name", "kind", "lo", "hi", "integer", "decimals", "atoms", "categories")
+#: Column widths in CSS pixels: 750 in all, inside the main area (818 px) of a 1280 px window with the sidebar open.
+WIDTHS = {"name": 110, "kind": 100, "lo": 80, "hi": 80, "integer": 70, "decimals": 80, "atoms": 80,
+          "categories": 150}
 TYPED = "typed by the user"
 
 
@@ -109,21 +114,29 @@ def editor(chosen: list[str], table: pd.DataFrame) -> dict[str, dict]:
         version = (grid["version"] + 1) if grid else 0
         grid = {"version": version, "key": f"schema_grid_{version}", "columns": list(chosen),
                 "base": base_rows(chosen, entries, table), "synced": entries, "first": True}
+    # Every decision of a column fits 1280 px without scrolling: the short fields first, the categories (the only
+    # wide one) last and of medium width; help texts carry the long explanations.
     edited = st.data_editor(
         grid["base"], hide_index=True, disabled=["name"], key=grid["key"], width="stretch",
-        column_config={"name": st.column_config.TextColumn("column"),
-                       "kind": st.column_config.SelectboxColumn("kind", options=["numeric", "categorical"]),
-                       "lo": st.column_config.NumberColumn("lo (public lower bound)", format="%.6g"),
-                       "hi": st.column_config.NumberColumn("hi (public upper bound)", format="%.6g"),
-                       "categories": st.column_config.TextColumn("categories (comma separated, in order)",
-                                                                 width="large"),
-                       "integer": st.column_config.CheckboxColumn("integer"),
+        column_order=COLUMN_ORDER,
+        column_config={"name": st.column_config.TextColumn("column", width=WIDTHS["name"]),
+                       "kind": st.column_config.SelectboxColumn("kind", options=["numeric", "categorical"],
+                                                                width=WIDTHS["kind"]),
+                       "lo": st.column_config.NumberColumn("lo", format="%.6g", width=WIDTHS["lo"],
+                                                           help="public lower bound (numeric columns)"),
+                       "hi": st.column_config.NumberColumn("hi", format="%.6g", width=WIDTHS["hi"],
+                                                           help="public upper bound (numeric columns)"),
+                       "categories": st.column_config.TextColumn(
+                           "categories", width=WIDTHS["categories"],
+                           help="categorical columns: every public category, comma separated, in order"),
+                       "integer": st.column_config.CheckboxColumn("integer", width=WIDTHS["integer"],
+                                                                  help="whole numbers in the synthetic data"),
                        "decimals": st.column_config.NumberColumn(
-                           "decimals", min_value=0, max_value=12, step=1, format="%d",
+                           "decimals", min_value=0, max_value=12, step=1, format="%d", width=WIDTHS["decimals"],
                            help="decimals of this column in the synthetic CSV (empty: 4 significant digits of the "
                                 "range); a public choice, it costs no privacy"),
                        "atoms": st.column_config.TextColumn(
-                           "atoms (public point masses)",
+                           "atoms", width=WIDTHS["atoms"],
                            help="numeric columns only: values that many records take exactly, known in public "
                                 "(e.g. 0 for an amount most people do not have), comma separated, inside the "
                                 "bounds; each is kept as a point mass of its own")})

@@ -27,7 +27,7 @@ from test_app_browser import goto, shoot, wait_idle
 pytestmark = pytest.mark.browser
 
 HEADER, ROW = 35, 35  # Streamlit's data editor: header and row heights in CSS pixels
-COLUMN_X = {2: 200, 3: 400}  # x of the lo and hi columns from the grid canvas's left edge
+COLUMN_X = {2: 250, 3: 330}  # x of the lo and hi columns from the grid canvas's left edge (schema_editor.WIDTHS)
 EDITOR_OPEN = "document.activeElement && document.activeElement.classList.contains('gdg-input')"
 TYPED = {(2, 0): "17.5", (3, 0): "42", (2, 1): "0", (3, 1): "99.5", (2, 2): "1000", (3, 2): "250000"}
 
@@ -71,7 +71,7 @@ def grid_values(tab) -> dict:
 
 @pytest.mark.parametrize("pace", [1.5, 0.15])
 def test_typed_bounds_survive_fast_typing_and_page_changes(tab, app_url, tmp_path, screenshots, pace):
-    tab.set_viewport_size({"width": 1400, "height": 1600})
+    tab.set_viewport_size({"width": 1280, "height": 1600})  # every column's decisions visible at 1280 px
     tab.goto(app_url)
     wait_idle(tab)
     tab.get_by_text("Upload a CSV", exact=True).click()
@@ -81,6 +81,9 @@ def test_typed_bounds_survive_fast_typing_and_page_changes(tab, app_url, tmp_pat
     tab.get_by_text("Loaded people.csv").wait_for()
     wait_idle(tab, settle=1.0)
     print(f"\n[browser] upload of 10^4 x 9 CSV to the schema grid: {time.perf_counter() - start:.2f} s")
+    scroller = tab.locator("[data-testid='stDataFrame'] .dvn-scroller").first
+    scroll_width, client_width = scroller.evaluate("e => [e.scrollWidth, e.clientWidth]")
+    assert scroll_width <= client_width, "every column's decisions are visible at 1280 px without scrolling"
     missed = type_cells(tab, pace)
     print(f"[browser] pace {pace} s: {missed} double-click(s) of {len(TYPED)} left the editor without the keyboard")
     wait_idle(tab, settle=1.0)

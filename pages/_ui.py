@@ -49,7 +49,6 @@ from ._support.downloads import (
     downloads,
     ledger_rows,
     metrics_on_demand,
-    metrics_table_or_none,
     report_builder,
     run_view,
     stakeholder_inputs,
@@ -116,7 +115,7 @@ __all__ = [
     "param_widgets", "row_cap_caption", "user_errors",
     # downloads
     "CSV_KEEP_BYTES", "VIEWS_KEPT", "csv_builder", "downloads", "ledger_rows", "metrics_on_demand",
-    "metrics_table_or_none", "report_builder", "run_view", "stakeholder_inputs", "synthetic_table",
+    "report_builder", "run_view", "stakeholder_inputs", "synthetic_table",
     # the report module (pages hash uploads with ``ui.report.sha256``)
     "report",
 ]

@@ -11,11 +11,11 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
-from pages._support import code_panel, comparison as cmp, shared
+from pages._support import code_panel, shared
 from pages._support.text import md
 from privsyn_core.data.io import to_csv_bytes
 from privsyn_core.mechanisms.peers import opendp_support as peers
-from privsyn_core.reporting import figures as F, report
+from privsyn_core.reporting import comparison as cmp, figures as F, report
 
 ui.require_entrypoint()
 st.title("Compare")

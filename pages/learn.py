@@ -4,8 +4,7 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
-from pages._support import words
-from privsyn_core.reporting import figures as F
+from privsyn_core.reporting import figures as F, words
 
 ui.require_entrypoint()
 st.title("Learn")

@@ -7,9 +7,10 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
-from pages._support import code_panel, guide_panel, offer, output, shared, words
+from pages._support import code_panel, guide_panel, offer, output, shared
 from pages._support.text import md
 from privsyn_core.privacy.budget import BudgetExceeded, LedgerError
+from privsyn_core.reporting import words
 
 #: The neighbouring relations, in the order the page offers them.
 RELATIONS = ("add_remove", "replace")

@@ -19,10 +19,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import privsyn_core as ps
-from pages._support import comparison
 from privsyn_core.data.datasets import two_blobs
 from privsyn_core.errors import ResourceError
-from privsyn_core.reporting import figures as F
+from privsyn_core.reporting import comparison, figures as F
 from privsyn_core.reporting.figures import MAX_POINTS, NOT_PRIVATE
 
 PAGES = ["pages/data.py", "pages/synthesize.py", "pages/partitions.py", "pages/tsp.py", "pages/compare.py",
@@ -591,7 +590,7 @@ def test_partitions_open_at_a_readable_level():
 
 # -- the stakeholder report (issue 16, item 5) ---------------------------------------------------------------
 def test_stakeholder_report_is_small_plain_and_release_only_without_raw_inputs():
-    from pages._support import stakeholder
+    from privsyn_core.reporting import stakeholder
 
     rng = np.random.default_rng(0)
     n = 10_000
@@ -622,7 +621,7 @@ def test_stakeholder_report_is_small_plain_and_release_only_without_raw_inputs()
 def test_stakeholder_report_stays_under_1_mb_at_the_widest_table_it_draws():
     """The worst case of the small multiples: more columns than are drawn, each with the most bars drawn, real and
     synthetic, plus a metrics table; the report must still be under 1 MB (issue 16, item 5)."""
-    from pages._support import stakeholder
+    from privsyn_core.reporting import stakeholder
 
     rng = np.random.default_rng(0)
     n, k, wide = 5000, 200, F.MARGINAL_MAX_COLUMNS + 4
@@ -632,8 +631,7 @@ def test_stakeholder_report_stays_under_1_mb_at_the_widest_table_it_draws():
     schema = {"columns": [{"name": f"c{i}", "kind": "categorical", "categories": categories} for i in range(wide // 2)]
               + [{"name": f"v{i}", "kind": "numeric", "lo": 0.0, "hi": 1.0} for i in range(wide - wide // 2)]}
     release = ps.synthesize(df, "bootstrap", 1.0, schema=schema, rng=0).release()
-    metrics = pd.DataFrame({"metric": [f"m{i}" for i in range(40)], "value": rng.random(40)})
-    html = stakeholder.build(release=release, data_name="wide.csv", totals={}, budget=None, real=df, metrics=metrics)
+    html = stakeholder.build(release=release, data_name="wide.csv", totals={}, budget=None, real=df, evaluation={})
     size = len(html.encode())
     print(f"\n[report] {wide} columns ({k} categories each for half): {size / 2**10:.0f} KiB")
     assert size < 2**20 and "<script" not in html

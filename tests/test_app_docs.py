@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import privsyn_core as ps
-from pages._support import words
+from privsyn_core.reporting import words
 
 ROOT = Path(__file__).resolve().parents[1]
 APP_DOC = ROOT / "docs" / "app.md"

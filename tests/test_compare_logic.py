@@ -9,10 +9,9 @@ import pandas as pd
 import pytest
 
 import privsyn_core as ps
-from pages._support import comparison
 from privsyn_core.data.datasets import two_blobs
 from privsyn_core.evaluation.metrics import rank_runs
-from privsyn_core.reporting import figures as F
+from privsyn_core.reporting import comparison, figures as F
 
 SCHEMA = {"columns": [{"name": "x", "kind": "numeric", "lo": 0.0, "hi": 1.0},
                       {"name": "y", "kind": "numeric", "lo": 0.0, "hi": 1.0},
@@ -168,9 +167,10 @@ def test_comparison_report_has_every_run_marks_and_ranks_and_stays_small(runs):
     assert html.startswith("<!DOCTYPE html>") and "<script" not in html
     assert "&lt;b&gt;mine&lt;/b&gt;.csv" in html and "<b>mine</b>" not in html
     for name in runs:
-        assert name in html
-    assert "NOT private (no guarantee, never publish): bootstrap" in html
-    assert "Not ranked (not private): bootstrap" in html
+        assert ps.get_mechanism(name).title in html, "every run, named by its title (no registry keys in a report)"
+    boot = ps.get_mechanism("bootstrap").title
+    assert f"NOT private (no guarantee, never publish): {boot}" in html
+    assert f"Not ranked (not private): {boot}" in html
     assert "lower is better" in html and "[" in html
     assert len(html.encode()) < 1_000_000
 

@@ -18,6 +18,5 @@ Without page state:
 * :mod:`.shared`: values several pages share, behind named accessors (no page reads another's widget keys);
 * :mod:`.uploads`: uploaded tables kept on disk (bounded) so that a reload restores them;
 * :mod:`.table_cache`: parsed tables shared by all sessions, bounded in bytes;
-* :mod:`.comparison`: the Compare page's metrics in words, several runs, honest ranks and the comparison report;
 * :mod:`.code_panel`: the run as a Python script and a CLI line (:mod:`privsyn_core.reporting.code_export`).
 """

@@ -15,9 +15,9 @@ import streamlit as st
 
 import privsyn_core as ps
 from privsyn_core.data.io import to_csv_bytes
-from privsyn_core.reporting import report
+from privsyn_core.reporting import report, stakeholder
 
-from . import ledger as store, output, shared, stakeholder
+from . import ledger as store, output, shared
 from .data_state import ledger_id, real_of
 from .state import release_mode
 
@@ -91,7 +91,7 @@ def run_view(result: ps.SynthResult, key: dict, metrics: dict | None = None) -> 
 
     def html_report() -> str:
         return stakeholder.build(**inputs, totals=store.totals(did), budget=store.budget(did),
-                                 ledger=ledger_rows(did), metrics=metrics_table_or_none(report_metrics()))
+                                 ledger=ledger_rows(did), evaluation=report_metrics())
 
     view = {"result": result, "run": run_report(extra_ledger=ledger_rows(did, last=SHOWN_SPENDS)),
             "csv": csv_builder(inputs["shaped"]), "json": json_report, "html": html_report}
@@ -169,10 +169,6 @@ def metrics_on_demand(result: ps.SynthResult, metrics: dict | None, real: pd.Dat
     target = shared.tstr_target()
     target = target if target in schema.names else None
     return functools.cache(lambda: report.evaluate_subsampled(real, synthetic, schema, target=target))
-
-
-def metrics_table_or_none(metrics: dict | None) -> pd.DataFrame | None:
-    return None if metrics is None else report.metrics_table(metrics)
 
 
 def stakeholder_inputs(result: ps.SynthResult) -> dict:

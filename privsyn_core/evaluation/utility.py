@@ -47,8 +47,9 @@ def tstr(real_df: pd.DataFrame, synth_df: pd.DataFrame, target: str, *, real_tes
     -------
     dict
         ``task``, ``target``, ``model``, ``train_on_synthetic`` and ``train_on_real`` (accuracy and, for two
-        classes, ROC AUC; or R^2 and MAE), the row counts and ``value`` = the TSTR headline score
-        (accuracy or R^2).
+        classes, ROC AUC; or R^2 and MAE), ``guess`` (the headline score of always predicting the real training
+        rows' most common class, or their mean: what a model must beat to be worth anything), the row counts and
+        ``value`` = the TSTR headline score (accuracy or R^2).
     """
     schema = Schema.infer(real_df) if schema is None else schema
     if target not in schema.names:
@@ -64,6 +65,7 @@ def tstr(real_df: pd.DataFrame, synth_df: pd.DataFrame, target: str, *, real_tes
         model = _fit(_features(frame, features), _labels(frame, schema[target], task), task, seed)
         scores[name] = _score(model, X_test, y_test, task)
     headline = "accuracy" if task == "classification" else "r2"
+    scores["guess"] = _guess(_labels(train_real, schema[target], task), y_test, task)
     return {"value": scores["train_on_synthetic"][headline], "score": headline, "task": task, "target": target,
             "model": f"RandomForest{'Classifier' if task == 'classification' else 'Regressor'}",
             **scores, "n_train_real": len(train_real), "n_train_synthetic": len(synth_df), "n_test": len(test_real),
@@ -115,6 +117,14 @@ def _fit(X: np.ndarray, y: np.ndarray, task: str, seed: int):
     forest = RandomForestClassifier if task == "classification" else RandomForestRegressor
     model = forest(n_estimators=100, min_samples_leaf=5, n_jobs=1, random_state=seed)
     return model.fit(X, y)
+
+
+def _guess(y_train: np.ndarray, y_test: np.ndarray, task: str) -> dict:
+    """The score of a constant prediction learnt from the training labels (most common class, or the mean)."""
+    if task == "regression":
+        return {"r2": float(r2_score(y_test, np.full(len(y_test), float(np.mean(y_train)))))}
+    values, counts = np.unique(y_train, return_counts=True)
+    return {"accuracy": float(np.mean(y_test == values[np.argmax(counts)]))}
 
 
 def _score(model, X: np.ndarray, y: np.ndarray, task: str) -> dict:

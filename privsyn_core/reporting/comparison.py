@@ -24,9 +24,8 @@ import pandas as pd
 
 import privsyn_core as ps
 from privsyn_core.evaluation.metrics import rank_runs
-from privsyn_core.reporting import figures as F, report
-
-from . import words
+from privsyn_core.reporting import figures as F, report, words
+from privsyn_core.reporting.stakeholder import REAL_DATA_BANNER
 
 #: Plain name, direction and one line of meaning of each metric (by the first part of its dotted name).
 METRICS: dict[str, tuple[str, str, str]] = {
@@ -247,7 +246,9 @@ def ranking_words(ranked: pd.DataFrame) -> list[str]:
 STYLE = ("body{font-family:sans-serif;max-width:64em;margin:2em auto;padding:0 1em;color:#222}"
          ".first{border:2px solid #08519c;border-radius:6px;padding:1em 1.5em;background:#f7fbff}"
          ".figs svg{margin:0 1em 1em 0}table{border-collapse:collapse;margin:0.5em 0}"
-         "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}.np{color:#b30000;font-weight:bold}")
+         "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}.np{color:#b30000;font-weight:bold}"
+         ".banner{border:3px solid #b30000;background:#fff0f0;color:#800;padding:0.8em 1.2em;font-weight:bold;"
+         "border-radius:6px;margin-bottom:1em}")
 COLOURS = ("#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
 BINS = 20
 
@@ -280,19 +281,23 @@ def comparison_html(*, data_name: str, runs: dict[str, dict], tables: dict[str, 
     rank_metric : str
         The metric the ranks are given for.
     """
+    # the report names every method by its title, never by its registry key
+    titles = {name: ps.get_mechanism(run["result"].mechanism).title for name, run in runs.items()}
+    if len(set(titles.values())) == len(titles):
+        runs = {titles[n]: run for n, run in runs.items()}
+        tables = {titles[n]: table for n, table in tables.items()}
     names = list(runs)
-    table = runs_table(runs)
+    table = runs_table(runs).rename(columns={"dp_valid": "guarantee holds"})
     epsilons = ", ".join(sorted({f"{run['result'].epsilon:g}" for run in runs.values()}))
     first = [f"<p><b>What this compares:</b> {len(names)} synthetic version(s) of <i>{escape(data_name)}</i> made at "
              f"epsilon {escape(epsilons)}, one per "
-             "method, on the same public domain.</p>",
-             "<p><b>Computed on the real data:</b> every metric below reads the real table, so this report is for "
-             "the people who hold the data (teaching and review), not for publication.</p>"]
+             "method, on the same public domain.</p>"]
     not_private = [n for n in names if table.loc[n, "privacy"] != "private"]
     if not_private:
         first.append(f"<p class='np'>NOT private (no guarantee, never publish): {escape(', '.join(not_private))}"
                      "</p>")
-    body = [f"<div class='first'><h1>Comparison of synthetic data methods</h1>{''.join(first)}</div>",
+    body = [f"<div class='banner'>{escape(REAL_DATA_BANNER)}</div>",
+            f"<div class='first'><h1>Comparison of synthetic data methods</h1>{''.join(first)}</div>",
             "<h2>The runs</h2>" + table.to_html(border=0, na_rep="-", escape=True)]
     wide = wide_metrics(runs)
     if not wide.empty:

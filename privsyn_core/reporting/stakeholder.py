@@ -1,0 +1,145 @@
+"""The stakeholder report: one self-contained HTML page, small (inline SVG, no JavaScript), in plain words.
+
+The first screen says what was released, how much privacy it spent (this release and the total on
+this data), the neighbouring relation, what the guarantee means and how the noise was drawn.  In teaching
+mode a banner first says that the report contains real data and must not be published, and a verdict per
+question follows, with its evidence and uncertainty (:mod:`privsyn_core.reporting.verdicts`).  Then each
+column's distribution in its own units, the correlations, the mechanism with its paper by authors and title,
+and the technical details in words last.  In release mode every number comes from the release, the schema or
+the ledger: nothing computed from the raw data.  No solver names, no code identifiers, no "NaN" in the text
+(``tests/test_reports.py`` checks the vocabulary).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from html import escape
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+import privsyn_core as ps
+from privsyn_core.reporting import figures as F, verdicts, words
+from privsyn_core.reporting.report import schema_encode
+from privsyn_core.result import Release, noise_statement
+
+STYLE = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em;color:#222}"
+         ".first{border:2px solid #08519c;border-radius:6px;padding:1em 1.5em;background:#f7fbff}"
+         ".warn{border-color:#b30000;background:#fff5f5}.figs svg{margin:0 1em 1em 0}"
+         ".banner{border:3px solid #b30000;background:#fff0f0;color:#800;padding:0.8em 1.2em;font-weight:bold;"
+         "border-radius:6px;margin-bottom:1em}.verdicts td{text-align:left;vertical-align:top}"
+         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}")
+
+#: The banner of a report that holds real data (teaching mode).
+REAL_DATA_BANNER = ("Contains real data: this report shows the real table's distributions and measures computed on "
+                    "it. Do not publish or forward it outside the people who may see the data; share a report made "
+                    "in release mode instead.")
+
+
+def _correlations(df: pd.DataFrame, schema: dict) -> pd.DataFrame | None:
+    numeric = [c["name"] for c in schema["columns"] if c["kind"] == "numeric"]
+    return df[numeric].astype(float).corr().round(2) if len(numeric) > 1 else None
+
+
+def _corr_matrix(frame: pd.DataFrame, schema: dict) -> np.ndarray:
+    """Pearson correlations of every column in the unit cube (categories in their public order)."""
+    return F.correlation_matrix(schema_encode(frame, schema))
+
+
+def build(*, release: Release, data_name: str, totals: dict[str, float], budget: float | None,
+          real: pd.DataFrame | None = None, evaluation: dict[str, Any] | None = None,
+          shaped: pd.DataFrame | None = None, ledger: Sequence[dict] = ()) -> str:
+    """The report's HTML: one page, no scripts, in plain words.
+
+    In release mode (``real`` and ``evaluation`` both ``None``) it holds the release only: what was released, the
+    privacy promise, each column of the synthetic table, its correlations and the method.  In teaching mode it
+    opens with a banner saying that it contains real data, and adds a verdict per question with its evidence and
+    uncertainty (:mod:`privsyn_core.reporting.verdicts`), the real distributions beside the synthetic ones and the
+    real correlations.
+    """
+    spec = ps.get_mechanism(release.mechanism)
+    private = spec.is_private and release.dp_valid
+    names = [c["name"] for c in release.schema["columns"]]
+    rows = shaped if shaped is not None else release.data
+    teaching = real is not None or evaluation is not None
+    body = [f"<div class='banner'>{escape(REAL_DATA_BANNER)}</div>"] if teaching else []
+    body.append(_first_box(release, spec, private, names, data_name, totals, budget))
+    if teaching:
+        body.append(_verdict_section(release, names, real, evaluation))
+    panels = F.marginal_panels(rows, release.schema, real=real)
+    figs = F.svg_marginals(panels[:F.MARGINAL_MAX_COLUMNS])
+    left_out = len(panels) - len(figs)
+    caption = F.MARGINALS_CAPTION + (F.COMPARE_HINT + " (real data shown for review only)" if real is not None
+                                     else "") + ". " + F.MARGINALS_NOTE
+    body.append("<h2>Each column</h2><p>" + escape(caption, quote=False)
+                + (f" The first {len(figs)} columns are drawn; {left_out} more are not." if left_out else "") + "</p>")
+    body.append(f"<div class='figs'>{''.join(figs)}</div>")
+    synthetic_corr = _correlations(rows, release.schema)
+    if synthetic_corr is not None:
+        body.append("<h2>Correlations between numeric columns</h2><p>From -1 to 1; compare the tables cell by "
+                    "cell.</p><h3>Synthetic</h3>" + synthetic_corr.to_html(border=0, na_rep="-"))
+        real_corr = _correlations(real, release.schema) if real is not None else None
+        if real_corr is not None:
+            body.append("<h3>Real (not private)</h3>" + real_corr.to_html(border=0, na_rep="-"))
+    body.append(f"<h2>Method</h2><p>{escape(spec.title)}: {escape(words.paper(spec.paper))}.</p>")
+    body.append(_details(release, spec, ledger))
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Synthetic data report: "
+            f"{escape(data_name)}</title><style>{STYLE}</style></head><body>{''.join(body)}</body></html>")
+
+
+def _first_box(release: Release, spec: ps.MechanismSpec, private: bool, names: list[str], data_name: str,
+               totals: dict[str, float], budget: float | None) -> str:
+    eps = release.epsilon
+    total = math.fsum(totals.values())
+    first = [(f"<p><b>What was released:</b> {len(release.data):,} synthetic rows of {len(names)} column(s) "
+              f"({escape(', '.join(names))}) standing in for the table <i>{escape(data_name)}</i>, made by "
+              f"{escape(spec.title)}.</p>")]
+    if private:
+        first += [f"<p><b>Privacy spent:</b> epsilon = {eps:g} for this release; <b>{total:g}</b> in total on this "
+                  "data" + (f" (budget {budget:g})" if budget else "") + ".</p>",
+                  f"<p><b>Who is protected:</b> any one person, when tables differ by "
+                  f"{escape(words.relation(release.neighbouring))}.</p>",
+                  f"<p><b>What it means:</b> whatever anyone knew beforehand, seeing this release changes the odds "
+                  f"of any conclusion about any one person by at most a factor of e<sup>epsilon</sup> = "
+                  f"{math.exp(eps):.3g}. Statistics that do not depend on single people (averages, shares, trends) "
+                  "stay usable; nothing in it is a real person's record.</p>",
+                  f"<p><b>How the noise was drawn:</b> {escape(noise_statement(release.floating_point_exposure))}</p>"]
+    else:
+        first.append("<p><b>This is NOT a private release.</b> "
+                     + escape(words.guarantee(spec.is_private, release.dp_valid)) + ". Do not share it as anonymised "
+                     "data.</p>")
+    return f"<div class='first{'' if private else ' warn'}'><h1>Synthetic data report</h1>{''.join(first)}</div>"
+
+
+def _verdict_section(release: Release, names: list[str], real: pd.DataFrame | None,
+                     evaluation: dict[str, Any] | None) -> str:
+    """The verdicts (teaching mode: they read the real data), one sentence first."""
+    evaluation = evaluation or {}
+    real_corr = _corr_matrix(real, release.schema) if real is not None and len(names) > 1 else None
+    synth_corr = _corr_matrix(release.data, release.schema) if len(names) > 1 else None
+    found = verdicts.all_verdicts(evaluation, real_corr, synth_corr, names)
+    rows = (len(real) if real is not None else int(evaluation.get("_about", {}).get("n_real", len(release.data))))
+    table = "".join(f"<tr><td><b>{escape(v.question)}</b></td><td>{escape(v.answer)}</td>"
+                    f"<td>{escape(v.sentence)} {escape(v.evidence)}</td></tr>" for v in found)
+    return ("<h2>Verdict (computed on the real data)</h2>"
+            f"<p><b>{escape(verdicts.summary(found, release.epsilon, rows))}</b></p>"
+            f"<table class='verdicts'><tr><th>Question</th><th>Answer</th><th>Evidence</th></tr>{table}</table>"
+            f"<p>How the answers are decided: {escape(verdicts.RULES)}</p>")
+
+
+def _details(release: Release, spec: ps.MechanismSpec, ledger: Sequence[dict]) -> str:
+    """Technical details in words (the exact names are in the JSON report)."""
+    items = [("method", spec.title), ("epsilon", f"{release.epsilon:g}"),
+             ("neighbouring tables differ by", words.relation(release.neighbouring)),
+             ("privacy guarantee", words.guarantee(spec.is_private, release.dp_valid))]
+    items += [(name.replace("_", " "), str(value)) for name, value in release.params.items() if value is not None]
+    stages = "".join(f"<tr><td>{escape(str(stage).replace('_', ' '))}</td><td>{eps:g}</td></tr>"
+                     for stage, eps in release.ledger)
+    spends = "".join(f"<tr><td>{escape(str(e.get('release', '')))}</td><td>{float(e.get('epsilon', 0)):g}</td></tr>"
+                     for e in ledger)
+    return ("<details><summary>Technical details</summary><table>"
+            + "".join(f"<tr><td>{escape(k)}</td><td>{escape(v)}</td></tr>" for k, v in items) + "</table>"
+            + f"<p>Privacy spent per stage of this release:</p><table>{stages}</table>"
+            + (f"<p>Releases on this data:</p><table>{spends}</table>" if spends else "") + "</details>")

@@ -3,13 +3,16 @@
 Statistical helpers (chi-square goodness of fit, the false-failure rate ``ALPHA``) live in
 ``tests/goodness_of_fit.py``; import them (``from goodness_of_fit import ALPHA, discrete_laplace_pvalue``).
 
-The ``slow`` marker tags statistical and end-to-end tests that take more than a few seconds each;
-``python -m pytest -m "not slow"`` is the fast subset (the README's ``python -m pytest`` runs everything).
+The ``slow`` marker tags tests that take more than 5 s of CPU each (statistical checks over many runs, end-to-end
+runs of a real server or of the largest LP); ``python -m pytest -m "not slow and not browser" -n 2`` is the fast
+loop (the README's ``python -m pytest`` runs everything).  With ``PRIVSYN_CHECK_SLOW=1`` a test that is neither
+``slow`` nor ``browser`` fails when its call takes more than :data:`SLOW_CPU_SECONDS` of CPU.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Generator
 
 import numpy as np
 import pytest
@@ -22,6 +25,31 @@ import privsyn_core as ps
 #: mechanism in every suite (tests/test_new_mechanism.py loads it on purpose, in a subprocess).
 collect_ignore = ["conftest.py", "browser/conftest.py"]
 collect_ignore_glob = ["data/*"]
+
+#: The CPU a test's call may take without the ``slow`` marker (the fast loop's rule, checked when PRIVSYN_CHECK_SLOW=1).
+SLOW_CPU_SECONDS = 5.0
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of the child processes it has waited for (a CLI run, a server it stopped)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """With PRIVSYN_CHECK_SLOW=1, fail a test outside ``slow`` and ``browser`` whose call took too much CPU."""
+    if os.environ.get("PRIVSYN_CHECK_SLOW") != "1" or item.get_closest_marker("slow") or \
+            item.get_closest_marker("browser"):
+        return (yield)
+    start = _cpu_seconds()
+    result = yield
+    spent = _cpu_seconds() - start
+    if spent > SLOW_CPU_SECONDS:
+        pytest.fail(f"{spent:.1f} s of CPU in a test not marked slow (PRIVSYN_CHECK_SLOW=1 allows "
+                    f"{SLOW_CPU_SECONDS:g} s): mark it @pytest.mark.slow or make it cheaper", pytrace=False)
+    return result
+
 
 @pytest.fixture(autouse=True, scope="module")
 def _module_ledger(tmp_path_factory):

@@ -11,11 +11,15 @@ loop (the README's ``python -m pytest`` runs everything).  With ``PRIVSYN_CHECK_
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 from collections.abc import Callable, Generator
+from pathlib import Path
 
 import numpy as np
 import pytest
+from _pytest.mark.expression import Expression
 
 import privsyn_core as ps
 
@@ -25,6 +29,29 @@ import privsyn_core as ps
 #: mechanism in every suite (tests/test_new_mechanism.py loads it on purpose, in a subprocess).
 collect_ignore = ["conftest.py", "browser/conftest.py"]
 collect_ignore_glob = ["data/*"]
+
+#: A module marked whole by one line ``pytestmark = pytest.mark.<name>`` (tests/test_dask.py, tests/browser/).
+_MODULE_MARK = re.compile(r"^pytestmark = pytest\.mark\.(\w+)$", re.MULTILINE)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Do not even import a test module that ``-m`` deselects whole: the fast loop skips the imports of Dask and
+    Playwright (0.9 s of CPU per process).  Only when the expression is false for the module's mark whatever other
+    marks named in the expression a test of it carries; otherwise pytest collects and deselects as usual."""
+    markexpr = config.option.markexpr
+    if not markexpr or collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    found = _MODULE_MARK.search(collection_path.read_text(encoding="utf-8"))
+    names = set(re.findall(r"[^\s()]+", markexpr)) - {"and", "or", "not"}
+    if found is None or any(not name.isidentifier() for name in names):
+        return None
+    expression = Expression.compile(markexpr)
+    others = sorted(names - {found[1]})
+    for present in itertools.chain.from_iterable(itertools.combinations(others, r) for r in range(len(others) + 1)):
+        marks = {found[1], *present}
+        if expression.evaluate(lambda name, /, **kwargs: name in marks):  # noqa: B023 (evaluated right here)
+            return None
+    return True
 
 #: The CPU a test's call may take without the ``slow`` marker (the fast loop's rule, checked when PRIVSYN_CHECK_SLOW=1).
 SLOW_CPU_SECONDS = 5.0

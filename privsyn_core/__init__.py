@@ -4,10 +4,10 @@
 >>> [m.name for m in ps.list_mechanisms()][:2]
 ['pmm', 'psmm']
 
-``import privsyn_core`` is light: the public names below (``ps.synthesize``, ``ps.Schema``, ...) and
-:mod:`privsyn_core.evaluation.metrics` are loaded on first use (module ``__getattr__``, PEP 562), and the heavy
-libraries (POT, scikit-learn, Dask, Plotly; no Streamlit ever) are imported inside the functions that use them
-(``tests/test_packaging.py`` checks it).  So the command line can install its signal handlers before numpy and
+``import privsyn_core`` is light: the public names below (``ps.synthesize``, ``ps.Schema``, ...) and ``ps.metrics``
+(:mod:`privsyn_core.evaluation.metrics`) are attributes loaded on first use (module ``__getattr__``, PEP 562), and
+the heavy libraries (POT, scikit-learn, Dask, Plotly; no Streamlit ever) are imported inside the functions that use
+them (``tests/test_packaging.py`` checks it).  So the command line can install its signal handlers before numpy and
 pandas load (:mod:`privsyn_core.__main__`).
 """
 
@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
-
-from privsyn_core import _aliases
 
 if TYPE_CHECKING:
     from privsyn_core.api import synthesize
@@ -26,8 +24,6 @@ if TYPE_CHECKING:
     from privsyn_core.privacy.budget import BudgetExceeded, LedgerError, PrivacyLedger
     from privsyn_core.registry import MechanismSpec, ParamSpec, get_mechanism, list_mechanisms
     from privsyn_core.result import MechanismOutput, SynthResult
-
-_aliases.install()  # the flat layout's module names stay importable (privsyn_core._moved)
 
 #: The one place the version is written (pyproject.toml reads it: ``[tool.setuptools.dynamic]``).
 __version__ = "0.1.0"
@@ -50,19 +46,16 @@ __all__ = ["synthesize", "Schema", "Column", "unit_schema", "list_mechanisms", "
            "MechanismSpec", "ParamSpec", "SynthResult", "MechanismOutput", "PrivsynError", "DataError",
            "SchemaError", "ParameterError", "PrivacyLedger", "BudgetExceeded", "LedgerError", "metrics", "__version__"]
 
-_LAZY_SUBMODULES = frozenset({"metrics"})
+#: The public modules: ``ps.metrics`` is an attribute of the package (no module ``privsyn_core.metrics`` to import).
+_PUBLIC_MODULES = {"metrics": "privsyn_core.evaluation.metrics"}
 
 
 def __getattr__(name: str) -> Any:
-    """Load a public name, ``metrics`` or a moved module of the flat layout on first access (PEP 562).
-
-    ``privsyn_core.figures`` (now ``privsyn_core.reporting.figures``) and the other old names keep working
-    as attributes as well as imports (:mod:`privsyn_core._aliases`).
-    """
+    """Load a public name or ``metrics`` on first access (PEP 562)."""
     if name in _PUBLIC:
         value = getattr(importlib.import_module(_PUBLIC[name]), name)
-    elif name in _LAZY_SUBMODULES or f"{__name__}.{name}" in _aliases.MOVED:
-        value = importlib.import_module(f".{name}", __name__)
+    elif name in _PUBLIC_MODULES:
+        value = importlib.import_module(_PUBLIC_MODULES[name])
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value
@@ -70,4 +63,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _LAZY_SUBMODULES | set(_PUBLIC))
+    return sorted(set(globals()) | set(_PUBLIC_MODULES) | set(_PUBLIC))

@@ -32,6 +32,24 @@ def _table(spec: ps.MechanismSpec, n: int = 300) -> tuple[pd.DataFrame, Schema]:
     return df, schema
 
 
+#: The contract's public names: attributes of the package (``ps.metrics`` included), whatever module they live in.
+CONTRACT_NAMES = ("synthesize", "Schema", "list_mechanisms", "MechanismSpec", "SynthResult", "metrics")
+
+
+def test_every_public_name_is_an_attribute_of_the_package():
+    assert set(CONTRACT_NAMES) <= set(ps.__all__)
+    for name in ps.__all__:
+        assert name in dir(ps) and getattr(ps, name) is not None, name
+    assert all(callable(getattr(ps.metrics, f)) for f in ("w1", "mmd", "marginal_tvd", "evaluate"))
+    from privsyn_core import metrics
+
+    assert metrics is ps.metrics and ps.metrics.__name__ == "privsyn_core.evaluation.metrics"
+    assert all(isinstance(spec, ps.MechanismSpec) for spec in ps.list_mechanisms())
+    assert callable(ps.synthesize) and callable(ps.Schema.infer) and callable(ps.SynthResult.release)
+    with pytest.raises(AttributeError):
+        ps.no_such_name
+
+
 def test_registry_lists_only_contract_keys_with_complete_specs():
     assert {"laplace_points", "dp_histogram", "bootstrap"} <= set(MECHANISMS)
     assert set(MECHANISMS) >= CONTRACT_KEYS  # the contract's keys exist; new mechanisms may join

@@ -7,7 +7,7 @@
   seed for a few seconds: runs > 0, every one ran the mechanism, 0 errors, 0 stuck; and 2 sessions that send the
   next seed 0.05 s after the last without waiting for its run: 0 errors, 0 stuck, the last run of each ends.  A
   server that does not start fails the test (``RuntimeError`` from :func:`benchmarks.load_test.measure`), it never
-  skips.
+  skips.  These two are ``slow`` (a real server under load for seconds); the scripted ones are the fast check.
 """
 
 from __future__ import annotations
@@ -109,6 +109,7 @@ def test_an_exception_element_is_an_error():
         asyncio.run(against(["new_session", "exception", "script_finished"]))
 
 
+@pytest.mark.slow  # a real app server under load for 4 s: about 5 s of CPU (client and server), 7 s of wall at best
 def test_two_wire_sessions_load_the_real_app_without_errors_or_stuck_runs():
     stats, run = load_test.measure("wire", sessions=2, duration=4)
     assert not stats.errors, stats.errors
@@ -119,6 +120,7 @@ def test_two_wire_sessions_load_the_real_app_without_errors_or_stuck_runs():
     assert run.peak > 0 and run.server_cpu > 0
 
 
+@pytest.mark.slow  # as above, 3 s of load: about 4.5 s of CPU, 6 s of wall
 def test_seed_changes_that_overtake_their_runs_leave_no_session_hung():
     # the path on which sessions used to hang: with runner.fastReruns each new request stops the running script
     stats, _ = load_test.measure("wire", sessions=2, duration=3, overlap=0.05)

@@ -224,10 +224,11 @@ def test_guard_refuses_explicit_lps_that_are_too_large_naming_a_value_that_fits(
     assert "pmm" in message and "lp='king'" not in message.replace("or lp='king'", "") and "\n" not in message
 
 
-@pytest.mark.parametrize("n, d, epsilon", [(20_000, 2, 1.0), (233, 7, 4.0), (500, 9, 0.5), (100, 12, 1.0)])
+@pytest.mark.parametrize("n, d, epsilon", [pytest.param(20_000, 2, 1.0, marks=pytest.mark.slow),
+                                           (233, 7, 4.0), (500, 9, 0.5), (100, 12, 1.0)])
 def test_automatic_grid_is_capped_to_the_lp_with_a_warning_and_runs_at_any_width(n, d, epsilon):
     """The automatic grid always runs: capped to the largest LP that fits, at least 2 per axis up to d = 14
-    (d = 12 here: 2 s)."""
+    (d = 12 here: 0.5 s).  The d = 2 case solves the largest LP there is (128^2 cells, 20 s of CPU): slow."""
     X = np.random.default_rng(1).random((n, d))
     result = ps.synthesize(X, "psmm", epsilon, schema=ps.unit_schema(d), rng=0)
     k = result.params["cells_per_axis"]

@@ -36,6 +36,7 @@ from privsyn_core.cli import main as cli_main
 from privsyn_core.data.io import to_csv_bytes
 from privsyn_core.engine import pipeline
 from privsyn_core.mechanisms.peers import opendp_support as peers
+from privsyn_core.privacy import accounting, noise
 from privsyn_core.reporting import report
 
 SEED = 7
@@ -224,7 +225,7 @@ def test_noisy_count_is_its_own_ledger_stage_and_sums_to_epsilon():
     stage, share = result.ledger[0]
     assert stage.startswith("record count n") and share == 0.7 - (0.7 - pipeline.SIZE_SHARE * 0.7)
     assert sum(1 for s, _ in result.ledger if s.startswith("record count")) == 1
-    assert ps.accounting.ledger_total(result.ledger) == 0.7
+    assert accounting.ledger_total(result.ledger) == 0.7
     assert result.params["size"] == result.release().params["noisy_n"]
 
 
@@ -242,7 +243,7 @@ def test_public_n_is_refused_under_replace():
 def test_no_seed_is_chosen_or_recorded_by_default():
     result = ps.synthesize(_base(100, 2), "pmm", 1.0, schema=_schema(2))
     assert result.seed is None and "seed" not in result.release().params
-    assert type(ps.noise.resolve_rng(None)[0].bit_generator).__name__ == "ChaCha"
+    assert type(noise.resolve_rng(None)[0].bit_generator).__name__ == "ChaCha"
 
 
 def test_registering_without_a_release_declaration_is_refused():

@@ -243,6 +243,7 @@ def test_exact_privacy_loss_by_enumerating_every_neighbouring_pair(k, relation):
         assert walks.walk_potential(pair / cal.count_noise_scale, b) == pytest.approx(cal.walk_epsilon, rel=1e-12)
 
 
+@pytest.mark.slow  # 5 to 14 s of CPU each; the fast suite checks the walk's scale exactly (the enumeration above)
 @pytest.mark.parametrize("name, relation, trials", [("srw", "replace", (2_000, 600)),
                                                    ("srw", "add_remove", (2_000, 600)),
                                                    ("srw_tsp", "replace", (4_000, 1_000)),

@@ -4,6 +4,7 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages import _ui as ui
+from pages._support import attack
 from privsyn_core.reporting import figures as F, words
 
 ui.require_entrypoint()
@@ -42,6 +43,8 @@ depth = cols[0].slider("tree depth r", 1, 16, 10, key="learn_depth")
 dim = cols[1].slider("dimension d", 1, 6, 2, key="learn_dim")
 eps_tree = cols[2].select_slider("epsilon ", [0.1, 0.5, 1.0, 2.0, 5.0], value=1.0, key="learn_tree_eps")
 st.plotly_chart(F.noise_schedule_figure(F.hierarchical_noise_schedule(eps_tree, depth, dim)), key="learn_schedule")
+
+attack.section()
 
 st.header("The mechanisms")
 for spec in ps.list_mechanisms():

@@ -640,6 +640,24 @@ def tradeoff_figure(summary: pd.DataFrame, *, x: str = "epsilon", rates: pd.Data
 
 
 # -- teaching ----------------------------------------------------------------------------------
+def attack_figure(without: np.ndarray, with_target: np.ndarray, threshold: float) -> go.Figure:
+    """The attacker's game: how often each feature value came out of the table without and with the target
+    record (:mod:`privsyn_core.evaluation.attack_game`), and the student's threshold."""
+    values = np.arange(int(max(np.max(without), np.max(with_target))) + 2)
+    fig = go.Figure()
+    for name, runs, colour in (("table without the target", without, REAL_COLOUR),
+                               ("table with the target", with_target, SYNTH_COLOUR)):
+        shares = np.bincount(np.asarray(runs, dtype=np.int64), minlength=len(values))[:len(values)] / len(runs)
+        fig.add_trace(go.Bar(x=values, y=shares, name=name, marker_color=colour, opacity=0.7))
+    fig.add_vline(x=threshold - 0.5, line=dict(color="#333", dash="dash"),
+                  annotation_text=f"guess 'with' from {threshold:g} rows on")
+    fig.update_layout(barmode="overlay", title="What the attacker sees: synthetic rows in the target's corner, "
+                                               "over many runs", xaxis_title="synthetic rows in the corner",
+                      yaxis_title="share of runs", height=380, margin=dict(l=50, r=10, t=60, b=40),
+                      legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
 def laplace_count_figure(count: int, epsilon: float, sensitivity: float = 1.0, width: int | None = None) -> go.Figure:
     """The distribution of a count released with discrete Laplace noise of scale ``sensitivity/epsilon``,
     for a dataset and its neighbour (count + 1): their ratio never exceeds ``e^epsilon``."""

@@ -1,4 +1,4 @@
-"""Command line: ``python -m privsyn_core mechanisms | synth | evaluate | audit``.
+"""Command line: ``python -m privsyn_core mechanisms | synth | evaluate | audit | stream``.
 
 Bad input, including a bad command line, ends with a one-line error naming the problem and
 exit status 2, never a traceback.  With ``--schema``, ``synth`` reads its input in blocks of rows
@@ -140,6 +140,10 @@ def _parser() -> argparse.ArgumentParser:
     aud.add_argument("--seed", type=int, default=0)
     aud.add_argument("--json", action="store_true", help="print JSON")
     aud.set_defaults(handler=_cmd_audit)
+
+    from privsyn_core import stream_cli  # stream open|add|release|status: handlers in their own module
+
+    stream_cli.add_subparser(sub, _number)
     return parser
 
 

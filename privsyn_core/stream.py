@@ -41,7 +41,7 @@ import os
 import secrets
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -140,8 +140,9 @@ class Stream:
     def add(self, batch: Any, *, n_synthetic: int | None = None) -> Release:
         """Add one batch (the records of one step) and return the new step's release.
 
-        ``batch`` is a DataFrame with the schema's columns (or a Dask DataFrame, counted partition by
-        partition where it lies).  Values outside the public bounds or categories are refused (nothing is
+        ``batch`` is a DataFrame with the schema's columns, an iterable of such DataFrames (blocks of one batch,
+        e.g. :func:`~privsyn_core.data.io.iter_csv`), or a Dask DataFrame (counted partition by partition where
+        it lies).  Values outside the public bounds or categories are refused (nothing is
         clipped).  An empty batch is a step without records.
         """
         n_synthetic = check_count("n_synthetic", n_synthetic, MAX_SYNTHETIC_ROWS)
@@ -185,6 +186,11 @@ class Stream:
             leaves = np.zeros(2 ** depth, dtype=np.int64)
             for counts in dask.compute(*parts):
                 leaves += counts
+            return online_pmm.increment_from_leaves(leaves, depth)
+        if isinstance(batch, Iterable) and not isinstance(batch, (pd.DataFrame, np.ndarray, list, tuple, dict)):
+            leaves = np.zeros(2 ** depth, dtype=np.int64)
+            for chunk in batch:  # blocks of rows (a CSV read in chunks): counted and dropped one by one
+                leaves += _partition_leaves(chunk, self.schema, depth)
             return online_pmm.increment_from_leaves(leaves, depth)
         return online_pmm.increment_from_leaves(_partition_leaves(batch, self.schema, depth), depth)
 

@@ -68,7 +68,7 @@ class StreamError(PrivsynError):
 
 def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: float | None = None, *,
                 create: bool = False, depth: int | None = None, horizon_n: int | None = None,
-                rng: RandomLike = None) -> Stream:
+                horizon_steps: int | None = None, rng: RandomLike = None) -> Stream:
     """Open the stream whose state is ``path``, or create it (``create=True``).
 
     Parameters
@@ -84,15 +84,19 @@ def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: 
     depth : int, optional
         Tree depth ``r`` (public).  Else ``horizon_n`` gives PMM's depth for that many records.
     horizon_n : int, optional
-        A public planned record count that the depth is tuned for (not read off the data).
+        A public planned record count that the depth is tuned for (not read off the data): PMM's offline depth
+        for it ([HVZ23] Cor. 4.4).
+    horizon_steps : int, optional
+        With ``horizon_n``: the planned number of steps; the depth is then PMM's for that size at the counters'
+        noise after that many steps (:func:`~privsyn_core.mechanisms.online.online_pmm.horizon_depth`).
     rng : None, "secure" or int
         ``None``/``"secure"``: the noise key comes from the operating system (a real stream).  An int seed
         derives the key from the seed: tests and teaching only (every release then says it replays).
     """
     path = Path(path)
     if create:
-        return _create(path, schema, epsilon, depth, horizon_n, rng)
-    if depth is not None or horizon_n is not None or rng is not None:
+        return _create(path, schema, epsilon, depth, horizon_n, horizon_steps, rng)
+    if depth is not None or horizon_n is not None or horizon_steps is not None or rng is not None:
         raise ParameterError("depth, horizon_n and rng are fixed when a stream is created; open it without them")
     stream = Stream(path)
     state = _load(path)
@@ -242,7 +246,7 @@ def _as_schema(schema: Schema | dict | None) -> Schema:
 
 
 def _create(path: Path, schema: Schema | dict | None, epsilon: float | None, depth: int | None,
-            horizon_n: int | None, rng: RandomLike) -> Stream:
+            horizon_n: int | None, horizon_steps: int | None, rng: RandomLike) -> Stream:
     schema = _as_schema(schema)
     if epsilon is None:
         raise ParameterError("a new stream needs epsilon, the budget of the whole stream")
@@ -261,8 +265,17 @@ def _create(path: Path, schema: Schema | dict | None, epsilon: float | None, dep
     else:
         horizon = check_count("horizon_n", horizon_n, 10**15)
         assert horizon is not None
-        r = online_pmm.default_depth(horizon, epsilon, d)
-        params = {"depth": r, "depth_rule": "paper depth for horizon_n", "horizon_n": horizon}
+        if horizon_steps is None:
+            r = online_pmm.default_depth(horizon, epsilon, d)
+            params = {"depth": r, "depth_rule": "paper depth for horizon_n", "horizon_n": horizon}
+        else:
+            steps = check_count("horizon_steps", horizon_steps, 2**40)
+            assert steps is not None
+            r = online_pmm.horizon_depth(horizon, steps, epsilon, d)
+            params = {"depth": r, "depth_rule": "paper depth at the counters' noise", "horizon_n": horizon,
+                      "horizon_steps": steps}
+    if depth is not None and horizon_steps is not None:
+        raise ParameterError("horizon_steps goes with horizon_n, not with an explicit depth")
     if rng is not None and not isinstance(rng, (str, int, np.integer)):
         raise ParameterError("a stream's rng is None, 'secure' or an int seed (a Generator cannot be stored)")
     _, seed = resolve_rng(rng)  # validates; the generator itself is not used (the key is)

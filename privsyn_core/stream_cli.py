@@ -34,6 +34,8 @@ def add_subparser(sub: Any, number: Callable[[str], Callable[[str], float]]) -> 
     size = create.add_mutually_exclusive_group(required=True)
     size.add_argument("--depth", type=int, help="tree depth r (public)")
     size.add_argument("--horizon-n", type=int, help="a public planned record count; the depth is PMM's for it")
+    create.add_argument("--horizon-steps", type=int, help="with --horizon-n: the planned number of steps; the "
+                                                         "depth then accounts for the counters' noise there")
     create.add_argument("--seed", help="integer seed: replays the noise, for teaching and tests only (default: a "
                                        "secret key from the operating system)")
     create.set_defaults(handler=_cmd_open)
@@ -71,7 +73,7 @@ def _cmd_open(args: argparse.Namespace) -> int:
 
     _check_outputs([args.state], [args.schema], force=True)  # an existing state: refused by open_stream
     stream = open_stream(args.state, read_schema(args.schema), args.epsilon, create=True, depth=args.depth,
-                         horizon_n=args.horizon_n, rng=_seed(args.seed))
+                         horizon_n=args.horizon_n, horizon_steps=args.horizon_steps, rng=_seed(args.seed))
     print(f"created stream {args.state} (online_pmm, epsilon={stream.epsilon:g} for the whole stream, depth "
           f"{stream.plan.depth}, {len(stream.schema.columns)} columns); the state file is secret: keep it like the "
           "raw data")

@@ -96,6 +96,16 @@ def test_horizon_n_sets_the_paper_depth(state):
     assert stream.add(_batch(1)).params["horizon_n"] == 40_000
 
 
+def test_horizon_steps_accounts_for_the_counters_noise(state):
+    """PMM's depth for epsilon / g(T), g the counter's noise inflation at step T (about log^1.5 T)."""
+    from privsyn_core.mechanisms.online.online_pmm import counter_inflation, paper_depth
+
+    stream = open_stream(state, SCHEMA, 1.0, create=True, horizon_n=100_000, horizon_steps=48)
+    assert stream.plan.depth == paper_depth(100_000, 1.0 / counter_inflation(48), 2) < 16
+    assert stream.add(_batch(1)).params["horizon_steps"] == 48
+    assert 11 < counter_inflation(48) < 12
+
+
 def test_the_release_holds_no_secret(state):
     stream = open_stream(state, SCHEMA, 1.0, create=True, depth=4)
     release = stream.add(_batch(1))
@@ -161,7 +171,8 @@ def test_a_corrupted_state_is_refused_and_left_alone(state, damage):
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"depth": 3, "horizon_n": 10}, {"depth": 99}, {"depth": 3, "rng": -1},
-                                    {"horizon_n": 0}])
+                                    {"horizon_n": 0}, {"depth": 3, "horizon_steps": 5},
+                                    {"horizon_n": 100, "horizon_steps": 0}])
 def test_bad_creation_parameters(tmp_path, kwargs):
     with pytest.raises(PrivsynError):
         open_stream(tmp_path / "s.json", SCHEMA, 1.0, create=True, **kwargs)

@@ -61,10 +61,11 @@ from privsyn_core.mechanisms.hvz23.pmm_tree import (
 )
 from privsyn_core.mechanisms.online.continual import CounterState, NodeRng, Segments, advance, error_variance
 from privsyn_core.privacy.accounting import Ledger, ledger_total, split_epsilon
+from privsyn_core.privacy.noise import discrete_laplace_variance
 from privsyn_core.privacy.sampling import largest_remainder
 
 #: Deepest tree of a stream: the state keeps ``2 (log2 t + 2)`` vectors of ``2^(r+1)`` int64 counts.
-MAX_STREAM_DEPTH = 22
+MAX_STREAM_DEPTH = 20
 #: The neighbouring relation of every stream (see the module docstring).
 RELATION = "event-level add/remove: one record added to (or removed from) one batch at one step"
 
@@ -122,6 +123,27 @@ def default_depth(horizon_n: int, epsilon: float, d: int) -> int:
     ``horizon_n`` is a public input (a planned size, not a count of the data).
     """
     return min(MAX_STREAM_DEPTH, paper_depth(int(horizon_n), epsilon, d))
+
+
+def counter_inflation(steps: int) -> float:
+    """How much larger the counter's noise is at step ``steps`` than one release's with the same budget.
+
+    The ratio of standard deviations ``sd(C(t) - truth) / sd(Lap_Z(1/eps))`` for one cell with budget ``eps``
+    (halved between the counter's parts as in :func:`plan_stream`), taken at ``eps = 1``; about
+    ``log^1.5(t)``.
+    """
+    return math.sqrt(error_variance(int(steps), 0.5, 0.5) / discrete_laplace_variance(1.0))
+
+
+def horizon_depth(horizon_n: int, horizon_steps: int, epsilon: float, d: int) -> int:
+    """PMM's depth ([HVZ23] Cor. 4.4) at the planned end of the stream, with the counters' noise.
+
+    Cor. 4.4 balances a level's noise against the resolution; the counters' noise at step ``T`` is
+    :func:`counter_inflation` ``g(T)`` times one release's, the noise of one release at budget ``epsilon / g(T)``,
+    so the depth is ``paper_depth(horizon_n, epsilon / g(T), d)``, capped.  Both plans are public.
+    """
+    eps = epsilon / counter_inflation(horizon_steps)
+    return min(MAX_STREAM_DEPTH, paper_depth(int(horizon_n), eps, d))
 
 
 def batch_increment(unit: np.ndarray, depth: int) -> np.ndarray:

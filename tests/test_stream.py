@@ -274,3 +274,35 @@ def test_cli_runs_as_a_module(tmp_path):
                          text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "outside its public bounds" in bad.stderr
     assert list(ps.Schema.from_dict(SCHEMA).names) == list(pd.read_csv(f / "o.csv").columns)
+
+
+def test_a_busy_stream_is_refused(state):
+    """Another process holding the step's lock: one line, nothing changed (no lost update)."""
+    import fcntl
+
+    stream = open_stream(state, SCHEMA, 1.0, create=True, depth=3, rng=0)
+    before = _digest(state)
+    fd = os.open(state, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(StreamError, match="another process"):
+            stream.add(_batch(1))
+    finally:
+        os.close(fd)
+    assert _digest(state) == before
+    assert stream.add(_batch(1)).params["step"] == 1
+
+
+def test_a_failed_write_leaves_the_old_state_and_no_temporary_file(state, monkeypatch):
+    stream = open_stream(state, SCHEMA, 1.0, create=True, depth=3, rng=0)
+    stream.add(_batch(1))
+    before = _digest(state)
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(PrivsynError, match="left unchanged"):
+        stream.add(_batch(2))
+    monkeypatch.undo()
+    assert _digest(state) == before and sorted(os.listdir(state.parent)) == ["stream.json"]
+    assert open_stream(state).add(_batch(2)).params["step"] == 2

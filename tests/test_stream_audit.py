@@ -73,3 +73,22 @@ def test_node_values_are_read_off_the_released_counters():
     labels = nodes_containing(5, 8)
     assert labels == ["log/3", "bin/2/1", "bin/2/2"]
     assert node_values(series[:, 1], labels).tolist() == [12, 3, 6]  # (4,8]: 4 steps; u=1: step 5; u in (0,2]
+
+
+def test_a_moved_record_is_audited_against_twice_epsilon_and_its_detection_case():
+    """Moving a record (two add/remove changes) is claimed at 2 epsilon; the pair realises 2 (epsilon - eps_0)
+    (the root does not change), so the detection case scales the noise by L / (2 claim) to spend twice the
+    claim.  Both at the same budget and trials."""
+    from privsyn_core.evaluation.stream_audit import move_loss
+
+    loss = move_loss(1.0, 1, 1)
+    assert loss == pytest.approx(1.0)
+    passed = audit_stream(1.0, trials=TRIALS, selection_trials=SELECTION, confidence=CONFIDENCE, rng=3,
+                          relation="move")
+    print(f"AUDIT stream move x1 eps_lower={passed.eps_lower:.4f} claim={passed.epsilon}")
+    assert passed.epsilon == 2.0 and not passed.detected, passed
+    factor = loss / (2 * passed.epsilon)
+    caught = audit_stream(1.0, trials=TRIALS, selection_trials=SELECTION, confidence=CONFIDENCE, rng=3,
+                          relation="move", noise_factor=factor)
+    print(f"AUDIT stream move x{factor:g} eps_lower={caught.eps_lower:.4f} claim={caught.epsilon}")
+    assert caught.detected and caught.eps_lower > 2.0, caught

@@ -35,14 +35,21 @@ from privsyn_core.mechanisms.online.continual import CounterState, block_of, nod
 from privsyn_core.validation import check_epsilon
 
 
-def stream_pair(steps: int, changed_step: int, batch: int, d: int, depth: int) -> tuple[np.ndarray, np.ndarray]:
-    """The increments (``steps x 2^(depth+1)``) of ``D`` (origin records) and ``D'`` (one far record added)."""
+def stream_pair(steps: int, changed_step: int, batch: int, d: int, depth: int,
+                relation: str = "add") -> tuple[np.ndarray, np.ndarray]:
+    """The increments (``steps x 2^(depth+1)``) of ``D`` (origin records) and ``D'``: one far record added at
+    ``changed_step`` (``relation="add"``), or one origin record of that step moved to the far corner
+    (``"move"``: two add/remove changes, ``2 epsilon``)."""
     origin, far = np.zeros((batch, d)), np.ones((1, d))
     base = online_pmm.batch_increment(origin, depth)
     extra = online_pmm.batch_increment(far, depth)
     d_incr = np.tile(base, (steps, 1))
     d_prime = d_incr.copy()
     d_prime[changed_step - 1] += extra
+    if relation == "move":
+        d_prime[changed_step - 1] -= online_pmm.batch_increment(origin[:1], depth)
+    elif relation != "add":
+        raise ParameterError(f"relation must be 'add' or 'move', got {relation!r}")
     return d_incr, d_prime
 
 
@@ -61,28 +68,41 @@ def node_values(series: np.ndarray, labels: list[str]) -> np.ndarray:
     return np.array(out)
 
 
-def _features(series: np.ndarray, expected: np.ndarray, labels: list[str], cells: list[int]) -> np.ndarray:
-    """Shifted node values of the far cells (``value - value under D`` without noise), their minimum and sum."""
-    shifted = (node_values(series[:, cells], labels) - expected).reshape(-1)
+def _features(series: np.ndarray, expected: np.ndarray, labels: list[str], cells: list[int],
+              signs: np.ndarray) -> np.ndarray:
+    """Shifted node values of the watched cells (``sign * (value - value under D without noise)``, growing by one
+    from ``D`` to ``D'``), their minimum and sum."""
+    shifted = ((node_values(series[:, cells], labels) - expected) * signs).reshape(-1)
     return np.concatenate([shifted, [shifted.min(), shifted.sum()]])
 
 
 def audit_stream(epsilon: float = 1.0, *, k: int = 1, depth: int = 1, d: int = 1, batch: int = 3,
                  trials: int = 20_000, selection_trials: int = 5_000, confidence: float = DEFAULT_CONFIDENCE,
-                 rng: int | np.random.Generator | None = 0, noise_factor: float = 1.0) -> AuditResult:
-    """Audit online PMM over a whole stream of ``2^{k+1}`` steps, the record added at step ``2^k + 1``.
+                 rng: int | np.random.Generator | None = 0, noise_factor: float = 1.0,
+                 relation: str = "add") -> AuditResult:
+    """Audit online PMM over a whole stream of ``2^{k+1}`` steps, the record changed at step ``2^k + 1``.
 
-    Returns an :class:`~privsyn_core.evaluation.audit.AuditResult`: ``eps_lower`` is below the stream's true
-    epsilon with probability at least ``confidence``; ``detected`` means an overspend is proven.
+    ``relation="add"``: the stream's relation, the claim is ``epsilon``.  ``"move"``: one record of that step
+    moved from the origin to the far corner, two add/remove changes: the claim is ``2 epsilon`` (group privacy),
+    and the far and origin cells below the root are watched (the root count does not change, so the loss the pair
+    realises is ``2 (epsilon - eps_0)``: see :func:`move_loss`).  Returns an
+    :class:`~privsyn_core.evaluation.audit.AuditResult`: ``eps_lower`` is below the true loss with probability
+    at least ``confidence``; ``detected`` means an overspend of the claim is proven.
     """
     epsilon = check_epsilon(epsilon)
     if not (isinstance(k, int) and 1 <= k <= 6 and isinstance(depth, int) and 0 <= depth <= 6):
         raise ParameterError("audit_stream needs 1 <= k <= 6 and 0 <= depth <= 6")
     steps, changed = 1 << (k + 1), (1 << k) + 1
     plan = online_pmm.plan_stream(depth, d, epsilon)
-    d_incr, d_prime = stream_pair(steps, changed, batch, d, depth)
+    d_incr, d_prime = stream_pair(steps, changed, batch, d, depth, relation)
     labels = nodes_containing(changed, steps)
     cells = [(1 << (j + 1)) - 1 for j in range(depth + 1)]  # the far corner's cell of every level (heap layout)
+    signs = np.ones(len(cells))
+    if relation == "move":  # below the root the origin's cell loses the record; the root does not change
+        if depth < 1:
+            raise ParameterError("a moved record changes no count of a depth-0 tree: audit it with depth >= 1")
+        cells = cells[1:] + [1 << j for j in range(1, depth + 1)]
+        signs = np.concatenate([np.ones(depth), -np.ones(depth)])
     truth = np.cumsum(d_incr, axis=0)
     expected = node_values(truth[:, cells], labels)
     generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
@@ -93,7 +113,7 @@ def audit_stream(epsilon: float = 1.0, *, k: int = 1, depth: int = 1, d: int = 1
         for _ in range(runs):
             state = CounterState.empty(plan.size)
             series = np.array([online_pmm.step(state, inc, plan, lambda label: generator) for inc in increments])
-            rows.append(_features(series, expected, labels, cells))
+            rows.append(_features(series, expected, labels, cells, signs))
         return np.array(rows, dtype=float)
 
     start = time.perf_counter()
@@ -102,8 +122,15 @@ def audit_stream(epsilon: float = 1.0, *, k: int = 1, depth: int = 1, d: int = 1
         hits = (int(event.occurs(sample(d_incr, trials)).sum()), int(event.occurs(sample(d_prime, trials)).sum()))
     likely, rare = hits[event.likelier], hits[1 - event.likelier]
     eps_lower = float(epsilon_lower_bound(np.array([likely]), np.array([rare]), trials, alpha)[0])
-    return AuditResult("online_pmm (whole stream)", online_pmm.RELATION, epsilon, eps_lower, confidence, trials,
+    claim = epsilon if relation == "add" else 2 * epsilon
+    unit = online_pmm.RELATION if relation == "add" else "one record moved at one step (two add/remove changes)"
+    return AuditResult("online_pmm (whole stream)", unit, claim, eps_lower, confidence, trials,
                        selection_trials, event.describe(), hits, noise_factor, time.perf_counter() - start)
+
+
+def move_loss(epsilon: float, depth: int, d: int) -> float:
+    """The loss a moved record realises: two cells change by one on every level but the root."""
+    return 2.0 * float(np.sum(online_pmm.plan_stream(depth, d, epsilon).level_epsilons[1:]))
 
 
 def tight_coordinates(k: int, depth: int) -> int:
@@ -111,4 +138,4 @@ def tight_coordinates(k: int, depth: int) -> int:
     return (depth + 1) * (1 + block_of((1 << k) + 1))
 
 
-__all__ = ["audit_stream", "node_values", "stream_pair", "tight_coordinates"]
+__all__ = ["audit_stream", "move_loss", "node_values", "stream_pair", "tight_coordinates"]

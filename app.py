@@ -19,6 +19,7 @@ PAGES = [
     st.Page("pages/tsp.py", title="TSP folding", icon=":material/route:"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare:"),
     st.Page("pages/tradeoff.py", title="Trade-off", icon=":material/trending_down:"),
+    st.Page("pages/over_time.py", title="Over time", icon=":material/timeline:"),
     st.Page("pages/learn.py", title="Learn", icon=":material/school:"),
 ]
 

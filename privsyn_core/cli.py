@@ -1,4 +1,4 @@
-"""Command line: ``python -m privsyn_core mechanisms | synth | evaluate | audit | budget``.
+"""Command line: ``python -m privsyn_core mechanisms | synth | evaluate | audit | budget | stream``.
 
 ``synth`` counts every release in the persistent privacy ledger (:mod:`privsyn_core.privacy.budget`; ``--ledger``,
 default :func:`~privsyn_core.privacy.budget.default_path`) before any output is written, and is refused when the
@@ -164,6 +164,9 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="print JSON")
     _ledger_options(show)
     show.set_defaults(handler=_cmd_budget_show)
+    from privsyn_core import stream_cli  # stream open|add|release|status: handlers in their own module
+
+    stream_cli.add_subparser(sub, _number)
     return parser
 
 

@@ -21,7 +21,7 @@ from privsyn_core.reporting import figures as F, report
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGES = ["pages/data.py", "pages/synthesize.py", "pages/partitions.py", "pages/tsp.py", "pages/compare.py",
-         "pages/tradeoff.py", "pages/learn.py"]
+         "pages/tradeoff.py", "pages/over_time.py", "pages/learn.py"]
 NOT_PRIVATE_MECHANISMS = [s.name for s in ps.list_mechanisms() if not s.is_private]
 
 

@@ -915,3 +915,17 @@ def svg_bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, title
     parts.append(f'<text x="{left + plot_w / 2:.0f}" y="{upper + plot_h + 26}" text-anchor="middle">'
                  f'{escape(x_label)}</text></svg>')
     return "".join(parts)
+
+
+def over_time_figure(table: pd.DataFrame) -> go.Figure:
+    """W1 per step, one line per method (columns ``step, method, w1``), log y axis; teaching only."""
+    fig = go.Figure()
+    palette = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
+    for i, (name, group) in enumerate(table.groupby("method", sort=False)):
+        group = group.sort_values("step")
+        fig.add_trace(go.Scatter(x=group["step"].to_numpy(), y=group["w1"].to_numpy(), mode="lines+markers",
+                                 name=str(name), line=dict(color=palette[i % len(palette)])))
+    fig.update_layout(title=f"W1 to the table so far, step by step ({NOT_PRIVATE})", xaxis=dict(title="step"),
+                      yaxis=dict(type="log", title="W1 (unit cube, chebyshev)"), margin=dict(l=40, r=10, t=50, b=40),
+                      legend=dict(orientation="h", y=-0.25))
+    return fig

@@ -1,0 +1,1 @@
+"""Continual-release mechanisms: one epsilon for a whole stream of batches (:mod:`.online_pmm`)."""

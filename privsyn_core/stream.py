@@ -1,0 +1,426 @@
+"""A growing table as a first-class object: one epsilon for every synthetic release of a stream of batches.
+
+>>> import privsyn_core as ps, pandas as pd, numpy as np, tempfile, os
+>>> folder = tempfile.mkdtemp()
+>>> stream = open_stream(os.path.join(folder, "s.json"), ps.unit_schema(1), 1.0, create=True, depth=3, rng=0)
+>>> release = stream.add(pd.DataFrame({"x0": np.linspace(0, 1, 50)}))
+>>> release.params["step"], release.mechanism, sum(e for _, e in release.ledger)
+(1, 'online_pmm', 1.0)
+
+The mechanism is online PMM (:mod:`privsyn_core.mechanisms.online.online_pmm`, He, Vershynin and Zhu,
+"Online Differentially Private Synthetic Data Generation", arXiv:2402.08012): ``epsilon`` covers every release
+of the whole, unbounded stream under event-level add/remove (one record more or less in one batch).
+
+The state lives in one JSON file, written atomically (a temporary file in the same folder, ``fsync``,
+:func:`os.replace`, ``fsync`` of the folder) under an exclusive lock, so a release next month continues after a
+restart, and a crash leaves the old state or the new one.  It records the schema, epsilon, depth, the ledger, the
+step, the released noisy counters, the counters' private partial sums and the secret key of the noise: **the
+state file is as secret as the raw data** (it is created with mode 0600); only :class:`~privsyn_core.result.Release`
+objects are publishable.
+
+Replays and forks.  The noise of every counter node is a pure function of the secret key and the node
+(:func:`privsyn_core.mechanisms.online.continual.keyed_rng`), and the synthetic rows of step ``t`` are drawn from a
+generator keyed by ``t``: :meth:`Stream.release` returns the current step's release again, identical, and
+re-running a step on a restored copy of the state with the same batch reproduces it instead of drawing fresh noise
+on the same counts.  Two *different* batches added at the same step to two copies of one state are two streams;
+publishing both is outside the guarantee (docs/online_pmm.md).
+
+Bad input -- a batch outside the schema, a missing or corrupted state, a state of another schema or epsilon --
+raises a :class:`~privsyn_core.errors.PrivsynError` with one line, and the state file is left unchanged.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import hashlib
+import json
+import math
+import os
+import secrets
+import tempfile
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privsyn_core.data.domain import Schema, as_frame
+from privsyn_core.errors import DataError, OutputError, ParameterError, PrivsynError, SchemaError
+from privsyn_core.mechanisms.online import online_pmm
+from privsyn_core.mechanisms.online.continual import CounterState, keyed_rng
+from privsyn_core.mechanisms.online.online_pmm import StreamPlan, plan_stream
+from privsyn_core.privacy.noise import RandomLike, resolve_rng
+from privsyn_core.result import Release
+from privsyn_core.validation import MAX_SYNTHETIC_ROWS, check_count, check_epsilon
+
+FORMAT = "privsyn-stream"
+VERSION = 1
+MECHANISM = "online_pmm"
+
+
+class StreamError(PrivsynError):
+    """A stream's state cannot be used as asked (missing, corrupted, busy, of another schema or epsilon)."""
+
+
+def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: float | None = None, *,
+                create: bool = False, depth: int | None = None, horizon_n: int | None = None,
+                horizon_steps: int | None = None, rng: RandomLike = None) -> Stream:
+    """Open the stream whose state is ``path``, or create it (``create=True``).
+
+    Parameters
+    ----------
+    path : str or Path
+        The state file (JSON).  Creating refuses an existing file; opening refuses a missing one.
+    schema : Schema or dict
+        Public domain of the columns (required to create; when opening, checked against the state's).
+    epsilon : float
+        Budget of the *whole* stream, every step included (required to create; checked when opening).
+    create : bool
+        Create a new stream at ``path``.
+    depth : int, optional
+        Tree depth ``r`` (public).  Else ``horizon_n`` gives PMM's depth for that many records.
+    horizon_n : int, optional
+        A public planned record count that the depth is tuned for (not read off the data): PMM's offline depth
+        for it ([HVZ23] Cor. 4.4).
+    horizon_steps : int, optional
+        With ``horizon_n``: the planned number of steps; the depth is then PMM's for that size at the counters'
+        noise after that many steps (:func:`~privsyn_core.mechanisms.online.online_pmm.horizon_depth`).
+    rng : None, "secure" or int
+        ``None``/``"secure"``: the noise key comes from the operating system (a real stream).  An int seed
+        derives the key from the seed: tests and teaching only (every release then says it replays).
+    """
+    path = Path(path)
+    if create:
+        return _create(path, schema, epsilon, depth, horizon_n, horizon_steps, rng)
+    if depth is not None or horizon_n is not None or horizon_steps is not None or rng is not None:
+        raise ParameterError("depth, horizon_n and rng are fixed when a stream is created; open it without them")
+    stream = Stream(path)
+    state = _load(path)
+    if schema is not None:
+        wanted = _as_schema(schema).to_dict()
+        if wanted != state["schema"]:
+            raise StreamError(f"the stream {path} was created with another schema; open it with its own schema "
+                              "(or none)")
+    if epsilon is not None and check_epsilon(epsilon) != state["epsilon"]:
+        raise StreamError(f"the stream {path} was created with epsilon={state['epsilon']!r}, not {epsilon!r}; its "
+                          "budget cannot change")
+    stream._refresh(state)
+    return stream
+
+
+class Stream:
+    """A stream of batches with its state file; see the module docstring.  Make one with :func:`open_stream`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.schema: Schema = Schema.from_dict({"columns": [{"name": "x", "lo": 0, "hi": 1}]})
+        self.epsilon = 0.0
+        self.plan: StreamPlan = plan_stream(0, 1, 1.0)
+        self.step = 0
+        self.seed: int | None = None
+        self.params: dict[str, Any] = {}
+
+    def _refresh(self, state: dict[str, Any]) -> None:
+        self.schema = Schema.from_dict(state["schema"])
+        self.epsilon = state["epsilon"]
+        self.plan = plan_stream(state["depth"], len(self.schema.columns), self.epsilon)
+        self.step = state["step"]
+        self.seed = state["seed"]
+        self.params = dict(state["params"])
+
+    @property
+    def ledger(self) -> list[tuple[str, float]]:
+        """The whole stream's ledger (every step): ``math.fsum`` of it is :attr:`epsilon`."""
+        return list(self.plan.ledger)
+
+    def counters(self) -> np.ndarray:
+        """The released noisy counts of every cell of every level at the current step (heap layout)."""
+        return _counter(_load(self.path)).output.copy()  # type: ignore[union-attr]
+
+    def add(self, batch: Any, *, n_synthetic: int | None = None) -> Release:
+        """Add one batch (the records of one step) and return the new step's release.
+
+        ``batch`` is a DataFrame with the schema's columns, an iterable of such DataFrames (blocks of one batch,
+        e.g. :func:`~privsyn_core.data.io.iter_csv`), or a Dask DataFrame (counted partition by partition where
+        it lies).  Values outside the public bounds or categories are refused (nothing is
+        clipped).  An empty batch is a step without records.
+        """
+        n_synthetic = check_count("n_synthetic", n_synthetic, MAX_SYNTHETIC_ROWS)
+        with _locked(self.path):
+            state = _load(self.path)
+            self._refresh(state)
+            increment = self._increment(batch)
+            counter = _counter(state)
+            online_pmm.step(counter, increment, self.plan, keyed_rng(_key(state)))
+            state["step"] = counter.step
+            state["counter"] = _pack_counter(counter)
+            release = self._release(counter.output, counter.step, n_synthetic, state)  # before the write
+            _save(self.path, state)
+            self._refresh(state)
+        return release
+
+    def release(self, *, n_synthetic: int | None = None) -> Release:
+        """The current step's release again: the same counters, the same rows (nothing new is drawn)."""
+        n_synthetic = check_count("n_synthetic", n_synthetic, MAX_SYNTHETIC_ROWS)
+        state = _load(self.path)
+        self._refresh(state)
+        if state["step"] == 0:
+            raise StreamError(f"the stream {self.path} has no step yet; add a batch first")
+        return self._release(_counter(state).output, state["step"], n_synthetic, state)
+
+    def report(self) -> dict[str, Any]:
+        """Public facts of the stream (no counts): mechanism, epsilon, ledger, step, schema, parameters."""
+        return {"mechanism": MECHANISM, "epsilon": self.epsilon, "ledger": [[s, e] for s, e in self.ledger],
+                "neighbouring": online_pmm.RELATION, "step": self.step, "schema": self.schema.to_dict(),
+                "params": dict(self.params), "seed": self.seed}
+
+    # -- internals -------------------------------------------------------------------------------------
+    def _increment(self, batch: Any) -> np.ndarray:
+        from privsyn_core.engine import dask_backend
+
+        depth = self.plan.depth
+        if dask_backend.is_dask_frame(batch):
+            import dask
+
+            parts = [dask.delayed(_partition_leaves)(part, self.schema, depth) for part in batch.to_delayed()]
+            leaves = np.zeros(2 ** depth, dtype=np.int64)
+            for counts in dask.compute(*parts):
+                leaves += counts
+            return online_pmm.increment_from_leaves(leaves, depth)
+        if isinstance(batch, Iterable) and not isinstance(batch, (pd.DataFrame, np.ndarray, list, tuple, dict)):
+            leaves = np.zeros(2 ** depth, dtype=np.int64)
+            for chunk in batch:  # blocks of rows (a CSV read in chunks): counted and dropped one by one
+                leaves += _partition_leaves(chunk, self.schema, depth)
+            return online_pmm.increment_from_leaves(leaves, depth)
+        return online_pmm.increment_from_leaves(_partition_leaves(batch, self.schema, depth), depth)
+
+    def _release(self, counters: np.ndarray | None, step: int, n_synthetic: int | None,
+                 state: dict[str, Any]) -> Release:
+        assert counters is not None
+        label = f"sample/{step}" + ("" if n_synthetic is None else f"/{n_synthetic}")
+        plan = online_pmm.synthetic_plan(counters, self.plan, keyed_rng(_key(state))(label), n_synthetic)
+        rows = plan.all_rows()
+        warnings = []
+        if plan.total == 0:
+            warnings.append(f"the noisy total count at step {step} is 0: no synthetic rows were released")
+        if not self.schema.dp_valid:
+            warnings.append("the domain (bounds/categories) was read off the data: the result is not "
+                            "differentially private")
+        params = {**state["params"], "step": step, "leaves": 2 ** self.plan.depth,
+                  "resolution": online_pmm.level_diameter(self.plan.depth, self.plan.d),
+                  "counter": "hybrid binary tree (Chan, Shi, Song 2011)", "consistency": "proportional",
+                  "sample": "uniform", "synthetic_size": int(plan.total), "n_synthetic": n_synthetic,
+                  "privacy_unit": online_pmm.RELATION}
+        return Release(data=self.schema.decode(rows), unit=rows, weights=None, mechanism=MECHANISM,
+                       epsilon=self.epsilon, ledger=list(self.plan.ledger), neighbouring="add_remove",
+                       dp_valid=self.schema.dp_valid, schema=self.schema.to_dict(), params=params,
+                       warnings=tuple(warnings), seed=state["seed"])
+
+
+def _partition_leaves(batch: Any, schema: Schema, depth: int) -> np.ndarray:
+    """Leaf counts of one batch (or Dask partition), refusing values outside the public domain."""
+    frame = as_frame(batch) if not isinstance(batch, pd.DataFrame) else batch
+    if len(frame) == 0:
+        return np.zeros(2 ** depth, dtype=np.int64)
+    unit, clipped = schema.encode(frame)
+    outside = {name: count for name, count in clipped.items() if count}
+    if outside:
+        name = next(iter(outside))
+        lo, hi = schema[name].bounds
+        raise DataError(f"the batch has values of column {name!r} outside its public bounds [{lo:g}, {hi:g}]; a "
+                        "stream refuses to clip: fix the batch or create a stream with wider bounds")
+    return online_pmm.leaf_counts(unit, depth)
+
+
+def _as_schema(schema: Schema | dict | None) -> Schema:
+    if isinstance(schema, Schema):
+        return schema
+    if isinstance(schema, dict):
+        return Schema.from_dict(schema)
+    raise SchemaError("a stream needs a public schema (a Schema or its dict); bounds read off the data are not "
+                      "private")
+
+
+def _create(path: Path, schema: Schema | dict | None, epsilon: float | None, depth: int | None,
+            horizon_n: int | None, horizon_steps: int | None, rng: RandomLike) -> Stream:
+    schema = _as_schema(schema)
+    if epsilon is None:
+        raise ParameterError("a new stream needs epsilon, the budget of the whole stream")
+    epsilon = check_epsilon(epsilon)
+    d = len(schema.columns)
+    if depth is None and horizon_n is None:
+        raise ParameterError("a new stream needs depth (the tree depth) or horizon_n (a public planned record "
+                             "count the depth is tuned for)")
+    if depth is not None and horizon_n is not None:
+        raise ParameterError("give depth or horizon_n, not both")
+    if depth is not None:
+        if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or \
+                not 0 <= int(depth) <= online_pmm.MAX_STREAM_DEPTH:
+            raise ParameterError(f"depth must be an integer in [0, {online_pmm.MAX_STREAM_DEPTH}], got {depth!r}")
+        r, params = int(depth), {"depth": int(depth), "depth_rule": "explicit"}
+    else:
+        horizon = check_count("horizon_n", horizon_n, 10**15)
+        assert horizon is not None
+        if horizon_steps is None:
+            r = online_pmm.default_depth(horizon, epsilon, d)
+            params = {"depth": r, "depth_rule": "paper depth for horizon_n", "horizon_n": horizon}
+        else:
+            steps = check_count("horizon_steps", horizon_steps, 2**40)
+            assert steps is not None
+            r = online_pmm.horizon_depth(horizon, steps, epsilon, d)
+            params = {"depth": r, "depth_rule": "paper depth at the counters' noise", "horizon_n": horizon,
+                      "horizon_steps": steps}
+    if depth is not None and horizon_steps is not None:
+        raise ParameterError("horizon_steps goes with horizon_n, not with an explicit depth")
+    if rng is not None and not isinstance(rng, (str, int, np.integer)):
+        raise ParameterError("a stream's rng is None, 'secure' or an int seed (a Generator cannot be stored)")
+    _, seed = resolve_rng(rng)  # validates; the generator itself is not used (the key is)
+    key = secrets.token_bytes(32) if seed is None else hashlib.blake2b(f"privsyn-stream-seed:{seed}".encode(),
+                                                                       digest_size=32).digest()
+    plan = plan_stream(r, d, epsilon)
+    state = {"format": FORMAT, "version": VERSION, "mechanism": MECHANISM, "schema": schema.to_dict(),
+             "epsilon": epsilon, "depth": r, "params": params, "neighbouring": online_pmm.RELATION,
+             "ledger": [[s, e] for s, e in plan.ledger], "step": 0, "seed": seed, "key": key.hex(),
+             "counter": _pack_counter(CounterState.empty(plan.size))}
+    if path.exists() or path.is_symlink():
+        raise StreamError(f"{path} already exists; a stream is created once (open it, or choose another path)")
+    _save(path, state, exclusive=True)
+    stream = Stream(path)
+    stream._refresh(state)
+    return stream
+
+
+# -- the state file ------------------------------------------------------------------------------------------
+def _pack(a: np.ndarray) -> str:
+    return base64.b64encode(zlib.compress(np.ascontiguousarray(a, dtype="<i8").tobytes(), 1)).decode("ascii")
+
+
+def _unpack(text: str) -> np.ndarray:
+    return np.frombuffer(zlib.decompress(base64.b64decode(text, validate=True)), dtype="<i8").astype(np.int64)
+
+
+def _pack_counter(c: CounterState) -> dict[str, Any]:
+    assert c.output is not None
+    return {"block_true": _pack(c.block_true), "log_noisy": _pack(c.log_noisy), "output": _pack(c.output),
+            "alpha_true": [_pack(a) for a in c.alpha_true], "alpha_noisy": [_pack(a) for a in c.alpha_noisy]}
+
+
+def _counter(state: dict[str, Any]) -> CounterState:
+    c = state["counter"]
+    return CounterState(state["step"], _unpack(c["block_true"]), _unpack(c["log_noisy"]),
+                        [_unpack(a) for a in c["alpha_true"]], [_unpack(a) for a in c["alpha_noisy"]],
+                        _unpack(c["output"]))
+
+
+def _key(state: dict[str, Any]) -> bytes:
+    return bytes.fromhex(state["key"])
+
+
+def _checksum(body: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _save(path: Path, state: dict[str, Any], *, exclusive: bool = False) -> None:
+    """Write the state atomically: temporary file (mode 0600) in the same folder, fsync, rename, fsync folder."""
+    body = {k: v for k, v in state.items() if k != "checksum"}
+    text = json.dumps({**body, "checksum": _checksum(body)}, sort_keys=True)
+    folder = path.resolve().parent
+    if not folder.is_dir():
+        raise OutputError(f"no such folder: {folder}")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=folder)
+    except OSError as exc:
+        raise OutputError(f"cannot write in folder {folder}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if exclusive:
+            os.link(tmp, path)  # fails if the path appeared meanwhile: never overwrite a stream
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, path)
+    except FileExistsError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise StreamError(f"{path} already exists; a stream is created once") from None
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise OutputError(f"could not write {path}: {exc.strerror or exc}; it was left unchanged") from None
+        raise
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+_REQUIRED = {"format": str, "version": int, "mechanism": str, "schema": dict, "epsilon": float, "depth": int,
+             "params": dict, "neighbouring": str, "ledger": list, "step": int, "key": str, "counter": dict,
+             "checksum": str}
+
+
+def _load(path: Path) -> dict[str, Any]:
+    """Read and verify a state file; any problem is one :class:`StreamError` line."""
+    if not path.exists():
+        raise StreamError(f"no stream state at {path}; create one first (stream open ... / open_stream(create=True))")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise StreamError(f"cannot read the stream state {path}: {exc.strerror}") from None
+    try:
+        state = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise StreamError(f"the stream state {path} is corrupted (not JSON); restore it from a backup") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise StreamError(f"{path} is not a privsyn stream state")
+    for key, kind in _REQUIRED.items():
+        if not isinstance(state.get(key), kind) or isinstance(state.get(key), bool):
+            raise StreamError(f"the stream state {path} is corrupted (field {key!r}); restore it from a backup")
+    if state["version"] != VERSION:
+        raise StreamError(f"the stream state {path} has version {state['version']}; this library reads {VERSION}")
+    body = {k: v for k, v in state.items() if k != "checksum"}
+    if _checksum(body) != state["checksum"]:
+        raise StreamError(f"the stream state {path} is corrupted (checksum mismatch); restore it from a backup")
+    try:
+        schema = Schema.from_dict(state["schema"])
+        plan = plan_stream(state["depth"], len(schema.columns), check_epsilon(state["epsilon"]))
+        counter = _counter(state)
+    except (PrivsynError, ValueError, TypeError, KeyError, zlib.error):
+        raise StreamError(f"the stream state {path} is corrupted (its content); restore it from a backup") from None
+    if [list(x) for x in plan.ledger] != state["ledger"] or math.fsum(e for _, e in plan.ledger) != state["epsilon"]:
+        raise StreamError(f"the stream state {path} is corrupted (its ledger); restore it from a backup")
+    sizes = {len(counter.block_true), len(counter.log_noisy), len(counter.output if counter.output is not None
+                                                                     else [])}
+    sizes |= {len(a) for a in counter.alpha_true + counter.alpha_noisy}
+    if sizes != {plan.size} or len(counter.alpha_true) != len(counter.alpha_noisy) or state["step"] < 0:
+        raise StreamError(f"the stream state {path} is corrupted (its counters); restore it from a backup")
+    return state
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive, non-blocking lock on the state file for one step (another process adding: an error)."""
+    if not path.exists():
+        raise StreamError(f"no stream state at {path}; create one first (stream open ... / open_stream(create=True))")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StreamError(f"another process is adding to the stream {path}; try again when it is done") from None
+        if os.fstat(fd).st_ino != os.stat(path).st_ino:
+            raise StreamError(f"the stream {path} changed while it was opened; try again")
+        yield
+    finally:
+        os.close(fd)
+
+
+__all__ = ["Stream", "StreamError", "open_stream"]

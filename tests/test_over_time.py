@@ -1,0 +1,79 @@
+"""The "Over time" page (AppTest, no browser), its figure builder and its evaluation (privsyn_core.evaluation)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import privsyn_core as ps
+from privsyn_core.errors import DataError, ParameterError
+from privsyn_core.evaluation import stream_eval
+from privsyn_core.reporting import figures as F
+from privsyn_core.reporting.figures import NOT_PRIVATE
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+def _app() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    return at.switch_page("pages/over_time.py").run()
+
+
+def _problems(at: AppTest) -> list[str]:
+    return [e.value for e in at.exception] + [e.value for e in at.error]
+
+
+def test_the_page_releases_step_by_step_and_draws_w1_per_step():
+    at = _app()
+    assert not _problems(at)
+    at.slider(key="w_time_steps").set_value(4).run()
+    next(b for b in at.button if b.label == "Release step by step").click().run()
+    assert not _problems(at)
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert fig["layout"]["yaxis"]["type"] == "log"
+    assert [t["name"] for t in fig["data"]] == ["stream (online PMM)", "naive re-run (PMM, eps/T)"]
+    assert any(NOT_PRIVATE in c.value for c in at.caption)
+
+
+def test_release_mode_shows_nothing_read_off_the_raw_data():
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.toggle(key="w_release").set_value(True).run()
+    at.switch_page("pages/over_time.py").run()
+    assert not _problems(at)
+    assert all(b.label != "Release step by step" for b in at.button)
+    assert not at.get("plotly_chart") and not any(NOT_PRIVATE in c.value for c in at.caption)
+
+
+def test_the_figure_has_one_line_per_method():
+    table = pd.DataFrame({"step": [1, 2, 1, 2], "method": ["a", "a", "b", "b"], "w1": [0.3, 0.2, 0.4, 0.35]})
+    fig = F.over_time_figure(table)
+    assert [t.name for t in fig.data] == ["a", "b"]
+    assert list(fig.data[0].y) == [0.3, 0.2] and fig.layout.yaxis.type == "log"
+
+
+def test_split_by_time_column_and_by_row_order():
+    frame = pd.DataFrame({"x": np.arange(10.0), "month": [3, 1, 2, 1, 3, 2, 1, 2, 3, 1]})
+    by_month = stream_eval.split_batches(frame, 5, "month")
+    assert [len(b) for b in by_month] == [4, 3, 3] and all(list(b.columns) == ["x"] for b in by_month)
+    assert by_month[0]["x"].tolist() == [1.0, 3.0, 6.0, 9.0]
+    in_order = stream_eval.split_batches(frame[["x"]], 3)
+    assert [len(b) for b in in_order] == [3, 3, 4]
+    with pytest.raises(ParameterError):
+        stream_eval.split_batches(frame, 0)
+    with pytest.raises(DataError):
+        stream_eval.split_batches(frame, 3, "day")
+
+
+def test_over_time_spends_the_same_epsilon_both_ways():
+    frame = pd.DataFrame({"x": np.random.default_rng(0).random(400)})
+    schema = ps.Schema.from_dict({"columns": [{"name": "x", "lo": 0, "hi": 1}]})
+    table = stream_eval.over_time(stream_eval.split_batches(frame, 4), schema, 1.0)
+    assert sorted(table["method"].unique()) == ["naive re-run (PMM, eps/T)", "stream (online PMM)"]
+    assert table["records"].max() == 400 and table["w1"].between(0, 1).all()
+    assert not math.isnan(table["w1"].iloc[-1])

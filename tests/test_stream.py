@@ -1,0 +1,308 @@
+"""The stream object (:mod:`privsyn_core.stream`) and its commands (``python -m privsyn_core stream ...``):
+persistence across restarts, no fresh noise on released counters, bad input as one line with nothing changed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import privsyn_core as ps
+from privsyn_core.cli import main as cli_main
+from privsyn_core.errors import DataError, ParameterError, PrivsynError
+from privsyn_core.result import Release
+from privsyn_core.stream import StreamError, open_stream
+
+SCHEMA = {"columns": [{"name": "a", "kind": "numeric", "lo": 0, "hi": 10},
+                      {"name": "b", "kind": "numeric", "lo": 0, "hi": 1}]}
+
+
+def _batch(t: int, n: int = 200) -> pd.DataFrame:
+    g = np.random.default_rng(100 + t)
+    return pd.DataFrame({"a": g.random(n) * 10, "b": g.random(n) ** 2})
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def state(tmp_path):
+    return tmp_path / "stream.json"
+
+
+def test_add_returns_a_release_with_the_whole_stream_ledger(state):
+    stream = open_stream(state, SCHEMA, 1.0, create=True, depth=6, rng=1)
+    for t in range(1, 4):
+        release = stream.add(_batch(t))
+        assert isinstance(release, Release)
+        assert release.params["step"] == t and stream.step == t
+        assert math.fsum(e for _, e in release.ledger) == 1.0 == release.epsilon
+        assert list(release.data.columns) == ["a", "b"]
+        assert release.data["a"].between(0, 10).all() and release.data["b"].between(0, 1).all()
+    assert release.seed == 1
+
+
+def test_a_restart_continues_the_stream_exactly(state, tmp_path):
+    """Closing and reopening between steps gives the very release of an uninterrupted stream."""
+    other = tmp_path / "other.json"
+    one = open_stream(state, SCHEMA, 1.0, create=True, depth=5, rng=4)
+    two = open_stream(other, SCHEMA, 1.0, create=True, depth=5, rng=4)
+    for t in range(1, 6):
+        r1 = one.add(_batch(t))
+        two = open_stream(other, SCHEMA, 1.0)  # a new process next month
+        r2 = two.add(_batch(t))
+        assert r1.data.equals(r2.data)
+    assert np.array_equal(one.counters(), two.counters())
+
+
+def test_a_second_release_of_a_step_returns_the_same_counters_and_rows(state):
+    stream = open_stream(state, SCHEMA, 1.0, create=True, depth=5)  # secure generator
+    first = stream.add(_batch(1))
+    counters = stream.counters()
+    again = open_stream(state).release()
+    assert again.data.equals(first.data) and np.array_equal(stream.counters(), counters)
+    assert first.seed is None and again.seed is None
+
+
+def test_a_restored_copy_recomputes_the_same_noise_instead_of_fresh_noise(state, tmp_path):
+    """Re-adding a step on a backup of the state (the replay attack) reproduces the release bit for bit."""
+    stream = open_stream(state, SCHEMA, 1.0, create=True, depth=5)
+    stream.add(_batch(1))
+    backup = state.read_bytes()
+    second = stream.add(_batch(2))
+    state.write_bytes(backup)
+    replayed = open_stream(state).add(_batch(2))
+    assert replayed.data.equals(second.data)
+
+
+def test_secure_streams_do_not_share_noise(tmp_path):
+    releases = [open_stream(tmp_path / f"s{i}.json", SCHEMA, 1.0, create=True, depth=5).add(_batch(1))
+                for i in range(2)]
+    assert not releases[0].data.equals(releases[1].data)
+
+
+def test_horizon_n_sets_the_paper_depth(state):
+    stream = open_stream(state, SCHEMA, 0.5, create=True, horizon_n=40_000)
+    assert stream.plan.depth == math.floor(math.log2(0.5 * 40_000))
+    assert stream.add(_batch(1)).params["horizon_n"] == 40_000
+
+
+def test_horizon_steps_accounts_for_the_counters_noise(state):
+    """PMM's depth for epsilon / g(T), g the counter's noise inflation at step T (about log^1.5 T)."""
+    from privsyn_core.mechanisms.online.online_pmm import counter_inflation, paper_depth
+
+    stream = open_stream(state, SCHEMA, 1.0, create=True, horizon_n=100_000, horizon_steps=48)
+    assert stream.plan.depth == paper_depth(100_000, 1.0 / counter_inflation(48), 2) < 16
+    assert stream.add(_batch(1)).params["horizon_steps"] == 48
+    assert 11 < counter_inflation(48) < 12
+
+
+def test_the_release_holds_no_secret(state):
+    stream = open_stream(state, SCHEMA, 1.0, create=True, depth=4)
+    release = stream.add(_batch(1))
+    text = json.dumps(release.to_dict(), default=str)
+    key = json.loads(state.read_text())["key"]
+    assert key not in text and "block_true" not in text and "alpha" not in text
+    assert set(release.params) == {"depth", "depth_rule", "step", "leaves", "resolution", "counter", "consistency",
+                                   "sample", "synthetic_size", "n_synthetic", "privacy_unit"}
+    assert oct(state.stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.mark.parametrize("bad,error", [
+    (pd.DataFrame({"a": [11.0], "b": [0.5]}), DataError),     # outside the public bounds
+    (pd.DataFrame({"a": [1.0]}), PrivsynError),                # a column missing
+    (pd.DataFrame({"a": [np.nan], "b": [0.5]}), DataError),    # missing value
+    (pd.DataFrame({"a": ["x"], "b": [0.5]}), DataError),       # text in a numeric column
+])
+def test_a_bad_batch_is_one_line_and_changes_nothing(state, bad, error):
+    stream = open_stream(state, SCHEMA, 1.0, create=True, depth=4, rng=0)
+    stream.add(_batch(1))
+    before = _digest(state)
+    with pytest.raises(error) as info:
+        stream.add(bad)
+    assert "\n" not in str(info.value)
+    assert _digest(state) == before and stream.step == 1
+    assert sorted(os.listdir(state.parent)) == ["stream.json"]
+
+
+def test_bad_states_are_refused_with_one_line(state, tmp_path):
+    with pytest.raises(StreamError, match="no stream state"):
+        open_stream(tmp_path / "missing.json")
+    open_stream(state, SCHEMA, 1.0, create=True, depth=4, rng=0).add(_batch(1))
+    before = _digest(state)
+    other_schema = {"columns": [{"name": "a", "lo": 0, "hi": 20}, {"name": "b", "lo": 0, "hi": 1}]}
+    with pytest.raises(StreamError, match="another schema"):
+        open_stream(state, other_schema, 1.0)
+    with pytest.raises(StreamError, match="epsilon"):
+        open_stream(state, SCHEMA, 2.0)
+    with pytest.raises(StreamError, match="already exists"):
+        open_stream(state, SCHEMA, 1.0, create=True, depth=4)
+    with pytest.raises(ParameterError):
+        open_stream(state, SCHEMA, 1.0, depth=3)
+    assert _digest(state) == before
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "edit_step", "not_json"])
+def test_a_corrupted_state_is_refused_and_left_alone(state, damage):
+    open_stream(state, SCHEMA, 1.0, create=True, depth=4, rng=0).add(_batch(1))
+    raw = state.read_bytes()
+    if damage == "flip":
+        i = raw.index(b'"log_noisy": "') + 20
+        raw = raw[:i] + bytes([raw[i] ^ 1]) + raw[i + 1:]
+    elif damage == "truncate":
+        raw = raw[:len(raw) // 2]
+    elif damage == "edit_step":
+        raw = raw.replace(b'"step": 1', b'"step": 0')
+    else:
+        raw = b"\x00\xff garbage"
+    state.write_bytes(raw)
+    with pytest.raises(StreamError, match=r"corrupted|not a privsyn"):
+        open_stream(state).add(_batch(2))
+    assert state.read_bytes() == raw
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"depth": 3, "horizon_n": 10}, {"depth": 99}, {"depth": 3, "rng": -1},
+                                    {"horizon_n": 0}, {"depth": 3, "horizon_steps": 5},
+                                    {"horizon_n": 100, "horizon_steps": 0}])
+def test_bad_creation_parameters(tmp_path, kwargs):
+    with pytest.raises(PrivsynError):
+        open_stream(tmp_path / "s.json", SCHEMA, 1.0, create=True, **kwargs)
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_a_stream_refuses_a_schema_read_off_the_data(tmp_path):
+    with pytest.raises(PrivsynError):
+        open_stream(tmp_path / "s.json", None, 1.0, create=True, depth=3)
+
+
+def test_empty_batches_are_steps_without_records(state):
+    stream = open_stream(state, SCHEMA, 1.0, create=True, depth=3, rng=2)
+    release = stream.add(_batch(0).iloc[:0])
+    assert release.params["step"] == 1
+
+
+def test_batches_in_blocks_count_like_one_frame(tmp_path):
+    whole = open_stream(tmp_path / "a.json", SCHEMA, 1.0, create=True, depth=5, rng=3).add(_batch(1))
+    blocks = open_stream(tmp_path / "b.json", SCHEMA, 1.0, create=True, depth=5, rng=3)
+    frame = _batch(1)
+    assert blocks.add(iter([frame.iloc[:70], frame.iloc[70:]])).data.equals(whole.data)
+
+
+def test_a_dask_batch_is_counted_where_it_lies(tmp_path):
+    dd = pytest.importorskip("dask.dataframe")
+    import dask
+
+    frame = _batch(1, 1000)
+    whole = open_stream(tmp_path / "a.json", SCHEMA, 1.0, create=True, depth=6, rng=3).add(frame)
+    with dask.config.set(scheduler="synchronous"):
+        lazy = open_stream(tmp_path / "b.json", SCHEMA, 1.0, create=True, depth=6, rng=3).add(
+            dd.from_pandas(frame, npartitions=4))
+    assert lazy.data.equals(whole.data)
+
+
+# -- the command line ---------------------------------------------------------------------------------------
+def _files(tmp_path: Path) -> Path:
+    (tmp_path / "schema.json").write_text(json.dumps(SCHEMA))
+    for t in range(3):
+        _batch(t).to_csv(tmp_path / f"b{t}.csv", index=False)
+    pd.DataFrame({"a": [11.0], "b": [0.5]}).to_csv(tmp_path / "bad.csv", index=False)
+    return tmp_path
+
+
+def test_cli_open_add_release_status(tmp_path, capsys):
+    f = _files(tmp_path)
+    st = str(f / "st.json")
+    assert cli_main(["stream", "open", st, "--schema", str(f / "schema.json"), "--epsilon", "1", "--depth", "5",
+                     "--seed", "3"]) == 0
+    for t in range(2):
+        assert cli_main(["stream", "add", st, str(f / f"b{t}.csv"), str(f / f"o{t}.csv"),
+                         "--report", str(f / f"r{t}.json")]) == 0
+    report = json.loads((f / "r1.json").read_text())
+    assert report["params"]["step"] == 2 and math.fsum(e for _, e in report["ledger"]) == 1.0
+    assert cli_main(["stream", "release", st, str(f / "again.csv")]) == 0
+    assert (f / "again.csv").read_bytes() == (f / "o1.csv").read_bytes()
+    capsys.readouterr()
+    assert cli_main(["stream", "status", st, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["step"] == 2 and status["epsilon"] == 1.0 and "key" not in status and "counter" not in status
+
+
+def test_cli_errors_are_one_line_exit_2_and_change_nothing(tmp_path, capsys):
+    f = _files(tmp_path)
+    st = f / "st.json"
+    assert cli_main(["stream", "open", str(st), "--schema", str(f / "schema.json"), "--epsilon", "1",
+                     "--depth", "4"]) == 0
+    assert cli_main(["stream", "add", str(st), str(f / "b0.csv"), str(f / "o0.csv")]) == 0
+    before = _digest(st)
+    capsys.readouterr()
+    cases = [
+        ["stream", "add", str(st), str(f / "bad.csv"), str(f / "x.csv")],              # batch outside the schema
+        ["stream", "add", str(f / "none.json"), str(f / "b1.csv"), str(f / "x.csv")],  # missing state
+        ["stream", "add", str(st), str(f / "b1.csv"), str(f / "o0.csv")],              # output exists
+        ["stream", "add", str(st), str(f / "b1.csv"), str(st)],                        # output is the state
+        ["stream", "open", str(st), "--schema", str(f / "schema.json"), "--epsilon", "1", "--depth", "4"],
+        ["stream", "open", str(f / "n.json"), "--schema", str(f / "schema.json"), "--epsilon", "0", "--depth", "4"],
+        ["stream", "add", str(st)],                                                    # usage
+    ]
+    for argv in cases:
+        assert cli_main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and "\n" not in err, (argv, err)
+    assert _digest(st) == before and not (f / "x.csv").exists() and not (f / "n.json").exists()
+
+
+def test_cli_runs_as_a_module(tmp_path):
+    f = _files(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    run = [sys.executable, "-m", "privsyn_core", "stream"]
+    st = str(f / "st.json")
+    subprocess.run([*run, "open", st, "--schema", str(f / "schema.json"), "--epsilon", "1", "--horizon-n", "600"],
+                   check=True, env=env, capture_output=True)
+    done = subprocess.run([*run, "add", st, str(f / "b0.csv"), str(f / "o.csv")], env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 0 and "step 1" in done.stdout
+    bad = subprocess.run([*run, "add", st, str(f / "bad.csv"), str(f / "o2.csv")], env=env, capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "outside its public bounds" in bad.stderr
+    assert list(ps.Schema.from_dict(SCHEMA).names) == list(pd.read_csv(f / "o.csv").columns)
+
+
+def test_a_busy_stream_is_refused(state):
+    """Another process holding the step's lock: one line, nothing changed (no lost update)."""
+    import fcntl
+
+    stream = open_stream(state, SCHEMA, 1.0, create=True, depth=3, rng=0)
+    before = _digest(state)
+    fd = os.open(state, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(StreamError, match="another process"):
+            stream.add(_batch(1))
+    finally:
+        os.close(fd)
+    assert _digest(state) == before
+    assert stream.add(_batch(1)).params["step"] == 1
+
+
+def test_a_failed_write_leaves_the_old_state_and_no_temporary_file(state, monkeypatch):
+    stream = open_stream(state, SCHEMA, 1.0, create=True, depth=3, rng=0)
+    stream.add(_batch(1))
+    before = _digest(state)
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(PrivsynError, match="left unchanged"):
+        stream.add(_batch(2))
+    monkeypatch.undo()
+    assert _digest(state) == before and sorted(os.listdir(state.parent)) == ["stream.json"]
+    assert open_stream(state).add(_batch(2)).params["step"] == 2

@@ -18,6 +18,7 @@ from privsyn_core.reporting import figures as F
 from .data_state import frame
 from .schema_state import schema
 from .state import keep, release_mode
+from .text import md
 from .widgets import EPSILONS, user_errors
 
 #: Mechanisms the game offers first (a private one of each family and the non-private reference).
@@ -43,12 +44,17 @@ def section() -> None:
     relation = keep(cols[2].radio, "The neighbour", "w_game_relation", relations[0], options=relations,
                     format_func={"add_remove": "adds the record", "replace": "replaces a record"}.get)
     runs = keep(cols[3].select_slider, "Runs per table", "w_game_runs", 200, options=[40, 100, 200, 400])
-    key = json.dumps([st.session_state.data["sha256"], schema().to_dict(), name, epsilon, relation, runs],
+    try:
+        public = schema()
+    except ps.PrivsynError as exc:  # no data, or a domain not complete yet: the game needs the public domain
+        st.caption(f"To play: {md(str(exc))}.")
+        return
+    key = json.dumps([st.session_state.data["sha256"], public.to_dict(), name, epsilon, relation, runs],
                      sort_keys=True, default=str)
     if st.button("Play: run it on both tables", key="w_game_play"):
         bar = st.progress(0.0, text="running the mechanism on both tables")
         with user_errors():
-            played = game.play(frame(), schema(), name, epsilon, relation=relation, runs=runs,
+            played = game.play(frame(), public, name, epsilon, relation=relation, runs=runs,
                                progress=lambda share: bar.progress(share, text=f"{share:.0%} of the runs"))
             st.session_state.attack_game = {"key": key, "game": played}
         bar.empty()

@@ -53,6 +53,7 @@ from privsyn_core.errors import DataError, OutputError, ParameterError, PrivsynE
 from privsyn_core.mechanisms.online import online_pmm
 from privsyn_core.mechanisms.online.continual import CounterState, keyed_rng
 from privsyn_core.mechanisms.online.online_pmm import StreamPlan, plan_stream
+from privsyn_core.privacy.budget import PrivacyLedger
 from privsyn_core.privacy.noise import RandomLike, resolve_rng
 from privsyn_core.result import Release
 from privsyn_core.validation import MAX_SYNTHETIC_ROWS, check_count, check_epsilon
@@ -68,7 +69,8 @@ class StreamError(PrivsynError):
 
 def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: float | None = None, *,
                 create: bool = False, depth: int | None = None, horizon_n: int | None = None,
-                horizon_steps: int | None = None, rng: RandomLike = None) -> Stream:
+                horizon_steps: int | None = None, rng: RandomLike = None,
+                ledger: PrivacyLedger | str | os.PathLike[str] | None = None, dataset: str | None = None) -> Stream:
     """Open the stream whose state is ``path``, or create it (``create=True``).
 
     Parameters
@@ -92,10 +94,33 @@ def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: 
     rng : None, "secure" or int
         ``None``/``"secure"``: the noise key comes from the operating system (a real stream).  An int seed
         derives the key from the seed: tests and teaching only (every release then says it replays).
+    ledger : PrivacyLedger or path, optional
+        Creating only: the privacy ledger that counts the whole stream's epsilon, reserved once (checked against
+        the dataset's budget) before the state file is written; the steps then spend nothing new.
+    dataset : str, optional
+        The dataset's name in the ledger (default ``stream:<the state file's absolute path>``); name it as the
+        table's offline releases are named to keep both under one budget.
     """
     path = Path(path)
     if create:
-        return _create(path, schema, epsilon, depth, horizon_n, horizon_steps, rng)
+        reservation = None
+        if ledger is not None and epsilon is not None:  # (a missing epsilon is named by _create)
+            store = ledger if isinstance(ledger, PrivacyLedger) else PrivacyLedger(ledger)
+            reservation = store.reserve(dataset or f"stream:{path.resolve()}", check_epsilon(epsilon or 0.0),
+                                        relation=online_pmm.RELATION, mechanism=MECHANISM,
+                                        label=f"stream {path.name} (every step)")
+        try:
+            stream = _create(path, schema, epsilon, depth, horizon_n, horizon_steps, rng)
+        except BaseException:
+            if reservation is not None:
+                reservation.cancel()  # no state, no noise: nothing was released
+            raise
+        if reservation is not None:
+            reservation.confirm()
+        return stream
+    if ledger is not None or dataset is not None:
+        raise ParameterError("ledger and dataset go with create=True: the whole stream's epsilon is counted once, "
+                             "when it is created")
     if depth is not None or horizon_n is not None or horizon_steps is not None or rng is not None:
         raise ParameterError("depth, horizon_n and rng are fixed when a stream is created; open it without them")
     stream = Stream(path)

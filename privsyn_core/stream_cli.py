@@ -38,6 +38,9 @@ def add_subparser(sub: Any, number: Callable[[str], Callable[[str], float]]) -> 
                                                          "depth then accounts for the counters' noise there")
     create.add_argument("--seed", help="integer seed: replays the noise, for teaching and tests only (default: a "
                                        "secret key from the operating system)")
+    create.add_argument("--ledger", type=Path, help="the privacy ledger that counts the whole stream's epsilon once "
+                                                    "(default: as for synth)")
+    create.add_argument("--dataset", help="the dataset's name in the ledger (default: stream:<state path>)")
     create.set_defaults(handler=_cmd_open)
 
     add = commands.add_parser("add", help="add one batch (CSV) and write this step's synthetic rows")
@@ -72,8 +75,11 @@ def _cmd_open(args: argparse.Namespace) -> int:
     from privsyn_core.stream import open_stream
 
     _check_outputs([args.state], [args.schema], force=True)  # an existing state: refused by open_stream
+    from privsyn_core.privacy.budget import PrivacyLedger
+
     stream = open_stream(args.state, read_schema(args.schema), args.epsilon, create=True, depth=args.depth,
-                         horizon_n=args.horizon_n, horizon_steps=args.horizon_steps, rng=_seed(args.seed))
+                         horizon_n=args.horizon_n, horizon_steps=args.horizon_steps, rng=_seed(args.seed),
+                         ledger=PrivacyLedger(args.ledger), dataset=args.dataset)
     print(f"created stream {args.state} (online_pmm, epsilon={stream.epsilon:g} for the whole stream, depth "
           f"{stream.plan.depth}, {len(stream.schema.columns)} columns); the state file is secret: keep it like the "
           "raw data")

@@ -306,3 +306,19 @@ def test_a_failed_write_leaves_the_old_state_and_no_temporary_file(state, monkey
     monkeypatch.undo()
     assert _digest(state) == before and sorted(os.listdir(state.parent)) == ["stream.json"]
     assert open_stream(state).add(_batch(2)).params["step"] == 2
+
+
+def test_the_whole_streams_epsilon_is_counted_once_in_the_privacy_ledger(tmp_path):
+    """Issue 25 meets issue 29: a stream reserves its epsilon when it is created, against the dataset's budget."""
+    ledger = ps.PrivacyLedger(tmp_path / "ledger" / "ledger.sqlite")
+    ledger.set_budget("clinic", 1.5)
+    stream = open_stream(tmp_path / "s.json", SCHEMA, 1.0, create=True, depth=4, rng=0, ledger=ledger,
+                         dataset="clinic")
+    for t in range(3):
+        stream.add(_batch(t))
+    assert ledger.spent("clinic") == 1.0 and ledger.count("clinic") == 1, "every step is inside the one epsilon"
+    with pytest.raises(ps.BudgetExceeded):
+        open_stream(tmp_path / "t.json", SCHEMA, 1.0, create=True, depth=4, rng=0, ledger=ledger, dataset="clinic")
+    assert not (tmp_path / "t.json").exists() and ledger.spent("clinic") == 1.0
+    with pytest.raises(ParameterError, match="go with create=True"):
+        open_stream(tmp_path / "s.json", ledger=ledger)

@@ -131,8 +131,8 @@ if found:
                     cols = st.columns([2, 1, 1])
                     mark = "" if cmp.is_private(run["result"]) else " (NOT private)"
                     cols[0].write(f"{md(name)}{mark}")
-                    table = ui.synthetic_table(run["result"])
-                    cols[1].download_button("CSV", data=to_csv_bytes(table), file_name=f"synthetic_{name}.csv",
+                    cols[1].download_button("CSV", data=to_csv_bytes(run["result"].data),
+                                            file_name=f"synthetic_{name}.csv",
                                             mime="text/csv", on_click="ignore", key=f"dl_cmp_csv_{name}")
                     run_json = json.dumps(ui.report_builder(run["result"], run["key"])(metrics=run["evaluation"]),
                                           indent=1, default=str)

@@ -141,7 +141,8 @@ if found:
     st.subheader("Synthetic data (the private release)")
     st.dataframe(ui.synthetic_table(result).head(200), hide_index=True, height=250)
     st.caption(f"First {min(200, len(result.data))} of {len(result.data):,} rows. Integer columns are whole numbers; "
-               "other numbers keep the decimals set in the schema (or 4 significant digits of their range).")
+               "other numbers keep the decimals set in the schema (shown here with 4 significant digits of their "
+               "range when none are set). The CSV holds the release exactly as the command line writes it.")
     note = output.row_count_note(len(result.data), result.neighbouring, run["n_synthetic"],
                                  None if ui.release_mode() else len(ui.table()))
     if note:

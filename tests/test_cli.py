@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import privsyn_core as ps
 from privsyn_core.cli import main
 from privsyn_core.data.io import atomic_open, atomic_write, to_csv_bytes, write_csv
 from privsyn_core.errors import OutputError
@@ -374,3 +375,24 @@ def test_a_temporary_file_left_by_a_killed_writer_is_removed_by_the_next_write(t
     live.write_bytes(b"in progress")
     atomic_write(tmp_path / "out.csv", b"done")
     assert not stale.exists() and live.exists() and (tmp_path / "out.csv").read_bytes() == b"done"
+
+
+def test_declared_decimals_give_the_same_csv_bytes_from_the_library_the_cli_and_the_app(files, capsys):
+    """Issue 26, item 5: ``decimals`` is a schema field that synthesize honours, so every channel writes one CSV."""
+    from privsyn_core.data.io import to_csv_bytes
+
+    tmp, real, schema_file = files
+    schema = {"columns": [{**SCHEMA["columns"][0], "decimals": 2}, *SCHEMA["columns"][1:]]}
+    schema_file.write_text(json.dumps(schema))
+    out = tmp / "cli.csv"
+    assert run_main(capsys, "synth", real, out, "--mechanism", "dp_histogram", "--epsilon", "1", "--schema",
+                    schema_file, "--seed", "4").returncode == 0
+    result = ps.synthesize(pd.read_csv(real), "dp_histogram", 1.0, schema=schema, rng=4)
+    assert to_csv_bytes(result.data) == out.read_bytes(), "the app's CSV builder writes the release's rows as is"
+    values = pd.read_csv(out)["a"].to_numpy()
+    assert np.array_equal(values, np.round(values, 2)) and not np.signbit(values[values == 0]).any()
+    assert ps.Schema.from_dict(schema).to_dict()["columns"][0]["decimals"] == 2
+    with pytest.raises(ps.SchemaError, match="non-integer numeric"):
+        ps.Schema.from_dict({"columns": [{**SCHEMA["columns"][1], "decimals": 1}]})
+    with pytest.raises(ps.SchemaError, match="whole number from 0"):
+        ps.Schema.from_dict({"columns": [{**SCHEMA["columns"][0], "decimals": 1.5}]})

@@ -94,21 +94,22 @@ def run_view(result: ps.SynthResult, key: dict, metrics: dict | None = None) -> 
                                  ledger=ledger_rows(did), evaluation=report_metrics())
 
     view = {"result": result, "run": run_report(extra_ledger=ledger_rows(did, last=SHOWN_SPENDS)),
-            "csv": csv_builder(inputs["shaped"]), "json": json_report, "html": html_report}
+            "csv": csv_builder(result.data), "json": json_report, "html": html_report}
     while len(views) >= VIEWS_KEPT:
         views.pop(next(iter(views)))
     views[token] = view
     return view
 
 
-def csv_builder(shaped: pd.DataFrame, keep_bytes: int = CSV_KEEP_BYTES):
-    """A callable returning ``to_csv_bytes(shaped)``: built on its first call, kept if at most ``keep_bytes``."""
+def csv_builder(table: pd.DataFrame, keep_bytes: int = CSV_KEEP_BYTES):
+    """A callable returning ``to_csv_bytes(table)`` (the release's rows: the bytes the command line writes), built
+    on its first call, kept if at most ``keep_bytes``."""
     kept: list[bytes] = []
 
     def build() -> bytes:
         if kept:
             return kept[0]
-        data = to_csv_bytes(shaped)
+        data = to_csv_bytes(table)
         if len(data) <= keep_bytes:
             kept.append(data)
         return data

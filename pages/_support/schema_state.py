@@ -44,6 +44,10 @@ def _column_dict(entry: dict) -> dict:
         out.update(lo=float(entry["lo"]), hi=float(entry["hi"]), integer=bool(entry.get("integer", False)))
     if entry.get("atoms"):  # the schema validates them (numbers, inside the bounds, numeric columns only)
         out["atoms"] = list(entry["atoms"])
+    decimals = entry.get("decimals")
+    if entry.get("kind") != "categorical" and not entry.get("integer") and decimals is not None \
+            and not pd.isna(decimals):  # a schema field: synthesize rounds the release to it, as the CLI does
+        out["decimals"] = int(decimals)
     return out
 
 

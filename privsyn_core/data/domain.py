@@ -30,6 +30,8 @@ SCHEMA_VERSION = 1
 MAX_INFERRED_CATEGORIES = 100
 #: Most public atoms (point masses) one numeric column may declare.
 MAX_ATOMS = 16
+#: Most decimals a column may declare.
+MAX_DECIMALS = 12
 #: Largest ``|lo|``, ``|hi|`` of a numeric column: half the largest float, so that for any ``a, b`` in
 #: ``[lo, hi]`` the span ``b - a``, the sum ``a + b`` (midpoints of cells) and hence every decoded value
 #: ``lo + u (hi - lo)`` are finite.
@@ -55,6 +57,9 @@ class Column:
     atoms : tuple of float
         Public point masses of a numeric column (e.g. ``(0.0,)`` for a zero-inflated amount): values in
         ``[lo, hi]``, at most :data:`MAX_ATOMS`, each encoded in a cell of its own (:func:`atom_layout`).
+    decimals : int, optional
+        Decimals of a non-integer numeric column in the synthetic table (0 to :data:`MAX_DECIMALS`): decoding
+        rounds to them (post-processing of the release, so it costs no privacy).  ``None`` keeps full precision.
     """
 
     name: str
@@ -65,6 +70,7 @@ class Column:
     integer: bool = False
     public: bool = True
     atoms: tuple = ()
+    decimals: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -78,6 +84,18 @@ class Column:
             raise SchemaError(f"column {self.name!r}: kind must be 'numeric' or 'categorical', got {_show(self.kind)}")
         if self.atoms and self.kind != "numeric":
             raise SchemaError(f"column {self.name!r}: atoms apply to numeric columns only")
+        if self.decimals is not None:
+            self._check_decimals()
+
+    def _check_decimals(self) -> None:
+        value = self.decimals
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+                or not 0 <= int(value) <= MAX_DECIMALS:
+            raise SchemaError(f"column {self.name!r}: 'decimals' must be a whole number from 0 to {MAX_DECIMALS}, "
+                              f"got {_show(value)}")
+        if self.kind != "numeric" or self.integer:
+            raise SchemaError(f"column {self.name!r}: 'decimals' applies to non-integer numeric columns only")
+        object.__setattr__(self, "decimals", int(value))
 
     @property
     def bounds(self) -> tuple[float, float]:
@@ -186,6 +204,8 @@ class Column:
             out.update(lo=self.lo, hi=self.hi, integer=self.integer)
             if self.atoms:
                 out["atoms"] = list(self.atoms)
+            if self.decimals is not None:
+                out["decimals"] = self.decimals
         else:
             out["categories"] = [plain(c) for c in self.category_list]
         return out
@@ -307,13 +327,14 @@ class Schema:
     def decode(self, unit: np.ndarray) -> pd.DataFrame:
         """Map points of ``[0, 1]^d`` back to a table with the original columns.
 
-        Numeric columns scale back to ``[lo, hi]`` (float64, or rounded to int64 for integer
-        columns); categorical coordinates decode to the category whose cell contains them (dtype
+        Numeric columns scale back to ``[lo, hi]`` (float64, rounded to the declared ``decimals``, or rounded to
+        int64 for integer columns); categorical coordinates decode to the category whose cell contains them (dtype
         from the categories).  Every dtype comes from the schema, a public declaration, never from
         the private input's dtypes.
         """
         unit = np.asarray(unit, dtype=float).reshape(-1, len(self.columns))
-        if all(col.kind == "numeric" and not col.integer and not col.atoms for col in self.columns):
+        if all(col.kind == "numeric" and not col.integer and not col.atoms and col.decimals is None
+               for col in self.columns):
             # one float block: columns written straight into the (d, n) array pandas keeps (no consolidation copy)
             # rows chunk by chunk, all columns of a chunk at once: the rows are read once, in the CPU caches
             block = np.empty((len(self.columns), len(unit)))
@@ -330,7 +351,12 @@ class Schema:
                     x = decode_atoms(u, lo + decode_continuous(u, len(col.atoms)) * (hi - lo), col.atoms)
                 else:
                     x = _unscale_into(unit[:, j], lo, hi, np.empty(len(unit)))
-                out[col.name] = np.round(x).astype(np.int64) if col.integer else x
+                if col.integer:
+                    out[col.name] = np.round(x).astype(np.int64)
+                elif col.decimals is not None:
+                    out[col.name] = np.round(x, col.decimals) + 0.0  # + 0.0: no -0 in the table
+                else:
+                    out[col.name] = x
             else:
                 u = np.clip(unit[:, j], 0.0, 1.0)
                 k = len(col.category_list)
@@ -340,7 +366,7 @@ class Schema:
         return pd.DataFrame(out, columns=self.names)
 
 
-_NUMERIC_KEYS = frozenset({"lo", "hi", "integer", "atoms"})
+_NUMERIC_KEYS = frozenset({"lo", "hi", "integer", "atoms", "decimals"})
 _CATEGORICAL_KEYS = frozenset({"categories"})
 _COLUMN_KEYS = frozenset({"name", "kind", "public"}) | _NUMERIC_KEYS | _CATEGORICAL_KEYS
 _CATEGORY_TYPES = (str, bool, int, float, np.integer, np.floating, np.bool_)
@@ -396,7 +422,7 @@ def _column_from_dict(i: int, c: Any) -> Column:
     if not isinstance(atoms, list):
         raise SchemaError(f"column {name!r}: 'atoms' must be a list of numbers, got {_show(atoms)}")
     return Column(name, "numeric", lo=lo, hi=hi, integer=_flag(c, "integer", False, name), public=public,
-                  atoms=tuple(atoms))
+                  atoms=tuple(atoms), decimals=c.get("decimals"))
 
 
 def _flag(c: dict, key: str, default: bool, name: str) -> bool:

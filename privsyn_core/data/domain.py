@@ -342,7 +342,7 @@ class Schema:
                 for j, col in enumerate(self.columns):
                     _unscale_into(unit[start:start + _CHUNK, j], *col.bounds, block[j, start:start + _CHUNK])
             return pd.DataFrame(block.T, columns=self.names, copy=False)
-        out = {}
+        out: dict[str, Any] = {}
         for j, col in enumerate(self.columns):
             if col.kind == "numeric":
                 lo, hi = col.bounds

@@ -5,7 +5,7 @@ import streamlit as st
 import privsyn_core as ps
 from pages import _ui as ui
 from pages._support import attack
-from privsyn_core.reporting import figures as F, words
+from privsyn_core.reporting import figures as F
 
 ui.require_entrypoint()
 st.title("Learn")
@@ -49,7 +49,7 @@ attack.section()
 st.header("The mechanisms")
 for spec in ps.list_mechanisms():
     with st.expander(f"{spec.title} [{spec.name}]"):
-        st.markdown(f"**Source:** {words.paper(spec.paper)} ({spec.paper})  \n**Guarantee:** {spec.guarantee}  \n"
+        st.markdown(f"**Source:** {spec.citation}  \n**Guarantee:** {spec.guarantee}  \n"
                     f"**Data:** {spec.data_kind}; "
                     f"neighbouring: {', '.join(spec.neighbouring)}")
         st.write(spec.description)

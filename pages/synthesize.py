@@ -25,7 +25,7 @@ name = ui.keep(st.selectbox, "Mechanism", "w_mechanism", default, options=list(s
                format_func=lambda n: f"{specs[n].title} [{n}]")
 offer.note(unmet, ui.mechanisms())
 spec = specs[name]
-st.markdown(f"**Source:** {md(words.paper(spec.paper))} &nbsp; **Data:** {spec.data_kind}")
+st.markdown(f"**Source:** {md(spec.citation)} &nbsp; **Data:** {spec.data_kind}")
 with st.expander("The exact guarantee and terms"):
     st.markdown(f"**Paper reference:** {md(spec.paper)}  \n**Neighbouring relations:** "
                 f"{', '.join(spec.neighbouring)}  \n**Guarantee:** {md(spec.guarantee)}")

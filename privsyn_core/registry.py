@@ -34,9 +34,9 @@ NEIGHBOURING = ("replace", "add_remove")
 #: (``MechanismSpec.params``), so only the return type is common to all of them.
 RunFunction = Callable[..., MechanismOutput]
 Run = TypeVar("Run", bound=RunFunction)
-#: Display order of the contract's registry keys; later additions follow alphabetically.
-CONTRACT_ORDER = ("pmm", "psmm", "srw", "srw_tsp", "kd_grid", "kd_adaptive", "microagg_anon", "microagg_dp",
-                  "laplace_points", "dp_histogram", "bootstrap")
+#: What a mechanism's ``released_geometry`` returns: ``{"cells": {"lo", "hi", "count"}, "levels": [...] or None,
+#: "value": label}`` for a partition, ``{"path": (k, d) array}`` for a folding path.
+Geometry = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -161,8 +161,15 @@ class MechanismSpec:
         is private, so :func:`privsyn_core.synthesize` then passes a public count instead: the
         caller's ``public_n`` or a noisy count released as its own ledger stage.  Under replace-one
         ``n`` is public and passed as it is.
-    reference : str
-        The paper by authors, title and venue (``paper`` holds the seed and algorithm).
+    citation : str
+        The paper by authors, title and venue, with the algorithm (``paper`` holds the seed's short code): what
+        the app, the reports and the command line print.
+    order : int
+        Where the mechanism is listed (:func:`list_mechanisms`; ties by name).
+    released_geometry : callable, optional
+        ``released_geometry(release) -> Geometry | None``: what the Partitions and TSP views draw, rebuilt from a
+        :class:`~privsyn_core.result.Release` alone (its rows, atoms, weights and declared parameters, never the
+        diagnostics), so release mode can draw it too.  ``None``: the mechanism releases no geometry to draw.
     rate : callable, optional
         ``rate(epsilon, n, d) -> float``: the shape of the mechanism's expected-W1 bound (unspecified
         constant), for the trade-off curves and the reproduction report.
@@ -194,7 +201,9 @@ class MechanismSpec:
     released_noisy: tuple[str, ...] = ()
     uses_n: Callable[[dict[str, Any]], bool] = field(default=lambda params: False, repr=False, compare=False)
     max_dim: int | None = None
-    reference: str = ""
+    citation: str = ""
+    order: int = 1000
+    released_geometry: Callable[[Any], Geometry | None] | None = field(default=None, repr=False, compare=False)
     rate: Callable[[float, int, int], float] | None = field(default=None, repr=False, compare=False)
     audit: AuditCase | None = field(default=None, repr=False, compare=False)
     floating_point_exposure: str | None = None
@@ -206,6 +215,44 @@ class MechanismSpec:
             raise ParameterError(f"mechanism {self.name!r} has no parameter(s) {unknown}; "
                                  f"it takes {sorted(self.params) or 'none'}")
         return {k: p.coerce(k, given.get(k, p.default)) for k, p in self.params.items()}
+
+    def too_wide(self, d: int) -> str | None:
+        """Why ``d`` encoded columns exceed ``max_dim`` (naming the private mechanisms of the same data kind that
+        take them), or ``None``."""
+        if self.max_dim is None or d <= self.max_dim:
+            return None
+        wider = [s.name for s in list_mechanisms() if s.is_private and s.data_kind == self.data_kind
+                 and (s.max_dim is None or s.max_dim >= d)]
+        return f"works on at most {self.max_dim} encoded column(s), this table has {d}; use one of {wider[:6]}"
+
+    def accepts(self, schema: Any) -> str | None:
+        """Why the mechanism cannot run on the public ``schema`` (one line), or ``None`` when it can.
+
+        One check for the API, the command line, the guide and the app, from what the spec declares:
+        ``data_kind == "boolean"`` needs every column Boolean by its public declaration (numeric 0/1 declared
+        integer with bounds ``[0, 1]``, or two categories); ``max_dim`` bounds the columns of a mechanism on the
+        unit-cube encoding; a mechanism with its own ``codec`` must accept the schema (the codec's message).
+        """
+        from privsyn_core.data.boolean_codec import is_boolean_column
+        from privsyn_core.errors import PrivsynError
+
+        columns = schema.columns
+        if self.data_kind == "boolean":
+            other = [c.name for c in columns if not is_boolean_column(c)]
+            if other:
+                shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
+                return (f"works on Boolean columns only (numeric 0/1 declared integer with bounds [0, 1], or two "
+                        f"categories); not Boolean: {shown}")
+        if self.codec is None:
+            wide = self.too_wide(len(columns))
+            if wide is not None:
+                return wide
+        if self.codec is not None:
+            try:
+                self.codec(schema)
+            except PrivsynError as exc:
+                return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return None
 
 
 _REGISTRY: dict[str, MechanismSpec] = {}
@@ -256,10 +303,9 @@ def _discover() -> None:
 
 
 def list_mechanisms() -> list[MechanismSpec]:
-    """Every registered mechanism, in the contract's order."""
+    """Every registered mechanism, by its declared ``order`` (then name)."""
     _discover()
-    rank = {k: i for i, k in enumerate(CONTRACT_ORDER)}
-    return sorted(_REGISTRY.values(), key=lambda s: (rank.get(s.name, len(rank)), s.name))
+    return sorted(_REGISTRY.values(), key=lambda s: (s.order, s.name))
 
 
 def get_mechanism(name: str) -> MechanismSpec:

@@ -145,3 +145,24 @@ def test_max_dim_is_enforced_before_the_mechanism_runs(name):
     with pytest.raises(ParameterError, match=rf"{name} works on at most {spec.max_dim} encoded column\(s\), "
                                              rf"this table has {d}; use one of \[.+\]"):
         ps.synthesize(data, name, 1.0, schema=ps.unit_schema(d), rng=0)
+
+
+def test_one_fit_check_serves_the_api_and_the_app():
+    """Issue 26, item 2: ``MechanismSpec.accepts`` is the single fit check (the app's offer reads it too)."""
+    from pages._support import offer
+
+    schema = ps.unit_schema(3)
+    spec = ps.get_mechanism("microagg_dp")
+    reason = spec.accepts(schema)
+    assert reason is not None and reason.startswith("works on Boolean columns only")
+    assert offer.split([spec], schema)[1] == {"microagg_dp": reason}
+    with pytest.raises(ps.ParameterError, match="works on Boolean columns only"):
+        ps.synthesize(np.random.default_rng(0).random((50, 3)), "microagg_dp", 1.0, schema=schema)
+    assert ps.get_mechanism("pmm").accepts(schema) is None
+
+
+def test_specs_carry_their_order_citation_and_released_geometry():
+    names = [s.name for s in ps.list_mechanisms()]
+    assert names[:4] == ["pmm", "psmm", "srw", "srw_tsp"] and names.index("bootstrap") < names.index("marginal_tree")
+    drawn = {s.name for s in ps.list_mechanisms() if s.released_geometry is not None}
+    assert {"pmm", "psmm", "kd_grid", "dp_histogram", "srw_tsp"} <= drawn

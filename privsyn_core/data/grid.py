@@ -71,3 +71,26 @@ def _strides(k: int, d: int) -> np.ndarray:
     if int(k) ** int(d) >= 2 ** 63:
         raise ValueError(f"a grid of {k}^{d} cells does not fit 64-bit cell ids")
     return k ** np.arange(d - 1, -1, -1, dtype=np.int64)
+
+
+#: Most cells a geometry rebuilt from a release holds (a drawing, not a computation).
+RELEASED_MAX_CELLS = 2 ** 16
+
+
+def released_grid_cells(side_param: str, value: str):
+    """A ``released_geometry`` hook for mechanisms whose released atoms are the centres of a public grid.
+
+    The release's atoms are centres of a grid of ``k = release.params[side_param]`` cells per axis (a public
+    parameter); each cell is the cube of side ``1/k`` around its atom, valued by the atom's released weight
+    (``value`` names it).  Reads the release alone: its atoms, weights and declared parameters.
+    """
+    def geometry(release) -> dict | None:
+        unit = np.asarray(release.unit, dtype=float)
+        side = release.params.get(side_param)
+        if unit.ndim != 2 or not len(unit) or release.weights is None or not isinstance(side, (int, np.integer)):
+            return None
+        half = 0.5 / int(side)
+        cells = {"lo": np.clip(unit - half, 0.0, 1.0), "hi": np.clip(unit + half, 0.0, 1.0),
+                 "count": np.asarray(release.weights, dtype=float)}
+        return {"cells": cells, "levels": None, "value": value}
+    return geometry

@@ -33,7 +33,7 @@ from privsyn_core.data.domain import Schema
 from privsyn_core.errors import ParameterError
 from privsyn_core.privacy.accounting import Ledger, ledger_total
 from privsyn_core.privacy.noise import discrete_laplace
-from privsyn_core.registry import MechanismSpec, list_mechanisms
+from privsyn_core.registry import MechanismSpec
 from privsyn_core.result import MechanismOutput, SynthResult
 
 #: Share of epsilon spent on the noisy record count under add/remove when no ``public_n`` is given.
@@ -89,12 +89,9 @@ def check_width(spec: MechanismSpec, d: int) -> None:
     ParameterError
         Naming the limit and the private mechanisms of the same data kind that accept ``d`` columns.
     """
-    if spec.max_dim is None or d <= spec.max_dim:
-        return
-    wider = [s.name for s in list_mechanisms() if s.is_private and s.data_kind == spec.data_kind
-             and (s.max_dim is None or s.max_dim >= d)]
-    raise ParameterError(f"{spec.name} works on at most {spec.max_dim} encoded column(s), this table has {d}; "
-                         f"use one of {wider[:6]}")
+    reason = spec.too_wide(d)
+    if reason is not None:
+        raise ParameterError(f"{spec.name} {reason}")
 
 
 def check_ledger(spec: MechanismSpec, ledger: Ledger, epsilon: float) -> float:

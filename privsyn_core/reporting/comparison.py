@@ -330,7 +330,7 @@ def comparison_html(*, data_name: str, runs: dict[str, dict], tables: dict[str, 
     body.append("<h2>Each column</h2><p>Share of rows per category or bin of the public range.</p>"
                 f"<div class='figs'>{''.join(figs)}</div>")
     methods = "".join(f"<li>{escape(n)}: {escape(ps.get_mechanism(r['result'].mechanism).title)}, "
-                      f"{escape(words.paper(ps.get_mechanism(r['result'].mechanism).paper))}</li>"
+                      f"{escape(ps.get_mechanism(r['result'].mechanism).citation)}</li>"
                       for n, r in runs.items())
     body.append(f"<h2>Methods</h2><ul>{methods}</ul>")
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Comparison: {escape(data_name)}</title>"

@@ -698,31 +698,12 @@ def hierarchical_noise_schedule(epsilon: float, depth: int, d: int) -> list[floa
 
 
 # -- what a release alone shows ----------------------------------------------------------------
-#: Levels with more cells than this are not rebuilt from a release (a figure cannot show them anyway).
-RELEASED_MAX_CELLS = 2 ** 16
-#: Mechanisms whose released atoms are the centres of equal cubes, with the parameter giving cells per axis.
-_GRID_SIDE_PARAM = {"dp_histogram": "bins", "kd_grid": "bins_per_axis", "psmm": "cells_per_axis"}
-
-
 def released_partition(release) -> dict | None:
     """The cells of a partition mechanism rebuilt from a :class:`privsyn_core.result.Release` alone.
 
-    Release mode may draw only what was released, never ``SynthResult.diagnostics`` (true counts,
-    occupied cells).  Every output here is a function of the release's atoms, weights or rows and
-    of its declared public parameters:
-
-    * ``pmm``: the binary tree of depth ``r = params["depth"]`` is public ([HVZ23] Alg. 3: level
-      ``j`` halves axis ``j mod d``); the count of a cell at level ``j`` is the number of released
-      rows in it, so the released (consistent) counts of every level ``j <= r`` are recomputed
-      from the rows (levels above :data:`RELEASED_MAX_CELLS` cells are left out);
-    * ``dp_histogram``, ``kd_grid``, ``psmm``: the released atoms are centres of a public grid of
-      ``k`` cells per axis (``params`` ``bins``, ``bins_per_axis``, ``cells_per_axis``); each
-      cell is the cube of side ``1/k`` around its atom, valued by the atom's released weight.
-
-    Parameters
-    ----------
-    release : Release
-        What :meth:`SynthResult.release` returns.
+    Release mode may draw only what was released, never ``SynthResult.diagnostics`` (true counts, occupied
+    cells): the mechanism's ``released_geometry`` hook (:class:`privsyn_core.MechanismSpec`) rebuilds it from the
+    release's atoms, weights or rows and its declared public parameters.
 
     Returns
     -------
@@ -730,51 +711,22 @@ def released_partition(release) -> dict | None:
         ``{"cells": {"lo", "hi", "count"}, "levels": [cells per level] or None, "value": label}``;
         ``None`` for mechanisms that release no partition of public geometry.
     """
-    from privsyn_core.mechanisms.hvz23 import pmm_tree
-
-    unit = np.asarray(release.unit, dtype=float)
-    if unit.ndim != 2 or not len(unit):
-        return None
-    d = unit.shape[1]
-    if release.mechanism == "pmm" and isinstance(release.params.get("depth"), (int, np.integer)):
-        r = int(release.params["depth"])
-        levels = []
-        for j in range(r + 1):
-            if 2 ** j > RELEASED_MAX_CELLS:
-                break
-            lo, hi = pmm_tree.level_boxes(j, d)
-            levels.append({"lo": lo, "hi": hi, "count": pmm_tree.leaf_counts(unit, j).astype(float)})
-        return {"cells": levels[-1], "levels": levels, "value": "released rows"}
-    key = _GRID_SIDE_PARAM.get(release.mechanism)
-    if key is None or release.weights is None or not isinstance(release.params.get(key), (int, np.integer)):
-        return None
-    half = 0.5 / int(release.params[key])
-    cells = {"lo": np.clip(unit - half, 0.0, 1.0), "hi": np.clip(unit + half, 0.0, 1.0),
-             "count": np.asarray(release.weights, dtype=float)}
-    value = "released probability" if release.mechanism == "dp_histogram" else "released weight"
-    return {"cells": cells, "levels": None, "value": value}
+    geometry = _released_geometry(release)
+    return geometry if geometry is not None and "cells" in geometry else None
 
 
 def released_path(release) -> np.ndarray | None:
-    """The folding path of an ``srw_tsp`` release, rebuilt from its public parameters alone.
+    """The folding path of a release, rebuilt by its mechanism's ``released_geometry`` hook from the release alone;
+    ``None`` when the release folds nothing (``d = 1`` or a mechanism without a path)."""
+    geometry = _released_geometry(release)
+    return None if geometry is None or "path" not in geometry else np.asarray(geometry["path"], dtype=float)
 
-    The snake path through the ``M^d`` cell centres (``M = params["bins"]``) is a function of
-    public parameters only ([BSV] Prop. 6.5 folding; :func:`privsyn_core.mechanisms.random_walks.walks.snake_order`).
-    For the MST path, whose net is public too but whose tour is not declared released, the
-    released atoms are joined in the order they are listed, which is path order.  ``None`` when
-    the release folds nothing (``d = 1`` or another mechanism).
-    """
-    from privsyn_core.mechanisms.random_walks.walks import snake_order
 
-    unit = np.asarray(release.unit, dtype=float)
-    if release.mechanism != "srw_tsp" or unit.ndim != 2 or unit.shape[1] < 2:
-        return None
-    bins = release.params.get("bins")
-    if release.params.get("path", "snake") == "snake" and isinstance(bins, (int, np.integer)) \
-            and int(bins) ** unit.shape[1] <= RELEASED_MAX_CELLS:
-        return (snake_order(int(bins), unit.shape[1]) + 0.5) / int(bins)
-    return unit
+def _released_geometry(release) -> dict | None:
+    from privsyn_core.registry import get_mechanism
 
+    hook = get_mechanism(release.mechanism).released_geometry
+    return None if hook is None else hook(release)
 
 
 def tree_positions(edges: Sequence[Sequence[int]], root: int, d: int) -> np.ndarray:

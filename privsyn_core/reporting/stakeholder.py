@@ -83,7 +83,7 @@ def build(*, release: Release, data_name: str, totals: dict[str, float], budget:
         real_corr = _correlations(real, release.schema) if real is not None else None
         if real_corr is not None:
             body.append("<h3>Real (not private)</h3>" + real_corr.to_html(border=0, na_rep="-"))
-    body.append(f"<h2>Method</h2><p>{escape(spec.title)}: {escape(words.paper(spec.paper))}.</p>")
+    body.append(f"<h2>Method</h2><p>{escape(spec.title)}: {escape(spec.citation)}.</p>")
     body.append(_details(release, spec, ledger))
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Synthetic data report: "
             f"{escape(data_name)}</title><style>{STYLE}</style></head><body>{''.join(body)}</body></html>")

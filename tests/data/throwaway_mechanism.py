@@ -61,7 +61,7 @@ SPEC = register_staged(
     neighbouring=("replace", "add_remove"), is_private=True,
     params={"sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="where rows go in a cell")},
     guarantee="epsilon-DP: discrete Laplace counts (scale 2/epsilon replace-one, 1/epsilon add/remove)",
-    description="A test fixture.", reference="Dwork, McSherry, Nissim, Smith, TCC 2006 (the Laplace mechanism)",
+    description="A test fixture.", citation="Dwork, McSherry, Nissim, Smith, TCC 2006 (the Laplace mechanism)",
     rate=lambda epsilon, n, d: max(epsilon * n, 2.0) ** (-1 / (d + 1)),
     audit=AuditCase(params={"sample": "center"}, features=cell_features),
     released=("bins",),

@@ -24,7 +24,8 @@ from privsyn_core.result import MechanismOutput
     params={},
     guarantee="none: copies real records",
     description="Resamples the real data: the floor any synthesizer is compared with. Never release it.",
-    reference='reference: resampling the real data (not private)',
+    citation="a reference, not a privacy mechanism: resampling the real data",
+    order=110,
     rate=lambda epsilon, n, d: max(n, 2) ** (-1 / max(d, 2)),
     released=(),
 )

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from privsyn_core.data.grid import cell_boxes, cell_counts, largest_per_axis
+from privsyn_core.data.grid import cell_boxes, cell_counts, largest_per_axis, released_grid_cells
 from privsyn_core.data.layout import BUDGET_HINT, affordable_noise_mass, coarse_warnings, structured
 from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
 from privsyn_core.errors import ParameterError
@@ -116,7 +116,9 @@ SPEC = register_staged(
     },
     guarantee="epsilon-DP: discrete Laplace counts (scale 2/epsilon replace-one, 1/epsilon add/remove)",
     description="Counts on a regular grid plus noise: simple, but every empty cell gets noise too.",
-    reference='baseline: a noisy flat histogram',
+    citation="a textbook baseline: a noisy flat histogram",
+    order=100,
+    released_geometry=released_grid_cells("bins", "released probability"),
     rate=lambda epsilon, n, d: max(epsilon * n, 2.0) ** (-1 / (d + 1)),
     audit=AuditCase(params={"bins": 2, "sample": "center"}, features=cell_features),
     released=("bins", "cells"),

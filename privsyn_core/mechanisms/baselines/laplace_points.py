@@ -32,7 +32,9 @@ from privsyn_core.result import MechanismOutput
     params={"resolution": ParamSpec(1024, int, (1, 2**20), help="public grid steps per axis before integer noise")},
     guarantee="epsilon-DP under replace-one: discrete Laplace of scale d/epsilon on every coordinate",
     description="The naive approach: perturb every record independently. Its error does not shrink with n.",
-    reference='baseline: the Laplace mechanism on every record (Dwork, McSherry, Nissim, Smith, TCC 2006)',
+    citation=('a textbook baseline: the Laplace mechanism on every record (Dwork, McSherry, Nissim, Smith, TCC '
+              '2006)'),
+    order=90,
     rate=lambda epsilon, n, d: 1 / epsilon,
     audit=AuditCase(n=4, params={"resolution": 64}, features=record_features),
     released=("noise_scale_unit",),

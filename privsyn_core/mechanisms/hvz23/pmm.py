@@ -41,12 +41,14 @@ from typing import Any
 
 import numpy as np
 
+from privsyn_core.data.grid import RELEASED_MAX_CELLS
 from privsyn_core.data.layout import coarse_warnings
 from privsyn_core.engine.resources import PMM_BYTES_PER_LEAF, max_pmm_depth, pmm_depth_limit
 from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
 from privsyn_core.errors import DataError, ResourceError
 from privsyn_core.evaluation.audit import AuditCase, cell_features
 from privsyn_core.mechanisms.hvz23.pmm_tree import (
+    HVZ23_REFERENCE,
     MAX_DEPTH,
     HeapTree,
     NoisePlan,
@@ -237,6 +239,24 @@ def _checked_unit(unit: Any) -> np.ndarray:
 
 
 STAGES = Stages(layout=pmm_layout, count=pmm_counts, release=pmm_release, prepare=_checked_unit, rows_as_unit=True)
+def released_tree(release) -> dict | None:
+    """PMM's ``released_geometry``: the public binary tree of depth ``r = params["depth"]`` ([HVZ23] Alg. 3: level
+    ``j`` halves axis ``j mod d``), each cell valued by the number of released rows in it, so the released
+    (consistent) counts of every level ``j <= r`` are recomputed from the rows alone (levels above
+    :data:`~privsyn_core.data.grid.RELEASED_MAX_CELLS` cells are left out)."""
+    unit = np.asarray(release.unit, dtype=float)
+    depth = release.params.get("depth")
+    if unit.ndim != 2 or not len(unit) or not isinstance(depth, (int, np.integer)):
+        return None
+    levels = []
+    for j in range(int(depth) + 1):
+        if 2 ** j > RELEASED_MAX_CELLS:
+            break
+        lo, hi = level_boxes(j, unit.shape[1])
+        levels.append({"lo": lo, "hi": hi, "count": leaf_counts(unit, j).astype(float)})
+    return {"cells": levels[-1], "levels": levels, "value": "released rows"}
+
+
 SPEC = register_staged(
     "pmm", STAGES,
     title="Private Measure Mechanism (PMM)",
@@ -259,7 +279,9 @@ SPEC = register_staged(
               "or a noisy record count (its own ledger stage)",
     description="Noisy counts on a binary tree of boxes, made consistent top-down, then points drawn in the leaves. "
                 "W1 error about (eps n)^(-1/d), in time linear in n.",
-    reference='He, Vershynin, Zhu, "Algorithmically Effective Differentially Private Synthetic Data", COLT 2023',
+    citation=f"{HVZ23_REFERENCE}, Alg 3-4",
+    released_geometry=released_tree,
+    order=10,
     rate=w1_rate,
     audit=AuditCase(params={"depth": 2, "sample": "center"}, features=cell_features),
     released=("depth", "depth_rule", "leaves", "resolution", "accuracy_bound"),

@@ -42,6 +42,10 @@ MAX_DEPTH = 26
 #: gives ``2 sqrt(2) S^2 / (epsilon n)`` (tests/test_pmm.py checks the bound with this constant).
 THM43_CONSTANT = 2.0 * math.sqrt(2.0)
 
+#: The paper of PMM and PSMM, as every citation names it.
+HVZ23_REFERENCE = ('He, Vershynin, Zhu, "Algorithmically Effective Differentially Private Synthetic Data", '
+                   'COLT 2023')
+
 
 # -- geometry -------------------------------------------------------------------------
 def cuts_per_axis(j: int, d: int) -> np.ndarray:

@@ -53,12 +53,13 @@ from typing import Any
 
 import numpy as np
 
-from privsyn_core.data.grid import cell_boxes, cell_counts
+from privsyn_core.data.grid import cell_boxes, cell_counts, released_grid_cells
 from privsyn_core.data.layout import BUDGET_HINT, affordable_noise_mass, coarse_warnings, structured
 from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
 from privsyn_core.errors import ParameterError
 from privsyn_core.evaluation.audit import AuditCase, cell_features
 from privsyn_core.mechanisms.hvz23.dbl_lp import king_edge_count, king_edges, project_dbl, star_edges
+from privsyn_core.mechanisms.hvz23.pmm_tree import HVZ23_REFERENCE
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.privacy.sampling import largest_remainder
 from privsyn_core.privacy.sensitivity import count_sensitivity
@@ -238,7 +239,9 @@ SPEC = register_staged(
               "the d_BL projection and sampling are post-processing",
     description="Noisy grid counts form a signed measure; a linear program finds the closest probability "
                 "measure in the bounded-Lipschitz distance. Accurate, but the LP limits the grid size.",
-    reference='He, Vershynin, Zhu, "Algorithmically Effective Differentially Private Synthetic Data", COLT 2023',
+    citation=f"{HVZ23_REFERENCE}, Alg 1-2",
+    order=20,
+    released_geometry=released_grid_cells("cells_per_axis", "released weight"),
     rate=w1_rate,
     audit=AuditCase(params={"cells_per_axis": 2, "sample": "center"}, features=cell_features, trials=4_000,
                     selection_trials=1_000, tight_coordinates=2),

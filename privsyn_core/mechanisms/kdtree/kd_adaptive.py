@@ -331,7 +331,8 @@ SPEC = register_staged(
               "(replace-one; L and 1 under add/remove), eps' + eps'' = epsilon; empty subtrees simulated exactly",
     description="A KD-tree that keeps splitting boxes with many points (decided privately) and releases noisy "
                 "leaf counts above a threshold: fine bins where the data is, coarse bins elsewhere.",
-    reference=KD_REFERENCE,
+    citation=f"{KD_REFERENCE}, Alg 2-3",
+    order=60,
     rate=kd_w1_rate,
     audit=AuditCase(features=released_cells, trials=10_000, selection_trials=2_500, read_stages=("leaf counts",),
                     tight_coordinates=2),

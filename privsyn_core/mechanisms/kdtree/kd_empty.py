@@ -184,7 +184,7 @@ def empty_subtree_leaves(depths: np.ndarray, ids: np.ndarray, max_depth: int, ta
 
 
 #: The paper of both KD-tree mechanisms (kd_grid, kd_adaptive).
-KD_REFERENCE = ('Kreačić, Nguyen, Potluru, Veloso et al., "Differentially private synthetic data using KD-trees", '
+KD_REFERENCE = ('Kreačić, Nouri, Potluru, Balch, Veloso, "Differentially private synthetic data using KD-trees", '
                 'UAI 2023')
 
 

@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from privsyn_core.data.grid import cell_boxes, cell_ids
+from privsyn_core.data.grid import cell_boxes, cell_ids, released_grid_cells
 from privsyn_core.data.layout import BUDGET_HINT, affordable, coarse_warnings, structured
 from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
 from privsyn_core.errors import ParameterError
@@ -187,7 +187,9 @@ SPEC = register_staged(
               "empty bins included (sampled implicitly, exactly)",
     description="Counts on a regular grid plus noise, keeping only bins whose noisy count clears a threshold; "
                 "empty bins that pass are sampled without enumerating them.",
-    reference=KD_REFERENCE,
+    citation=f"{KD_REFERENCE}, Alg 1, 4-5",
+    order=50,
+    released_geometry=released_grid_cells("bins_per_axis", "released weight"),
     rate=kd_w1_rate,
     audit=AuditCase(params={"w": 0.5}, features=released_cells),
     released=("w", "bins_per_axis", "cells", "t", "threshold", "noise_scale"),

@@ -87,7 +87,8 @@ DEFAULT_BLOCK_SIZE = 10
     description="Groups similar records into blocks of equal size and releases block averages, rounded back to "
                 "0/1: means are kept exactly, correlations approximately. Anonymity, not differential privacy.",
     codec=partial(strict_boolean_codec, mechanism="microagg_anon"),
-    reference=BSV23_REFERENCE,
+    citation=f"{BSV23_REFERENCE}, Alg 1",
+    order=70,
     released=("k", "k_prime", "alpha", "t", "s", "m"),
 )
 def microagg_anon(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,

@@ -101,7 +101,8 @@ STAGES = (("private PCA projection PROJ (Alg 3)", 1.0), ("cell weights, Laplace 
                 "group averages and sizes are released and rounded back to 0/1. Needs very large n to beat "
                 "simple baselines.",
     codec=partial(strict_boolean_codec, mechanism="microagg_dp"),
-    reference=BSV23_REFERENCE,
+    citation=f"{BSV23_REFERENCE}, Alg 2-4",
+    order=80,
     audit=AuditCase(n=4, d=2, features=group_features, pair_loss=microagg_pair_loss),
     released=("alpha", "t", "s", "b", "kappa", "weight_noise_scale", "vector_noise_scale", "m"),
 )

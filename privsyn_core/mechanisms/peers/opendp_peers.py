@@ -54,6 +54,10 @@ if peers.opendp_available():
         "opendp_mst",
         title="OpenDP MST (peer: the field's standard)",
         paper="peer: McKenna, Miklau, Sheldon 2021, MST (Alg. 1), as implemented by OpenDP",
+        citation=('McKenna, Miklau, Sheldon, "Winning the NIST contest: a scalable and general approach to '
+                  'differentially private synthetic data", J. Privacy and Confidentiality 2021, MST, as '
+                  "implemented by OpenDP"),
+        order=200,
         guarantee=("pure epsilon-DP (OpenDP's max_divergence): Laplace noise on one-way and selected 2-way "
                    "marginals of the public bins, report-noisy-max for the spanning tree"),
         description=("The field's standard: noisy one- and two-way marginals on a spanning tree of the columns, "
@@ -70,6 +74,9 @@ if peers.opendp_available():
         "opendp_aim",
         title="OpenDP AIM on two columns (peer)",
         paper="peer: McKenna, Mullins, Sheldon, Miklau 2022, AIM (Alg. 1), as implemented by OpenDP",
+        citation=('McKenna, Mullins, Sheldon, Miklau, "AIM: an adaptive and iterative mechanism for differentially '
+                  'private synthetic data", PVLDB 2022, Alg. 1, as implemented by OpenDP'),
+        order=210,
         guarantee=("pure epsilon-DP (OpenDP's max_divergence): Laplace noise on one-way marginals, then adaptive "
                    "rounds of noisy-max selection and Laplace-noised marginals under a privacy filter"),
         description=("Adaptive marginal selection (AIM), fitted by a graphical model. Two columns only: OpenDP "

@@ -122,7 +122,6 @@ WALK_FIELDS: dict[str, Any] = {
     "neighbouring": ("replace", "add_remove"),
     "is_private": True,
     "floating_point_exposure": WALK_FLOAT_EXPOSURE,
-    "reference": WALK_REFERENCE,
     "rate": walk_rate,
     "released": ("bins", "cells", "depth", "walk_length", "laplace_scale", "alpha", "delta", "path_length"),
     "uses_n": lambda params: True,
@@ -314,6 +313,8 @@ def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
 
 @register(
     "srw",
+    citation=f"{WALK_REFERENCE}, Sec 3-5 (Thm 3.1, Prop 5.1-5.2, Thm 5.4)",
+    order=30,
     title="Superregular random walk on the interval",
     paper="000, Sec 3-5 (Thm 3.1, Prop 5.1-5.2, Thm 5.4)",
     **WALK_FIELDS,

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from privsyn_core.data.grid import cell_ids, largest_per_axis
+from privsyn_core.data.grid import RELEASED_MAX_CELLS, cell_ids, largest_per_axis
 from privsyn_core.data.layout import BUDGET_HINT, affordable_noise_mass, coarse_warnings, structured
 from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
 from privsyn_core.errors import ParameterError
@@ -50,6 +50,7 @@ from privsyn_core.mechanisms.random_walks.srw import (
     SCALE_PARAM,
     WALK_FIELDS,
     WALK_GUARANTEE,
+    WALK_REFERENCE,
     Calibration,
     Folding,
     auto_bins,
@@ -151,8 +152,29 @@ def _fold(bins: int, dim: int, path: str, metric: str, improve: bool) -> Folding
 
 
 STAGES = Stages(layout=tsp_layout, count=tsp_counts, release=tsp_release)
+def released_path(release) -> dict | None:
+    """srw_tsp's ``released_geometry``: the folding path rebuilt from public parameters alone.
+
+    The snake path through the ``M^d`` cell centres (``M = params["bins"]``) is a function of public parameters
+    only ([BSV] Prop. 6.5 folding; :func:`~privsyn_core.mechanisms.random_walks.walks.snake_order`).  For the MST
+    path, whose net is public too but whose tour is not declared released, the released atoms are joined in the
+    order they are listed, which is path order.  ``None`` for ``d = 1`` (the path is the interval itself).
+    """
+    unit = np.asarray(release.unit, dtype=float)
+    if unit.ndim != 2 or unit.shape[1] < 2:
+        return None
+    bins = release.params.get("bins")
+    if release.params.get("path", "snake") == "snake" and isinstance(bins, (int, np.integer)) \
+            and int(bins) ** unit.shape[1] <= RELEASED_MAX_CELLS:
+        return {"path": (walks.snake_order(int(bins), unit.shape[1]) + 0.5) / int(bins)}
+    return {"path": unit}
+
+
 SPEC = register_staged(
     "srw_tsp", STAGES,
+    citation=f"{WALK_REFERENCE}, Sec 6-7, 9 (Prop 6.5, Thm 7.2, Cor 7.3-7.4, Cor 9.2)",
+    order=40,
+    released_geometry=released_path,
     title="Superregular random walk along a folding path (TSP/MST)",
     paper="000, Sec 6-7, 9 (Prop 6.5, Thm 7.2, Cor 7.3-7.4, Cor 9.2)",
     **WALK_FIELDS,

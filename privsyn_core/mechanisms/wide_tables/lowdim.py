@@ -287,9 +287,10 @@ AUDIT_CASE = AuditCase(d=1, params={"k": 1, "depth": 2, "sample": "center"}, fea
     description="Finds a k-dimensional subspace privately (noisy covariance, top eigenvectors), runs PMM on the data "
                 "projected into it and maps the points back to the table's box. For wide tables whose columns are "
                 "strongly correlated.",
-    reference=('He, Strohmer, Vershynin, Zhu, "Differentially private low-dimensional representation of '
-               'high-dimensional data", arXiv:2305.17148 (2023); He, Vershynin, Zhu, "Algorithmically Effective '
-               'Differentially Private Synthetic Data", COLT 2023 (PMM)'),
+    citation=('He, Strohmer, Vershynin, Zhu, "Differentially private low-dimensional representation of '
+              'high-dimensional data", arXiv:2305.17148 (2023); He, Vershynin, Zhu, "Algorithmically Effective '
+              'Differentially Private Synthetic Data", COLT 2023, Alg 3-4 in the subspace'),
+    order=120,
     released=("quantisation", "moment_sensitivity", "moment_sigma", "k_rule"),
     released_noisy=("k", "pmm_depth", "pmm_term_bound"),
     uses_n=lambda params: True,

@@ -588,9 +588,11 @@ SPEC = register_staged(
                 "along the tree. For tables with many columns; with at most 3 it releases the whole joint by PSMM.",
     codec=TreeCodec,
     floating_point_exposure=SELECTION_EXPOSURE,
-    reference=("McKenna, Miklau, Sheldon, \"Winning the NIST contest\", J. Privacy and Confidentiality 2021 (MST tree "
-               "selection); He, Vershynin, Zhu, \"Algorithmically Effective Differentially Private Synthetic Data\", "
-               "COLT 2023 (PMM per edge)"),
+    citation=('McKenna, Miklau, Sheldon, "Winning the NIST contest: a scalable and general approach to '
+              'differentially private synthetic data", J. Privacy and Confidentiality 2021 (MST tree '
+              'selection); He, Vershynin, Zhu, "Algorithmically Effective Differentially Private Synthetic '
+              'Data", COLT 2023, Alg 3-4 per edge'),
+    order=130,
     released=("branch", "edge_levels", "root", "edge_depths", "edge_cuts", "cells_per_axis", "cells"),
     released_noisy=("tree_edges",),
     uses_n=lambda params: True,

@@ -113,23 +113,29 @@ def test_a_malformed_operator_budget_refuses_instead_of_meaning_none(monkeypatch
 
 # -- concurrency ---------------------------------------------------------------------------------------------------
 
-def test_sixteen_threads_never_overspend_one_budget(ledger):
-    ledger.set_budget("d", 2.0)
-    barrier, outcomes = threading.Barrier(16), []
+def race(release, threads: int = 16) -> list[str]:
+    """``release()`` in ``threads`` threads started together: "released" or "refused" for each."""
+    barrier, outcomes = threading.Barrier(threads), []
 
-    def release() -> None:
+    def attempt() -> None:
         barrier.wait()
         try:
-            reserve(ledger, 0.3).confirm()
+            release()
             outcomes.append("released")
         except BudgetExceeded:
             outcomes.append("refused")
 
-    threads = [threading.Thread(target=release) for _ in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    workers = [threading.Thread(target=attempt) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return outcomes
+
+
+def test_sixteen_threads_never_overspend_one_budget(ledger):
+    ledger.set_budget("d", 2.0)
+    outcomes = race(lambda: reserve(ledger, 0.3).confirm())
     assert outcomes.count("released") == 6 and ledger.spent("d") == math.fsum([0.3] * 6) <= 2.0
 
 
@@ -296,20 +302,7 @@ def test_sixteen_library_threads_releasing_never_exceed_the_budget(ledger):
     X = two_blobs(500, 2, rng=1)
     schema, data = ps.unit_schema(2), budget.dataset_id(X)
     ledger.set_budget(data, 2.0)
-    outcomes: list[str] = []
-
-    def release() -> None:
-        try:
-            ps.synthesize(X, "pmm", 0.25, schema=schema, ledger=ledger)
-            outcomes.append("released")
-        except BudgetExceeded:
-            outcomes.append("refused")
-
-    threads = [threading.Thread(target=release) for _ in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    outcomes = race(lambda: ps.synthesize(X, "pmm", 0.25, schema=schema, ledger=ledger))
     assert outcomes.count("released") == 8 and ledger.spent(data) == 2.0
 
 

@@ -37,12 +37,12 @@ import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from privsyn_core.errors import PrivsynError
 
@@ -65,6 +65,7 @@ create index spends_run on spends(data, run_key);
 create table budgets (data text primary key, epsilon real not null, owner text not null, updated text not null);
 """
 
+T = TypeVar("T")
 #: Statuses of a spend; every one of them counts in the totals.
 RESERVED, SPENT, FAILED = "reserved", "spent", "failed"
 
@@ -314,16 +315,24 @@ class PrivacyLedger:
 
     def _write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
         """Run ``statements`` in one immediate transaction."""
+        def run(db: sqlite3.Connection) -> None:
+            for sql, args in statements:
+                db.execute(sql, args)
+        self._transaction(run)
+
+    def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work(db)`` inside ``BEGIN IMMEDIATE`` (SQLite's write lock, across threads and processes), committed
+        when it returns, rolled back when it raises; a database error refuses with one sentence."""
         try:
             with self._db() as db:
                 db.execute("begin immediate")
                 try:
-                    for sql, args in statements:
-                        db.execute(sql, args)
+                    out = work(db)
                 except BaseException:
                     db.execute("rollback")
                     raise
                 db.execute("commit")
+                return out
         except sqlite3.DatabaseError as exc:
             raise LedgerError(f"the privacy ledger {self.path} cannot be written ({exc}): every "
                               "release is refused") from None
@@ -436,18 +445,8 @@ class PrivacyLedger:
         """
         if not (math.isfinite(epsilon) and epsilon > 0):
             private = False  # an infinite spend has no guarantee to add up
-        try:
-            with self._db() as db:
-                db.execute("begin immediate")  # the write lock: no other reservation between the check and insert
-                try:
-                    spend_id = self._reserve_locked(db, data, epsilon, relation, mechanism, label, private, run_key)
-                except BaseException:
-                    db.execute("rollback")
-                    raise
-                db.execute("commit")
-        except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"the privacy ledger {self.path} cannot be written ({exc}): every "
-                              "release is refused") from None
+        spend_id = self._transaction(  # no other reservation between the check and the insert
+            lambda db: self._reserve_locked(db, data, epsilon, relation, mechanism, label, private, run_key))
         return Reservation(self, spend_id)
 
     def _reserve_locked(self, db: sqlite3.Connection, data: str, epsilon: float, relation: str, mechanism: str,

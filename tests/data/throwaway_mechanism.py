@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from privsyn_core.data.grid import cell_boxes, cell_counts
+from privsyn_core.data.grid import cell_boxes, cell_counts, released_grid_cells
 from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
 from privsyn_core.evaluation.audit import AuditCase, cell_features
 from privsyn_core.privacy.noise import discrete_laplace
@@ -65,4 +65,5 @@ SPEC = register_staged(
     rate=lambda epsilon, n, d: max(epsilon * n, 2.0) ** (-1 / (d + 1)),
     audit=AuditCase(params={"sample": "center"}, features=cell_features),
     released=("bins",),
+    released_geometry=released_grid_cells("bins", "released weight"),
 )

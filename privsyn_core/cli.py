@@ -242,19 +242,21 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     for key in params:
         if key in _OPTIONS_NOT_PARAMS:
             raise UsageError(f"--param {key}=... is not a mechanism parameter; use {_OPTIONS_NOT_PARAMS[key]}")
-    get_mechanism(args.mechanism)  # an unknown name is named before the input is hashed
-    content = budget.file_id(args.input)
+    get_mechanism(args.mechanism)  # an unknown name is named before the input is read
     ledger = budget.PrivacyLedger(args.ledger)
     params.update(neighbouring=args.neighbouring, n_synthetic=args.n_synthetic, public_n=args.public_n,
-                  rng=_seed(args.seed), ledger=ledger, dataset=args.dataset or content)
+                  rng=_seed(args.seed), ledger=ledger)
     if args.schema is None:  # a schema proposed from the data needs the whole table
         table = read_csv(args.input)
-        result = synthesize(table, args.mechanism, args.epsilon, schema=None, **params)
+        content = budget.file_id(args.input)  # hashed once the reader accepted the file
+        result = synthesize(table, args.mechanism, args.epsilon, schema=None, dataset=args.dataset or content,
+                            **params)
     else:  # the file is read in blocks of rows, each encoded into the mechanism's array and dropped
         with iter_csv(args.input) as chunks:
             schema = read_schema(args.schema)
+            content = budget.file_id(args.input)
             result = synthesize_chunks(chunks, args.mechanism, args.epsilon, schema=schema, capacity=chunks.max_rows,
-                                       content=content, **params)
+                                       content=content, dataset=args.dataset or content, **params)
     release = result.release()
     # Both files are complete on disk before either is renamed into place; any failure removes both.
     with contextlib.ExitStack() as stack:

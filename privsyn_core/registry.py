@@ -236,6 +236,12 @@ class MechanismSpec:
         from privsyn_core.data.boolean_codec import is_boolean_column
         from privsyn_core.errors import PrivsynError
 
+        if self.codec is not None:  # the mechanism's own codec refuses what it cannot encode, with its message
+            try:
+                self.codec(schema)
+            except PrivsynError as exc:
+                return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            return None
         columns = schema.columns
         if self.data_kind == "boolean":
             other = [c.name for c in columns if not is_boolean_column(c)]
@@ -243,16 +249,7 @@ class MechanismSpec:
                 shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
                 return (f"works on Boolean columns only (numeric 0/1 declared integer with bounds [0, 1], or two "
                         f"categories); not Boolean: {shown}")
-        if self.codec is None:
-            wide = self.too_wide(len(columns))
-            if wide is not None:
-                return wide
-        if self.codec is not None:
-            try:
-                self.codec(schema)
-            except PrivsynError as exc:
-                return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return None
+        return self.too_wide(len(columns))
 
 
 _REGISTRY: dict[str, MechanismSpec] = {}

@@ -35,6 +35,7 @@ import itertools
 import math
 import os
 import sqlite3
+import stat
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -112,11 +113,25 @@ def environment_budget() -> float | None:
 
 
 def file_id(path: str | os.PathLike[str]) -> str:
-    """A file's identity in the ledger: the SHA-256 of its bytes, read in blocks (never shown to a user)."""
-    digest = hashlib.sha256()
+    """A file's identity in the ledger: the SHA-256 of its bytes, read in blocks (never shown to a user).
+
+    Raises
+    ------
+    DataError
+        For a path that is not a regular file (a device such as ``/dev/zero`` would never end).
+    """
+    from privsyn_core.errors import DataError
+
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise DataError(f"not a regular file: {path}")
+        return _sha256_of(handle)
+
+
+def _sha256_of(handle: Any) -> str:
+    digest = hashlib.sha256()
+    for block in iter(lambda: handle.read(1 << 20), b""):
+        digest.update(block)
     return digest.hexdigest()
 
 

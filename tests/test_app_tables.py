@@ -71,12 +71,12 @@ def test_the_choice_reads_the_declaration_not_the_name():
     and without its strict codec would be offered: the page decides from the spec, never from a list of names."""
     numeric = ps.Schema.from_dict({"columns": [{"name": "x", "kind": "numeric", "lo": 0, "hi": 10}]})
     pmm = ps.get_mechanism("pmm")
-    assert offer.unmet(pmm, numeric) is None
-    assert "Boolean columns only" in str(offer.unmet(dataclasses.replace(pmm, data_kind="boolean"), numeric))
+    assert pmm.accepts(numeric) is None
+    assert "Boolean columns only" in str(dataclasses.replace(pmm, data_kind="boolean").accepts(numeric))
     for name in BOOLEAN_SPECS:
         spec = ps.get_mechanism(name)
-        assert offer.unmet(spec, numeric) is not None
-        assert offer.unmet(dataclasses.replace(spec, data_kind="continuous", codec=None), numeric) is None
+        assert spec.accepts(numeric) is not None
+        assert dataclasses.replace(spec, data_kind="continuous", codec=None).accepts(numeric) is None
     assert offer.split(ps.list_mechanisms(), None) == (ps.list_mechanisms(), {})
 
 

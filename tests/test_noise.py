@@ -149,6 +149,18 @@ def test_sampler_matches_the_pmf_g_test(sigma):
     assert p > ALPHA, f"G-test p={p:.2e} < {ALPHA}: added noise does not follow Lap_Z({sigma})"
 
 
+@pytest.mark.parametrize("sigma", [0.25, 1 / 0.3, 1000.0])
+def test_small_calls_match_the_pmf_g_test(sigma):
+    """Calls of fewer than SMALL_COUNT draws take the few-entries forms (several Bernoulli(e^-1) trials per entry
+    and round, a binary search for the trials): 4000 calls of 1 to 249 draws from one generator, concatenated
+    (about 5 * 10^5 draws), G-test at ALPHA = 1e-6 (false-failure rate 1e-6 per scale)."""
+    rng = np.random.default_rng(77)
+    sizes = 1 + np.arange(4000) % (noise.SMALL_COUNT - 7)
+    z = np.concatenate([noise.discrete_laplace(sigma, int(size), rng) for size in sizes])
+    p = _g_test_pvalue(z, sigma)
+    assert p > ALPHA, f"G-test p={p:.2e} < {ALPHA}: small calls do not follow Lap_Z({sigma})"
+
+
 @pytest.mark.parametrize(("drawn", "tested"), [(1.1 * 3.0, 3.0), (1.02 * 1000.0, 1000.0)])
 def test_g_test_detects_a_wrong_scale(drawn, tested):
     """Paired detection case: the same test rejects Lap_Z(1.1 * 3) and Lap_Z(1.02 * 1000) draws tested as

@@ -1,10 +1,10 @@
 """Noise primitives and seeding.
 
 Every sampler takes a :class:`numpy.random.Generator`.  Integer counts get *exact*
-integer noise (:func:`discrete_laplace`, a difference of two geometric variables),
-never continuous noise rounded afterwards: rounding ``c + trunc(Lap(sigma))`` leaks an
-extra ``ln 2`` per count (for ``Z = trunc(Lap(sigma))``, ``P(Z = 0)/P(Z = 1) = 2 e^{1/sigma}``: twice the
-ratio ``e^{1/sigma}`` of the discrete Laplace law of [HVZ23] App. B).
+integer noise (:func:`discrete_laplace`, the law of a difference of two geometric variables, sampled with
+integer arithmetic only as in [CKS20]), never continuous noise rounded afterwards: rounding
+``c + trunc(Lap(sigma))`` leaks an extra ``ln 2`` per count (for ``Z = trunc(Lap(sigma))``,
+``P(Z = 0)/P(Z = 1) = 2 e^{1/sigma}``: twice the ratio ``e^{1/sigma}`` of the discrete Laplace law of [HVZ23] App. B).
 
 References
 ----------
@@ -187,9 +187,10 @@ def fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generato
 
     .. math:: P(Z = z) = \frac{(1-p) p^{|z|} / 2}{(1+p)/2} = \frac{1-p}{1+p} p^{|z|},
 
-    the discrete Laplace law of :func:`discrete_laplace_pmf` ([CKS20] Proposition 2 for steps 1-2).
-    Attempts are independent, so accepted draws are i.i.d.  ``tests/test_noise.py`` compares the sampler with
-    the pmf (G-tests) and runs it on a generator whose float samplers raise.
+    the discrete Laplace law of :func:`discrete_laplace_pmf` (steps 1-2 are the geometric sampler inside
+    [CKS20] Algorithm 2).  Attempts are independent, so accepted draws are i.i.d.  ``tests/test_noise.py``
+    compares the sampler with the pmf (G-tests at scales from 0.25 to about 10^5) and
+    ``tests/test_float_safety.py`` runs it on a generator whose float samplers raise.
 
     Extreme scales (:func:`scale_fraction`): below ``2^-9`` the scale is rounded up (more noise; the
     guarantee of ``sigma`` holds); above :data:`MAX_SCALE` a :class:`ParameterError` says the epsilon is too
@@ -307,20 +308,36 @@ def _signed(y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 def _geometric_count(count: int, t: int, rng: np.random.Generator) -> np.ndarray:
     """``count`` i.i.d. ``V``: successes of ``Bernoulli(exp(-1))`` before the first failure, ``P(V >= v) = e^{-v}``.
 
-    One round per value of ``V``, over the entries whose trials all succeeded so far.  Raises a ``RuntimeError``
-    when ``tV`` could leave int64 (``V > 2^62 / t``, probability below ``e^{-512}``, see
-    :func:`fill_discrete_laplace`).
+    Rounds over the entries whose trials all succeeded so far, ``width`` trials per entry and round (1 for many
+    entries, :data:`WIDTH` for fewer than :data:`WIDE_BELOW`; the trials are i.i.d. either way, so the law
+    is the same).  Raises a ``RuntimeError`` when ``tV`` could leave
+    int64 (``V > 2^62 / t``, probability below ``e^{-512}``, see :func:`fill_discrete_laplace`).
     """
-    first = _bernoulli_exp_minus_one(count, rng)
-    v = first.astype(np.int64)
-    active, rounds = np.flatnonzero(first), 1
+    width = WIDTH if count < WIDE_BELOW else 1
+    v = np.zeros(count, dtype=np.int64)
+    active, rounds = np.arange(count), 0
     while len(active):
-        active = active[_bernoulli_exp_minus_one(len(active), rng)]
-        v[active] += 1
-        rounds += 1
+        if width == 1:  # the fastest form for many entries: one trial each
+            active = active[_bernoulli_exp_minus_one(len(active), rng)]
+            v[active] += 1
+        else:
+            trials = _bernoulli_exp_minus_one(len(active) * width, rng).reshape(len(active), width)
+            np.logical_and.accumulate(trials, axis=1, out=trials)  # the leading successes
+            v[active] += trials.sum(axis=1)
+            active = active[trials[:, -1]]
+        rounds += width
         if len(active) and rounds > _INT62 // t:
             raise RuntimeError("internal error: a geometric draw left the int64 range (probability < e^-512)")
     return v
+
+
+#: Below this many entries, :func:`_geometric_count` and :func:`_bernoulli_exp_ratio` draw :data:`WIDTH` trials
+#: per entry and round: fewer rounds, hence fewer numpy calls, whose fixed cost dominates for a few entries (a
+#: mechanism's small levels, the privacy audit's many small runs); above it one trial per round is cheaper.
+WIDE_BELOW = 1024
+WIDTH = 6
+#: Below this many draws :func:`_bernoulli_exp_minus_one` reads the trials off ``R`` by one binary search.
+SMALL_COUNT = 256
 
 
 _INT62 = 2 ** 62
@@ -340,11 +357,11 @@ def _bernoulli_exp_minus_one(count: int, rng: np.random.Generator, levels: int =
     ``R`` uniform on ``{0, ..., L! - 1}``: ``K > k`` iff ``R < L!/k!`` (an integer, so the event has probability
     ``1/k!`` exactly, and the events are nested as the trials' are), so ``K = 2 + #{2 <= k <= L : R < L!/k!}``
     unless ``R = 0`` (``K > L``, probability ``1/L!``); those entries go on with ``A_k = [integers(0, k) = 0]``
-    for ``k = L + 1, ...``.  The first trials are read off ``R`` by comparisons, the deeper ones (below
-    ``L!/5!``) by a binary search.
+    for ``k = L + 1, ...``.  The first trials are read off ``R`` by comparisons (up to ``k = 5``, or ``k = 2``
+    for fewer than :data:`SMALL_COUNT` entries), the deeper ones by a binary search.
     """
     ratios = _factorial_ratios(levels)  # L!/k! for k = 1, ..., L (decreasing), L >= 2
-    compared = min(_COMPARED_LEVELS, levels)
+    compared = min(_COMPARED_LEVELS, levels) if count >= SMALL_COUNT else 2
     r = _uniform_below(int(ratios[0]), count, rng)
     passed = (r < ratios[1]).view(np.uint8)  # #{2 <= k <= compared : K > k} (k = 1 always passes: R < L!)
     for ratio in ratios[2:compared]:
@@ -373,6 +390,8 @@ def _bernoulli_exp_ratio(u: np.ndarray, t: int, rng: np.random.Generator) -> np.
     ``t k``, so no overflow); the result is ``[K odd]`` for the first failure ``K``.  One round per ``k``, over
     the entries whose trials all succeeded so far (``P(K > k) <= 1/k!``).
     """
+    if len(u) < WIDE_BELOW:
+        return _bernoulli_exp_ratio_wide(u, t, rng)
     result = _uniform_below(t, len(u), rng) >= u  # K = 1 (odd: 1) where A_1 fails
     active, k = np.flatnonzero(~result), 2  # A_1 succeeded: K >= 2
     numerator = u[active]
@@ -382,6 +401,40 @@ def _bernoulli_exp_ratio(u: np.ndarray, t: int, rng: np.random.Generator) -> np.
         hit = hit[_uniform_below(t, len(hit), rng) < numerator[hit]]
         active, numerator, k = active[hit], numerator[hit], k + 1
     return result
+
+
+def _bernoulli_exp_ratio_wide(u: np.ndarray, t: int, rng: np.random.Generator) -> np.ndarray:
+    """:func:`_bernoulli_exp_ratio` with :data:`WIDTH` trials ``A_k, ..., A_{k+WIDTH-1}`` per entry and round, for
+    fewer than :data:`WIDE_BELOW` entries.
+
+    ``A_j = [I_j = 0] and [W_j < u]`` with independent ``I_j`` uniform below ``j`` and ``W_j`` uniform below ``t``.
+    The leading run of ``[I_j = 0]`` comes from one ``R`` uniform below ``P = k (k+1) ... (k+WIDTH-1)``: it is at
+    least ``r`` iff ``R < P / (k ... (k+r-1))`` (probability ``1 / (k ... (k+r-1))`` exactly, nested as the trials'
+    events are), as in :func:`_bernoulli_exp_minus_one`; the leading run of ``[W_j < u]`` from ``WIDTH`` draws.
+    The first failure is at ``k`` plus the shorter of the two runs.
+    """
+    result = np.empty(len(u), dtype=bool)
+    active, numerator, k = np.arange(len(u)), u, 1
+    while len(active):
+        m = len(active)
+        cuts = _rising_cuts(k)  # P / (k ... (k+r-1)) for r = 0, ..., WIDTH (decreasing, the last is 1)
+        r = rng.integers(0, cuts[0], size=(m, 1), dtype=np.int64)
+        zeros = (r < cuts[1:]).sum(axis=1)  # leading run of [I_j = 0]
+        below = _uniform_below(t, m * WIDTH, rng).reshape(m, WIDTH) < numerator[:, None]
+        np.logical_and.accumulate(below, axis=1, out=below)
+        passed = np.minimum(zeros, below.sum(axis=1))  # leading successes: K = k + passed when passed < WIDTH
+        done = passed < WIDTH
+        result[active[done]] = (k + passed[done]) % 2 == 1
+        active, numerator, k = active[~done], numerator[~done], k + WIDTH
+    return result
+
+
+@functools.cache
+def _rising_cuts(k: int) -> np.ndarray:
+    """``P / (k (k+1) ... (k+r-1))`` for ``r = 0, ..., WIDTH`` with ``P = k (k+1) ... (k+WIDTH-1)`` (int64; ``k``
+    stays far below the 1500 or so where ``P`` would pass 2^63: ``P(K > k) <= 1/k!``)."""
+    product = math.prod(range(k, k + WIDTH))
+    return np.array([product // math.prod(range(k, k + r)) for r in range(WIDTH + 1)], dtype=np.int64)
 
 
 def _uniform_below(bound: int, count: int, rng: np.random.Generator) -> np.ndarray:

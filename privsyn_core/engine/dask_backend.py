@@ -11,9 +11,11 @@ Only the count-based mechanisms run here, those registered with their stages
    :class:`CellCounts`; the client adds them up as they arrive (:class:`RunningSum`; the total
    must be ``n``), so worker memory stays bounded by the partition size whatever ``n``;
 4. ``release`` once on the client: noise, consistency, the ledger and the :class:`RowPlan`;
-5. synthetic rows lazily, one Dask partition per block of ``RowPlan.blocks()`` (not per input
+5. synthetic rows lazily, one Dask partition per block of ``RowPlan.pieces()`` (not per input
    partition), each drawn from its own block generator and decoded with the schema, with the
-   global row numbers as index.
+   global row numbers as index.  A block's rows are in uniformly random order and the blocks are laid out in
+   a random order; a block holds a contiguous run of the atoms, so with several blocks the order is not a
+   uniform permutation of all rows (:mod:`privsyn_core.engine.staged`, "Row order").
 
 Because the stages, the block structure and the generators are those of the in-memory run, the
 same data and seed give bit-identical synthetic rows, atoms, weights and ledger.

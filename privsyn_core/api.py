@@ -12,7 +12,7 @@ import pandas as pd
 
 from privsyn_core.data.codec import Codec, stage_params as codec_stage_params
 from privsyn_core.data.domain import Schema, as_frame
-from privsyn_core.engine.pipeline import PublicSize, assemble, check_width, public_size
+from privsyn_core.engine.pipeline import PublicSize, assemble, check_width, public_size, size_params
 from privsyn_core.engine.resources import check_rows
 from privsyn_core.engine.staged import shuffle_rows
 from privsyn_core.errors import DataError, SchemaError
@@ -209,7 +209,7 @@ def _run(spec: MechanismSpec, codec: Codec, unit: np.ndarray, *, epsilon: float,
     start = time.perf_counter()
     stage_params = codec_stage_params(codec)  # public facts of the schema (e.g. category counts)
     out = spec.run(unit, size.mechanism_epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=generator,
-                   size=size.value, **resolved, **stage_params)
+                   size=size.value, **resolved, **stage_params, **size_params(spec, size))
     timings["mechanism"] = time.perf_counter() - start
     timings.update({f"mechanism.{k}": v for k, v in out.timings.items()})
     if out.weights is not None and out.rows is None:

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from privsyn_core.data.domain import Schema
-from privsyn_core.engine.pipeline import assemble, check_width, public_size
+from privsyn_core.engine.pipeline import assemble, check_width, public_size, size_params
 from privsyn_core.engine.staged import CellCounts, RowPlan, Stages, merge_counts
 from privsyn_core.errors import ClusterError, DataError, ParameterError, SchemaError
 from privsyn_core.privacy.noise import resolve_rng
@@ -84,6 +84,7 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
     d = len(schema.names)
     check_width(spec, d)
     size = public_size(spec, params, n, epsilon, neighbouring, public_n, generator)
+    stage_params.update(size_params(spec, size))
     layout = stages.layout(size.value, d, size.mechanism_epsilon, neighbouring, stage_params)
 
     start = time.perf_counter()

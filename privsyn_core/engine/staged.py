@@ -526,6 +526,11 @@ def _compact(counts: np.ndarray) -> np.ndarray:
     return counts
 
 
+#: Key of ``params`` holding the variance of the public count ``n`` when it is a noisy count (the pipeline's
+#: stage, :func:`privsyn_core.engine.pipeline.size_params`); absent otherwise.  A release may combine it with its
+#: own noisy estimates of ``n`` (PMM's root count).
+SIZE_VARIANCE = "size_variance"
+
 #: ``size`` of a run called directly, not through :func:`privsyn_core.synthesize`: the caller treats
 #: ``len(unit)`` as public.  :mod:`privsyn_core.engine.pipeline` always passes the public count (or ``None``).
 EXACT_N = "exact"

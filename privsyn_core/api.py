@@ -224,13 +224,13 @@ def _finish(spec: MechanismSpec, codec: Codec, schema: Schema, out: MechanismOut
     """Steps 3-4 of :mod:`privsyn_core.engine.pipeline`: row order, decoding and the result (the input's encoding
     is not needed any more: the callers drop it first, so it and the decoded table are never held together).
 
-    Row order: a mechanism with a row plan (its stages) has its rows in random order already
-    (:mod:`privsyn_core.engine.staged`, the same on Dask); the rows of every other mechanism are put in a
-    uniformly random order here, in place, with the run's generator
+    Row order: rows drawn through a row plan are in random order already (``out.rows_shuffled``; every staged
+    mechanism, also on Dask, and srw: :mod:`privsyn_core.engine.staged`); the rows of every other mechanism are put
+    in a uniformly random order here, in place, with the run's generator
     (:func:`~privsyn_core.engine.staged.shuffle_rows`), so that no row order carries information about the values.
     """
     rows = out.rows if out.rows is not None else out.unit
-    if spec.stages is None:
+    if not out.rows_shuffled:
         rows = np.require(rows, requirements=["W", "O"])  # never reorder an array the mechanism did not allocate
         shuffle_rows(rows, generator)
         if out.rows is None:

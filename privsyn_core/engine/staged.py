@@ -583,8 +583,9 @@ class Stages:
 
 
 def finish_rows(out: MechanismOutput, plan: RowPlan) -> np.ndarray:
-    """Draw the plan's rows, timing it as ``out.timings["sample"]``."""
+    """Draw the plan's rows (in random order: ``out.rows_shuffled``), timing it as ``out.timings["sample"]``."""
     start = time.perf_counter()
     rows = plan.all_rows()
     out.timings["sample"] = out.timings.get("sample", 0.0) + time.perf_counter() - start
+    out.rows_shuffled = True
     return rows

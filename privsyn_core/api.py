@@ -15,8 +15,9 @@ import pandas as pd
 
 from privsyn_core.data.codec import Codec, stage_params as codec_stage_params
 from privsyn_core.data.domain import Schema, as_frame
-from privsyn_core.engine.pipeline import PublicSize, assemble, check_width, public_size
+from privsyn_core.engine.pipeline import PublicSize, assemble, check_width, public_size, size_params
 from privsyn_core.engine.resources import check_rows
+from privsyn_core.engine.staged import shuffle_rows
 from privsyn_core.errors import DataError, ParameterError, SchemaError
 from privsyn_core.privacy import budget
 from privsyn_core.privacy.noise import RandomLike, resolve_rng
@@ -235,7 +236,8 @@ def _release(request: _Request, schema: Schema, encode: Encoder, rng: RandomLike
         del unit
         return _finish(spec, codec, schema, out, size, epsilon=request.epsilon, neighbouring=request.neighbouring,
                        n_synthetic=request.n_synthetic, seed=seed, resolved=request.resolved, clipped=clipped,
-                       n_records=n_records, timings=timings, left_out=[c for c in columns if c not in schema.names])
+                       n_records=n_records, timings=timings, left_out=[c for c in columns if c not in schema.names],
+                       generator=generator)
 
 
 def _encode_chunks(codec: Codec, chunks: Iterable[pd.DataFrame],
@@ -278,7 +280,7 @@ def _run(spec: MechanismSpec, codec: Codec, unit: np.ndarray, *, epsilon: float,
     start = time.perf_counter()
     stage_params = codec_stage_params(codec)  # public facts of the schema (e.g. category counts)
     out = spec.run(unit, size.mechanism_epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=generator,
-                   size=size.value, **resolved, **stage_params)
+                   size=size.value, **resolved, **stage_params, **size_params(spec, size))
     timings["mechanism"] = time.perf_counter() - start
     timings.update({f"mechanism.{k}": v for k, v in out.timings.items()})
     if out.weights is not None and out.rows is None:
@@ -288,10 +290,24 @@ def _run(spec: MechanismSpec, codec: Codec, unit: np.ndarray, *, epsilon: float,
 
 def _finish(spec: MechanismSpec, codec: Codec, schema: Schema, out: MechanismOutput, size: PublicSize, *,
             epsilon: float, neighbouring: str, n_synthetic: int | None, seed: int | None, resolved: dict[str, Any],
-            clipped: dict[str, int], n_records: int, timings: dict[str, float], left_out: list[str]) -> SynthResult:
-    """Steps 3-4 of :mod:`privsyn_core.engine.pipeline`: decoding and the result (the input's encoding is not
-    needed any more: the callers drop it first, so it and the decoded table are never held together)."""
+            clipped: dict[str, int], n_records: int, timings: dict[str, float], left_out: list[str],
+            generator: np.random.Generator) -> SynthResult:
+    """Steps 3-4 of :mod:`privsyn_core.engine.pipeline`: row order, decoding and the result (the input's encoding
+    is not needed any more: the callers drop it first, so it and the decoded table are never held together).
+
+    Row order: rows drawn through a row plan are in random order already (``out.rows_shuffled``; every staged
+    mechanism, also on Dask, and srw: :mod:`privsyn_core.engine.staged`); the rows of every other mechanism are put
+    in a uniformly random order here, in place, with the run's generator
+    (:func:`~privsyn_core.engine.staged.shuffle_rows`), so that no row order carries information about the values.
+    """
     rows = out.rows if out.rows is not None else out.unit
+    if not out.rows_shuffled:
+        rows = np.require(rows, requirements=["W", "O"])  # never reorder an array the mechanism did not allocate
+        shuffle_rows(rows, generator)
+        if out.rows is None:
+            out.unit = rows
+        else:
+            out.rows = rows
     start = time.perf_counter()
     synthetic = codec.decode(rows)
     timings["decode"] = time.perf_counter() - start

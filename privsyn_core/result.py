@@ -34,6 +34,10 @@ class MechanismOutput:
     timings : dict
         Seconds per internal stage.
     warnings : list of str
+    rows_shuffled : bool
+        The synthetic rows are in random order already (drawn through a
+        :class:`~privsyn_core.engine.staged.RowPlan`, which shuffles them); else :func:`privsyn_core.synthesize`
+        shuffles them.
     """
 
     unit: np.ndarray
@@ -44,6 +48,7 @@ class MechanismOutput:
     params: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    rows_shuffled: bool = False
 
 
 @dataclass

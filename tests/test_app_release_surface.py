@@ -38,7 +38,7 @@ from privsyn_core.data.datasets import two_blobs
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGES = ["pages/data.py", "pages/synthesize.py", "pages/partitions.py", "pages/tsp.py", "pages/compare.py",
          "pages/tradeoff.py", "pages/over_time.py"]
-SEED = 5  # chosen so that under add_remove no released number equals either exact n (see below)
+SEED = 1  # chosen so that under add_remove no released number equals either exact n (see below)
 N = 317
 CORNER = (0.995, 0.005)  # two_blobs puts no record near this corner
 ONE_COLUMN = {"srw"}

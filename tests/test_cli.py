@@ -137,6 +137,21 @@ def test_bad_input_through_python_m_has_no_traceback(files):
     assert proc.stderr.strip() == "error: epsilon must be finite and > 0, got -1.0"
 
 
+def test_an_epsilon_too_small_for_int64_noise_exits_2_with_one_line(tmp_path):
+    """kd_grid at epsilon 1e-20 (noise scale 2e20): once an OverflowError traceback from the conditional draws of
+    the implicit empty bins; now the noise sampler refuses the scale with a ParameterError (exit 2, one line)."""
+    real, schema = tmp_path / "in.csv", tmp_path / "s.json"
+    pd.DataFrame(np.random.default_rng(0).random((200, 2)), columns=["a", "b"]).to_csv(real, index=False)
+    schema.write_text(json.dumps({"columns": [{"name": c, "kind": "numeric", "lo": 0, "hi": 1} for c in "ab"]}))
+    proc = run_cli("synth", real, tmp_path / "out.csv", "--mechanism", "kd_grid", "--epsilon", "1e-20", "--schema",
+                   schema)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: the discrete Laplace scale 2e+20 exceeds 2^50 (noise beyond int64 counts): the epsilon is too small; "
+        "raise it"]
+    assert not (tmp_path / "out.csv").exists()
+
+
 # -- file safety ----------------------------------------------------------------------------------
 SYNTH = ["--mechanism", "dp_histogram", "--epsilon", "1", "--seed", "3", "--param", "sample=center"]
 

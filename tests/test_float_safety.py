@@ -1,47 +1,184 @@
 """Floating-point exposure is declared truthfully, both ways (issue: reliability and security, item 2).
 
-A mechanism whose spec says ``floating_point_exposure is None`` claims that every noise draw is exact
-integer noise (discrete Laplace as a difference of geometrics).  It must then run to the end on a
-generator whose continuous samplers raise.  A mechanism that declares an exposure must actually draw
-continuous noise (so the app's warning is not stale).  ``random()`` and ``integers()`` stay allowed:
-they are used for post-processing (sampling rows inside released cells) and by the geometric sampler.
-``standard_exponential`` is allowed in one place only, :func:`privsyn_core.privacy.noise.geometric_minus_one`,
-which computes numpy's own geometric draws from it (the same integers bit for bit, tests/test_noise.py).
+Two levels.
+
+1. The sampler.  The count noise functions (:func:`~privsyn_core.privacy.noise.discrete_laplace`,
+   :func:`~privsyn_core.privacy.noise.fill_discrete_laplace`, :func:`~privsyn_core.privacy.noise.discrete_geometric`,
+   and kd_grid's conditional draws for its implicit empty cells,
+   :func:`~privsyn_core.mechanisms.kdtree.kd_empty.conditional_weights`) must run on a generator every one of
+   whose float-valued samplers raises (:data:`FLOAT_SAMPLERS`: all the public methods of
+   ``numpy.random.Generator`` but ``integers``, ``bytes`` and ``spawn``; raw bits come from
+   ``bit_generator.random_raw``).  Detection case: the previous sampler (``ceil(E / L)`` from
+   ``standard_exponential``) and one that calls ``random()`` raise on that generator.
+2. The mechanisms.  A mechanism whose spec says ``floating_point_exposure is None`` claims that its count noise
+   is exact integer noise.  Post-processing (rows drawn uniformly inside released cells, consistency splits)
+   may use ``random()``, so the whole run cannot be forbidden floats.  The two are told apart by *when* the
+   generator is called: :func:`count_noise_scope` wraps the noise functions above, wherever a module imported
+   them (as :func:`privsyn_core.evaluation.audit.scaled_noise` does), and while one of them runs every float
+   sampler raises; outside them only the continuous noise samplers (:data:`CONTINUOUS_SAMPLERS`) raise, as
+   before.  The scope covers every draw made inside the noise functions and nothing else: a mechanism that drew
+   count noise with its own float code outside them would pass level 2 (the continuous samplers are still
+   caught); ``binomial_big`` (the number of kd_grid's implicit empty cells that pass the threshold, a binomial
+   with a float probability) is such a draw and is not covered.  Detection case: with a float-based
+   sampler put in place of the implementation, the declared-safe mechanisms fail.
+   A mechanism that declares an exposure must actually draw continuous noise (so the app's warning is not stale).
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import sys
+from collections.abc import Iterator
+from types import ModuleType
 
 import numpy as np
 import pytest
 
 import privsyn_core as ps
 from privsyn_core.data.datasets import two_blobs
+from privsyn_core.mechanisms.kdtree import kd_empty
+from privsyn_core.privacy import noise
 from privsyn_core.privacy.accounting import ledger_total
-from privsyn_core.privacy.noise import geometric_minus_one
 
 CONTINUOUS_SAMPLERS = ("laplace", "exponential", "standard_exponential", "normal", "standard_normal", "gumbel",
                        "logistic", "standard_cauchy", "standard_t", "gamma", "standard_gamma")
+#: Generator methods that need no float: bounded integers (integer rejection), raw bytes, child generators.
+INTEGER_METHODS = ("integers", "bytes", "spawn")
+#: Every other public method of ``numpy.random.Generator`` (``random``, ``uniform``, ``geometric``, ``binomial``,
+#: ``choice``, ``permutation``, ``shuffle``, every continuous law, ...).
+FLOAT_SAMPLERS = tuple(name for name in dir(np.random.Generator) if not name.startswith("_")
+                       and callable(getattr(np.random.Generator, name)) and name not in INTEGER_METHODS)
+#: The count noise functions of level 2 (module docstring): ``(home module, name)``.
+NOISE_FUNCTIONS = (("noise", "discrete_laplace"), ("noise", "fill_discrete_laplace"), ("noise", "discrete_geometric"),
+                   ("kd_empty", "conditional_weights"))
 
 
 class ContinuousNoiseDrawn(AssertionError):
-    """A continuous sampler was called."""
+    """A float sampler was called where it is forbidden."""
 
 
-def _forbidden(name: str):
+class _Scope:
+    """How many count noise functions are running (level 2 of the module docstring)."""
+
+    depth = 0
+
+
+def _forbidden(name: str, always: bool):
     def sampler(self, *args, **kwargs):
-        if name == "standard_exponential" and sys._getframe(1).f_code is geometric_minus_one.__code__:
-            return np.random.Generator.standard_exponential(self, *args, **kwargs)
-        raise ContinuousNoiseDrawn(name)
+        if always or _Scope.depth or isinstance(self, FloatFreeGenerator):
+            raise ContinuousNoiseDrawn(name)
+        return getattr(np.random.Generator, name)(self, *args, **kwargs)
     return sampler
 
 
-#: A Generator whose continuous samplers raise; ``spawn`` keeps the subclass, so children inherit it.
+#: A Generator whose continuous samplers always raise and whose other float samplers raise inside
+#: :func:`count_noise_scope`; ``spawn`` keeps the subclass, so children inherit it.
 IntegerOnlyGenerator = type("IntegerOnlyGenerator", (np.random.Generator,),
-                            {name: _forbidden(name) for name in CONTINUOUS_SAMPLERS})
+                            {name: _forbidden(name, name in CONTINUOUS_SAMPLERS) for name in FLOAT_SAMPLERS})
+#: A Generator all of whose float samplers raise, always (level 1).
+FloatFreeGenerator = type("FloatFreeGenerator", (IntegerOnlyGenerator,), {})
+
+
+@contextlib.contextmanager
+def count_noise_scope() -> Iterator[None]:
+    """Wrap :data:`NOISE_FUNCTIONS` in :mod:`privsyn_core.privacy.noise` and in every module that imported them by
+    name, so that :class:`IntegerOnlyGenerator` forbids every float sampler while one of them runs."""
+    homes = {"noise": noise, "kd_empty": kd_empty}
+    originals = {name: getattr(homes[home], name) for home, name in NOISE_FUNCTIONS}
+
+    def scoped(function):
+        def wrapper(*args, **kwargs):
+            _Scope.depth += 1
+            try:
+                return function(*args, **kwargs)
+            finally:
+                _Scope.depth -= 1
+        return wrapper
+
+    wrapped = {name: scoped(fn) for name, fn in originals.items()}
+    patched = [(module, name) for module in list(sys.modules.values()) if isinstance(module, ModuleType)
+               for name, fn in originals.items() if vars(module).get(name) is fn]
+    try:
+        for module, name in patched:
+            setattr(module, name, wrapped[name])
+        yield
+    finally:
+        for module, name in patched:
+            setattr(module, name, originals[name])
+
+
+def float_sampler(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False,
+                  clip_at_zero: bool = False) -> None:
+    """The previous implementation (detection case): magnitudes ``ceil(E / L) - 1`` from float exponentials."""
+    rate = -math.log1p(math.expm1(-1.0 / sigma))
+    index = np.arange(len(out))
+    draws = np.zeros(len(out), dtype=np.int64)
+    while len(index):
+        magnitude = (np.ceil(rng.standard_exponential(len(index)) / rate) - 1).astype(np.int64)
+        sign = rng.integers(0, 2, len(index))
+        draws[index] = np.where(sign == 1, -magnitude, magnitude)
+        index = index[(sign == 1) & (magnitude == 0)]
+    out[:] = out + draws if add else draws
+    if clip_at_zero:
+        np.maximum(out, 0, out=out)
+
+
+def uniform_sampler(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False,
+                    clip_at_zero: bool = False) -> None:
+    """A sampler calling ``random()`` (detection case): inverse CDF of the discrete Laplace law in floats."""
+    u = rng.random(len(out))
+    p = math.exp(-1.0 / sigma)
+    magnitude = np.floor(np.log(np.abs(2 * u - 1) * (1 + p) / 2 + (1 - p) / 2) / math.log(p)).astype(np.int64)
+    draws = np.where(u < 0.5, -magnitude, magnitude)
+    out[:] = out + draws if add else draws
+    if clip_at_zero:
+        np.maximum(out, 0, out=out)
+
+
+@pytest.mark.parametrize("sigma", [1e-4, 0.25, 1.0, 1 / 0.3, 1000.0, 1e12])
+def test_the_sampler_draws_no_float(sigma):
+    """Level 1: the noise functions run to the end on a generator whose every float sampler raises, and the
+    draws follow the law of the same seed on an ordinary generator (the forbidding changes nothing)."""
+    draws = noise.discrete_laplace(sigma, 50_000, FloatFreeGenerator(np.random.PCG64(7)))
+    assert np.array_equal(draws, noise.discrete_laplace(sigma, 50_000, np.random.default_rng(7)))
+    counts = np.full(3 * noise.NOISE_CHUNK, 5, dtype=np.int64)
+    noise.fill_discrete_laplace(counts, sigma, FloatFreeGenerator(np.random.PCG64(8)), add=True, clip_at_zero=True)
+    assert counts.min() >= 0
+    assert noise.discrete_geometric(sigma, 1000, FloatFreeGenerator(np.random.PCG64(9))).min() >= 0
+    assert kd_empty.conditional_weights(3, sigma, 1000, FloatFreeGenerator(np.random.PCG64(9))).min() >= 3
+
+
+@pytest.mark.parametrize("sampler", [float_sampler, uniform_sampler])
+def test_the_sampler_check_detects_float_samplers(sampler):
+    """Level 1 detection case: the same check fails on the previous float sampler and on one using random()."""
+    with pytest.raises(ContinuousNoiseDrawn):
+        sampler(np.zeros(1000, dtype=np.int64), 3.0, FloatFreeGenerator(np.random.PCG64(7)))
+
+
+def test_the_forbidding_generators_and_their_children():
+    rng = IntegerOnlyGenerator(np.random.PCG64(1))
+    for generator in (rng, *rng.spawn(2)):
+        assert isinstance(generator, IntegerOnlyGenerator)
+        with pytest.raises(ContinuousNoiseDrawn):
+            generator.laplace(0.0, 1.0)
+        assert 0 <= generator.random() < 1 and generator.geometric(0.5) >= 1  # post-processing outside the scope
+        _Scope.depth += 1  # as inside a count noise function
+        try:
+            with pytest.raises(ContinuousNoiseDrawn):
+                generator.random()
+        finally:
+            _Scope.depth -= 1
+        assert 0 <= generator.integers(0, 10) < 10
+    free = FloatFreeGenerator(np.random.PCG64(2))
+    for name in ("random", "uniform", "geometric", "binomial", "choice", "permutation"):
+        with pytest.raises(ContinuousNoiseDrawn):
+            getattr(free, name)(2)
+    assert {"random", "uniform", "geometric", "normal", "exponential", "shuffle"} <= set(FLOAT_SAMPLERS)
+
 
 PRIVATE = [s for s in ps.list_mechanisms() if s.is_private]
+DECLARED_SAFE = [s for s in PRIVATE if s.floating_point_exposure is None]
 
 
 def _data(spec: ps.MechanismSpec):
@@ -53,16 +190,40 @@ def _data(spec: ps.MechanismSpec):
     return two_blobs(400, d, rng=0), ps.unit_schema(d)
 
 
-def _run(spec: ps.MechanismSpec, params: dict | None = None):
+def _run(spec: ps.MechanismSpec, params: dict | None = None, neighbouring: str = "replace"):
     X, schema = _data(spec)
+    if neighbouring not in spec.neighbouring:
+        neighbouring = spec.neighbouring[0]
     return ps.synthesize(X, spec.name, 1.0, schema=schema, rng=IntegerOnlyGenerator(np.random.PCG64(0)),
-                         **(params or {}))
+                         neighbouring=neighbouring, **(params or {}))
 
 
-@pytest.mark.parametrize("spec", [s for s in PRIVATE if s.floating_point_exposure is None], ids=lambda s: s.name)
-def test_mechanisms_declared_safe_draw_no_continuous_noise(spec):
-    result = _run(spec)
-    assert len(result.data) > 0 and ledger_total(result.ledger) == 1.0
+@pytest.mark.parametrize("neighbouring", ["replace", "add_remove"])
+@pytest.mark.parametrize("spec", DECLARED_SAFE, ids=lambda s: s.name)
+def test_mechanisms_declared_safe_draw_count_noise_without_floats(spec, neighbouring):
+    """Level 2: no continuous sampler anywhere, no float sampler inside the count noise functions (add/remove
+    includes the noisy record count of the pipeline), and the noise functions were called."""
+    calls = []
+    with count_noise_scope():
+        original = noise._fill_discrete_laplace
+
+        def counted(*args, **kwargs):
+            calls.append(1)
+            return original(*args, **kwargs)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(noise, "_fill_discrete_laplace", counted)
+            result = _run(spec, neighbouring=neighbouring)
+    assert len(result.data) > 0 and ledger_total(result.ledger) == 1.0 and calls
+
+
+@pytest.mark.parametrize("sampler", [float_sampler, uniform_sampler])
+@pytest.mark.parametrize("spec", DECLARED_SAFE, ids=lambda s: s.name)
+def test_level_two_detects_a_float_sampler(spec, sampler, monkeypatch):
+    """Level 2 detection case: the implementation replaced by a float sampler (exponential draws, or random()
+    alone, which is allowed outside the noise functions) makes every declared-safe mechanism fail."""
+    monkeypatch.setattr(noise, "_fill_discrete_laplace", sampler)
+    with count_noise_scope(), pytest.raises(ContinuousNoiseDrawn):
+        _run(spec)
 
 
 @pytest.mark.parametrize("spec", [s for s in PRIVATE if s.floating_point_exposure], ids=lambda s: s.name)
@@ -71,16 +232,3 @@ def test_mechanisms_declared_exposed_do_draw_continuous_noise(spec):
     (marginal_tree's tree selection; on 2-3 numeric columns its default releases the joint with psmm instead)."""
     with pytest.raises(ContinuousNoiseDrawn):
         _run(spec, dict(spec.audit.params) if spec.audit is not None else None)
-
-
-def test_the_forbidding_generator_forbids_and_its_children_inherit_it():
-    rng = IntegerOnlyGenerator(np.random.PCG64(1))
-    for generator in (rng, *rng.spawn(2)):
-        with pytest.raises(ContinuousNoiseDrawn):
-            generator.laplace(0.0, 1.0)
-        assert generator.geometric(0.5) >= 1 and 0 <= generator.random() < 1
-        with pytest.raises(ContinuousNoiseDrawn):
-            generator.standard_exponential(3)  # allowed inside geometric_minus_one only
-        draws = np.empty(3, dtype=np.int64)
-        geometric_minus_one(draws, 0.1, generator)
-        assert (draws >= 0).all()

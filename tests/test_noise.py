@@ -1,12 +1,14 @@
 """Noise primitives: exact laws (chi-square / KS at alpha = 1e-6), variances, seeding."""
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 from scipy import stats
 
 from goodness_of_fit import ALPHA, chi_square_pvalue
+from privsyn_core.errors import ParameterError
 from privsyn_core.privacy import noise
 
 
@@ -39,7 +41,7 @@ def test_discrete_laplace_pmf_sums_to_one_and_edge_cases():
     rng = np.random.default_rng(0)
     assert np.all(noise.discrete_laplace(0.0, 100, rng) == 0)
     big = noise.discrete_laplace(1e9, 10, rng)
-    assert big.dtype == np.int64
+    assert big.dtype == np.int64 and np.abs(big).max() > 10 ** 6
     with pytest.raises(ValueError):
         noise.discrete_laplace(-1.0, 3, rng)
     with pytest.raises(ValueError):
@@ -99,13 +101,22 @@ def test_resolve_rng_seeding():
 
 
 def _g_test_pvalue(samples: np.ndarray, sigma: float) -> float:
-    """G-test (likelihood ratio) of integer samples against ``Lap_Z(sigma)``; cells with expected < 5 pooled."""
+    """G-test (likelihood ratio) of integer samples against the exact law ``Lap_Z(sigma)``, binned.
+
+    Cells: ``{0}``, and on each side the integer intervals ``[k_j, k_{j+1})`` with ``k_j`` the distinct values of
+    1 and ``floor(sigma x)`` for ``x = 0.05, 0.10, ..., 10``, or every integer up to ``30 sigma + 5`` when there
+    are at most 200 of them (small scales are tested point by point), then the tails ``[k_last, inf)``.  Masses
+    from the exact tail ``P(Z >= k) = p^k / (1 + p)``; cells with expected count below 5 are pooled.
+    """
+    p = math.exp(-1.0 / sigma)
     half = int(30 * sigma) + 5
-    support = np.arange(-half, half + 1)
-    observed = np.bincount(np.clip(samples, -half - 1, half + 1) + half + 1, minlength=2 * half + 3).astype(float)
-    inner = noise.discrete_laplace_pmf(support, sigma)
-    tail = (1.0 - inner.sum()) / 2
-    expected = np.concatenate([[tail], inner, [tail]]) * len(samples)
+    grid = np.arange(1, half + 1) if half <= 200 else np.floor(sigma * np.arange(1, 201) / 20)
+    edges = np.unique(np.concatenate([[1], grid])).astype(np.int64)  # k_1 = 1
+    tail = np.exp(-edges / sigma) / (1 + p)  # P(Z >= k_j), decreasing
+    side = np.append(tail[:-1] - tail[1:], tail[-1])  # [k_j, k_{j+1}) and [k_last, inf)
+    expected = np.concatenate([side[::-1], [(1 - p) / (1 + p)], side]) * len(samples)
+    cuts = np.concatenate([1 - edges[::-1], edges])  # left ends of the cells after the first
+    observed = np.bincount(np.searchsorted(cuts, samples, side="right"), minlength=len(expected)).astype(float)
     keep = expected >= 5
     obs = np.append(observed[keep], observed[~keep].sum())
     exp = np.append(expected[keep], expected[~keep].sum())
@@ -113,16 +124,20 @@ def _g_test_pvalue(samples: np.ndarray, sigma: float) -> float:
         obs[-2] += obs[-1]
         exp[-2] += exp[-1]
         obs, exp = obs[:-1], exp[:-1]
-    return stats.power_divergence(obs, exp, lambda_="log-likelihood").pvalue
+    return stats.power_divergence(obs, exp * (obs.sum() / exp.sum()), lambda_="log-likelihood").pvalue
 
 
-@pytest.mark.parametrize("sigma", [0.25, 1.0, 3.0, 50.0])
-def test_fast_sampler_matches_the_pmf_g_test(sigma):
-    """The sign-and-magnitude sampler with rejection (noise.fill_discrete_laplace) against the exact pmf.
+#: Scales of the G-tests: small (about half the attempts rejected), integer (t = 1 and t = 1000), the
+#: non-dyadic 1/0.3 (the float 7505999378950827 / 2^51), a large one and a dyadic fraction.
+G_SCALES = [0.25, 1.0, 1 / 0.3, 50.0, 1000.0, 123456.789]
 
-    10^6 draws per scale, G-test at ALPHA = 1e-6 (false-failure rate 1e-6 per scale); at sigma = 0.25 about
-    49% of the pairs are rejected and redrawn, at 50 about 1%, so both regimes of the rejection loop are
-    covered.  The chunked, in-place variant (``add=True`` into counts) is tested on the same draws' law.
+
+@pytest.mark.parametrize("sigma", G_SCALES)
+def test_sampler_matches_the_pmf_g_test(sigma):
+    """The integer-only sampler (CKS20 Algorithms 1-2, noise.fill_discrete_laplace) against the exact pmf.
+
+    10^6 draws per scale, G-test at ALPHA = 1e-6: a false failure with probability 1e-6 per scale (per
+    assertion).  The chunked, in-place variant (``add=True`` into counts) is tested on its own draws.
     """
     z = noise.discrete_laplace(sigma, 1_000_000, np.random.default_rng(2024))
     assert z.dtype == np.int64
@@ -134,10 +149,89 @@ def test_fast_sampler_matches_the_pmf_g_test(sigma):
     assert p > ALPHA, f"G-test p={p:.2e} < {ALPHA}: added noise does not follow Lap_Z({sigma})"
 
 
-def test_fast_sampler_g_test_detects_a_wrong_scale():
-    """Paired detection case: the same test rejects Lap_Z(1.1 sigma) draws tested as Lap_Z(sigma)."""
-    z = noise.discrete_laplace(1.1 * 3.0, 1_000_000, np.random.default_rng(5))
+@pytest.mark.parametrize("sigma", [0.25, 1 / 0.3, 1000.0])
+def test_small_calls_match_the_pmf_g_test(sigma):
+    """Calls of fewer than SMALL_COUNT draws take the few-entries forms (several Bernoulli(e^-1) trials per entry
+    and round, a binary search for the trials): 4000 calls of 1 to 249 draws from one generator, concatenated
+    (about 5 * 10^5 draws), G-test at ALPHA = 1e-6 (false-failure rate 1e-6 per scale)."""
+    rng = np.random.default_rng(77)
+    sizes = 1 + np.arange(4000) % (noise.SMALL_COUNT - 7)
+    z = np.concatenate([noise.discrete_laplace(sigma, int(size), rng) for size in sizes])
+    p = _g_test_pvalue(z, sigma)
+    assert p > ALPHA, f"G-test p={p:.2e} < {ALPHA}: small calls do not follow Lap_Z({sigma})"
+
+
+@pytest.mark.parametrize(("drawn", "tested"), [(1.1 * 3.0, 3.0), (1.02 * 1000.0, 1000.0)])
+def test_g_test_detects_a_wrong_scale(drawn, tested):
+    """Paired detection case: the same test rejects Lap_Z(1.1 * 3) and Lap_Z(1.02 * 1000) draws tested as
+    Lap_Z(3) and Lap_Z(1000) (the binned large-scale form included)."""
+    z = noise.discrete_laplace(drawn, 1_000_000, np.random.default_rng(5))
+    assert _g_test_pvalue(z, tested) < ALPHA
+
+
+def test_g_test_detects_rounded_continuous_laplace():
+    """Detection case: ``round(Lap(3))`` (continuous noise rounded, P(0) = 1 - e^{-1/6} = 0.154 instead of
+    (1-p)/(1+p) = 0.165) fails the same test."""
+    z = np.rint(np.random.default_rng(6).laplace(0.0, 3.0, 1_000_000)).astype(np.int64)
     assert _g_test_pvalue(z, 3.0) < ALPHA
+
+
+@pytest.mark.parametrize("sigma", [0.25, 1 / 0.3, 1000.0])
+def test_discrete_geometric_matches_its_pmf(sigma):
+    """``discrete_geometric`` (the magnitude of the sampler) against ``P(G = g) = (1 - p) p^g``: chi-square at
+    ALPHA (false-failure rate 1e-6), on 10^6 draws, point by point up to 40 sigma + 5 and the tail pooled."""
+    g = noise.discrete_geometric(sigma, 1_000_000, np.random.default_rng(31))
+    p = math.exp(-1.0 / sigma)
+    support = np.arange(0, int(40 * sigma) + 6)
+    pvalue = chi_square_pvalue(g, lambda k: (1 - p) * p ** k.astype(float), support)
+    assert pvalue > ALPHA, f"chi-square p={pvalue:.2e}: discrete_geometric({sigma}) is not geometric"
+
+
+@pytest.mark.parametrize("levels", [2, 3, 12])
+def test_bernoulli_exp_minus_one(levels):
+    """``Bernoulli(e^-1)`` from one uniform integer below ``L!`` with the continuation past ``L`` trials: at
+    ``L = 2`` and 3 the continuation runs for a sixth and a 24th of the draws.  Two-sided z-test of the mean over
+    2 * 10^6 draws at |z| < 4.892 (ALPHA = 1e-6 under the normal approximation of the binomial)."""
+    draws = noise._bernoulli_exp_minus_one(2_000_000, np.random.default_rng(levels), levels)
+    q = math.exp(-1.0)
+    z = (draws.mean() - q) / math.sqrt(q * (1 - q) / len(draws))
+    assert abs(z) < stats.norm.isf(ALPHA / 2)
+
+
+def test_bernoulli_exp_ratio():
+    """``Bernoulli(exp(-u/t))`` for all ``u < t = 7`` at once: each mean within the z bound of ALPHA / 7 (a
+    Bonferroni split, so the test fails falsely with probability at most 1e-6)."""
+    t, reps = 7, 300_000
+    u = np.repeat(np.arange(t), reps).astype(np.uint32)
+    means = noise._bernoulli_exp_ratio(u, t, np.random.default_rng(17)).reshape(t, reps).mean(axis=1)
+    q = np.exp(-np.arange(1, t) / t)
+    z = (means[1:] - q) / np.sqrt(q * (1 - q) / reps)
+    assert means[0] == 1.0 and np.all(np.abs(z) < stats.norm.isf(ALPHA / 2 / t))
+
+
+def test_scale_fraction_exact_rounded_up_and_refused():
+    """A float scale is sampled exactly as its dyadic fraction; a scale below 2^-9 is rounded up to a
+    denominator of 2^62 (more noise); a scale above 2^50 is refused with a one-line ParameterError."""
+    assert noise.scale_fraction(1 / 0.3) == (7505999378950827, 2 ** 51)
+    assert noise.scale_fraction(1000.0) == (1000, 1)
+    assert noise.scale_fraction(0.25) == (1, 4)
+    t, s = noise.scale_fraction(1e-4)
+    assert s == 2 ** 62 and Fraction(t, s) >= Fraction(1e-4) and Fraction(t - 1, s) < Fraction(1e-4)
+    assert noise.scale_fraction(2.0 ** -70) == (1, 2 ** 62)
+    assert np.all(noise.discrete_laplace(1e-4, 1000, np.random.default_rng(0)) == 0)
+    assert noise.scale_fraction(noise.MAX_SCALE) == (2 ** 50, 1)
+    with pytest.raises(ParameterError, match="epsilon is too small"):
+        noise.discrete_laplace(2.0 ** 51, 3, np.random.default_rng(0))
+    with pytest.raises(ParameterError, match="epsilon is too small"):
+        noise.discrete_geometric(1e20, 3, np.random.default_rng(0))
+
+
+def test_int64_guard_raises_instead_of_wrapping(monkeypatch):
+    """``tV`` must not wrap around: with the Bernoulli(e^-1) trials forced to succeed, V grows until
+    ``2^62 / t`` and the sampler raises instead (an event of probability below e^-512 with real trials)."""
+    monkeypatch.setattr(noise, "_bernoulli_exp_minus_one", lambda count, rng: np.ones(count, dtype=bool))
+    with pytest.raises(RuntimeError, match="int64"):
+        noise.discrete_laplace(2.0 ** 50, 3, np.random.default_rng(0))
 
 
 def test_discrete_laplace_shapes_and_array_scales():
@@ -159,20 +253,3 @@ def test_fill_clip_at_zero_is_the_clamped_sum_of_the_same_draws(sigma):
     noise.fill_discrete_laplace(clamped, sigma, np.random.default_rng(8), add=True, clip_at_zero=True)
     assert np.array_equal(clamped, np.maximum(plain, 0))
     assert sigma == 0.0 or (plain < 0).any()  # the clamp had something to do
-
-
-@pytest.mark.parametrize("sigma", [1e-3, 0.25, 2.0, 2.5, 7.5, 300.0, 1e9, 1e15])
-def test_geometric_minus_one_gives_numpy_geometric_draws_bit_for_bit(sigma):
-    """The discrete Laplace magnitudes come from ``geometric_minus_one``, which must give exactly the integers of
-    ``Generator.geometric(p) - 1`` from the same stream (deterministic): on both sides of numpy's switch from
-    its search to its inversion algorithm (p = 1/3: sigma = 2.0 and 0.25 search, 2.5 and up invert), and
-    beyond the inversion path's bound (sigma = 1e15 calls ``geometric`` itself), and at success probability 1
-    (sigma = 1e-3: ``log1p(-1)`` must not be taken).  The law of the draws is
-    covered by the G-tests above (sigma = 3 and 50 take the inversion path)."""
-    success = -np.expm1(-1.0 / sigma)
-    ours = np.empty(200_000, dtype=np.int64)
-    generator = np.random.default_rng(11)
-    noise.geometric_minus_one(ours, success, generator)
-    reference = np.random.default_rng(11)
-    assert np.array_equal(ours, reference.geometric(success, len(ours)) - 1)
-    assert generator.random() == reference.random()  # the same amount of the stream was used

@@ -11,9 +11,11 @@ Only the count-based mechanisms run here, those registered with their stages
    :class:`CellCounts`; the client adds them up as they arrive (:class:`RunningSum`; the total
    must be ``n``), so worker memory stays bounded by the partition size whatever ``n``;
 4. ``release`` once on the client: noise, consistency, the ledger and the :class:`RowPlan`;
-5. synthetic rows lazily, one Dask partition per block of ``RowPlan.blocks()`` (not per input
+5. synthetic rows lazily, one Dask partition per block of ``RowPlan.pieces()`` (not per input
    partition), each drawn from its own block generator and decoded with the schema, with the
-   global row numbers as index.
+   global row numbers as index.  A block's rows are in uniformly random order and the blocks are laid out in
+   a random order; a block holds a contiguous run of the atoms, so with several blocks the order is not a
+   uniform permutation of all rows (:mod:`privsyn_core.engine.staged`, "Row order").
 
 Because the stages, the block structure and the generators are those of the in-memory run, the
 same data and seed give bit-identical synthetic rows, atoms, weights and ledger.
@@ -40,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from privsyn_core.data.domain import Schema
-from privsyn_core.engine.pipeline import assemble, check_width, public_size
+from privsyn_core.engine.pipeline import assemble, check_width, public_size, size_params
 from privsyn_core.engine.staged import CellCounts, RowPlan, Stages, merge_counts
 from privsyn_core.errors import ClusterError, DataError, ParameterError, SchemaError
 from privsyn_core.privacy.noise import resolve_rng
@@ -89,6 +91,7 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
     check_width(spec, d)
     with (before_noise or (lambda _: nullcontext()))(schema):
         size = public_size(spec, params, n, epsilon, neighbouring, public_n, generator)
+        stage_params.update(size_params(spec, size))
         layout = stages.layout(size.value, d, size.mechanism_epsilon, neighbouring, stage_params)
 
         start = time.perf_counter()

@@ -30,9 +30,10 @@ import numpy as np
 import pandas as pd
 
 from privsyn_core.data.domain import Schema
+from privsyn_core.engine.staged import SIZE_VARIANCE
 from privsyn_core.errors import ParameterError
 from privsyn_core.privacy.accounting import Ledger, ledger_total
-from privsyn_core.privacy.noise import discrete_laplace
+from privsyn_core.privacy.noise import discrete_laplace, discrete_laplace_variance
 from privsyn_core.registry import MechanismSpec
 from privsyn_core.result import MechanismOutput, SynthResult
 
@@ -56,12 +57,17 @@ class PublicSize:
         The noisy count's stage (empty unless ``source == "noisy"``).
     mechanism_epsilon : float
         What is left for the mechanism; ``fsum(ledger) + mechanism_epsilon == epsilon`` exactly.
+    variance : float or None
+        For a noisy count, the variance of its noise (public: a function of its scale,
+        :func:`~privsyn_core.privacy.noise.discrete_laplace_variance`), so that a mechanism can weigh it against
+        its own estimates of ``n`` (:data:`privsyn_core.engine.staged.SIZE_VARIANCE`); else ``None``.
     """
 
     value: int | None
     source: str
     ledger: Ledger
     mechanism_epsilon: float
+    variance: float | None = None
 
 
 def public_size(spec: MechanismSpec, params: dict[str, Any], n: int, epsilon: float, neighbouring: str,
@@ -78,7 +84,16 @@ def public_size(spec: MechanismSpec, params: dict[str, Any], n: int, epsilon: fl
     noisy = max(1, n + int(discrete_laplace(1.0 / size_epsilon, size=1, rng=rng)[0]))
     stage = (f"record count n (add/remove: n is private), discrete Laplace scale 1/epsilon_n, "
              f"{SIZE_SHARE:.0%} of epsilon", size_epsilon)
-    return PublicSize(noisy, "noisy", [stage], mechanism_epsilon)
+    return PublicSize(noisy, "noisy", [stage], mechanism_epsilon, discrete_laplace_variance(1.0 / size_epsilon))
+
+
+def size_params(spec: MechanismSpec, size: PublicSize) -> dict[str, Any]:
+    """What a staged mechanism's stages get besides its parameters about the public count: the variance of a
+    noisy count (:data:`~privsyn_core.engine.staged.SIZE_VARIANCE`); nothing for a mechanism without stages or a
+    count that is not noisy."""
+    if spec.stages is None or size.variance is None:
+        return {}
+    return {SIZE_VARIANCE: size.variance}
 
 
 def check_width(spec: MechanismSpec, d: int) -> None:

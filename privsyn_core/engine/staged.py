@@ -21,8 +21,18 @@ over partitions, so both paths give the same release for the same data and seed 
 Synthetic rows come from a :class:`RowPlan`: released atoms with integer row counts, in a fixed order.
 The rows are cut into blocks of at most :data:`ROW_BLOCK` rows; one block uses the plan's generator,
 several blocks use ``rng.spawn(n_blocks)`` children, one per block, so that every block (a Dask
-partition) can produce its rows alone.  Rows are shuffled within their block only.  Everything in a
-plan is released output: generating rows is post-processing.
+partition) can produce its rows alone.  Everything in a plan is released output: generating rows is
+post-processing.
+
+Row order.  The rows of a block are in a uniformly random order (:func:`shuffle_rows`, or labels shuffled
+before the rows are drawn), and with several blocks the blocks are laid out in a uniformly random order
+(:meth:`RowPlan.pieces`, from the plan's generator).  So a release of at most :data:`ROW_BLOCK` rows is a
+uniformly random permutation and its row order carries no information about the values.  With several blocks
+(more than ``ROW_BLOCK`` rows) each block still holds a contiguous run of the atoms (in their canonical order):
+which rows share a block says which atoms they are near; assigning the rows to the blocks at random would need
+a split of every atom's count between the blocks (a multivariate hypergeometric draw per atom, on the client)
+and is not done.  Both paths (in memory and Dask) use the same blocks in the same order, so they give the same
+rows.
 """
 
 from __future__ import annotations
@@ -177,9 +187,10 @@ class RowPlan:
     * ``"jitter"``: ``points[i] + (U - 0.5) / bins``, uniform in the grid cell of side ``1/bins``
       centred at ``points[i]`` (``srw``'s rows).
 
-    ``shuffle`` permutes the rows of each block uniformly at random (:func:`shuffled_piles`), so row
-    order does not reveal the atom order.  Rows are computed column by column in a chunk-sized scratch
-    column (in the CPU caches) and copied into the ``(rows, d)`` output.
+    ``shuffle`` permutes the rows of each block uniformly at random (:func:`shuffled_piles`, or
+    :func:`shuffle_rows` for a ``"leaf"`` plan), so row order does not reveal the atom order; ``False`` only for
+    plans whose rows are i.i.d. draws already (exchangeable).  Rows are computed column by column in a
+    chunk-sized scratch column (in the CPU caches) and copied into the ``(rows, d)`` output.
     """
 
     mode: str
@@ -227,7 +238,9 @@ class RowPlan:
     def pieces(self) -> list[tuple[int, int, RowPlan]]:
         """``(start, stop, piece)`` of every block, each piece drawing from its block generator.
 
-        The atoms of all block edges are located in one pass over the counts (:meth:`_locate`).
+        The atoms of all block edges are located in one pass over the counts (:meth:`_locate`).  With several
+        blocks, the blocks are laid out in a uniformly random order (a permutation from the plan's generator):
+        ``(start, stop)`` is where a block's rows go in the output, not where its atoms are.
         """
         blocks = self.blocks()
         rows = [start for start, stop in blocks if stop > start] + [stop - 1 for start, stop in blocks if stop > start]
@@ -235,8 +248,12 @@ class RowPlan:
         if rows:
             located = zip(*self._locate(np.array(rows, dtype=np.int64)), strict=True)
             found = dict(zip(rows, located, strict=True))
-        return [(start, stop, self._piece(start, stop, rng, found.get(start), found.get(stop - 1)))
-                for (start, stop), rng in zip(blocks, self.block_generators(), strict=True)]
+        pieces = [self._piece(start, stop, rng, found.get(start), found.get(stop - 1))
+                  for (start, stop), rng in zip(blocks, self.block_generators(), strict=True)]
+        if len(pieces) > 1:
+            pieces = [pieces[i] for i in self.rng.permutation(len(pieces))]
+        ends = np.cumsum([piece.total for piece in pieces]).tolist()
+        return [(stop - piece.total, stop, piece) for piece, stop in zip(pieces, ends, strict=True)]
 
     def piece(self, start: int, stop: int, rng: np.random.Generator) -> RowPlan:
         """The plan of rows ``[start, stop)`` alone (only the atoms they use), drawing from ``rng``."""
@@ -303,6 +320,8 @@ class RowPlan:
         tables: list[tuple[np.ndarray, ...]] = [() for _ in range(d)]
         if self.mode == "leaf":
             self._fill_leaves(out)
+            if self.shuffle:
+                shuffle_rows(out, rng)
             return out
         if self.mode == "cube":
             self._fill(out, None, tables)
@@ -420,6 +439,22 @@ def _required(value: _T | None, mode: str, name: str) -> _T:
     return value
 
 
+def shuffle_rows(rows: np.ndarray, rng: np.random.Generator) -> None:
+    """Put the rows of the ``(n, d)`` array ``rows`` in a uniformly random order, in place.
+
+    One uniform permutation of the row numbers (Fisher-Yates, ``Generator.shuffle`` of an int32 or int64
+    ``arange``), applied by one gather of whole rows: the extra memory is the permutation and one copy of
+    ``rows`` while it is gathered (a block of at most :data:`ROW_BLOCK` rows for a row plan); gathering column by
+    column would hold one column only but measured 2-4 times slower (10^6 rows, d = 2 and 8).  Every row order
+    of the output goes through here or through :func:`shuffled_piles` (the rows of a mechanism without a row
+    plan: :func:`privsyn_core.api.synthesize`).
+    """
+    n = len(rows)
+    order: np.ndarray = np.arange(n, dtype=np.int32 if n < 2 ** 31 else np.int64)
+    rng.shuffle(order)
+    rows[:] = np.take(rows, order, axis=0)
+
+
 def _run_labels(counts: np.ndarray, total: int) -> np.ndarray:
     """``numpy.repeat(arange(len(counts)), counts)`` (int32 when it fits) as a cumulative sum of steps at the
     runs' first rows: a few passes over the rows instead of a per-atom copy loop."""
@@ -492,6 +527,11 @@ def _compact(counts: np.ndarray) -> np.ndarray:
     return counts
 
 
+#: Key of ``params`` holding the variance of the public count ``n`` when it is a noisy count (the pipeline's
+#: stage, :func:`privsyn_core.engine.pipeline.size_params`); absent otherwise.  A release may combine it with its
+#: own noisy estimates of ``n`` (PMM's root count).
+SIZE_VARIANCE = "size_variance"
+
 #: ``size`` of a run called directly, not through :func:`privsyn_core.synthesize`: the caller treats
 #: ``len(unit)`` as public.  :mod:`privsyn_core.engine.pipeline` always passes the public count (or ``None``).
 EXACT_N = "exact"
@@ -543,8 +583,9 @@ class Stages:
 
 
 def finish_rows(out: MechanismOutput, plan: RowPlan) -> np.ndarray:
-    """Draw the plan's rows, timing it as ``out.timings["sample"]``."""
+    """Draw the plan's rows (in random order: ``out.rows_shuffled``), timing it as ``out.timings["sample"]``."""
     start = time.perf_counter()
     rows = plan.all_rows()
     out.timings["sample"] = out.timings.get("sample", 0.0) + time.perf_counter() - start
+    out.rows_shuffled = True
     return rows

@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from privsyn_core.engine.pipeline import public_size
+from privsyn_core.engine.pipeline import public_size, size_params
 from privsyn_core.errors import ParameterError
 from privsyn_core.mechanisms.random_walks import walks
 from privsyn_core.privacy import noise
@@ -515,7 +515,7 @@ def _release(spec: MechanismSpec, data: np.ndarray, epsilon: float, relation: st
     one, so the audited release includes that stage), then the mechanism on the rest of epsilon."""
     size = public_size(spec, params, len(data), epsilon, relation, None, rng)
     out = spec.run(data, size.mechanism_epsilon, neighbouring=relation, n_synthetic=None, rng=rng, size=size.value,
-                   **params)
+                   **params, **size_params(spec, size))
     out.ledger = [*size.ledger, *out.ledger]
     return out
 

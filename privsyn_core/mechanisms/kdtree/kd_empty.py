@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from privsyn_core.errors import ParameterError
-from privsyn_core.privacy.noise import binomial_big, discrete_laplace
+from privsyn_core.privacy.noise import binomial_big, discrete_geometric, discrete_laplace
 
 #: Id spaces up to this size are enumerated (``np.setdiff1d``); larger ones use rejection sampling.
 ENUMERATE_LIMIT = 4_000_000
@@ -54,10 +54,11 @@ def conditional_weights(threshold: int, scale: float, size: int, rng: np.random.
     r"""Draws of ``Lap_Z(b)`` conditioned on ``>= T`` (``T >= 1``): ``T + Geometric_0(1 - p)``.
 
     The discrete counterpart of Algorithm 5's ``ConditionalLap(2/ε, t) = t + Exp(2/ε)``:
-    for ``z >= T``, ``P(η = z | η >= T) = (1 - p) p^{z - T}``.
+    for ``z >= T``, ``P(η = z | η >= T) = (1 - p) p^{z - T}``.  The geometric part is drawn with integer
+    arithmetic only (:func:`~privsyn_core.privacy.noise.discrete_geometric`, Canonne, Kamath, Steinke, NeurIPS
+    2020, Algorithm 2 without its sign).
     """
-    success = -math.expm1(-1.0 / scale)
-    return threshold + rng.geometric(success, size).astype(np.int64) - 1
+    return threshold + discrete_geometric(scale, size, rng)
 
 
 def sample_ids_excluding(space: int, excluded: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:

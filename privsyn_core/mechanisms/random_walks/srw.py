@@ -240,7 +240,7 @@ def release_on_grid(unit: np.ndarray, cal: Calibration, folding: Folding, *, n_s
                                     neighbouring=neighbouring, scale=scale, rounding=rounding, sample=sample,
                                     timings=timings)
     start = time.perf_counter()
-    out.rows = plan.all_rows()
+    out.rows, out.rows_shuffled = plan.all_rows(), True
     timings["rows"] += time.perf_counter() - start
     return out
 

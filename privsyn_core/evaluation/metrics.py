@@ -168,11 +168,10 @@ def _w1(X: np.ndarray, Y: np.ndarray, weights_x: np.ndarray | None, weights_y: n
         return W1Value(_signed_emd(atoms, diff, metric), "exact_emd")
     if method == "flow":
         return _flow_w1(X, a, Y, b, metric, cells_per_axis, sizes)
-    certifiable = X.shape[1] == 2 and metric != "euclidean" and sizes is not None and math.lcm(*sizes) <= _FLOW_SCALE
-    if method == "certified" or (method == "auto" and certifiable and auto_certified):
+    certifiable = metric != "euclidean" and sizes is not None and math.lcm(*sizes) <= _FLOW_SCALE
+    if method == "certified" or (method == "auto" and certifiable and X.shape[1] == 2 and auto_certified):
         if not certifiable or sizes is None:
-            raise ParameterError("method='certified' needs d = 2, metric 'chebyshev' or 'cityblock' and unweighted "
-                                 "inputs")
+            raise ParameterError("method='certified' needs metric 'chebyshev' or 'cityblock' and unweighted inputs")
         k = cells_per_axis if cells_per_axis is not None else _certified_cells(len(atoms))
         need = certified_bytes(int(np.count_nonzero(diff)), k, CERTIFIED_NEIGHBOURS)
         if need <= CERTIFIED_MAX_BYTES:

@@ -67,6 +67,7 @@ from joblib import Parallel, delayed
 from scipy.spatial import cKDTree
 
 from privsyn_core.errors import ParameterError
+from privsyn_core.evaluation.w1_sparse import TRANSFORM_MAX_PAIRS, sparse_certified_w1
 
 CERTIFIED_CELLS = 150  # default lattice cells per axis of the upper end (10^5 vs 10^5 points: 15-25 s)
 LOWER_REFINEMENT = 2  # the lower end's lattice (cheaper: no atom nodes) has this many times more cells per axis
@@ -92,11 +93,14 @@ def certified_bytes(atoms: int, k: int, neighbours: int) -> int:
 
 def certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric: str, k: int,
                  neighbours: int = CERTIFIED_NEIGHBOURS) -> tuple[float, float]:
-    """Certified ``(lower, upper)`` for W1 between the positive and the negative part of a signed measure in d = 2.
+    """Certified ``(lower, upper)`` for W1 between the positive and the negative part of a signed measure.
+
+    In d = 2 by the lattice method of this module; in other d by
+    :func:`privsyn_core.evaluation.w1_sparse.sparse_certified_w1` (``k`` unused there).
 
     Parameters
     ----------
-    atoms : array (N, 2)
+    atoms : array (N, d)
         Distinct points.
     supply : int array (N,)
         Signed integer masses ``mu - nu`` in units of ``1 / unit``, summing to 0, none zero.
@@ -108,8 +112,14 @@ def certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric: str, 
     neighbours : int
         Direct arcs per atom to its nearest atoms of the other sign (0: through the lattice only).
     """
-    if metric not in ("chebyshev", "cityblock") or atoms.shape[1] != 2:
-        raise ParameterError("method='certified' needs d = 2 and metric 'chebyshev' or 'cityblock'")
+    if metric not in ("chebyshev", "cityblock"):
+        raise ParameterError("method='certified' needs metric 'chebyshev' or 'cityblock'")
+    if atoms.shape[1] != 2:
+        pairs = int(np.count_nonzero(supply > 0)) * int(np.count_nonzero(supply < 0))
+        if metric == "chebyshev" and pairs > TRANSFORM_MAX_PAIRS:
+            raise ParameterError(f"method='certified' in d = {atoms.shape[1]} (chebyshev) visits every pair of "
+                                 f"atoms: {pairs:.3g} pairs exceed the budget of {TRANSFORM_MAX_PAIRS:.3g}")
+        return sparse_certified_w1(atoms, supply, unit, metric)
     scale = 0.5 if metric == "chebyshev" else 1.0
     P = np.c_[atoms[:, 0] + atoms[:, 1], atoms[:, 0] - atoms[:, 1]] if metric == "chebyshev" else atoms
     lo = P.min(axis=0)
@@ -259,7 +269,7 @@ def _lower(P: np.ndarray, lo: np.ndarray, width: float, k: int, supply: np.ndarr
     tails, heads = _lattice_arcs(k)
     flows = _solve(tails, heads, np.ones(len(tails), dtype=np.int64), node_supply)
     grid_value = float(flows.sum()) * step
-    distance = _residual_potentials(tails, heads, flows, lattice)
+    distance = _residual_potentials(tails, heads, flows, lattice, np.ones(len(tails), dtype=np.int64))
     if np.any(np.abs(distance[tails] - distance[heads]) > 1):
         raise RuntimeError("the lattice potentials are not 1-Lipschitz; no certified lower bound")
     phi = -distance * step  # exact integers times the step: 1-Lipschitz for rho on the lattice
@@ -273,16 +283,18 @@ def _lower(P: np.ndarray, lo: np.ndarray, width: float, k: int, supply: np.ndarr
     return max(float(supply @ low), float(supply @ high)), grid_value, quantisation
 
 
-def _residual_potentials(tails: np.ndarray, heads: np.ndarray, flows: np.ndarray, nodes: int) -> np.ndarray:
-    """Shortest-path distances (unit arc costs) from a virtual source in the residual graph of an optimal flow.
+def _residual_potentials(tails: np.ndarray, heads: np.ndarray, flows: np.ndarray, nodes: int,
+                         costs: np.ndarray) -> np.ndarray:
+    """Shortest-path distances from a virtual source (0-cost arcs to every node) in the residual graph of a flow.
 
-    Residual arcs: every arc (uncapacitated) at cost 1, and the reverse of every arc with positive flow at cost -1.
+    Residual arcs: every arc (uncapacitated) at its integer cost, and the reverse of every arc with positive flow
+    at minus its cost.
     Bellman-Ford, one vectorised relaxation of all arcs per round, until nothing changes; the optimal flow has no
     negative residual cycle, so it stops within ``nodes`` rounds.
     """
     used = flows > 0
     rt, rh = np.r_[tails, heads[used]], np.r_[heads, tails[used]]
-    rc = np.r_[np.ones(len(tails), dtype=np.int64), -np.ones(int(used.sum()), dtype=np.int64)]
+    rc = np.r_[costs, -costs[used]]
     order = np.argsort(rh, kind="stable")
     rt, rh, rc = rt[order], rh[order], rc[order]
     starts = np.flatnonzero(np.r_[True, rh[1:] != rh[:-1]])

@@ -52,7 +52,7 @@ from privsyn_core.reporting.report import theoretical_rate
 
 DATASETS = {"uniform": datasets.uniform_cube, "two_blobs": datasets.two_blobs}
 W1_BUDGET = 16_000_000  # cost-matrix entries: exact W1 up to 4000 x 4000 rows
-KEPT_SECTIONS = ("kd-timings", "w1-timings")  # written by bench_kd.py / bench_metrics.py --doc
+KEPT_SECTIONS = ("kd-timings", "w1-timings")  # of an earlier report; bench_kd/bench_metrics --table write docs/tables
 RATE_TEXT = {
     "pmm": "E W1 ~ (eps n)^(-1/d) for d >= 2, log^2(eps n)/(eps n) for d = 1 [004, Cor 4.4]",
     "psmm": "E W1 ~ (eps n)^(-1/2) (d=1), log(eps n)(eps n)^(-1/2) (d=2), (eps n)^(-1/d) (d>=3) [004, Cor 3.7]",

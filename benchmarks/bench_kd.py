@@ -2,14 +2,14 @@
 
 Usage::
 
-    python -m benchmarks.bench_kd [--repeats 3] [--doc docs/reproduction.md]
+    python -m benchmarks.bench_kd [--repeats 3] [--table]
 
 * ``kd_adaptive`` at d = 5 (h = 15, h_max = 20) and ``kd_grid`` at d = 10 (w = 1/16, i.e. 16^10 = 2^40 bins, almost
   all empty and handled implicitly), n = 10^6 rows of ``balog_mixture(d, N=10**6)``, eps = 1, ``n_synthetic = 1``.
 * Reported: best of ``--repeats`` wall times of ``ps.synthesize`` end to end and of the mechanism stage alone.
 
 The MMD comparison with Balog's numbers is ``benchmarks/balog.py`` (run by ``benchmarks/reproduce.py``).
-``--doc`` also writes the printed lines into that Markdown file's ``kd-timings`` section.
+``--table`` also writes the printed lines into ``docs/tables/kd_timings.md`` (linked from docs/performance.md).
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ import argparse
 import math
 import sys
 import time
-from pathlib import Path
 
 import privsyn_core as ps
 from benchmarks.balog import schema
-from benchmarks.docsection import update_section
+from benchmarks.docsection import write_table
 from privsyn_core.data.datasets import balog_mixture
 
 CASES = (("kd_adaptive", 5, {"h": 15, "h_max": 20}), ("kd_grid", 10, {"w": 1 / 16}))
@@ -45,7 +44,7 @@ def timing(mechanism: str, d: int, params: dict, repeats: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--doc", type=Path, help="also write the output into this Markdown file's kd-timings section")
+    parser.add_argument("--table", action="store_true", help="also write the output into docs/tables/kd_timings.md")
     args = parser.parse_args()
     lines = [f"ps.synthesize, eps = 1, n_synthetic = 1, public cube [-900, 1100]^d; best of {args.repeats} wall times "
              "(2 shared cores)"]
@@ -53,9 +52,9 @@ def main() -> None:
     for mechanism, d, params in CASES:
         lines.append(timing(mechanism, d, params, args.repeats))
         print(lines[-1], flush=True)
-    if args.doc:
+    if args.table:
         command = " ".join(["python -m benchmarks.bench_kd", *sys.argv[1:]])
-        update_section("kd-timings", f"Output of `{command}`:\n\n```text\n" + "\n".join(lines) + "\n```", doc=args.doc)
+        write_table("kd_timings", "```text\n" + "\n".join(lines) + "\n```", command)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ Usage::
   ``evaluate`` on them (``resource.getrusage(RUSAGE_CHILDREN)``; includes the interpreter and the input tables).
 
 Times are wall-clock seconds on the machine at hand (shared cores inflate them); seed 0 throughout.
-``--doc docs/reproduction.md`` also writes the printed lines into that report's ``w1-timings`` section.
+``--table`` also writes the printed lines into ``docs/tables/w1_timings.md`` (linked from docs/performance.md).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from privsyn_core.data.datasets import two_blobs
 from privsyn_core.evaluation.metrics import mmd2, w1
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from docsection import update_section
+from docsection import write_table
 
 LINES: list[str] = []
 EVAL_CHILD = """
@@ -150,7 +150,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--sections", nargs="+", choices=("evaluate", "mmd", "w1", "w1-certified"),
                         default=["evaluate", "mmd", "w1", "w1-certified"])
-    parser.add_argument("--doc", type=Path, help="also write the output into this Markdown file's w1-timings section")
+    parser.add_argument("--table", action="store_true", help="also write the output into docs/tables/w1_timings.md")
     args = parser.parse_args()
     if "evaluate" in args.sections:
         evaluate_section(args.eval_rows)
@@ -160,10 +160,9 @@ def main() -> None:
         w1_section(args.n, args.flow_cells)
     if "w1-certified" in args.sections:
         certified_section(args.n, args.certified_cells, args.repeats)
-    if args.doc:
+    if args.table:
         command = " ".join(["python benchmarks/bench_metrics.py", *sys.argv[1:]])
-        update_section("w1-timings", f"Output of `{command}` (wall seconds, 2 shared cores):\n\n```text\n"
-                       + "\n".join(LINES) + "\n```", doc=args.doc)
+        write_table("w1_timings", "Wall seconds, 2 shared cores.\n\n```text\n" + "\n".join(LINES) + "\n```", command)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,8 @@ The full-disk case writes into a 1 MB ``tmpfs`` mounted for the run when the pro
 one (root), else into an ordinary folder with ``ENOSPC`` injected after 64 KB as
 ``tests/test_cli.py`` does; the table says which.
 
-Writes ``docs/faults.md`` (unless ``--no-write``) and prints it.
+Writes the summary (pass count, failures, peak memory, cases per group) into ``docs/tables/faults.md`` and the
+table of every case into ``test-output/faults.md`` (not committed), unless ``--no-write``, and prints it.
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.docsection import write_table
+
 REPO = Path(__file__).resolve().parents[1]
-DOC = REPO / "docs" / "faults.md"
+DOC = REPO / "test-output" / "faults.md"
 BAD_CSV = REPO / "tests" / "data" / "bad_csv"
 BAD_SCHEMA = REPO / "tests" / "data" / "bad_schema"
 MAX_RSS_MB = 2048
@@ -600,6 +603,16 @@ def render(outcomes: list[Outcome], total: float, disk: str, root: str, load: tu
     return "\n".join(lines) + "\n"
 
 
+def summary(text: str, outcomes: list[Outcome]) -> str:
+    """``docs/tables/faults.md``: the page above its table of every case, and the cases per group."""
+    head = text.split("## Every case")[0].split("\n", 2)[2].strip()
+    groups: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        groups.setdefault(o.case.group, []).append(o)
+    rows = [f"| {g} | {len(os_)} | {sum(o.verdict == 'PASS' for o in os_)} |" for g, os_ in groups.items()]
+    return "\n".join([head, "", "## Cases per group", "", "| group | cases | pass |", "|---|---:|---:|", *rows])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2, help="light cases run this many at a time")
@@ -636,7 +649,9 @@ def main() -> int:
     text = render(outcomes, time.perf_counter() - start, disk, root=tmp, load=(load_start, os.getloadavg()[0]),
                   jobs=args.jobs)
     if not args.no_write and not args.only:
+        DOC.parent.mkdir(parents=True, exist_ok=True)
         DOC.write_text(text)
+        write_table("faults", summary(text, outcomes), "PYTHONPATH=. python benchmarks/fault_table.py")
     print(text)
     return 0 if all(o.verdict == "PASS" for o in outcomes) else 1
 

@@ -1,4 +1,6 @@
-"""docs/real_tables.md from the results of :mod:`benchmarks.bench_real_tables` (generated: do not edit by hand).
+"""Reports of :mod:`benchmarks.bench_real_tables`: the full report (``test-output/real_tables.md``, not committed)
+and the short table per real dataset ``docs/tables/real_tables.md`` (:func:`compact_tables`, linked from
+docs/benchmark_real_tables.md).
 
 Aggregation over seeds, per (table, epsilon, system) and metric: the value is the mean over seeds; the interval
 is the union of (a) the 95% Student-t interval of that mean over the seeds (when there are at least 2) and
@@ -147,6 +149,41 @@ def write_report(result_files: list[Path], timing_file: Path, out: Path, srw_fil
         for eps in epsilons:
             lines += _table(agg, table, eps, rows)
     out.write_text("\n".join(lines) + "\n")
+
+
+def compact_tables(result_files: list[Path], eps: float = 1.0) -> str:
+    """One short table per real dataset at ``eps``: the mean over seeds of W1, 2-way TVD, SDMetrics, TSTR and time."""
+    rows = [r for f in result_files if f.exists() for r in json.loads(f.read_text())]
+    agg = aggregate(rows)
+    from benchmarks.bench_real_tables import TABLES
+
+    keys = ("w1", "tvd2", "sdm", "tstr")
+    lines = [f"eps = {eps:g}, add/remove (replace-one where it is a mechanism's only relation), defaults, "
+             "`n_synthetic = n`; mean over seeds. Lower is better for exact W1 and 2-way TVD, higher for SDMetrics "
+             "and TSTR; `floor` is real against real (two halves of the private table); `bootstrap` copies real rows "
+             "(not private). Intervals and ranks: the full report (`--report-only`).", ""]
+    for table in [t for t in TABLES if any(r["table"] == t for r in rows)]:
+        meta = next(r for r in rows if r["table"] == table and "system" in r)
+        systems = sorted({s for (t, e, s) in agg if t == table and e == eps}, key=_pos)
+        if not systems:
+            continue
+        lines += [f"**{table}** (n = {meta['n']}, d = {meta['d']})", "",
+                  "| system | seeds | exact W1 | 2-way TVD | SDMetrics | TSTR | time (s) |",
+                  "|---|---|---|---|---|---|---|"]
+        floors: dict = {}
+        for system in systems:
+            entry = agg[(table, eps, system)]
+            floors = floors or entry["floors"]
+            cells = [f"{entry[k]['value']:.3f}" if k in entry else "" for k in keys]
+            lines.append(f"| {system} | {entry['seeds']} | " + " | ".join(cells) + f" | {entry['seconds']:.2f} |")
+        if floors:
+            lines.append("| *floor* | | " + " | ".join(f"{floors[k]:.3f}" if k in floors else "" for k in keys)
+                         + " | |")
+        failed = sorted({r["system"] for r in rows if r["table"] == table and float(r["epsilon"]) == eps
+                         and "error" in r and (table, eps, r["system"]) not in agg}, key=_pos)
+        lines += [f"| {system} | 0 | failed | | | | |" for system in failed]
+        lines.append("")
+    return "\n".join(lines)
 
 
 def _header(rows: list[dict], tables: list[str]) -> list[str]:

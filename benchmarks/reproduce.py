@@ -2,10 +2,12 @@
 
 Usage::
 
-    python -m benchmarks.reproduce [--quick] [--out docs/reproduction.md] [--figures docs/figures]
+    python -m benchmarks.reproduce [--quick] [--out test-output/reproduction/reproduction.md]
+                                   [--figures test-output/reproduction/figures]
 
-Writes ``docs/reproduction.md`` (tables, slopes, rate notes) and Plotly figures ``repro_*.html`` with the raw
-numbers ``repro_*.csv`` under ``docs/figures``.
+Writes the full report (tables, slopes, rate notes, the MMD protocol) and Plotly figures ``repro_*.html`` with the
+raw numbers ``repro_*.csv`` under ``test-output/reproduction/`` (not committed), and, unless ``--quick``, the
+slopes, rate notes and mean W1 against n into ``docs/tables/w1_rates.md`` (linked from docs/mechanisms.md).
 
 * W1 sweeps: every continuous mechanism of ``ps.list_mechanisms()`` (Boolean ones take 0/1 tables and are left
   out; the non-private ``bootstrap`` reference only in the n sweep, where it shows the resampling floor) on
@@ -17,8 +19,8 @@ numbers ``repro_*.csv`` under ``docs/figures``.
   The log-log least-squares slope of mean W1 against n (and against epsilon) is shown beside the slope of the
   mechanism's theoretical rate (``privsyn_core.reporting.report.theoretical_rate``) over the same grid.
 * MMD protocol (KD-tree paper, spec A.10): ``benchmarks/balog.py``, beside Balog's published best numbers.
-* Timings: the sections ``kd-timings`` and ``w1-timings`` of the report are written by ``bench_kd.py --doc`` and
-  ``bench_metrics.py --doc``; regenerating the report keeps them.
+* Timings: ``bench_kd.py --table`` and ``bench_metrics.py --table`` write ``docs/tables/kd_timings.md`` and
+  ``docs/tables/w1_timings.md``; the sections ``kd-timings`` and ``w1-timings`` of an earlier report are kept.
 
 New mechanisms appear without code changes. ``--quick`` runs fewer sizes, seeds and Balog settings.
 ``--only a,b`` regenerates the W1 rows of the named mechanisms alone (when only their outputs changed): the other
@@ -42,6 +44,7 @@ import plotly.graph_objects as go
 
 import privsyn_core as ps
 from benchmarks import balog
+from benchmarks.docsection import write_table
 from privsyn_core.data import datasets
 from privsyn_core.errors import PrivsynError
 from privsyn_core.evaluation.metrics import w1
@@ -49,7 +52,7 @@ from privsyn_core.reporting.report import theoretical_rate
 
 DATASETS = {"uniform": datasets.uniform_cube, "two_blobs": datasets.two_blobs}
 W1_BUDGET = 16_000_000  # cost-matrix entries: exact W1 up to 4000 x 4000 rows
-KEPT_SECTIONS = ("kd-timings", "w1-timings")  # written by bench_kd.py / bench_metrics.py --doc
+KEPT_SECTIONS = ("kd-timings", "w1-timings")  # of an earlier report; bench_kd/bench_metrics --table write docs/tables
 RATE_TEXT = {
     "pmm": "E W1 ~ (eps n)^(-1/d) for d >= 2, log^2(eps n)/(eps n) for d = 1 [004, Cor 4.4]",
     "psmm": "E W1 ~ (eps n)^(-1/2) (d=1), log(eps n)(eps n)^(-1/2) (d=2), (eps n)^(-1/d) (d>=3) [004, Cor 3.7]",
@@ -297,7 +300,7 @@ def carried_over(out: Path, figures: Path, fresh: pd.DataFrame, only: tuple[str,
 
 
 def build_report(config: Config, out: Path, figures: Path, command: str, progress=print,
-                 only: tuple[str, ...] = ()) -> None:
+                 only: tuple[str, ...] = ()) -> pd.DataFrame:
     """Run the sweeps and the protocol, write the report ``out`` and the figures and CSVs under ``figures``."""
     start = time.perf_counter()
     progress("W1 sweeps" + (f" of {', '.join(only)}" if only else ""))
@@ -332,22 +335,35 @@ def build_report(config: Config, out: Path, figures: Path, command: str, progres
     text = markdown(results, table, config, names, os.path.relpath(figures, out.parent), header, kept_sections(out),
                     balog_text)
     out.write_text(text)
+    return results
+
+
+def rates_table(results: pd.DataFrame) -> str:
+    """``docs/tables/w1_rates.md``: the slopes beside the theory, the rate notes and the mean W1 against n."""
+    notes = [f"- `{name}`: {RATE_TEXT.get(name, 'no rate stated')}" for name in results.mechanism.unique()]
+    return "\n".join(["Slopes of mean W1 (log-log least squares) beside the slope of the theoretical rate over the "
+                      "same grid (constants dropped).", "", _slopes_markdown(slopes_table(results)), "",
+                      "Rate notes:", "",
+                      *notes, "", "Mean W1 (sd over seeds) against n, epsilon = 1:", "",
+                      _means_markdown(results[results.sweep == "n"], "n")])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer sizes, seeds and Balog settings")
-    parser.add_argument("--out", type=Path, default=Path("docs/reproduction.md"))
-    parser.add_argument("--figures", type=Path, default=Path("docs/figures"))
+    parser.add_argument("--out", type=Path, default=Path("test-output/reproduction/reproduction.md"))
+    parser.add_argument("--figures", type=Path, default=Path("test-output/reproduction/figures"))
     parser.add_argument("--only", default="", help="comma-separated mechanisms whose W1 rows are regenerated; the "
                                                     "others and the MMD section are kept from the existing report")
     args = parser.parse_args()
     only = tuple(name for name in args.only.split(",") if name)
     command = ("python -m benchmarks.reproduce" + (" --quick" if args.quick else "")
                + (f" --only {','.join(only)}" if only else ""))
-    build_report(QUICK if args.quick else FULL, args.out, args.figures, command, lambda line: print(line, flush=True),
-                 only)
+    results = build_report(QUICK if args.quick else FULL, args.out, args.figures, command,
+                           lambda line: print(line, flush=True), only)
     print(f"wrote {args.out}")
+    if not args.quick:
+        print(f"wrote {write_table('w1_rates', rates_table(results), command)}")
 
 
 if __name__ == "__main__":

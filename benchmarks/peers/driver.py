@@ -10,7 +10,8 @@ Every (system, dataset, epsilon) run is one child process on the same private ta
 reports its synthesis time and peak resident memory (``VmHWM``), and the driver then scores the synthetic table
 against the real one with :func:`privsyn_core.evaluation.metrics.evaluate` (W1 with its method/bound,
 MMD, 1-/2-way marginal TVD, TSTR on a real hold-out that no system saw).  Results go to
-``benchmarks/peers/results.json`` and ``docs/benchmarks.md`` (+ Plotly HTML figures).
+``benchmarks/peers/results.json``, the table ``docs/tables/peers.md`` and the full report with Plotly HTML
+figures under ``test-output/peers/`` (not committed).
 
 The peers need ``pip install -r requirements-bench.txt``; install them in a separate
 virtual environment (they pull jax, polars, matplotlib) and pass its interpreter with
@@ -80,7 +81,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/privsyn_peers"))
     parser.add_argument("--results", type=Path, default=None, help="default: results.json here (quick: in /tmp)")
     parser.add_argument("--append", action="store_true", help="keep earlier results for other (system, dataset, eps)")
-    parser.add_argument("--report-only", action="store_true", help="rewrite docs/benchmarks.md from --results")
+    parser.add_argument("--report-only", action="store_true",
+                        help="rewrite docs/tables/peers.md and test-output/peers/ from --results")
     parser.add_argument("--rescore", action="store_true",
                         help="score the finished runs of --results again from their synth.csv under --work "
                              "(after a change of the metrics), then rewrite the report")
@@ -98,7 +100,7 @@ def main() -> None:
     if not args.quick:
         from benchmarks.peers.peer_report import write_report
 
-        write_report(rows, ROOT / "docs")
+        write_report(rows)
 
 
 def run_grid(args: argparse.Namespace, rows: list[dict]) -> list[dict]:
@@ -120,7 +122,7 @@ def run_grid(args: argparse.Namespace, rows: list[dict]) -> list[dict]:
                 args.results.write_text(json.dumps(rows, indent=1, default=_jsonable))
                 print(_line(record), flush=True)
         if not args.quick:
-            write_report(rows, ROOT / "docs")
+            write_report(rows)
     return rows
 
 

@@ -1,7 +1,8 @@
-"""Tables and Plotly figures of the peer benchmark, written into the ``peers`` section of ``docs/benchmarks.md``.
+"""Tables and Plotly figures of the peer benchmark.
 
-The hand-written summary (who wins where) lives in ``summary.md`` next to this file and the notes on
-each system's guarantee and failures in ``notes.md``; both are pasted into the section verbatim.
+``docs/tables/peers.md`` (committed, linked from docs/mechanisms.md and docs/performance.md) gets the table "who is
+best where". The full report (the hand-written summary ``summary.md`` and notes ``notes.md`` next to this file,
+pasted verbatim, and every run) and the Plotly HTML figures go to ``test-output/peers/`` (not committed).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.docsection import update_section
+from benchmarks.docsection import SCRATCH, write_table
 
 HERE = Path(__file__).resolve().parent
 
@@ -27,16 +28,18 @@ FIGURES = {"w1": "benchmarks_peers_w1.html", "tvd2": "benchmarks_peers_tvd2.html
            "cost": "benchmarks_peers_cost.html"}
 
 
-def write_report(rows: list[dict], docs: Path) -> None:
-    """Write the figures into ``docs/figures`` and the tables into the ``peers`` section of the doc."""
+def write_report(rows: list[dict], out: Path = SCRATCH / "peers", table: bool = True) -> None:
+    """Write the full report and the figures under ``out`` and (``table``) the winners into ``docs/tables/peers.md``."""
     frame = pd.DataFrame(rows)
     for column in ("error", "trtr", "null_cells", "w1_sub", "reused_from"):
         if column not in frame:
             frame[column] = None
-    figures = docs / "figures"
-    figures.mkdir(parents=True, exist_ok=True)
-    _figures(frame, figures)
-    update_section("peers", _markdown(frame))
+    out.mkdir(parents=True, exist_ok=True)
+    _figures(frame, out)
+    (out / "peers.md").write_text(_markdown(frame) + "\n")
+    if table:
+        write_table("peers", "\n".join([*_winners_intro(), *_winners(_ok(frame))]),
+                    "python -m benchmarks.peers.driver --report-only")
 
 
 def _cell(value, fmt: str) -> str:
@@ -55,13 +58,7 @@ def _markdown(frame: pd.DataFrame) -> str:
         if (HERE / extra).exists():
             out += [(HERE / extra).read_text().rstrip(), ""]
     out += _provenance(frame)
-    out += ["### Who is best where", "",
-            "Per dataset and epsilon, the system with the lowest W1, the lowest 2-way TVD and the highest TSTR "
-            "(failed and timed-out runs, and `opendp_aim_zcdp` with its weaker guarantee, excluded), followed by "
-            f"every other system within {RELATIVE_TIE:.0%} of it (W1, TVD) or {TSTR_TIE} of it (TSTR). One run per "
-            "cell (OpenDP is not seeded), so a gap inside that margin is not a ranking: the margin is a stated "
-            "convention, not a measured run-to-run spread. TSTR on uniform data is noise (nothing is predictable; "
-            "train-on-real is below 0 too).", ""]
+    out += ["### Who is best where", "", *_winners_intro()]
     out += _winners(_ok(frame))
     out += ["", "### All runs", "",
             "Lower is better for W1, MMD and TVD; TSTR is the accuracy (classification) or R^2 (regression) of a "
@@ -71,8 +68,17 @@ def _markdown(frame: pd.DataFrame) -> str:
             "`VmHWM`. W1 is exact unless a method and its error bound follow the value. Measured on a 2-core machine "
             "shared with other jobs: times are indicative only.", ""]
     out += _tables(frame)
-    out.append("Figures: " + ", ".join(f"[{key}](figures/{name})" for key, name in FIGURES.items()) + ".")
+    out.append("Figures: " + ", ".join(f"[{key}]({name})" for key, name in FIGURES.items()) + ".")
     return "\n".join(out)
+
+
+def _winners_intro() -> list[str]:
+    return ["Per dataset and epsilon, the system with the lowest W1, the lowest 2-way TVD and the highest TSTR "
+            "(failed and timed-out runs, and `opendp_aim_zcdp` with its weaker guarantee, excluded), followed by "
+            f"every other system within {RELATIVE_TIE:.0%} of it (W1, TVD) or {TSTR_TIE} of it (TSTR). One run per "
+            "cell (OpenDP is not seeded), so a gap inside that margin is not a ranking: the margin is a stated "
+            "convention, not a measured run-to-run spread. TSTR on uniform data is noise (nothing is predictable; "
+            "train-on-real is below 0 too).", ""]
 
 
 def _winners(ok: pd.DataFrame) -> list[str]:

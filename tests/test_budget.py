@@ -313,3 +313,14 @@ def test_the_release_states_its_floating_point_exposure():
     walk = ps.synthesize(X[:, :1], "srw", 1.0, schema=ps.unit_schema(1), rng=0).release().to_dict()
     assert walk["floating_point_exposure"] == ps.get_mechanism("srw").floating_point_exposure
     assert walk["noise"].startswith("Floating-point exposure")
+
+
+@pytest.mark.slow
+def test_two_app_servers_on_one_data_folder_never_overspend(tmp_path):
+    """Issue 25, item 2: two release-only Streamlit servers sharing one data folder (one ledger), 4 sessions each
+    clicking Run 3 times at epsilon 1 against PRIVSYN_BUDGET=5 over the websocket protocol: at most 5 releases."""
+    from benchmarks.bench_budget import app_servers
+
+    result = app_servers(tmp_path, clicks=3, budget=5.0, sessions=4)
+    assert result["failed sessions"] == 0, result["errors"]
+    assert result["clicks"] == 24 and result["releases recorded"] == 5 and result["epsilon recorded"] == 5.0

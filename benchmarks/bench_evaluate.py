@@ -41,7 +41,8 @@ STAGES: tuple[tuple[str, Any, str], ...] = (
     ("MMD", metrics, "mmd"),
     ("W1 full sample (auto)", metrics, "_full_sample_w1"),
     ("marginals + corr (bootstrap)", metrics, "_bootstrap_metrics"),
-    ("correlation gap", metrics, "correlation_gap"),
+    ("correlation gap", metrics, "correlation_gap"),  # before: called once per replicate
+    ("correlation gap", metrics, "_correlation_gaps"),  # after: every replicate at once
     ("coverage", metrics, "coverage"),
     ("TSTR", utility, "tstr"),
 )
@@ -123,7 +124,7 @@ def main() -> None:
         print(f"\nevaluate, {n:,} rows x 8 columns per side, median of {args.repeats} "
               f"(load {os.getloadavg()[0]:.2f}):")
         print(f"  {'stage':32s} {'wall s':>8s} {'CPU s':>8s}")
-        labels = [label for label, _, _ in STAGES] + ["evaluate (total)"]
+        labels = list(dict.fromkeys(label for label, _, _ in STAGES)) + ["evaluate (total)"]
         for label in labels:
             if label in runs[0]:
                 wall = statistics.median(r[label][0] for r in runs)

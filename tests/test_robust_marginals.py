@@ -121,3 +121,29 @@ def test_bootstrap_intervals_of_the_robust_tvd_cover_the_truth_at_their_level():
         stated.append((entry["high"] - entry["value"]) / multiplier)
     assert covered >= binom.ppf(1e-6, seeds, 0.90), (covered, truth, np.mean(values))
     assert 0.6 <= np.mean(stated) / np.std(values, ddof=1) <= 1.6
+
+
+def test_replicate_weights_give_the_metrics_of_the_resampled_tables():
+    """The bootstrap never builds a resampled table: replicate r's histograms are the real rows weighted by how
+    often replicate r draws them. Each replicate's TVDs and correlation matrices must equal those of the table
+    that replicate draws (real.iloc[draws[r]]), computed the plain way."""
+    from privsyn_core.evaluation.metrics import _correlations, _grids, _marginal_tvds, _resampled
+
+    schema = Schema.from_dict({"columns": [
+        {"name": "a", "lo": 0, "hi": 1}, {"name": "k", "lo": 0, "hi": 5, "integer": True},
+        {"name": "c", "kind": "categorical", "categories": ["x", "y", "z"]}]})
+    rng = np.random.default_rng(3)
+    real = pd.DataFrame({"a": rng.beta(2, 3, 400), "k": rng.integers(0, 6, 400), "c": rng.choice(list("xyz"), 400)})
+    synth = pd.DataFrame({"a": rng.random(300), "k": rng.integers(0, 6, 300), "c": rng.choice(list("xyz"), 300)})
+    R, S = schema.encode(real)[0], schema.encode(synth)[0]
+    real_draws, real_weights = _resampled(len(R), 3, rng)
+    synth_draws, synth_weights = _resampled(len(S), 3, rng)
+    found = _marginal_tvds(R, S, schema, _grids("robust"), real_weights, synth_weights)
+    correlations = _correlations(R, real_weights)
+    for r in range(3):
+        resampled_real, resampled_synth = real.iloc[real_draws[r]], synth.iloc[synth_draws[r]]
+        for order in (1, 2):
+            plain = marginal_tvd(resampled_real, resampled_synth, order=order, bins="robust", schema=schema)
+            assert np.allclose(found[order].tvd[:, :, r + 1].mean(axis=1), plain["tvd"], atol=1e-12)
+        assert np.allclose(correlations[r + 1], np.corrcoef(R[real_draws[r]].T), atol=1e-12)
+    assert np.allclose(correlations[0], np.corrcoef(R.T), atol=1e-12)

@@ -870,19 +870,24 @@ def _block_tvd(real_codes: np.ndarray, synth_codes: np.ndarray, sizes: np.ndarra
     """TVD of one block on each of its grids for each weight column: (g, r).
 
     ``codes`` (n, g) are bins within each grid, ``sizes`` (g,) the bins per grid. The cells of all grids are
-    numbered together, only cells that some row occupies are kept, and the weighted counts of every cell for
-    every weight column are one sparse (cells x rows) by dense (rows x r) product.
+    numbered together (above ``_DENSE_CELLS`` cells only those that some row occupies are kept, so memory stays
+    O(rows x r)), and the weighted counts of every cell for every weight column are one sparse (cells x rows) by
+    dense (rows x r) product.
     """
     starts = np.r_[0, np.cumsum(sizes)]
     real_cells, synth_cells = real_codes + starts[:-1], synth_codes + starts[:-1]
-    occupied = np.zeros(starts[-1], dtype=bool)
-    occupied[real_cells] = True
-    occupied[synth_cells] = True
-    before = np.r_[0, np.cumsum(occupied)]
-    cells = int(before[-1])
-    p = _weighted_counts(before[real_cells], cells, real_weights) / real_weights.sum(axis=0)
-    q = _weighted_counts(before[synth_cells], cells, synth_weights) / synth_weights.sum(axis=0)
-    return 0.5 * np.add.reduceat(np.abs(p - q), before[starts[:-1]], axis=0)
+    if starts[-1] > _DENSE_CELLS:
+        occupied = np.zeros(starts[-1], dtype=bool)
+        occupied[real_cells] = True
+        occupied[synth_cells] = True
+        before = np.r_[0, np.cumsum(occupied)]
+        real_cells, synth_cells, starts = before[real_cells], before[synth_cells], before[starts]
+    p = _weighted_counts(real_cells, int(starts[-1]), real_weights) / real_weights.sum(axis=0)
+    q = _weighted_counts(synth_cells, int(starts[-1]), synth_weights) / synth_weights.sum(axis=0)
+    return 0.5 * np.add.reduceat(np.abs(p - q), starts[:-1], axis=0)
+
+
+_DENSE_CELLS = 2**16  # a block with more cells (over all its grids) keeps only the occupied ones
 
 
 def _weighted_counts(cells: np.ndarray, size: int, weights: np.ndarray) -> np.ndarray:
@@ -917,14 +922,20 @@ def _correlations(X: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Pearson correlation matrices of ``X`` (n, d) under each weight column of ``weights`` (n, r): (r, d, d).
 
     The columns are centred once on their plain mean, so each weighted covariance is a small correction of
-    ``(X_c * w)^T X_c / sum(w)`` (one product per weight column, a loop over the r columns, not the rows).
+    ``sum_i w_i x_i x_i^T / sum(w)``: the products ``x_i x_i^T`` of a block of rows (at most ``_CHUNK_ELEMENTS``
+    numbers) times the weights of those rows, one matrix product per block.
     """
     centred = X - X.mean(axis=0)
     weights = np.asarray(weights, dtype=float)
+    n, d = centred.shape
     total = weights.sum(axis=0)
     means = weights.T @ centred / total[:, None]
-    second = np.stack([(centred * weights[:, [r]]).T @ centred for r in range(weights.shape[1])]) / total[:, None, None]
-    cov = second - means[:, :, None] * means[:, None, :]
+    second = np.zeros((d * d, weights.shape[1]))
+    rows = max(1, _CHUNK_ELEMENTS // (d * d))
+    for start in range(0, n, rows):
+        block = centred[start:start + rows]
+        second += (block[:, :, None] * block[:, None, :]).reshape(len(block), d * d).T @ weights[start:start + rows]
+    cov = second.T.reshape(-1, d, d) / total[:, None, None] - means[:, :, None] * means[:, None, :]
     variance = np.diagonal(cov, axis1=1, axis2=2)
     scale = np.sqrt(np.where(variance > _CONSTANT_VARIANCE, variance, np.inf))
     return cov / scale[:, :, None] / scale[:, None, :]

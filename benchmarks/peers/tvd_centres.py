@@ -31,7 +31,7 @@ def main(name: str = "uniform_d2", n: int = 1400, epsilon: float = 1.0) -> None:
             result = ps.synthesize(data.frame, mechanism, epsilon, schema=data.schema, neighbouring="add_remove",
                                    n_synthetic=n, rng=np.random.default_rng(0), sample=sample)
             x0 = result.data["x0"].to_numpy()
-            report = evaluate(data.frame, result.data, schema, floor=False, w1_max_entries=2_000_000)
+            report = evaluate(data.frame, result.data, schema, floor=False, w1_max_entries=2_000_000, bins=TVD_BINS)
             occupied = len(np.unique(np.minimum((x0 * TVD_BINS).astype(int), TVD_BINS - 1)))
             print(f"{mechanism:>12} sample={sample:<7} distinct x0 = {len(np.unique(x0)):>5}, TVD bins hit = "
                   f"{occupied:>2}/{TVD_BINS}, W1 = {report['w1']['full_sample']['value']:.4f}, "

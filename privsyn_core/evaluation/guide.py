@@ -5,9 +5,12 @@
 :func:`measured_from_results`) on the structured tables
 (blobs, balog, breast-cancer, wine: the uniform tables have nothing to find), takes the runs nearest to the
 table's shape (number of columns, then ``log10`` of the rows, then epsilon) and recommends the mechanism with the
-lowest median 2-way TVD there, W1 breaking ties.  The expected ranges are the minimum and maximum of that
-mechanism's measured values over the nearest runs: measured numbers, not bounds.  Outside the measured shapes
-(more than 5 columns, other sizes) the nearest measured shape is used and ``why`` says so.
+lowest median 2-way TVD there, W1 breaking ties.  Those TVDs were measured on a single grid of 20 equal bins per
+numeric column, before :func:`~privsyn_core.evaluation.metrics.evaluate` averaged over grids: compare them with
+``marginal_tvd(..., bins=20)``, not with the robust TVD ``evaluate`` reports now.  The expected ranges are the
+minimum and maximum of that mechanism's measured values over the nearest runs: measured numbers, not bounds.
+Outside the measured shapes (more than 5 columns, other sizes) the nearest measured shape is used and ``why``
+says so.
 
 Boolean tables (every column 0/1 or two categories) get ``microagg_dp`` only when asked about Boolean data by
 ``column_kinds``; it is not in the measured runs, so its ranges are ``None``.
@@ -36,8 +39,8 @@ class Recommendation:
     mechanism : str
         Registry key.
     expected_tvd2_range, expected_w1_range : (float, float) or None
-        Measured minimum and maximum of the mean 2-way marginal TVD and of W1 (unit cube, l-infinity) on
-        the nearest measured shapes; ``None`` when there is no measurement.
+        Measured minimum and maximum of the mean 2-way marginal TVD (20 equal bins per numeric column) and of W1
+        (unit cube, l-infinity) on the nearest measured shapes; ``None`` when there is no measurement.
     why : str
         One sentence.
     """
@@ -86,9 +89,10 @@ def recommend(n_columns: int, n_rows: int, column_kinds: Sequence[str], epsilon:
     w1 = (min(r[6] for r in chosen), max(r[6] for r in chosen))
     nearest = f"{d} columns, {size} rows, epsilon {eps:g}"
     exact = (d == n_columns and size == n_rows and eps == epsilon)
-    why = (f"{best} had the lowest median 2-way TVD of our mechanisms on the measured structured tables with "
-           f"{nearest}" + ("" if exact else f" (the nearest measured shape to {n_columns} columns, {n_rows} rows, "
-                                            f"epsilon {epsilon:g})") + ".")
+    why = (f"{best} had the lowest median 2-way TVD (20 equal bins) of our mechanisms on the measured structured "
+           f"tables with {nearest}"
+           + ("" if exact else f" (the nearest measured shape to {n_columns} columns, {n_rows} rows, "
+                               f"epsilon {epsilon:g})") + ".")
     return Recommendation(best, tvd2, w1, why)
 
 

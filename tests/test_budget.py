@@ -324,3 +324,25 @@ def test_two_app_servers_on_one_data_folder_never_overspend(tmp_path):
     result = app_servers(tmp_path, clicks=3, budget=5.0, sessions=4)
     assert result["failed sessions"] == 0, result["errors"]
     assert result["clicks"] == 24 and result["releases recorded"] == 5 and result["epsilon recorded"] == 5.0
+
+
+def test_the_apps_earlier_ledger_is_upgraded_in_place_and_forgets_nothing(tmp_path):
+    """A deployment's ledger from before the library owned it (tables spends and budgets, no meta) keeps every
+    spend and budget: it is upgraded, not refused and not replaced."""
+    path = tmp_path / "app-data" / "ledger.sqlite"
+    path.parent.mkdir()
+    with sqlite3.connect(path) as db:
+        db.executescript("""
+            create table spends (id integer primary key autoincrement, data text not null, label text not null,
+                mechanism text not null, relation text not null, epsilon real not null, private integer not null,
+                run_key text, created text not null);
+            create table budgets (data text primary key, epsilon real not null);
+            insert into spends(data, label, mechanism, relation, epsilon, private, run_key, created)
+                values ('d', 'pmm (release)', 'pmm', 'replace', 0.7, 1, null, '2026-11-01T00:00:00+00:00');
+            insert into budgets(data, epsilon) values ('d', 1.0);""")
+    ledger = PrivacyLedger(path)
+    assert ledger.spent("d") == 0.7 and ledger.budget("d") == 1.0 and ledger.budget_owner("d") == "operator"
+    with pytest.raises(BudgetExceeded):
+        reserve(ledger, 0.5)
+    reserve(ledger, 0.3).confirm()
+    assert [e.status for e in ledger.spends("d")] == ["spent", "spent"]

@@ -281,8 +281,12 @@ class PrivacyLedger:
             try:
                 db.execute("pragma journal_mode=wal")
                 db.execute("pragma synchronous=full")
-                has_meta = db.execute("select 1 from sqlite_master where type = 'table' and name = 'meta'").fetchone()
-                found = db.execute("select value from meta where key = 'format'").fetchone() if has_meta else None
+                tables = {row[0] for row in db.execute("select name from sqlite_master where type = 'table'")}
+                if "meta" not in tables and {"spends", "budgets"} <= tables:
+                    _migrate_app_ledger(db)
+                    tables.add("meta")
+                found = db.execute("select value from meta where key = 'format'").fetchone() if "meta" in tables \
+                    else None
             except BaseException:
                 db.close()
                 raise
@@ -532,6 +536,25 @@ class Reservation:
 
 _UPSERT_BUDGET = ("insert into budgets(data, epsilon, owner, updated) values(?, ?, ?, ?) on conflict(data) do update "
                   "set epsilon = excluded.epsilon, owner = excluded.owner, updated = excluded.updated")
+
+
+def _migrate_app_ledger(db: sqlite3.Connection) -> None:
+    """Upgrade, in one transaction, the app's ledger of earlier versions (``spends`` and ``budgets`` tables, no
+    ``meta``) to this format: every earlier spend counts as released, every earlier budget as the operator's.
+    Nothing is dropped, so no spend is forgotten."""
+    db.execute("begin immediate")
+    try:
+        if not db.execute("select 1 from sqlite_master where type = 'table' and name = 'meta'").fetchone():
+            db.execute(f"alter table spends add column status text not null default '{SPENT}'")
+            db.execute("alter table budgets add column owner text not null default 'operator'")
+            db.execute("alter table budgets add column updated text not null default ''")
+            db.execute("create table meta (key text primary key, value text not null)")
+            db.execute("insert into meta(key, value) values ('format', ?), ('created', ?)", (FORMAT, _now()))
+            db.execute("insert into meta(key, value) values ('migrated', 'app ledger of earlier versions')")
+    except BaseException:
+        db.execute("rollback")
+        raise
+    db.execute("commit")
 
 
 def _exact_totals(rows: list[tuple[Any, ...]]) -> dict[str, float]:

@@ -118,3 +118,18 @@ def test_dp_histogram_auto_bins_balance_resolution_and_noise_mass(n, d, eps):
         return 1 / k + k ** d / (eps * n)
     best = min(proxy(k) for k in range(1, 2000))
     assert proxy(auto_bins(n, d, eps)) <= 2 * best
+
+
+def test_laplace_points_says_when_it_is_no_better_than_uniform_points():
+    """Issue 27, item 5: from the public noise scale d/epsilon >= 1/3 the release warns, and it is then indeed no
+    closer to the data than a uniform sample on the box (W1, exact, fixed seeds)."""
+    from privsyn_core.data.datasets import two_blobs
+
+    X = two_blobs(1000, 2, rng=0)
+    uniform = np.random.default_rng(1).random((1000, 2))
+    loud = ps.synthesize(X, "laplace_points", 1.0, schema=ps.unit_schema(2), rng=0)
+    assert any("drawn uniformly on the box" in w for w in loud.release().warnings)
+    assert ps.metrics.w1(X, loud.unit_rows, method="exact") >= ps.metrics.w1(X, uniform, method="exact")
+    quiet = ps.synthesize(X, "laplace_points", 20.0, schema=ps.unit_schema(2), rng=0)
+    assert not any("uniformly" in w for w in quiet.release().warnings)
+    assert ps.metrics.w1(X, quiet.unit_rows, method="exact") < ps.metrics.w1(X, uniform, method="exact")

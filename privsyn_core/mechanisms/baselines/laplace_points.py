@@ -10,6 +10,11 @@ Floating-point safety: the coordinates are first snapped to a public grid of
 (scale ``d * resolution / epsilon``), so no continuous-noise floating-point attack
 (Mironov 2012) applies.  The W1 error is about ``d/epsilon`` per record: this is the
 naive competitor every mechanism should beat.
+
+When the noise scale ``b = d/epsilon`` (unit coordinates, a public quantity) is at least :data:`UNIFORM_SCALE`, the
+mean distance between two independent uniform points on an axis, the clipped noisy points are about as far from the
+data as points drawn uniformly on the box: the release says so in its warnings (measured on two_blobs, n = 2000,
+d = 2: W1 0.21 at b = 1/3 and 0.38 at b = 2, against 0.20 for a uniform sample).
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from privsyn_core.evaluation.audit import AuditCase, record_features
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.registry import ParamSpec, register
 from privsyn_core.result import MechanismOutput
+
+#: Noise scale (unit coordinates) from which the release is no better than uniform points on the box.
+UNIFORM_SCALE = 1 / 3
 
 
 @register(
@@ -46,5 +54,10 @@ def laplace_points(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_syn
     noisy = grid + discrete_laplace(d * resolution / epsilon, size=grid.shape, rng=rng)
     points = np.clip(noisy / resolution, 0.0, 1.0)
     rows = points if n_synthetic is None else points[rng.integers(0, n, n_synthetic)]
+    scale = d / epsilon
+    warnings = [] if scale < UNIFORM_SCALE else [
+        f"laplace_points: the noise scale d/epsilon = {scale:.3g} is at least {UNIFORM_SCALE:.2g} of each axis, so "
+        "the released points are about as far from the data as points drawn uniformly on the box; raise epsilon "
+        "or use a mechanism that releases counts (pmm, marginal_tree)"]
     return MechanismOutput(unit=points, rows=rows, ledger=[("per-record Laplace (sensitivity d)", epsilon)],
-                           params={"noise_scale_unit": d / epsilon})
+                           params={"noise_scale_unit": scale}, warnings=warnings)

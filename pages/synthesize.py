@@ -11,6 +11,7 @@ from pages._support import code_panel, guide_panel, offer, output, shared
 from pages._support.text import md
 from privsyn_core.privacy.budget import BudgetExceeded, LedgerError
 from privsyn_core.reporting import words
+from privsyn_core.result import noise_statement
 
 #: The neighbouring relations, in the order the page offers them.
 RELATIONS = ("add_remove", "replace")
@@ -33,9 +34,8 @@ st.caption(spec.description)
 if not spec.is_private:
     st.error(f"{spec.title} is NOT differentially private: never release its output (dp_valid = False).")
 if spec.floating_point_exposure:
-    st.warning(f"Floating-point exposure: the {spec.floating_point_exposure}. Textbook floating-point noise can leak "
-               "the input through the low-order bits of released values (Mironov 2012); the mechanisms without this "
-               "warning use exact integer noise only. See docs/security.md.")
+    st.warning(f"{noise_statement(spec.floating_point_exposure)} The mechanisms without this warning use exact integer "
+               "noise only. See docs/security.md.")
 
 left, right = st.columns(2)
 with left:

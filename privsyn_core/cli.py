@@ -229,11 +229,11 @@ def _spec_dict(spec) -> dict[str, Any]:
                        for k, p in spec.params.items()}}
 
 
-#: Options of ``synth`` that ``--param`` must not set (a mechanism parameter of the same name would be ignored).
-_OPTIONS_NOT_PARAMS = {"epsilon": "--epsilon", "schema": "--schema", "mechanism": "--mechanism",
+#: Names ``--param`` must not set (synth's own options, named here; ``None``: no option sets it).
+_OPTIONS_NOT_PARAMS: dict[str, str | None] = {"epsilon": "--epsilon", "schema": "--schema", "mechanism": "--mechanism",
                        "neighbouring": "--neighbouring", "n_synthetic": "--n-synthetic", "rng": "--seed",
                        "seed": "--seed", "public_n": "--public-n", "ledger": "--ledger", "dataset": "--dataset",
-                       "content": "--dataset", "capacity": "(not an option)"}
+                       "content": "--dataset", "capacity": None}
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
@@ -241,7 +241,8 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     params: dict[str, Any] = dict(_split_param(p) for p in args.param)
     for key in params:
         if key in _OPTIONS_NOT_PARAMS:
-            raise UsageError(f"--param {key}=... is not a mechanism parameter; use {_OPTIONS_NOT_PARAMS[key]}")
+            option = _OPTIONS_NOT_PARAMS[key]
+            raise UsageError(f"--param {key}=... is not a mechanism parameter" + (f"; use {option}" if option else ""))
     get_mechanism(args.mechanism)  # an unknown name is named before the input is read
     ledger = budget.PrivacyLedger(args.ledger)
     params.update(neighbouring=args.neighbouring, n_synthetic=args.n_synthetic, public_n=args.public_n,

@@ -106,7 +106,7 @@ def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: 
         reservation = None
         if ledger is not None and epsilon is not None:  # (a missing epsilon is named by _create)
             store = ledger if isinstance(ledger, PrivacyLedger) else PrivacyLedger(ledger)
-            reservation = store.reserve(dataset or f"stream:{path.resolve()}", check_epsilon(epsilon or 0.0),
+            reservation = store.reserve(dataset or f"stream:{path.resolve()}", check_epsilon(epsilon),
                                         relation=online_pmm.RELATION, mechanism=MECHANISM,
                                         label=f"stream {path.name} (every step)")
         try:

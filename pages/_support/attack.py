@@ -21,9 +21,6 @@ from .state import keep, release_mode
 from .text import md
 from .widgets import EPSILONS, user_errors
 
-#: Mechanisms the game offers first (a private one of each family and the non-private reference).
-CHOICES = ("pmm", "dp_histogram", "marginal_tree", "kd_grid", "bootstrap")
-
 
 def section() -> None:
     st.header("Be the attacker")
@@ -36,19 +33,20 @@ def section() -> None:
              "a mechanism many times on both tables, and shows you what an attacker sees after each run, the "
              "number of synthetic rows in that record's corner. You guess: the record is in the table when there are "
              "at least t rows there.")
-    offered = [n for n in CHOICES if n in {s.name for s in ps.list_mechanisms()}]
-    cols = st.columns(4)
-    name = keep(cols[0].selectbox, "Mechanism", "w_game_mechanism", "pmm", options=offered)
-    epsilon = keep(cols[1].select_slider, "epsilon", "w_game_epsilon", 1.0, options=EPSILONS)
-    relations = list(ps.get_mechanism(name).neighbouring)
-    relation = keep(cols[2].radio, "The neighbour", "w_game_relation", relations[0], options=relations,
-                    format_func={"add_remove": "adds the record", "replace": "replaces a record"}.get)
-    runs = keep(cols[3].select_slider, "Runs per table", "w_game_runs", 200, options=[40, 100, 200, 400])
     try:
         public = schema()
     except ps.PrivsynError as exc:  # no data, or a domain not complete yet: the game needs the public domain
         st.caption(f"To play: {md(str(exc))}.")
         return
+    # every registered mechanism that runs on this table, in the registry's order (the non-private reference too)
+    offered = [s.name for s in ps.list_mechanisms() if s.accepts(public) is None]
+    cols = st.columns(4)
+    name = keep(cols[0].selectbox, "Mechanism", "w_game_mechanism", offered[0], options=offered)
+    epsilon = keep(cols[1].select_slider, "epsilon", "w_game_epsilon", 1.0, options=EPSILONS)
+    relations = list(ps.get_mechanism(name).neighbouring)
+    relation = keep(cols[2].radio, "The neighbour", "w_game_relation", relations[0], options=relations,
+                    format_func={"add_remove": "adds the record", "replace": "replaces a record"}.get)
+    runs = keep(cols[3].select_slider, "Runs per table", "w_game_runs", 200, options=[40, 100, 200, 400])
     key = json.dumps([st.session_state.data["sha256"], public.to_dict(), name, epsilon, relation, runs],
                      sort_keys=True, default=str)
     if st.button("Play: run it on both tables", key="w_game_play"):
@@ -60,7 +58,7 @@ def section() -> None:
         bar.empty()
     kept = st.session_state.get("attack_game")
     if not kept or kept["key"] != key:
-        st.caption("Press Play (a few seconds; marginal_tree takes longer).")
+        st.caption("Press Play (a few seconds for most mechanisms; fewer runs for the slower ones).")
         return
     _show(kept["game"])
 

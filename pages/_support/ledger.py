@@ -26,6 +26,7 @@ from privsyn_core.privacy.budget import (
     LedgerError,
     PrivacyLedger,
     Reservation,
+    environment_budget,
 )
 
 from .state import release_locked
@@ -62,7 +63,7 @@ def store() -> PrivacyLedger:
     if found is None:
         found = _STORES[key] = PrivacyLedger(key[0], require_budget=key[1])
     else:
-        found.default_budget = PrivacyLedger(key[0]).default_budget
+        found.default_budget = environment_budget()
     return found
 
 

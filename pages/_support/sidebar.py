@@ -64,8 +64,8 @@ def sidebar_ledger() -> None:
 
 
 def _ledger_panel(did: str) -> None:
-    _budget_control(did)
-    cap = store.budget(did)
+    cap = store.budget(did)  # read once per rerun (a change of the field was applied by its callback already)
+    _budget_control(did, cap)
     private, n_private = store.spends(did, last=LAST_SPENDS, private=True), store.count(did, private=True)
     others, n_others = store.spends(did, last=LAST_SPENDS, private=False), store.count(did, private=False)
     totals = store.totals(did)
@@ -97,11 +97,11 @@ LAST_SPENDS = 8
 OPERATOR_COMMAND = "python -m privsyn_core budget set DATA.csv EPSILON"
 
 
-def _budget_control(did: str) -> None:
+def _budget_control(did: str, cap: float | None) -> None:
     """The budget: read-only on a release-only server (the operator's), tighten-only on uploaded data, free on a
     bundled sample's per-session ledger.  Written only by the user's own change of the field (a callback),
     never from a value the session drew earlier."""
-    cap, owner = store.budget(did), store.budget_owner(did)
+    owner = store.budget_owner(did)
     if release_locked():
         if cap is None:
             st.error("No privacy budget is set by the operator for this data: every release is refused. "

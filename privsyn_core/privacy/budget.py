@@ -45,7 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from privsyn_core.errors import PrivsynError
+from privsyn_core.errors import DataError, PrivsynError
 
 #: Environment variables: the ledger's file, the data folder it lives in by default, the operator's default budget.
 LEDGER_ENV, DATA_DIR_ENV, BUDGET_ENV = "PRIVSYN_LEDGER", "PRIVSYN_DATA_DIR", "PRIVSYN_BUDGET"
@@ -120,19 +120,10 @@ def file_id(path: str | os.PathLike[str]) -> str:
     DataError
         For a path that is not a regular file (a device such as ``/dev/zero`` would never end).
     """
-    from privsyn_core.errors import DataError
-
     with open(path, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
             raise DataError(f"not a regular file: {path}")
-        return _sha256_of(handle)
-
-
-def _sha256_of(handle: Any) -> str:
-    digest = hashlib.sha256()
-    for block in iter(lambda: handle.read(1 << 20), b""):
-        digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def dataset_id(data: Any) -> str:

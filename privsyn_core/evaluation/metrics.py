@@ -116,14 +116,20 @@ def w1(X: np.ndarray, Y: np.ndarray, *, weights_x: np.ndarray | None = None, wei
       as exact integer masses in units of 1/lcm(n, m); weighted ones in units of 2^-40 (the rounding, at most
       #cells * 2^-40 of mass, is added to ``error_bound`` times the diameter). ``cells_per_axis`` sets k
       (default: the largest with k^d <= FLOW_NODES).
-    * ``"certified"`` (d = 2, chebyshev or cityblock, unweighted inputs; ``"auto"`` uses it there when the cost
-      matrix exceeds ``max_entries``): a certified interval ``lower <= W1 <= upper`` from a coupling of the
-      actual points (min-cost flow through a lattice of ``cells_per_axis`` cells per axis, default
-      ``min(CERTIFIED_CELLS, sqrt(#atoms))``, plus direct arcs to nearest neighbours) and a 1-Lipschitz function
-      (the lattice problem's dual potentials, extended by McShane/Whitney); the value is the midpoint and
-      ``error_bound`` the half-width. Proofs in :mod:`privsyn_core.evaluation.w1_certified`. Its memory is
-      estimated first: above ``CERTIFIED_MAX_BYTES`` it refuses (``"certified"``) or ``"auto"`` falls back to
-      ``"grid"``. Weighted inputs and other d keep the grid method under ``"auto"``.
+    * ``"certified"`` (chebyshev or cityblock, unweighted inputs, any d >= 2): a certified interval
+      ``lower <= W1 <= upper`` from the cost of a coupling of the actual points and a 1-Lipschitz function
+      (Kantorovich-Rubinstein duality), refined until its width is at most 10% of ``lower`` (or a round limit);
+      the value is the midpoint and ``error_bound`` the half-width. In d = 2 by domain decomposition of a
+      min-cost flow through the atoms and a lattice of ``cells_per_axis`` cells per axis (default
+      ``min(CERTIFIED_CELLS, sqrt(#atoms))``; :mod:`privsyn_core.evaluation.w1_certified`; 10^5 points a side
+      in 5-12 s of CPU, two processes); its memory is estimated first, and above ``CERTIFIED_MAX_BYTES`` it
+      refuses. In other d on a nearest-neighbour graph with column generation
+      (:mod:`privsyn_core.evaluation.w1_sparse`; chebyshev visits every pair of atoms once per round, so at
+      most ``TRANSFORM_MAX_PAIRS`` pairs; 10^4 points a side in 1-6 s).
+    * ``"auto"``: the closed form in d = 1; else ``"exact"`` while the cost matrix of the cancelled atoms has at
+      most ``max_entries`` entries (about 2000 points a side by default); above that ``"certified"`` for
+      unweighted chebyshev or cityblock inputs in d = 2 (``"grid"`` if its memory estimate exceeds the budget),
+      and ``"grid"`` for weighted inputs, the euclidean metric and d >= 3 (certified there is opt-in: slower).
 
     Parameters
     ----------

@@ -1,65 +1,64 @@
-r"""Certified interval for W1 in the plane: a primal coupling (upper end) and a dual potential (lower end).
+r"""Certified interval for W1 in the plane: a coupling (upper end) and a 1-Lipschitz function (lower end).
 
-Used by :func:`privsyn_core.evaluation.metrics.w1` (``method="certified"``, and ``"auto"`` for large inputs in
-d = 2). The ground metric is l-infinity (chebyshev) or l1 (cityblock). Both are an l1 norm after a linear map
-``T``: for chebyshev in d = 2, ``max(|dx|, |dy|) = (|du| + |dv|) / 2`` with ``u = x + y``, ``v = x - y``; for
-cityblock ``T`` is the identity. Write :math:`\rho(p, q) = s \, \|T p - T q\|_1` with ``s = 1/2`` or ``1``.
+Used by :func:`privsyn_core.evaluation.metrics.w1` (``method="certified"``, and ``"auto"`` for large unweighted
+inputs in d = 2). The ground metric is l-infinity (chebyshev) or l1 (cityblock). Both are an l1 norm after a
+linear map: for chebyshev in d = 2, ``max(|dx|, |dy|) = (|du| + |dv|) / 2`` with ``u = x + y``, ``v = x - y``.
+All work happens on ``q = s T p`` (``T`` the rotation and ``s = 1/2`` for chebyshev, the identity for
+cityblock), where :math:`\rho(p, p') = \|q - q'\|_1`.
 
-A lattice of nodes ``lo + w (i, j)``, ``0 <= i, j <= k``, covers the bounding box of the ``T``-images of the atoms;
-its 4-neighbour graph has arcs of cost ``s w``, and its path metric between lattice nodes is exactly
-:math:`\rho` (l1 is additive along a monotone staircase). Every cost is an integer in units of ``s w / M``.
+**The network.** Nodes: the atoms of ``mu - nu`` and the nodes of a lattice ``lo + w (i, j)``, ``0 <= i, j <= k``,
+over the atoms' bounding box. Arcs, each as long as :math:`\rho` between its ends: both directions between
+4-neighbour lattice nodes, each positive atom to the 4 corners of its lattice cell and those corners to each
+negative atom of the cell, each positive atom to its ``neighbours`` nearest negative atoms and back-wise (k-d
+tree), and later the arcs the lower end asks for (below). A feasible flow of ``mu - nu`` through the network
+decomposes into paths from positive to negative atoms, each at least as long as :math:`\rho` between its ends
+(triangle inequality), so the paths form a coupling of cost at most the flow's cost: :math:`W_1 \le U`.
 
-Upper end ``U`` (a coupling): the graph ``G`` = lattice + the atoms, each positive atom ``x`` with arcs to the 4
-corners of its lattice cell (cost :math:`\lceil \rho(x, c) \rceil`), each negative atom ``y`` with arcs from the 4
-corners of its cell, and an arc from each positive atom to each of its ``neighbours`` nearest negative atoms
-and back-wise (cost :math:`\lceil \rho(x, y) \rceil`). Every arc costs at least :math:`\rho` between its ends, so
-by the triangle inequality every path from ``x`` to ``y`` costs at least :math:`\rho(x, y)`, and a flow of
-``mu - nu`` through ``G`` decomposes into paths that form a coupling of ``mu`` and ``nu`` whose cost is at most
-the flow's cost. Hence :math:`W_1(\mu,\nu) \le U` = cost of the min-cost flow (OR-tools ``SimpleMinCostFlow``);
-the flow returned is checked here (conservation of mass at every node, non-negative flows) and its cost is
-recomputed from it, so ``U`` does not rest on the solver's claim of optimality. A path through the lattice is
-exact (cost :math:`\rho(x, y)` up to the ceiling) when the cells of ``x`` and ``y`` differ in both coordinates:
-leave ``x`` by the corner towards ``y`` and enter ``y`` by the corner towards ``x``. On large problems (from
-``PREMATCH_MIN_ATOMS`` atoms) part of the coupling is fixed first, at its exact cost: close pairs of mutual
-nearest atoms of opposite sign exchange their common mass directly (:func:`_match_mutual_nearest`); the flow
-carries the rest. A coupling of each part is a coupling of the whole, so ``U`` is still the cost of a coupling;
-at 10^5 vs 10^5 points it halves the flow problem and moves ``U`` by less than 1%.
+**Weak duality.** For any potential ``g`` on the negative atoms, ``F(x) = min_y g(y) + rho(x, y)`` on the
+positive atoms and ``G(y) = max_x F(x) - rho(x, y)`` (the McShane and Whitney extensions) satisfy
+``F(x) - G(y) <= rho(x, y)`` for every pair, so by Kantorovich-Rubinstein duality
+:math:`W_1 \ge L = \sum_x \mu_x F(x) - \sum_y \nu_y G(y)` whatever ``g`` is. ``L`` rests only on computing
+``G`` exactly, which :func:`privsyn_core.evaluation.w1_transform.planar_c_transform` does (four-quadrant divide
+and conquer; a k-d tree is hopeless on potentials of slope 1). ``L`` is close to ``W1`` when ``g`` is close to
+an optimal dual of the full problem.
 
-Lower end ``L`` (a 1-Lipschitz function): each atom is moved to its nearest lattice node and W1 of the moved
-measures is a min-cost flow on the lattice alone. Its optimal node potentials ``phi`` (shortest-path distances
-in the residual graph of the optimal flow, by a vectorised Bellman-Ford; OR-tools does not return them) satisfy
-:math:`|\phi(c) - \phi(c')| \le \rho(c, c')` on every lattice arc, checked here, hence on all pairs of lattice
-nodes (sum along a monotone staircase). Extend by McShane and Whitney,
+**Solving by domain decomposition.** One min-cost flow over 2 x 10^5 atoms takes OR-tools or POT 10-20 s;
+blocks of ``CERTIFIED_BLOCK`` x ``CERTIFIED_BLOCK`` lattice cells (about 10^3 atoms at 10^5 points a side) take
+milliseconds each. So the network's flow problem is solved block by block, on two partitions shifted by half a
+block, with POT's network simplex (:func:`privsyn_core.evaluation.w1_flow.transshipment`, which also returns the
+potentials):
 
-.. math:: f^+(z) = \min_c \phi(c) + \rho(z, c), \qquad f^-(z) = \max_c \phi(c) - \rho(z, c),
+* *primal sweep* (the upper end): the flow on the arcs between blocks is held fixed; each block's flow is then an
+  independent min-cost flow with supplies corrected by the fixed flow across its border, solved exactly. No
+  block's cost rises, so neither does the total, and the flow stays feasible (domain decomposition).
+* *dual sweep* (the lower end's ``g``): block coordinate ascent on the dual, :math:`\max \sum_i s_i \pi_i` over
+  :math:`\pi_i - \pi_j \le c_{ij}` on every arc. With the potentials outside a block fixed, the block's optimal
+  potentials are those of a min-cost flow on the block plus one outside node ``o`` with arcs ``i -> o`` of cost
+  :math:`c_{ij} + \pi_j` and ``o -> i`` of cost :math:`c_{ji} - \pi_j` for the arcs leaving and entering the
+  block (anchored at :math:`\pi_o = 0`); feasible potentials stay feasible, so no such flow has a negative cycle.
+  Blocks are taken one after the other (Gauss-Seidel).
 
-minimum and maximum of 1-Lipschitz functions, so 1-Lipschitz for :math:`\rho` on the whole plane (they agree with
-``phi`` on the lattice). By Kantorovich-Rubinstein weak duality, for any coupling :math:`\gamma`,
-:math:`\sum \gamma_{xy} \rho(x, y) \ge \sum \gamma_{xy} (f(x) - f(y)) = \int f d\mu - \int f d\nu`, so
-:math:`L = \max_\pm \int f^\pm d(\mu - \nu) \le W_1(\mu, \nu)`. The minimum over all lattice nodes is attained at
-a corner of the cell ``B`` that holds ``z``: for a node ``c``, let ``p`` be ``c`` clamped coordinate-wise (in ``T``
-coordinates) to ``B``; it is a corner of ``B`` (a lattice coordinate inside ``B``'s range is one of its two
-ends), each coordinate of ``p`` lies between those of ``z`` and ``c``, so :math:`\rho(z, c) = \rho(z, p) +
-\rho(p, c)`, and :math:`\phi(c) + \rho(z, c) \ge \phi(p) - \rho(p, c) + \rho(z, p) + \rho(p, c)`. (Likewise for
-the maximum.) So ``f`` costs 4 evaluations per atom. ``L`` needs no optimality of ``phi``, only the
-1-Lipschitz check.
+The start is the lattice problem: W1 of the atoms moved to their nearest lattice node, a min-cost flow on the
+lattice alone (solved whole, once). Its flow, plus each atom's arc to its nearest node, is the first feasible
+flow; its potentials, extended to the atoms by McShane through the cell's corners, the first feasible dual. A
+round is two primal sweeps (one per partition), a dual sweep and the transforms; from ``PARALLEL_MIN_ATOMS``
+atoms (outside daemonic processes such as Dask's workers) the primal sweeps run in a joblib worker process
+meanwhile. The minimisers of ``F`` and ``G`` (the pairs whose dual constraint binds) then join the network as
+arcs (column generation) and the positive atoms' potentials drop to feasible again (they only have arcs out).
+Rounds stop once ``U - L <= tolerance * L``, or after ``rounds``; every round's ``[L, U]`` is certified and the
+best ends are kept.
 
-The two ends are independent flow problems; on large problems (from ``PARALLEL_MIN_ATOMS`` atoms, outside daemonic
-processes such as Dask's workers) they are solved at the same time in two of joblib's worker processes (OR-tools
-holds the GIL while it solves, so threads would take turns).
-
-Both ends also hold the simple quantisation interval ``W_q +- q`` of the lattice problem (triangle inequality of
-W1, as in the grid method); the reported interval is the intersection.
-
-Rounding: masses are exact integers (unweighted inputs, in units of ``1 / lcm(n, m)``). Atom-to-node costs are
-rounded up after a relative margin of 1e-9 and an absolute one of 1e-6 units, far above the floating-point error
-of computing :math:`\rho` (about 1e-16 relative), so every integer cost is at least the true distance; the
-potentials are exact integers; the final sums (floating point, relative error ~1e-15) are widened by 1e-9
-relative.
+Exactness: masses are integers (unweighted inputs, in units of ``1 / lcm(n, m)``) and stay integers in every
+network simplex solve (sums of integers below 2^53); the flow is checked for conservation at every node before
+``U`` is taken from it. The lengths, transforms and sums are floating point: every arc is lengthened by 1e-14 of
+the coordinates' scale (its computed length is within a few units in the last place of the true distance, and
+a unit of flow pays it once per arc it crosses) and ``U`` is widened by 1e-9 relative; ``G`` is raised by 1e-12
+of the largest magnitude in its transform, and ``L`` lowered by 1e-9 of the sum of its absolute terms.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from multiprocessing import current_process
 
 import numpy as np
@@ -67,36 +66,38 @@ from joblib import Parallel, delayed
 from scipy.spatial import cKDTree
 
 from privsyn_core.errors import ParameterError
+from privsyn_core.evaluation.w1_flow import transshipment
 from privsyn_core.evaluation.w1_sparse import TRANSFORM_MAX_PAIRS, sparse_certified_w1
+from privsyn_core.evaluation.w1_transform import planar_c_transform
 
-CERTIFIED_CELLS = 150  # default lattice cells per axis of the upper end (10^5 vs 10^5 points: 15-25 s)
-LOWER_REFINEMENT = 2  # the lower end's lattice (cheaper: no atom nodes) has this many times more cells per axis
-CERTIFIED_NEIGHBOURS = 4  # direct arcs from each atom to its nearest atoms of the other sign
-PREMATCH_QUANTILE = 0.5  # mutual nearest pairs closer than this quantile of nearest distances are matched first
-PREMATCH_ROUNDS = 2  # ... repeated on the atoms left
-PREMATCH_MIN_ATOMS = 20_000  # ... on problems of at least this many atoms (below, the flow alone is fast)
-PARALLEL_MIN_ATOMS = 20_000  # from this many atoms the two ends are solved in two worker processes at once
-CERTIFIED_MAX_BYTES = 1_000_000_000  # memory budget of one certified call (arrays and the solver's arcs)
-_BYTES_PER_ARC = 160  # estimate (not measured): numpy tails, heads, costs, flows (40 B) + OR-tools' arcs and residuals
-_BYTES_PER_NODE = 64
-_COST_UNITS = 2**8  # integer cost units per lattice step (finer: slower cost scaling, at most 2 units per path gained)
-_MARGIN_REL, _MARGIN_ABS = 1e-9, 1e-6
+CERTIFIED_CELLS = 150  # lattice cells per axis (the start and the blocks)
+CERTIFIED_NEIGHBOURS = 16  # arcs from each atom to its nearest atoms of the other sign
+CERTIFIED_BLOCK = 10  # lattice cells per side of a block of the decomposition
+CERTIFIED_ROUNDS = 4  # at most this many rounds (primal sweep, dual sweep, transforms)
+CERTIFIED_TOLERANCE = 0.1  # ... stopping once U - L <= this fraction of L
+CERTIFIED_MAX_BYTES = 1_000_000_000  # memory budget of one certified call
+PARALLEL_MIN_ATOMS = 20_000  # from this many atoms the primal sweeps run in a worker process meanwhile
+_BYTES_PER_ARC = 120  # estimate: tails, heads, lengths, flows, keys, order (48 B) + temporaries of a sweep
+_BYTES_PER_NODE = 200  # atoms and lattice nodes: coordinates, supplies, potentials, block ids, transforms
+_REL_MARGIN, _LENGTH_ERROR, _TRANSFORM_MARGIN = 1e-9, 1e-14, 1e-12
+_CORNERS = ((0, 0), (1, 0), (0, 1), (1, 1))  # in the order (dx + 2 dy)
+_THREADS = 2  # k-d tree queries (scipy releases the GIL)
 
 
 def certified_bytes(atoms: int, k: int, neighbours: int) -> int:
-    """Memory estimate of :func:`certified_w1`: its two flow problems, solved at the same time."""
-    lower_lattice = (max(1, round(LOWER_REFINEMENT * k)) + 1) ** 2
-    nodes = (k + 1) ** 2 + atoms + lower_lattice
-    arcs = 4 * (k + 1) ** 2 + 4 * atoms + 2 * neighbours * atoms + 4 * lower_lattice
-    return arcs * _BYTES_PER_ARC + nodes * _BYTES_PER_NODE
+    """Memory estimate of :func:`certified_w1` for ``atoms`` atoms on a ``k``-cell lattice."""
+    lattice = (k + 1) ** 2
+    arcs = 4 * lattice + (4 + neighbours + 2 * CERTIFIED_ROUNDS) * atoms
+    return arcs * _BYTES_PER_ARC + (atoms + lattice) * _BYTES_PER_NODE
 
 
 def certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric: str, k: int,
-                 neighbours: int = CERTIFIED_NEIGHBOURS) -> tuple[float, float]:
+                 neighbours: int = CERTIFIED_NEIGHBOURS, tolerance: float = CERTIFIED_TOLERANCE,
+                 rounds: int = CERTIFIED_ROUNDS) -> tuple[float, float]:
     """Certified ``(lower, upper)`` for W1 between the positive and the negative part of a signed measure.
 
-    In d = 2 by the lattice method of this module; in other d by
-    :func:`privsyn_core.evaluation.w1_sparse.sparse_certified_w1` (``k`` unused there).
+    In d = 2 by the method of this module; in other d by
+    :func:`privsyn_core.evaluation.w1_sparse.sparse_certified_w1` (``k``, ``tolerance``, ``rounds`` unused there).
 
     Parameters
     ----------
@@ -110,7 +111,9 @@ def certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric: str, 
     k : int
         Lattice cells per axis.
     neighbours : int
-        Direct arcs per atom to its nearest atoms of the other sign (0: through the lattice only).
+        Arcs per atom to its nearest atoms of the other sign.
+    tolerance, rounds : float, int
+        Stop once ``upper - lower <= tolerance * lower``, or after ``rounds`` rounds.
     """
     if metric not in ("chebyshev", "cityblock"):
         raise ParameterError("method='certified' needs metric 'chebyshev' or 'cityblock'")
@@ -120,34 +123,93 @@ def certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric: str, 
             raise ParameterError(f"method='certified' in d = {atoms.shape[1]} (chebyshev) visits every pair of "
                                  f"atoms: {pairs:.3g} pairs exceed the budget of {TRANSFORM_MAX_PAIRS:.3g}")
         return sparse_certified_w1(atoms, supply, unit, metric)
-    scale = 0.5 if metric == "chebyshev" else 1.0
-    P = np.c_[atoms[:, 0] + atoms[:, 1], atoms[:, 0] - atoms[:, 1]] if metric == "chebyshev" else atoms
-    lo = P.min(axis=0)
-    span = float(np.max(P.max(axis=0) - lo)) or 1.0
-    width = span / k
-    cell = np.clip(np.floor((P - lo) / width), 0, k - 1).astype(np.int64)
-    fine = max(1, round(LOWER_REFINEMENT * k))
-    lower_args = (P, lo, span / fine, fine, supply, scale, scale * span / fine)
-    upper_args = (atoms, P, lo, width, k, cell, supply, scale, metric, neighbours)
-    if len(atoms) >= PARALLEL_MIN_ATOMS and not current_process().daemon:  # OR-tools holds the GIL: processes
-        (lower, grid_value, quantisation), upper = Parallel(n_jobs=2)([delayed(_lower)(*lower_args),
-                                                                       delayed(_upper_end)(*upper_args)])
-    else:
-        (lower, grid_value, quantisation), upper = _lower(*lower_args), _upper_end(*upper_args)
-    low, high = max(lower, grid_value - quantisation, 0.0) / unit, min(upper, grid_value + quantisation) / unit
-    return low * (1 - _MARGIN_REL), high * (1 + _MARGIN_REL)  # floating-point sums: relative error ~1e-15
+    q = 0.5 * np.c_[atoms[:, 0] + atoms[:, 1], atoms[:, 0] - atoms[:, 1]] if metric == "chebyshev" else atoms
+    net = _start(q, supply.astype(np.int64), k, neighbours)
+    lower, upper = 0.0, np.inf
+    in_worker = len(atoms) >= PARALLEL_MIN_ATOMS and not current_process().daemon
+    potential = net.potential
+    for round_number in range(rounds):
+        offsets = ((round_number % 2) * (CERTIFIED_BLOCK // 2), ((round_number + 1) % 2) * (CERTIFIED_BLOCK // 2))
+        primal = (Parallel(n_jobs=2, return_as="generator")([delayed(_primal_sweeps)(net, offsets)]) if in_worker
+                  else iter([_primal_sweeps(net, offsets)]))
+        potential = _dual_sweep(net, potential, offsets[0])
+        low, binding = _lower_end(net, potential)
+        net.flow = next(primal)
+        upper, lower = min(upper, net.certified_cost()), max(lower, low)
+        if upper - lower <= tolerance * lower or round_number == rounds - 1:
+            break
+        net.add_arcs(binding)
+        potential = _tightest_on_positive_atoms(net, potential)
+    return max(lower, 0.0) / unit, upper / unit
 
 
-def _upper_end(atoms: np.ndarray, P: np.ndarray, lo: np.ndarray, width: float, k: int, cell: np.ndarray,
-               supply: np.ndarray, scale: float, metric: str, neighbours: int) -> float:
-    """Upper end (mass units x rho): close mutual nearest pairs matched first on large problems, then the flow."""
-    matched, matched_cost = (_match_mutual_nearest(atoms, supply, metric) if len(atoms) >= PREMATCH_MIN_ATOMS
-                             else (np.zeros_like(supply), 0.0))
-    rest = supply != matched
-    if not rest.any():
-        return matched_cost
-    return matched_cost + _upper(atoms[rest], P[rest], lo, width, k, cell[rest], supply[rest] - matched[rest],
-                                 scale, scale * width, metric, neighbours)
+@dataclass
+class _Network:
+    """Atoms ``0 .. atoms-1`` and lattice nodes after them; arcs with their lengths and the current feasible flow."""
+
+    atoms: int
+    points: np.ndarray  # (nodes, 2) coordinates in the l1 plane
+    supply: np.ndarray  # (nodes,) integer supplies, 0 at the lattice nodes
+    place: np.ndarray  # (nodes, 2) lattice coordinates of each node (of an atom: its nearest node)
+    tails: np.ndarray
+    heads: np.ndarray
+    length: np.ndarray
+    flow: np.ndarray
+    potential: np.ndarray  # a feasible dual: potential[tail] - potential[head] <= length on every arc
+
+    def add_arcs(self, pairs: np.ndarray) -> None:
+        """New arcs ``(tail, head)`` at zero flow; pairs already in the network are skipped."""
+        size = len(self.supply)
+        present = np.sort(self.tails * size + self.heads)
+        key = np.sort(pairs[:, 0] * size + pairs[:, 1])
+        key = key[np.r_[True, key[1:] != key[:-1]]]
+        key = key[present[np.searchsorted(present, key).clip(max=len(present) - 1)] != key]
+        tails, heads = key // size, key % size
+        self.tails, self.heads = np.r_[self.tails, tails], np.r_[self.heads, heads]
+        self.length = np.r_[self.length, np.abs(self.points[tails] - self.points[heads]).sum(axis=1)]
+        self.flow = np.r_[self.flow, np.zeros(len(key))]
+
+    def certified_cost(self) -> float:
+        """An upper bound on the cost of the coupling the flow decomposes into, after checking the flow
+        (non-negative, conserving every node's supply exactly): the flow's cost with each arc lengthened by
+        ``_LENGTH_ERROR`` of the coordinates' scale (the rounding of the coordinates and of the lengths), then
+        widened by ``_REL_MARGIN`` for the floating-point sum."""
+        size = len(self.supply)
+        balance = (np.bincount(self.tails, weights=self.flow, minlength=size)
+                   - np.bincount(self.heads, weights=self.flow, minlength=size))
+        if np.any(self.flow < 0) or not np.array_equal(balance, self.supply.astype(float)):
+            raise RuntimeError("the decomposed flow does not conserve mass")
+        scale = float(np.abs(self.points).max() + np.ptp(self.points, axis=0).max())
+        return (float(self.flow @ self.length) + _LENGTH_ERROR * scale * float(self.flow.sum())) * (1 + _REL_MARGIN)
+
+
+def _start(q: np.ndarray, supply: np.ndarray, k: int, neighbours: int) -> _Network:
+    """The network with its first flow and potential, from the lattice problem."""
+    lo = q.min(axis=0)
+    width = float(np.max(q.max(axis=0) - lo)) / k or 1.0 / k
+    side, count = k + 1, len(q)
+    cell = np.clip(np.floor((q - lo) / width), 0, k - 1).astype(np.int64)
+    nearest = np.clip(np.rint((q - lo) / width), 0, k).astype(np.int64)  # one of the cell's corners
+    lattice = np.arange(side * side)
+    lattice_place = np.c_[lattice % side, lattice // side]
+    points = np.r_[q, lo + width * lattice_place]
+    lattice_tails, lattice_heads = _lattice_arcs(k)
+    node_supply = np.bincount(nearest @ (1, side), weights=supply, minlength=side * side).astype(np.int64)
+    lattice_flow, phi = _lattice_solution(node_supply, lattice_tails, lattice_heads, width)
+    pos, neg = np.flatnonzero(supply > 0), np.flatnonzero(supply < 0)
+    corners = [count + (cell + corner) @ (1, side) for corner in _CORNERS]
+    pairs = _neighbour_pairs(q, pos, neg, neighbours)
+    tails = np.concatenate([count + lattice_tails, *(np.r_[pos, node[neg]] for node in corners), pairs[:, 0]])
+    heads = np.concatenate([count + lattice_heads, *(np.r_[node[pos], neg] for node in corners), pairs[:, 1]])
+    flow = np.zeros(len(tails))
+    flow[:len(lattice_flow)] = lattice_flow
+    arc_to_nearest = len(lattice_flow) + ((nearest - cell) @ (1, 2)) * (len(pos) + len(neg))
+    flow[arc_to_nearest[pos] + np.arange(len(pos))] = supply[pos]
+    flow[arc_to_nearest[neg] + len(pos) + np.arange(len(neg))] = -supply[neg]
+    mcshane = np.min([phi[node - count] + np.abs(q - points[node]).sum(axis=1) for node in corners], axis=0)
+    return _Network(count, points, np.r_[supply, np.zeros(side * side, dtype=np.int64)],
+                    np.r_[nearest, lattice_place], tails, heads, np.abs(points[tails] - points[heads]).sum(axis=1),
+                    flow, np.r_[mcshane, phi])
 
 
 def _lattice_arcs(k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -157,153 +219,133 @@ def _lattice_arcs(k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.r_[a, b], np.r_[b, a]
 
 
-def _solve(tails: np.ndarray, heads: np.ndarray, costs: np.ndarray, supply: np.ndarray) -> np.ndarray:
-    """Optimal flows of an uncapacitated min-cost flow by OR-tools, checked for conservation of mass."""
-    from ortools.graph.python import min_cost_flow
-
-    solver = min_cost_flow.SimpleMinCostFlow()
-    capacity = int(supply[supply > 0].sum())
-    arcs = solver.add_arcs_with_capacity_and_unit_cost(tails.astype(np.int32), heads.astype(np.int32),
-                                                       np.full(len(tails), capacity, dtype=np.int64),
-                                                       costs.astype(np.int64))
-    solver.set_nodes_supplies(np.arange(len(supply), dtype=np.int32), supply.astype(np.int64))
-    status = solver.solve()
-    if status != solver.OPTIMAL:
-        raise RuntimeError(f"OR-tools min-cost flow did not reach the optimum (status {status})")
-    flows = np.asarray(solver.flows(arcs), dtype=np.int64)
-    balance = (np.bincount(tails, weights=flows, minlength=len(supply))
-               - np.bincount(heads, weights=flows, minlength=len(supply)))
-    if np.any(flows < 0) or not np.array_equal(balance, supply.astype(float)):
-        raise RuntimeError("OR-tools returned a flow that does not conserve mass")
-    return flows
+def _lattice_solution(node_supply: np.ndarray, tails: np.ndarray, heads: np.ndarray,
+                      width: float) -> tuple[np.ndarray, np.ndarray]:
+    """Min-cost flow of the lattice supplies (arc cost ``width``): the flow on each arc and node potentials."""
+    solution = transshipment(node_supply, tails, heads, np.full(len(tails), width))
+    if solution is None:
+        raise RuntimeError("POT's network simplex did not solve the lattice problem")
+    return solution
 
 
-def _ceil_units(distance: np.ndarray, step: float) -> np.ndarray:
-    return np.ceil(distance / step * _COST_UNITS * (1 + _MARGIN_REL) + _MARGIN_ABS).astype(np.int64)
-
-
-def _upper(atoms: np.ndarray, P: np.ndarray, lo: np.ndarray, width: float, k: int, cell: np.ndarray,
-           supply: np.ndarray, scale: float, step: float, metric: str, neighbours: int) -> float:
-    """Cost (in mass units x rho) of the min-cost flow of the signed measure through lattice + atoms + direct arcs."""
-    lattice = (k + 1) ** 2
-    ids = lattice + np.arange(len(P))
-    pos, neg = supply > 0, supply < 0
-    lt, lh = _lattice_arcs(k)
-    tails, heads, costs = [lt], [lh], [np.full(len(lt), _COST_UNITS, dtype=np.int64)]
-    for corner in ((0, 0), (1, 0), (0, 1), (1, 1)):
-        node = cell + corner
-        dist = scale * np.abs(P - (lo + node * width)).sum(axis=1)
-        node_id = node[:, 0] + (k + 1) * node[:, 1]
-        tails += [ids[pos], node_id[neg]]
-        heads += [node_id[pos], ids[neg]]
-        costs += [_ceil_units(dist[pos], step), _ceil_units(dist[neg], step)]
-    if neighbours > 0:
-        pairs = _neighbour_pairs(atoms, pos, neg, metric, neighbours)
-        gap = np.abs(atoms[pairs[:, 0]] - atoms[pairs[:, 1]])
-        dist = gap.max(axis=1) if metric == "chebyshev" else gap.sum(axis=1)
-        tails.append(ids[pairs[:, 0]])
-        heads.append(ids[pairs[:, 1]])
-        costs.append(_ceil_units(dist, step))
-    all_tails, all_heads, all_costs = np.concatenate(tails), np.concatenate(heads), np.concatenate(costs)
-    flows = _solve(all_tails, all_heads, all_costs, np.r_[np.zeros(lattice, dtype=np.int64), supply])
-    return float(flows @ all_costs) * step / _COST_UNITS
-
-
-def _match_mutual_nearest(atoms: np.ndarray, supply: np.ndarray, metric: str) -> tuple[np.ndarray, float]:
-    """Part of the coupling fixed in advance: close pairs of mutual nearest atoms of opposite sign.
-
-    In each of ``PREMATCH_ROUNDS`` rounds, on the atoms with mass left, a positive atom ``x`` and a negative atom
-    ``y`` that are each other's nearest atom of the other sign, at a distance of at most the
-    ``PREMATCH_QUANTILE`` quantile of the positive atoms' nearest distances, exchange
-    ``min(supply[x], -supply[y])`` directly. Returns the mass so matched per atom (signed like ``supply``; the
-    flow then carries ``supply - matched``) and its exact cost (mass units x rho). A coupling of the matched
-    part and a coupling of the rest add up to a coupling of ``mu`` and ``nu``, so the upper end stays certified
-    whatever is matched here; it stays close to the optimum because short mutual nearest pairs are almost
-    always matched by an optimal coupling (measured at 10^5 vs 10^5 in docs/evaluation.md), and it shrinks the
-    flow problem by about half.
-    """
-    matched = np.zeros_like(supply)
-    cost = 0.0
-    norm = np.inf if metric == "chebyshev" else 1
-    for _ in range(PREMATCH_ROUNDS):
-        left = supply - matched
-        p_index, n_index = np.flatnonzero(left > 0), np.flatnonzero(left < 0)
-        if len(p_index) == 0 or len(n_index) == 0:
-            break
-        distance, nearest_negative = cKDTree(atoms[n_index]).query(atoms[p_index], 1, p=norm)
-        _, nearest_positive = cKDTree(atoms[p_index]).query(atoms[n_index], 1, p=norm)
-        chosen = ((nearest_positive[nearest_negative] == np.arange(len(p_index)))
-                  & (distance <= np.quantile(distance, PREMATCH_QUANTILE)))
-        x, y = p_index[chosen], n_index[nearest_negative[chosen]]
-        mass = np.minimum(left[x], -left[y])
-        matched[x] += mass
-        matched[y] -= mass
-        cost += float(mass @ distance[chosen])
-    return matched, cost
-
-
-def _neighbour_pairs(atoms: np.ndarray, pos: np.ndarray, neg: np.ndarray, metric: str, count: int) -> np.ndarray:
-    """(positive atom, negative atom) index pairs: each one's ``count`` nearest of the other sign, deduplicated."""
-    p_index, n_index = np.flatnonzero(pos), np.flatnonzero(neg)
-    norm = np.inf if metric == "chebyshev" else 1
-    pairs = []
-    for here, there in ((p_index, n_index), (n_index, p_index)):
+def _neighbour_pairs(q: np.ndarray, pos: np.ndarray, neg: np.ndarray, count: int) -> np.ndarray:
+    """(positive atom, negative atom) pairs: each atom's ``count`` nearest atoms of the other sign, deduplicated."""
+    keys = []
+    for here, there, scale in ((pos, neg, len(q)), (neg, pos, 1)):
         c = min(count, len(there))
-        _, j = cKDTree(atoms[there]).query(atoms[here], c, p=norm)
-        j = j.reshape(len(here), c)
-        pairs.append(np.c_[np.repeat(here, c), there[j.ravel()]])
-    both = np.r_[pairs[0], pairs[1][:, ::-1]]
-    return np.unique(both, axis=0)
+        _, j = cKDTree(q[there]).query(q[here], c, p=1, workers=_THREADS)
+        keys.append(np.repeat(here, c) * scale + there[j.reshape(len(here), c).ravel()] * (len(q) + 1 - scale))
+    key = np.sort(np.concatenate(keys))
+    key = key[np.r_[True, key[1:] != key[:-1]]]
+    return np.c_[key // len(q), key % len(q)]
 
 
-def _lower(P: np.ndarray, lo: np.ndarray, width: float, k: int, supply: np.ndarray, scale: float,
-           step: float) -> tuple[float, float, float]:
-    """Dual lower bound, lattice value W_q and quantisation q (all in mass units x rho) of the lattice problem."""
-    nearest = np.clip(np.rint((P - lo) / width), 0, k).astype(np.int64)
-    lattice = (k + 1) ** 2
-    node_supply = np.bincount(nearest[:, 0] + (k + 1) * nearest[:, 1], weights=supply,
-                              minlength=lattice).astype(np.int64)
-    quantisation = float(np.abs(supply) @ (scale * np.abs(P - (lo + nearest * width)).sum(axis=1)))
-    if not node_supply.any():
-        return 0.0, 0.0, quantisation
-    tails, heads = _lattice_arcs(k)
-    flows = _solve(tails, heads, np.ones(len(tails), dtype=np.int64), node_supply)
-    grid_value = float(flows.sum()) * step
-    distance = _residual_potentials(tails, heads, flows, lattice, np.ones(len(tails), dtype=np.int64))
-    if np.any(np.abs(distance[tails] - distance[heads]) > 1):
-        raise RuntimeError("the lattice potentials are not 1-Lipschitz; no certified lower bound")
-    phi = -distance * step  # exact integers times the step: 1-Lipschitz for rho on the lattice
-    cell = np.clip(np.floor((P - lo) / width), 0, k - 1).astype(np.int64)
-    low, high = np.full(len(P), np.inf), np.full(len(P), -np.inf)
-    for corner in ((0, 0), (1, 0), (0, 1), (1, 1)):
-        node = cell + corner
-        dist = scale * np.abs(P - (lo + node * width)).sum(axis=1)
-        value = phi[node[:, 0] + (k + 1) * node[:, 1]]
-        low, high = np.minimum(low, value + dist), np.maximum(high, value - dist)
-    return max(float(supply @ low), float(supply @ high)), grid_value, quantisation
+def _block_ids(net: _Network, offset: int) -> np.ndarray:
+    """Block of every node: squares of ``CERTIFIED_BLOCK`` lattice cells, shifted by ``offset`` cells."""
+    place = (net.place + offset) // CERTIFIED_BLOCK
+    return place @ (1, int(place[:, 0].max()) + 1)
 
 
-def _residual_potentials(tails: np.ndarray, heads: np.ndarray, flows: np.ndarray, nodes: int,
-                         costs: np.ndarray) -> np.ndarray:
-    """Shortest-path distances from a virtual source (0-cost arcs to every node) in the residual graph of a flow.
+def _groups(keys: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices sorted by ``keys`` (values below ``count``) and the start of each key's run."""
+    order = np.argsort(keys, kind="stable")
+    return order, np.searchsorted(keys[order], np.arange(count + 1))
 
-    Residual arcs: every arc (uncapacitated) at its integer cost, and the reverse of every arc with positive flow
-    at minus its cost.
-    Bellman-Ford, one vectorised relaxation of all arcs per round, until nothing changes; the optimal flow has no
-    negative residual cycle, so it stops within ``nodes`` rounds.
-    """
-    used = flows > 0
-    rt, rh = np.r_[tails, heads[used]], np.r_[heads, tails[used]]
-    rc = np.r_[costs, -costs[used]]
-    order = np.argsort(rh, kind="stable")
-    rt, rh, rc = rt[order], rh[order], rc[order]
-    starts = np.flatnonzero(np.r_[True, rh[1:] != rh[:-1]])
-    targets = rh[starts]
-    distance = np.zeros(nodes, dtype=np.int64)
-    for _ in range(nodes + 1):
-        best = np.minimum(distance[targets], np.minimum.reduceat(distance[rt] + rc, starts))
-        if np.array_equal(best, distance[targets]):
-            return distance
-        distance[targets] = best
-    raise RuntimeError("negative cycle in the residual graph: the flow is not optimal")
 
+def _primal_sweeps(net: _Network, offsets: tuple[int, ...]) -> np.ndarray:
+    """The flow after a primal sweep at each offset in turn (on a copy: the network may be a worker's read-only map)."""
+    net = replace(net, flow=net.flow.copy())
+    for offset in offsets:
+        _primal_sweep(net, offset)
+    return net.flow
+
+
+def _primal_sweep(net: _Network, offset: int) -> None:
+    """Each block's flow re-solved with the flow between blocks held fixed (in place)."""
+    block = _block_ids(net, offset)
+    tail_block, head_block = block[net.tails], block[net.heads]
+    cut = tail_block != head_block
+    size = len(net.supply)
+    corrected = (net.supply - np.bincount(net.tails[cut], weights=net.flow[cut], minlength=size)
+                 + np.bincount(net.heads[cut], weights=net.flow[cut], minlength=size))
+    blocks = int(block.max()) + 1
+    node_order, node_start = _groups(block, blocks)
+    inside = np.flatnonzero(~cut)
+    arc_order, arc_start = _groups(tail_block[inside], blocks)
+    arc_order = inside[arc_order]
+    local = np.empty(size, dtype=np.int64)
+    for b in range(blocks):
+        nodes, arcs = node_order[node_start[b]:node_start[b + 1]], arc_order[arc_start[b]:arc_start[b + 1]]
+        if len(arcs) == 0:
+            continue
+        local[nodes] = np.arange(len(nodes))
+        solution = transshipment(corrected[nodes], local[net.tails[arcs]], local[net.heads[arcs]], net.length[arcs])
+        if solution is not None:
+            net.flow[arcs] = solution[0]
+
+
+def _dual_sweep(net: _Network, potential: np.ndarray, offset: int) -> np.ndarray:
+    """Block coordinate ascent on the dual: each block's optimal potentials given those outside (module doc)."""
+    block = _block_ids(net, offset)
+    tail_block, head_block = block[net.tails], block[net.heads]
+    cut = tail_block != head_block
+    blocks = int(block.max()) + 1
+    node_order, node_start = _groups(block, blocks)
+    inside, crossing = np.flatnonzero(~cut), np.flatnonzero(cut)
+    arc_order, arc_start = _groups(tail_block[inside], blocks)
+    out_order, out_start = _groups(tail_block[crossing], blocks)
+    in_order, in_start = _groups(head_block[crossing], blocks)
+    arc_order, out_order, in_order = inside[arc_order], crossing[out_order], crossing[in_order]
+    potential = potential.copy()
+    local = np.empty(len(net.supply), dtype=np.int64)
+    for b in range(blocks):
+        nodes = node_order[node_start[b]:node_start[b + 1]]
+        if len(nodes) == 0:
+            continue
+        arcs = arc_order[arc_start[b]:arc_start[b + 1]]
+        leaving, entering = out_order[out_start[b]:out_start[b + 1]], in_order[in_start[b]:in_start[b + 1]]
+        outside = len(nodes)
+        local[nodes] = np.arange(outside)
+        out_tail, out_cost = _cheapest(local[net.tails[leaving]], net.length[leaving] + potential[net.heads[leaving]])
+        in_head, in_cost = _cheapest(local[net.heads[entering]],
+                                     net.length[entering] - potential[net.tails[entering]])
+        supply = net.supply[nodes].astype(float)
+        solution = transshipment(np.r_[supply, -supply.sum()],
+                                 np.r_[local[net.tails[arcs]], out_tail, np.full(len(in_head), outside)],
+                                 np.r_[local[net.heads[arcs]], np.full(len(out_tail), outside), in_head],
+                                 np.r_[net.length[arcs], out_cost, in_cost])
+        if solution is not None:
+            potential[nodes] = solution[1][:outside] - solution[1][outside]
+    return potential
+
+
+def _cheapest(local_ends: np.ndarray, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One arc per local node: the cheapest of its parallel arcs to (or from) the outside node."""
+    if len(local_ends) == 0:
+        return local_ends, cost
+    order = np.lexsort((cost, local_ends))
+    first = np.r_[True, local_ends[order][1:] != local_ends[order][:-1]]
+    return local_ends[order][first], cost[order][first]
+
+
+def _tightest_on_positive_atoms(net: _Network, potential: np.ndarray) -> np.ndarray:
+    """Feasible again after new arcs: a positive atom only has arcs out, so lowering its potential to the least
+    ``potential[head] + length`` over them breaks no other arc (and is the best it can take)."""
+    atom_tails = net.tails < net.atoms
+    repaired = potential.copy()
+    np.minimum.at(repaired, net.tails[atom_tails], potential[net.heads[atom_tails]] + net.length[atom_tails])
+    return repaired
+
+
+def _lower_end(net: _Network, potential: np.ndarray) -> tuple[float, np.ndarray]:
+    """``L`` (mass units x rho) from the potential on the negative atoms, and the pairs where ``F`` and ``G`` bind."""
+    supply = net.supply[:net.atoms]
+    pos, neg = np.flatnonzero(supply > 0), np.flatnonzero(supply < 0)
+    g = potential[neg] - np.median(potential[neg])
+    points = net.points[:net.atoms]
+    best, nearest_negative = planar_c_transform(points[neg], g, points[pos])
+    minus_g, nearest_positive = planar_c_transform(points[pos], -best, points[neg])
+    margin = _TRANSFORM_MARGIN * (float(np.abs(best).max()) + 4 * float(np.abs(points).max()))
+    terms = np.r_[best * supply[pos], (margin - minus_g) * supply[neg]]
+    binding = np.r_[np.c_[pos, neg[nearest_negative]], np.c_[pos[nearest_positive], neg]]
+    return float(terms.sum()) - _REL_MARGIN * float(np.abs(terms).sum()), binding

@@ -14,15 +14,14 @@ Upper end ``U`` (a coupling). The sparse graph has the atoms and the nodes ("hub
 each of length :math:`\rho` between its ends (hubs at the cell centres). A flow of ``mu - nu`` through the graph
 decomposes into paths from positive to negative atoms; by the triangle inequality each path is at least as long
 as :math:`\rho` between its ends, so the paths form a coupling of cost at most :math:`U = \sum_a x_a \rho_a`
-and :math:`W_1 \le U`. The flow is OR-tools' min-cost flow on integer costs
-:math:`\lceil \rho_a / \delta \rceil` (``delta`` = diameter / 2^24), checked for conservation of mass, and
-``U`` is recomputed from it with the real lengths.
+and :math:`W_1 \le U`. The flow is POT's network simplex
+(:func:`privsyn_core.evaluation.w1_flow.transshipment`), checked for conservation of mass before ``U`` is taken
+from it.
 
-Lower end ``L`` (a 1-Lipschitz function). Node potentials ``f = -D``, with ``D`` the shortest-path distances
-from a virtual source in the residual graph of the optimal flow (vectorised Bellman-Ford), are optimal for the
-sparse problem but need not satisfy :math:`f(x) - f(y) \le \rho(x, y)` for pairs without an arc. They are
-repaired by two transforms, the McShane extension from the negative atoms and the Whitney extension of that from
-the positive atoms,
+Lower end ``L`` (a 1-Lipschitz function). The network simplex's node potentials ``f`` (its dual solution) are
+optimal for the sparse problem but need not satisfy :math:`f(x) - f(y) \le \rho(x, y)` for pairs without an
+arc. They are repaired by two transforms, the McShane extension from the negative atoms and the Whitney
+extension of that from the positive atoms,
 
 .. math:: F(z) = \min_y f(y) + \rho(z, y), \qquad G(z) = \max_x F(x) - \rho(z, x),
 
@@ -31,18 +30,18 @@ on the positive atoms (``F`` is 1-Lipschitz). By Kantorovich-Rubinstein weak dua
 :math:`W_1 \ge L = \sum_x \mu_x F(x) - \sum_y \nu_y G(y)`, whatever ``f`` is: ``L`` rests only on computing
 the two transforms exactly, never on the solver. The transforms are exact nearest-neighbour queries: for
 cityblock, :math:`f(y) + \|z - y\|_1 = \|(z, 0) - (y, f(y) - \min f)\|_1 + \min f`, an l1 nearest neighbour
-in d + 1 dimensions (k-d tree; for chebyshev in d = 2 after the 45-degree rotation, under which it is half the
-l1 distance); for chebyshev in d >= 3 by a chunked exhaustive minimum over all pairs (hence the budget
-``TRANSFORM_MAX_PAIRS`` on #positive x #negative atoms; a pruned search by cell bounds was slower at 10^4
-points, because the early rounds' potentials are far from 1-Lipschitz and prune little).
+in d + 1 dimensions (k-d tree; slow when the potentials have slope 1 along many directions, see
+:mod:`privsyn_core.evaluation.w1_transform`); for chebyshev by a chunked exhaustive minimum over all pairs
+(scipy's ``cdist``, hence the budget ``TRANSFORM_MAX_PAIRS`` on #positive x #negative atoms).
 
 Column generation: the arcs ``(x, argmin_y)`` of ``F`` where ``F(x) < f(x)`` (and likewise for ``G``) are the
-constraints the sparse dual violates; they are added to the graph and the flow is solved again, ``ROUNDS`` times.
-Each round's interval is certified on its own; the reported one is the intersection.
+constraints the sparse dual violates; they are added to the graph and the flow is solved again, until
+``U - L <= TOLERANCE * L``, nothing is violated, or ``ROUNDS`` rounds. Each round's interval is certified on its
+own; the reported one is the intersection.
 
-Rounding: costs are rounded up (so the flow's potentials are feasible for the rounded costs only, which the
-transforms do not need); the final sums are floating point; ``U`` is widened by 1e-9 relative, ``L`` by 1e-9 of
-the sum of its absolute terms plus 1e-9 of the diameter (per unit of mass).
+Rounding: masses are integers and stay integers in the network simplex; the lengths, transforms and sums are
+floating point: ``U`` is widened by 1e-9 relative, ``L`` by 1e-9 of the sum of its absolute terms plus 1e-9 of
+the diameter (per unit of mass).
 """
 
 from __future__ import annotations
@@ -51,17 +50,22 @@ import itertools
 
 import numpy as np
 from scipy.spatial import cKDTree
+from scipy.spatial.distance import cdist
+
+from privsyn_core.evaluation.w1_flow import transshipment
 
 SPARSE_NEIGHBOURS = 8  # arcs from each atom to its nearest atoms of the other sign
 HUB_NODES = 1024  # at most this many hubs (coarse grid cells) in the feasibility backbone
-ROUNDS = 3  # column-generation rounds (flow, potentials, transforms)
+ROUNDS = 8  # at most this many column-generation rounds (flow, potentials, transforms)
+TOLERANCE = 0.1  # ... stopping once U - L <= this fraction of L
 TRANSFORM_MAX_PAIRS = 250_000_000  # chebyshev in d >= 3: each transform visits every (positive, negative) pair
-_COST_BITS = 24
+_CHUNK_ENTRIES = 2**23  # pairs per block of the exhaustive chebyshev transform (64 MB)
 _MARGIN_REL = 1e-9
 
 
 def sparse_certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric: str,
-                        neighbours: int = SPARSE_NEIGHBOURS, rounds: int = ROUNDS) -> tuple[float, float]:
+                        neighbours: int = SPARSE_NEIGHBOURS, rounds: int = ROUNDS,
+                        tolerance: float = TOLERANCE) -> tuple[float, float]:
     """Certified ``(lower, upper)`` for W1 between the positive and the negative part of ``supply / unit``.
 
     Parameters
@@ -75,27 +79,26 @@ def sparse_certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric
     metric : {"chebyshev", "cityblock"}
     neighbours : int
         Arcs per atom to its nearest atoms of the other sign.
-    rounds : int
-        Column-generation rounds (at least 1).
+    rounds, tolerance : int, float
+        At most ``rounds`` column-generation rounds (at least 1); stop once ``upper - lower <= tolerance * lower``.
     """
-    from privsyn_core.evaluation.w1_certified import _residual_potentials, _solve  # that module imports this one
-
     pos, neg = np.flatnonzero(supply > 0), np.flatnonzero(supply < 0)
     norm = np.inf if metric == "chebyshev" else 1
     pairs = _neighbour_pairs(atoms[pos], atoms[neg], norm, neighbours)
     hub_tails, hub_heads, hub_length, hubs = _hub_arcs(atoms, pos, neg, metric)
     span = float(np.max(atoms.max(axis=0) - atoms.min(axis=0))) * (atoms.shape[1] if norm == 1 else 1) or 1.0
-    delta = span / 2**_COST_BITS
     node_supply = np.r_[supply, np.zeros(hubs, dtype=np.int64)]
     lower, upper = 0.0, np.inf
     for _ in range(rounds):
         tails, heads = np.r_[pos[pairs[:, 0]], hub_tails], np.r_[neg[pairs[:, 1]], hub_heads]
         length = np.r_[_distance(atoms[tails[:len(pairs)]], atoms[heads[:len(pairs)]], norm), hub_length]
-        costs = np.ceil(length / delta * (1 + _MARGIN_REL)).astype(np.int64)
-        flows = _solve(tails, heads, costs, node_supply)
-        terms = flows * length
-        upper = min(upper, float(terms.sum()) * (1 + _MARGIN_REL))
-        f = -_residual_potentials(tails, heads, flows, len(node_supply), costs)[:len(atoms)] * delta
+        solution = transshipment(node_supply, tails, heads, length)
+        if solution is None:
+            raise RuntimeError("POT's network simplex did not solve the sparse problem")
+        flows, potential = solution
+        _check_conservation(tails, heads, flows, node_supply)
+        upper = min(upper, float(flows @ length) * (1 + _MARGIN_REL))
+        f = potential[:len(atoms)]
         F, best_neg = _transform(atoms[neg], f[neg], atoms[pos], metric)
         G, best_pos = _transform(atoms[pos], -F, atoms[neg], metric)
         G = -G
@@ -103,10 +106,18 @@ def sparse_certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric
         lower = max(lower, float(terms.sum()) - _MARGIN_REL * (float(np.abs(terms).sum()) + span * unit))
         new = np.r_[np.c_[np.flatnonzero(f[pos] > F), best_neg[f[pos] > F]],
                     np.c_[best_pos[f[neg] < G], np.flatnonzero(f[neg] < G)]]
-        if len(new) == 0:
+        if len(new) == 0 or upper - lower <= tolerance * lower:
             break
         pairs = np.unique(np.r_[pairs, new], axis=0)
     return max(lower, 0.0) / unit, upper / unit
+
+
+def _check_conservation(tails: np.ndarray, heads: np.ndarray, flows: np.ndarray, supply: np.ndarray) -> None:
+    """The flow must be non-negative and conserve every node's (integer) supply exactly."""
+    balance = (np.bincount(tails, weights=flows, minlength=len(supply))
+               - np.bincount(heads, weights=flows, minlength=len(supply)))
+    if np.any(flows < 0) or not np.array_equal(balance, supply.astype(float)):
+        raise RuntimeError("the network simplex returned a flow that does not conserve mass")
 
 
 def _distance(A: np.ndarray, B: np.ndarray, norm: float) -> np.ndarray:
@@ -160,10 +171,11 @@ def _transform(sources: np.ndarray, values: np.ndarray, targets: np.ndarray,
         lifted = np.c_[to_l1(sources), (values - shift) / scale]
         distance, index = cKDTree(lifted).query(np.c_[to_l1(targets), np.zeros(len(targets))], 1, p=1)
         return scale * distance + shift, index
-    chunk = max(1, 2**22 // (len(sources) * sources.shape[1]))
+    chunk = max(1, _CHUNK_ENTRIES // len(sources))
     best, index = np.empty(len(targets)), np.empty(len(targets), dtype=np.int64)
     for first in range(0, len(targets), chunk):
-        block = np.abs(targets[first:first + chunk, None, :] - sources[None, :, :]).max(axis=2) + values
+        block = cdist(targets[first:first + chunk], sources, "chebyshev")
+        block += values
         index[first:first + chunk] = block.argmin(axis=1)
         best[first:first + chunk] = block[np.arange(len(block)), index[first:first + chunk]]
     return best, index

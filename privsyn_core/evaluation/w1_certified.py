@@ -80,6 +80,7 @@ PARALLEL_MIN_ATOMS = 20_000  # from this many atoms the primal sweeps run in a w
 _BYTES_PER_ARC = 120  # estimate: tails, heads, lengths, flows, keys, order (48 B) + temporaries of a sweep
 _BYTES_PER_NODE = 200  # atoms and lattice nodes: coordinates, supplies, potentials, block ids, transforms
 _REL_MARGIN, _LENGTH_ERROR, _TRANSFORM_MARGIN = 1e-9, 1e-14, 1e-12
+_COORDINATE_ERROR = 2.0**-48  # |computed - exact| of a centred rotated coordinate, per unit of the largest input one
 _CORNERS = ((0, 0), (1, 0), (0, 1), (1, 1))  # in the order (dx + 2 dy)
 _THREADS = 2  # k-d tree queries (scipy releases the GIL)
 
@@ -124,7 +125,8 @@ def certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric: str, 
                                  f"atoms: {pairs:.3g} pairs exceed the budget of {TRANSFORM_MAX_PAIRS:.3g}")
         return sparse_certified_w1(atoms, supply, unit, metric)
     q = 0.5 * np.c_[atoms[:, 0] + atoms[:, 1], atoms[:, 0] - atoms[:, 1]] if metric == "chebyshev" else atoms
-    net = _start(q, supply.astype(np.int64), k, neighbours)
+    net = _start(q - q.min(axis=0), supply.astype(np.int64), k, neighbours)
+    net.error = _COORDINATE_ERROR * float(np.abs(atoms).max())
     lower, upper = 0.0, np.inf
     in_worker = len(atoms) >= PARALLEL_MIN_ATOMS and not current_process().daemon
     potential = net.potential
@@ -156,6 +158,7 @@ class _Network:
     length: np.ndarray
     flow: np.ndarray
     potential: np.ndarray  # a feasible dual: potential[tail] - potential[head] <= length on every arc
+    error: float = 0.0  # bound on the error of every computed coordinate (rotation and centring of the input)
 
     def add_arcs(self, pairs: np.ndarray) -> None:
         """New arcs ``(tail, head)`` at zero flow; pairs already in the network are skipped."""
@@ -172,15 +175,15 @@ class _Network:
     def certified_cost(self) -> float:
         """An upper bound on the cost of the coupling the flow decomposes into, after checking the flow
         (non-negative, conserving every node's supply exactly): the flow's cost with each arc lengthened by
-        ``_LENGTH_ERROR`` of the coordinates' scale (the rounding of the coordinates and of the lengths), then
-        widened by ``_REL_MARGIN`` for the floating-point sum."""
+        ``_LENGTH_ERROR`` of the coordinates' scale (the rounding of the lengths) and by 4 ``error`` (its ends'
+        coordinates), then widened by ``_REL_MARGIN`` for the floating-point sum."""
         size = len(self.supply)
         balance = (np.bincount(self.tails, weights=self.flow, minlength=size)
                    - np.bincount(self.heads, weights=self.flow, minlength=size))
         if np.any(self.flow < 0) or not np.array_equal(balance, self.supply.astype(float)):
             raise RuntimeError("the decomposed flow does not conserve mass")
-        scale = float(np.abs(self.points).max() + np.ptp(self.points, axis=0).max())
-        return (float(self.flow @ self.length) + _LENGTH_ERROR * scale * float(self.flow.sum())) * (1 + _REL_MARGIN)
+        arc_error = _LENGTH_ERROR * float(np.abs(self.points).max()) + 4 * self.error
+        return (float(self.flow @ self.length) + arc_error * float(self.flow.sum())) * (1 + _REL_MARGIN)
 
 
 def _start(q: np.ndarray, supply: np.ndarray, k: int, neighbours: int) -> _Network:
@@ -345,7 +348,7 @@ def _lower_end(net: _Network, potential: np.ndarray) -> tuple[float, np.ndarray]
     points = net.points[:net.atoms]
     best, nearest_negative = planar_c_transform(points[neg], g, points[pos])
     minus_g, nearest_positive = planar_c_transform(points[pos], -best, points[neg])
-    margin = _TRANSFORM_MARGIN * (float(np.abs(best).max()) + 4 * float(np.abs(points).max()))
+    margin = _TRANSFORM_MARGIN * (float(np.abs(best).max()) + 4 * float(np.abs(points).max())) + 4 * net.error
     terms = np.r_[best * supply[pos], (margin - minus_g) * supply[neg]]
     binding = np.r_[np.c_[pos, neg[nearest_negative]], np.c_[pos[nearest_positive], neg]]
     return float(terms.sum()) - _REL_MARGIN * float(np.abs(terms).sum()), binding

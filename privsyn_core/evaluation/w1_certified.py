@@ -58,9 +58,14 @@ of the largest magnitude in its transform, and ``L`` lowered by 1e-9 of the sum 
 
 from __future__ import annotations
 
+import os
+import tempfile
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from multiprocessing import current_process
 
+import joblib
 import numpy as np
 from joblib import Parallel, delayed
 from scipy.spatial import cKDTree
@@ -77,6 +82,8 @@ CERTIFIED_ROUNDS = 4  # at most this many rounds (primal sweep, dual sweep, tran
 CERTIFIED_TOLERANCE = 0.1  # ... stopping once U - L <= this fraction of L
 CERTIFIED_MAX_BYTES = 1_000_000_000  # memory budget of one certified call
 PARALLEL_MIN_ATOMS = 20_000  # from this many atoms the primal sweeps run in a worker process meanwhile
+_SHARED_MEMORY = "/dev/shm"  # the network for the worker goes there when it exists (else the temporary folder)
+_TAKEN, _POLL_SECONDS, _HANDOVER_SECONDS = ".taken", 0.005, 30.0
 _BYTES_PER_ARC = 120  # estimate: tails, heads, lengths, flows, keys, order (48 B) + temporaries of a sweep
 _BYTES_PER_NODE = 200  # atoms and lattice nodes: coordinates, supplies, potentials, block ids, transforms
 _REL_MARGIN, _LENGTH_ERROR, _TRANSFORM_MARGIN = 1e-9, 1e-14, 1e-12
@@ -124,24 +131,29 @@ def certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric: str, 
             raise ParameterError(f"method='certified' in d = {atoms.shape[1]} (chebyshev) visits every pair of "
                                  f"atoms: {pairs:.3g} pairs exceed the budget of {TRANSFORM_MAX_PAIRS:.3g}")
         return sparse_certified_w1(atoms, supply, unit, metric)
+    in_worker = len(atoms) >= PARALLEL_MIN_ATOMS and not current_process().daemon
+    # joblib's two worker processes start and import this module while the network is built
+    warm = Parallel(n_jobs=2, return_as="generator")([delayed(_ready)()] * 2) if in_worker else iter([])
     q = 0.5 * np.c_[atoms[:, 0] + atoms[:, 1], atoms[:, 0] - atoms[:, 1]] if metric == "chebyshev" else atoms
     net = _start(q - q.min(axis=0), supply.astype(np.int64), k, neighbours)
+    for _ in warm:
+        pass
     net.error = _COORDINATE_ERROR * float(np.abs(atoms).max())
     lower, upper = 0.0, np.inf
-    in_worker = len(atoms) >= PARALLEL_MIN_ATOMS and not current_process().daemon
     potential = net.potential
-    for round_number in range(rounds):
-        offsets = ((round_number % 2) * (CERTIFIED_BLOCK // 2), ((round_number + 1) % 2) * (CERTIFIED_BLOCK // 2))
-        primal = (Parallel(n_jobs=2, return_as="generator")([delayed(_primal_sweeps)(net, offsets)]) if in_worker
-                  else iter([_primal_sweeps(net, offsets)]))
-        potential = _dual_sweep(net, potential, offsets[0])
-        low, binding = _lower_end(net, potential)
-        net.flow = next(primal)
-        upper, lower = min(upper, net.certified_cost()), max(lower, low)
-        if upper - lower <= tolerance * lower or round_number == rounds - 1:
-            break
-        net.add_arcs(binding)
-        potential = _tightest_on_positive_atoms(net, potential)
+    with tempfile.TemporaryDirectory(dir=_SHARED_MEMORY if os.path.isdir(_SHARED_MEMORY) else None) as folder:
+        for round_number in range(rounds):
+            offsets = ((round_number % 2) * (CERTIFIED_BLOCK // 2), ((round_number + 1) % 2) * (CERTIFIED_BLOCK // 2))
+            primal = _start_primal_sweeps(net, offsets, os.path.join(folder, f"{round_number}.pkl") if in_worker
+                                          else None)
+            potential = _dual_sweep(net, potential, offsets[0])
+            low, binding = _lower_end(net, potential)
+            net.flow = next(primal)
+            upper, lower = min(upper, net.certified_cost()), max(lower, low)
+            if upper - lower <= tolerance * lower or round_number == rounds - 1:
+                break
+            net.add_arcs(binding)
+            potential = _tightest_on_positive_atoms(net, potential)
     return max(lower, 0.0) / unit, upper / unit
 
 
@@ -255,9 +267,35 @@ def _groups(keys: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
     return order, np.searchsorted(keys[order], np.arange(count + 1))
 
 
+def _ready() -> None:
+    """A task whose unpickling in a worker process imports this module."""
+
+
+def _start_primal_sweeps(net: _Network, offsets: tuple[int, ...], path: str | None) -> Iterator[np.ndarray]:
+    """The flow after the primal sweeps, as an iterator: computed here when ``path`` is None, else in a joblib
+    worker process meanwhile. joblib hands a task over in background threads of this process, which the dual
+    sweep (many small numpy calls) starves of the GIL for seconds; so the network is written to ``path`` here
+    (memory-mapped by the worker) and this process waits until the worker has taken the task."""
+    if path is None:
+        return iter([_primal_sweeps(net, offsets)])
+    joblib.dump(net, path)
+    flows = Parallel(n_jobs=2, return_as="generator")([delayed(_primal_sweeps_from_file)(path, offsets)])
+    waited = 0.0
+    while not os.path.exists(path + _TAKEN) and waited < _HANDOVER_SECONDS:
+        time.sleep(_POLL_SECONDS)
+        waited += _POLL_SECONDS
+    return flows
+
+
+def _primal_sweeps_from_file(path: str, offsets: tuple[int, ...]) -> np.ndarray:
+    """:func:`_primal_sweeps` in the worker, on the network written to ``path`` (marked as taken first)."""
+    open(path + _TAKEN, "w").close()
+    return _primal_sweeps(joblib.load(path, mmap_mode="r"), offsets)
+
+
 def _primal_sweeps(net: _Network, offsets: tuple[int, ...]) -> np.ndarray:
-    """The flow after a primal sweep at each offset in turn (on a copy: the network may be a worker's read-only map)."""
-    net = replace(net, flow=net.flow.copy())
+    """The flow after a primal sweep at each offset in turn (of a copy: the network may be a read-only map)."""
+    net = replace(net, flow=np.array(net.flow))
     for offset in offsets:
         _primal_sweep(net, offset)
     return net.flow

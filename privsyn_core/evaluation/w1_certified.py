@@ -16,7 +16,8 @@ decomposes into paths from positive to negative atoms, each at least as long as 
 
 **Weak duality.** For any potential ``g`` on the negative atoms, ``F(x) = min_y g(y) + rho(x, y)`` on the
 positive atoms and ``G(y) = max_x F(x) - rho(x, y)`` (the McShane and Whitney extensions) satisfy
-``F(x) - G(y) <= rho(x, y)`` for every pair, so by Kantorovich-Rubinstein duality
+``F(x) - G(y) <= rho(x, y)`` for every pair (McShane, "Extension of range of functions", 1934), so by
+Kantorovich-Rubinstein duality
 :math:`W_1 \ge L = \sum_x \mu_x F(x) - \sum_y \nu_y G(y)` whatever ``g`` is. ``L`` rests only on computing
 ``G`` exactly, which :func:`privsyn_core.evaluation.w1_transform.planar_c_transform` does (four-quadrant divide
 and conquer; a k-d tree is hopeless on potentials of slope 1). ``L`` is close to ``W1`` when ``g`` is close to
@@ -30,7 +31,8 @@ potentials):
 
 * *primal sweep* (the upper end): the flow on the arcs between blocks is held fixed; each block's flow is then an
   independent min-cost flow with supplies corrected by the fixed flow across its border, solved exactly. No
-  block's cost rises, so neither does the total, and the flow stays feasible (domain decomposition).
+  block's cost rises, so neither does the total, and the flow stays feasible (domain decomposition as in
+  Benamou, "A domain decomposition method for the polar factorization of vector-valued mappings", 1995).
 * *dual sweep* (the lower end's ``g``): block coordinate ascent on the dual, :math:`\max \sum_i s_i \pi_i` over
   :math:`\pi_i - \pi_j \le c_{ij}` on every arc. With the potentials outside a block fixed, the block's optimal
   potentials are those of a min-cost flow on the block plus one outside node ``o`` with arcs ``i -> o`` of cost
@@ -44,7 +46,9 @@ flow; its potentials, extended to the atoms by McShane through the cell's corner
 round is two primal sweeps (one per partition), a dual sweep and the transforms; from ``PARALLEL_MIN_ATOMS``
 atoms (outside daemonic processes such as Dask's workers) the primal sweeps run in a joblib worker process
 meanwhile. The minimisers of ``F`` and ``G`` (the pairs whose dual constraint binds) then join the network as
-arcs (column generation) and the positive atoms' potentials drop to feasible again (they only have arcs out).
+arcs (column generation, as in Gottschlich and Schuhmacher, "The shortlist method for fast computation of the
+Earth Mover's Distance and finding optimal solutions to transportation problems", 2014) and the positive atoms'
+potentials drop to feasible again (they only have arcs out).
 Rounds stop once ``U - L <= tolerance * L``, or after ``rounds``; every round's ``[L, U]`` is certified and the
 best ends are kept.
 
@@ -78,14 +82,14 @@ from privsyn_core.evaluation.w1_transform import planar_c_transform
 CERTIFIED_CELLS = 150  # lattice cells per axis (the start and the blocks)
 CERTIFIED_NEIGHBOURS = 16  # arcs from each atom to its nearest atoms of the other sign
 CERTIFIED_BLOCK = 10  # lattice cells per side of a block of the decomposition
-CERTIFIED_ROUNDS = 4  # at most this many rounds (primal sweep, dual sweep, transforms)
+CERTIFIED_ROUNDS = 4  # at most this many rounds (two primal sweeps, a dual sweep, the transforms)
 CERTIFIED_TOLERANCE = 0.1  # ... stopping once U - L <= this fraction of L
 CERTIFIED_MAX_BYTES = 1_000_000_000  # memory budget of one certified call
 PARALLEL_MIN_ATOMS = 20_000  # from this many atoms the primal sweeps run in a worker process meanwhile
 _SHARED_MEMORY = "/dev/shm"  # the network for the worker goes there when it exists (else the temporary folder)
 _TAKEN, _POLL_SECONDS, _HANDOVER_SECONDS = ".taken", 0.005, 30.0
-_BYTES_PER_ARC = 120  # estimate: tails, heads, lengths, flows, keys, order (48 B) + temporaries of a sweep
-_BYTES_PER_NODE = 200  # atoms and lattice nodes: coordinates, supplies, potentials, block ids, transforms
+_BYTES_PER_ARC = 120  # estimate: tails, heads, lengths, flows (32 B), sweeps' temporaries here and in the worker
+_BYTES_PER_NODE = 200  # coordinates, supplies, places, potentials, block ids, the transforms' arrays
 _REL_MARGIN, _LENGTH_ERROR, _TRANSFORM_MARGIN = 1e-9, 1e-14, 1e-12
 _COORDINATE_ERROR = 2.0**-48  # |computed - exact| of a centred rotated coordinate, per unit of the largest input one
 _CORNERS = ((0, 0), (1, 0), (0, 1), (1, 1))  # in the order (dx + 2 dy)
@@ -121,7 +125,7 @@ def certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric: str, 
     neighbours : int
         Arcs per atom to its nearest atoms of the other sign.
     tolerance, rounds : float, int
-        Stop once ``upper - lower <= tolerance * lower``, or after ``rounds`` rounds.
+        Stop once ``upper - lower <= tolerance * lower``, or after ``rounds`` rounds (at least one).
     """
     if metric not in ("chebyshev", "cityblock"):
         raise ParameterError("method='certified' needs metric 'chebyshev' or 'cityblock'")
@@ -135,14 +139,14 @@ def certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric: str, 
     # joblib's two worker processes start and import this module while the network is built
     warm = Parallel(n_jobs=2, return_as="generator")([delayed(_ready)()] * 2) if in_worker else iter([])
     q = 0.5 * np.c_[atoms[:, 0] + atoms[:, 1], atoms[:, 0] - atoms[:, 1]] if metric == "chebyshev" else atoms
-    net = _start(q - q.min(axis=0), supply.astype(np.int64), k, neighbours)
+    net = _start(q - q.min(axis=0), supply.astype(np.int64), k, neighbours,
+                 _COORDINATE_ERROR * float(np.abs(atoms).max()))
     for _ in warm:
         pass
-    net.error = _COORDINATE_ERROR * float(np.abs(atoms).max())
     lower, upper = 0.0, np.inf
     potential = net.potential
     with tempfile.TemporaryDirectory(dir=_SHARED_MEMORY if os.path.isdir(_SHARED_MEMORY) else None) as folder:
-        for round_number in range(rounds):
+        for round_number in range(max(rounds, 1)):
             offsets = ((round_number % 2) * (CERTIFIED_BLOCK // 2), ((round_number + 1) % 2) * (CERTIFIED_BLOCK // 2))
             primal = _start_primal_sweeps(net, offsets, os.path.join(folder, f"{round_number}.pkl") if in_worker
                                           else None)
@@ -150,7 +154,7 @@ def certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric: str, 
             low, binding = _lower_end(net, potential)
             net.flow = next(primal)
             upper, lower = min(upper, net.certified_cost()), max(lower, low)
-            if upper - lower <= tolerance * lower or round_number == rounds - 1:
+            if upper - lower <= tolerance * lower or round_number >= rounds - 1:
                 break
             net.add_arcs(binding)
             potential = _tightest_on_positive_atoms(net, potential)
@@ -170,7 +174,7 @@ class _Network:
     length: np.ndarray
     flow: np.ndarray
     potential: np.ndarray  # a feasible dual: potential[tail] - potential[head] <= length on every arc
-    error: float = 0.0  # bound on the error of every computed coordinate (rotation and centring of the input)
+    error: float  # bound on the error of every computed coordinate (rotation and centring of the input)
 
     def add_arcs(self, pairs: np.ndarray) -> None:
         """New arcs ``(tail, head)`` at zero flow; pairs already in the network are skipped."""
@@ -198,8 +202,8 @@ class _Network:
         return (float(self.flow @ self.length) + arc_error * float(self.flow.sum())) * (1 + _REL_MARGIN)
 
 
-def _start(q: np.ndarray, supply: np.ndarray, k: int, neighbours: int) -> _Network:
-    """The network with its first flow and potential, from the lattice problem."""
+def _start(q: np.ndarray, supply: np.ndarray, k: int, neighbours: int, error: float) -> _Network:
+    """The network with its first flow and potential, from the lattice problem (``error``: see ``_Network``)."""
     lo = q.min(axis=0)
     width = float(np.max(q.max(axis=0) - lo)) / k or 1.0 / k
     side, count = k + 1, len(q)
@@ -224,7 +228,7 @@ def _start(q: np.ndarray, supply: np.ndarray, k: int, neighbours: int) -> _Netwo
     mcshane = np.min([phi[node - count] + np.abs(q - points[node]).sum(axis=1) for node in corners], axis=0)
     return _Network(count, points, np.r_[supply, np.zeros(side * side, dtype=np.int64)],
                     np.r_[nearest, lattice_place], tails, heads, np.abs(points[tails] - points[heads]).sum(axis=1),
-                    flow, np.r_[mcshane, phi])
+                    flow, np.r_[mcshane, phi], error)
 
 
 def _lattice_arcs(k: int) -> tuple[np.ndarray, np.ndarray]:

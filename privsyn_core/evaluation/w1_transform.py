@@ -9,7 +9,8 @@ cannot prune (10^5 points, ``h(s) = s_1``: 100 s instead of 0.6 s here).
 Method: the four quadrants. For a source ``s`` with ``s_1 <= t_1`` and ``s_2 <= t_2`` the cost is
 ``(h(s) - s_1 - s_2) + (t_1 + t_2)``, linear in each end, and likewise for the three other sign patterns; so
 ``F(t)`` is the minimum over the four quadrants of a 2-D dominance minimum. Each dominance minimum is computed
-offline by divide and conquer over the order of the first coordinate (the classic CDQ scheme): in a block of
+offline by divide and conquer over the order of the first coordinate (Bentley, "Multidimensional
+divide-and-conquer", 1980): in a block of
 positions split into a left and a right half, every source of one half and target of the other are on known
 sides in the first coordinate, and sorting the block by the second coordinate turns the quadrant minimum into a
 running minimum (``np.minimum.accumulate``) forwards or backwards. Ties go to the sources (sorted before the

@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from multiprocessing import current_process
@@ -87,7 +86,6 @@ CERTIFIED_TOLERANCE = 0.1  # ... stopping once U - L <= this fraction of L
 CERTIFIED_MAX_BYTES = 1_000_000_000  # memory budget of one certified call
 PARALLEL_MIN_ATOMS = 20_000  # from this many atoms the primal sweeps run in a worker process meanwhile
 _SHARED_MEMORY = "/dev/shm"  # the network for the worker goes there when it exists (else the temporary folder)
-_TAKEN, _POLL_SECONDS, _HANDOVER_SECONDS = ".taken", 0.005, 30.0
 _BYTES_PER_ARC = 120  # estimate: tails, heads, lengths, flows (32 B), sweeps' temporaries here and in the worker
 _BYTES_PER_NODE = 200  # coordinates, supplies, places, potentials, block ids, the transforms' arrays
 _REL_MARGIN, _LENGTH_ERROR, _TRANSFORM_MARGIN = 1e-9, 1e-14, 1e-12
@@ -136,13 +134,11 @@ def certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric: str, 
                                  f"atoms: {pairs:.3g} pairs exceed the budget of {TRANSFORM_MAX_PAIRS:.3g}")
         return sparse_certified_w1(atoms, supply, unit, metric)
     in_worker = len(atoms) >= PARALLEL_MIN_ATOMS and not current_process().daemon
-    # joblib's two worker processes start and import this module while the network is built
+    # both of joblib's worker processes start and import this module meanwhile (a task must not wait for that)
     warm = Parallel(n_jobs=2, return_as="generator")([delayed(_ready)()] * 2) if in_worker else iter([])
     q = 0.5 * np.c_[atoms[:, 0] + atoms[:, 1], atoms[:, 0] - atoms[:, 1]] if metric == "chebyshev" else atoms
     net = _start(q - q.min(axis=0), supply.astype(np.int64), k, neighbours,
                  _COORDINATE_ERROR * float(np.abs(atoms).max()))
-    for _ in warm:
-        pass
     lower, upper = 0.0, np.inf
     potential = net.potential
     with tempfile.TemporaryDirectory(dir=_SHARED_MEMORY if os.path.isdir(_SHARED_MEMORY) else None) as folder:
@@ -158,6 +154,8 @@ def certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric: str, 
                 break
             net.add_arcs(binding)
             potential = _tightest_on_positive_atoms(net, potential)
+    for _ in warm:  # collected, so joblib does not report them as wasted
+        pass
     return max(lower, 0.0) / unit, upper / unit
 
 
@@ -277,23 +275,17 @@ def _ready() -> None:
 
 def _start_primal_sweeps(net: _Network, offsets: tuple[int, ...], path: str | None) -> Iterator[np.ndarray]:
     """The flow after the primal sweeps, as an iterator: computed here when ``path`` is None, else in a joblib
-    worker process meanwhile. joblib hands a task over in background threads of this process, which the dual
-    sweep (many small numpy calls) starves of the GIL for seconds; so the network is written to ``path`` here
-    (memory-mapped by the worker) and this process waits until the worker has taken the task."""
+    worker process meanwhile. The network is written to ``path`` here first (a joblib file the worker maps):
+    joblib would pickle 10^2 MB of arguments in a background thread of this process, which the dual sweep (many
+    small numpy calls) starves of the GIL for seconds."""
     if path is None:
         return iter([_primal_sweeps(net, offsets)])
     joblib.dump(net, path)
-    flows = Parallel(n_jobs=2, return_as="generator")([delayed(_primal_sweeps_from_file)(path, offsets)])
-    waited = 0.0
-    while not os.path.exists(path + _TAKEN) and waited < _HANDOVER_SECONDS:
-        time.sleep(_POLL_SECONDS)
-        waited += _POLL_SECONDS
-    return flows
+    return Parallel(n_jobs=2, return_as="generator")([delayed(_primal_sweeps_from_file)(path, offsets)])
 
 
 def _primal_sweeps_from_file(path: str, offsets: tuple[int, ...]) -> np.ndarray:
-    """:func:`_primal_sweeps` in the worker, on the network written to ``path`` (marked as taken first)."""
-    open(path + _TAKEN, "w").close()
+    """:func:`_primal_sweeps` in the worker, on the network written to ``path``."""
     return _primal_sweeps(joblib.load(path, mmap_mode="r"), offsets)
 
 

@@ -294,6 +294,7 @@ def test_certified_w1_two_worker_processes_give_the_sequential_interval(monkeypa
 
     rng = np.random.default_rng(12)
     X, Y = rng.random((11_000, 2)), np.clip(rng.normal(0.5, 0.2, (10_000, 2)), 0, 1)
+    monkeypatch.setattr(w1_certified, "PARALLEL_MIN_ATOMS", 0)
     parallel = w1(X, Y, method="certified", cells_per_axis=40)
     monkeypatch.setattr(w1_certified, "PARALLEL_MIN_ATOMS", 10**9)
     sequential = w1(X, Y, method="certified", cells_per_axis=40)

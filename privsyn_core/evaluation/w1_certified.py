@@ -84,7 +84,8 @@ CERTIFIED_BLOCK = 10  # lattice cells per side of a block of the decomposition
 CERTIFIED_ROUNDS = 4  # at most this many rounds (two primal sweeps, a dual sweep, the transforms)
 CERTIFIED_TOLERANCE = 0.1  # ... stopping once U - L <= this fraction of L
 CERTIFIED_MAX_BYTES = 1_000_000_000  # memory budget of one certified call
-PARALLEL_MIN_ATOMS = 20_000  # from this many atoms the primal sweeps run in a worker process meanwhile
+PARALLEL_MIN_ATOMS = 100_000  # from this many atoms the primal sweeps run in a worker process meanwhile (below,
+# the sweeps take under 2 s of CPU: less than starting and importing two joblib workers on a process's first call)
 _SHARED_MEMORY = "/dev/shm"  # the network for the worker goes there when it exists (else the temporary folder)
 _BYTES_PER_ARC = 120  # estimate: tails, heads, lengths, flows (32 B), sweeps' temporaries here and in the worker
 _BYTES_PER_NODE = 200  # coordinates, supplies, places, potentials, block ids, the transforms' arrays

@@ -14,7 +14,7 @@ Usage::
     planned size at that step;
   - **once**: offline PMM on the whole table at the end with epsilon 1 (one release only: the reference).
 
-  W1 (l-infinity, :func:`privsyn_core.evaluation.metrics.w1`, exact) between the cumulative real table and each
+  W1 (l-infinity, :func:`privsyn_core.evaluation.distances.w1`, exact) between the cumulative real table and each
   step's synthetic rows, at every step, mean and a t-interval (95%) over ``--seeds`` seeds.  The table prints
   steps 1, T/4, T/2, T and the fitted exponent ``b`` of ``W1 ~ t^b`` (least squares on log mean W1 over every
   step), beside the exponent of the paper's rate shape over the same steps, evaluated at the records so far
@@ -40,7 +40,7 @@ from scipy import stats
 
 import privsyn_core as ps
 from privsyn_core.data.datasets import two_blobs, uniform_cube
-from privsyn_core.evaluation.metrics import w1
+from privsyn_core.evaluation.distances import w1
 from privsyn_core.mechanisms.online.online_pmm import w1_rate
 from privsyn_core.privacy.accounting import split_epsilon
 from privsyn_core.stream import open_stream

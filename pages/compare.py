@@ -118,15 +118,15 @@ if found:
                 st.table(cmp.wide_metrics(runs))
                 rankable = [m for m in cmp.RANKABLE if all(m in r["evaluation"] for r in runs.values())] or ["w1"]
                 metric = ui.keep(st.selectbox, "Rank on", "w_cmp_rank", rankable[0], options=rankable,
-                                 format_func=lambda m: f"{cmp.METRICS[m][0]} ({cmp.better(m)} is better)")
+                                 format_func=lambda m: f"{cmp.info(m).label} ({cmp.better(m)} is better)")
                 with ui.user_errors():
                     ranked, others, floor = cmp.ranking(runs, metric)
-                    st.plotly_chart(F.interval_figure(ranked, metric=cmp.METRICS[metric][0], better=cmp.better(metric),
+                    st.plotly_chart(F.interval_figure(ranked, metric=cmp.info(metric).label, better=cmp.better(metric),
                                                       floor=floor, not_private=others), key="compare_many_chart")
                     st.markdown("\n".join(f"- {md(line)}" for line in cmp.ranking_words(ranked)))
                     st.caption("Only private runs are ranked. Runs whose intervals overlap share a rank and are "
                                "listed by name: the data cannot tell them apart. "
-                               + cmp.METRICS[metric][2].capitalize() + ".")
+                               + cmp.info(metric).meaning.capitalize() + ".")
                 st.markdown("**Downloads of every run**")
                 for name, run in runs.items():
                     cols = st.columns([2, 1, 1])

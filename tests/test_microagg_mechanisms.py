@@ -14,11 +14,11 @@ from scipy import stats
 
 import privsyn_core as ps
 from privsyn_core.errors import ParameterError, SchemaError
+from privsyn_core.evaluation.marginals import marginal_table
 from privsyn_core.mechanisms.microagg.aggregation import (
     alg4_params,
     damped_microaggregate,
     lattice_covering,
-    marginal_table,
     microaggregate,
     moment_distance,
     nearest_point_labels,

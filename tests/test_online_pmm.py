@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from privsyn_core.evaluation.audit import scaled_noise
-from privsyn_core.evaluation.metrics import w1
+from privsyn_core.evaluation.distances import w1
 from privsyn_core.mechanisms.hvz23.pmm_tree import pathwise_bound, tree_counts
 from privsyn_core.mechanisms.online import continual, online_pmm
 from privsyn_core.mechanisms.online.continual import (

@@ -14,7 +14,7 @@ import pandas as pd
 
 from privsyn_core.data.domain import Schema
 from privsyn_core.errors import DataError, ParameterError
-from privsyn_core.evaluation.metrics import w1
+from privsyn_core.evaluation.distances import w1
 from privsyn_core.privacy.accounting import split_epsilon
 from privsyn_core.stream import open_stream
 

@@ -1,6 +1,6 @@
 r"""Certified interval for W1 in the plane: a primal coupling (upper end) and a dual potential (lower end).
 
-Used by :func:`privsyn_core.evaluation.metrics.w1` (``method="certified"``, and ``"auto"`` for large inputs in
+Used by :func:`privsyn_core.evaluation.distances.w1` (``method="certified"``, and ``"auto"`` for large inputs in
 d = 2). The ground metric is l-infinity (chebyshev) or l1 (cityblock). Both are an l1 norm after a linear map
 ``T``: for chebyshev in d = 2, ``max(|dx|, |dy|) = (|du| + |dv|) / 2`` with ``u = x + y``, ``v = x - y``; for
 cityblock ``T`` is the identity. Write :math:`\rho(p, q) = s \, \|T p - T q\|_1` with ``s = 1/2`` or ``1``.

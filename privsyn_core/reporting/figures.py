@@ -555,7 +555,7 @@ def interval_figure(ranking: pd.DataFrame, *, metric: str, better: str, floor: t
     Parameters
     ----------
     ranking : DataFrame
-        :func:`privsyn_core.evaluation.metrics.rank_runs` output (``run, value, low, high, rank, tied_with``), in
+        :func:`privsyn_core.evaluation.scorecard.rank_runs` output (``run, value, low, high, rank, tied_with``), in
         its order: rank groups, and inside a group by name, never by value.
     metric : str
         The metric's name for the title and the y axis.

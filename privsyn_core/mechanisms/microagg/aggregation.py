@@ -3,7 +3,7 @@ r"""Building blocks of private microaggregation ([BSV23], seed 001).
 Section, algorithm, lemma and equation numbers below are those of [BSV23].  Geometric steps work on the
 *scaled* Boolean data ``x/sqrt(p)`` in the unit ball (the renormalisation of Thm 4.6 and Section 5.5).
 
-* parameters: :func:`alg1_params` (Alg 1 step 2), :func:`alg4_params` (Alg 4 steps 3, 8);
+* parameters: :func:`alg1_params` (Alg 1 step 2), :func:`alg4_params` (Alg 4 steps 3, 8), :func:`resolve_t`;
 * second moment and spectral projection: :func:`second_moment` (Alg 1 step 1),
   :func:`top_eigenvectors` (Lemma 3.3);
 * covering and partition: :func:`lattice_covering` (Prop 3.7),
@@ -75,6 +75,15 @@ def alg4_params(n: int, p: int, epsilon: float, kappa: float) -> tuple[float, in
     alpha = math.log(n) ** -0.25
     t = math.floor(kappa * math.log(n) / math.log(7 / alpha))
     return alpha, t, math.sqrt(p * n ** (1 - kappa) / epsilon)
+
+
+def resolve_t(t: int | str, t_paper: int, p: int) -> tuple[int, list[str]]:
+    """The projection rank used: the paper's ``t_paper`` (``t="paper"``) or the given ``t``, at most the dimension
+    ``p`` (with a warning when clamped)."""
+    chosen = t_paper if t == "paper" else int(t)
+    if chosen > p:
+        return p, [f"t={chosen} exceeds the dimension p={p}: clamped to t={p}"]
+    return chosen, []
 
 
 # -- second moment and PCA -------------------------------------------------------------

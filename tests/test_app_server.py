@@ -70,7 +70,7 @@ def test_table_bytes_are_the_deep_memory_usage_of_the_index_and_every_column():
 
 
 def test_a_selection_of_every_column_is_the_table_and_changing_it_leaves_the_shared_table_alone():
-    from privsyn_core.data.domain import select_columns as select
+    from privsyn_core.data.values import select_columns as select
 
     shared = pd.DataFrame({"x": [1.0, 2.0], "y": [3.0, 4.0], "z": ["a", "b"]})
     before = shared.copy()

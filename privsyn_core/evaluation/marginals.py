@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from privsyn_core.data.domain import Column, Schema, atom_layout, decode_continuous
+from privsyn_core.data.domain import Column, Schema
+from privsyn_core.data.unit_codec import atom_layout, decode_continuous
 from privsyn_core.errors import ParameterError
 
 __all__ = ["FEW_INTEGERS", "ROBUST_OFFSETS", "ROBUST_RESOLUTIONS", "avg_sq_marginal_error", "boolean_marginal_errors",

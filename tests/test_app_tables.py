@@ -77,7 +77,7 @@ def test_the_choice_reads_the_declaration_not_the_name():
     for name in BOOLEAN_SPECS:
         spec = ps.get_mechanism(name)
         assert spec.accepts(numeric) is not None
-        assert dataclasses.replace(spec, data_kind="continuous", codec=None).accepts(numeric) is None
+        assert dataclasses.replace(spec, data_kind="continuous", codec=UnitCodec).accepts(numeric) is None
     assert offer.split(ps.list_mechanisms(), None) == (ps.list_mechanisms(), {})
 
 

@@ -186,9 +186,9 @@ def test_a_rerun_with_unchanged_settings_builds_no_download(monkeypatch):
 
 
 def test_the_csv_builder_keeps_only_small_files():
-    import pages._ui as ui
+    from pages._support.downloads import csv_builder
 
     df = frame(1_000)
-    small, large = ui.csv_builder(df), ui.csv_builder(df, keep_bytes=10)
+    small, large = csv_builder(df), csv_builder(df, keep_bytes=10)
     assert small() == to_csv_bytes(df) and small() is small()
     assert large() == to_csv_bytes(df) and large() is not large(), "over keep_bytes: rebuilt on every click"

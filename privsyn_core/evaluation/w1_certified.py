@@ -219,7 +219,7 @@ def _match_mutual_nearest(atoms: np.ndarray, supply: np.ndarray, metric: str) ->
     flow then carries ``supply - matched``) and its exact cost (mass units x rho). A coupling of the matched
     part and a coupling of the rest add up to a coupling of ``mu`` and ``nu``, so the upper end stays certified
     whatever is matched here; it stays close to the optimum because short mutual nearest pairs are almost
-    always matched by an optimal coupling (measured at 10^5 vs 10^5 in docs/evaluation.md), and it shrinks the
+    always matched by an optimal coupling (measured at 10^5 vs 10^5 in docs/w1.md), and it shrinks the
     flow problem by about half.
     """
     matched = np.zeros_like(supply)

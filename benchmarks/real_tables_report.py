@@ -62,6 +62,7 @@ def aggregate(rows: list[dict]) -> dict:
     out = {}
     for key, runs in groups.items():
         entry: dict = {"seeds": len(runs), "seconds": float(np.mean([r["seconds"] for r in runs])),
+                       "cpu_seconds": float(np.mean([r.get("cpu_seconds", math.nan) for r in runs])),
                        "flags": sorted({f.strip() for r in runs for f in r["coverage_flags"].split(",") if f.strip()}),
                        "trtr": float(np.mean([r["tstr"]["train_on_real"] for r in runs]))}
         for metric, (_, per_run) in METRICS.items():
@@ -307,17 +308,18 @@ def _full(c: _Context) -> list[str]:
             systems = sorted({s for (tt, e, s) in c.agg if tt == t and e == eps})
             lines += [f"## {t}, eps = {eps:g} (guide: {c.pick[(t, eps)]})", "",
                       "| system | seeds | " + " | ".join(label for label, _ in METRICS.values())
-                      + " | W1 of all rows | 2-way TVD per resolution | s | flags |", "|---" * (len(METRICS) + 6) + "|"]
+                      + " | W1 of all rows | 2-way TVD per resolution | s | CPU s | flags |",
+                      "|---" * (len(METRICS) + 7) + "|"]
             for s in systems:
                 e = c.entry(t, eps, s)
                 runs = [r for r in c.rows if (r["table"], float(r["epsilon"]), r["system"]) == (t, eps, s)]
                 lines.append(f"| {s} | {e['seeds']} | " + " | ".join(_cell(e.get(m)) for m in METRICS)
                              + f" | {_full_sample(runs)} | {_per_resolution(runs)} | {_seconds(e['seconds'])} | "
-                             f"{', '.join(e['flags'])[:80]} |")
+                             f"{_seconds(e['cpu_seconds'])} | {', '.join(e['flags'])[:80]} |")
             floors = [r["w1"].get("floor") for r in c.rows if (r["table"], float(r["epsilon"])) == (t, eps)
                       and r["system"] == "bootstrap" and "w1" in r]
             if floors:
-                lines.append(f"| *floor (real vs real)* | | {np.mean(floors):.3f} |" + " |" * (len(METRICS) + 3))
+                lines.append(f"| *floor (real vs real)* | | {np.mean(floors):.3f} |" + " |" * (len(METRICS) + 4))
             lines.append("")
     return lines + _failures(c)
 

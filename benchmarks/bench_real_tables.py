@@ -4,8 +4,16 @@ Usage (repository root; privsyn_core's interpreter with ``requirements-real-tabl
 ``requirements-smartnoise.txt`` for SmartNoise's peers and for SDMetrics, passed as ``--aux-python``)::
 
     python -m benchmarks.bench_real_tables --quick          # smoke run: 2 small tables, eps 1, seed 0, 300 s cap
-    python -m benchmarks.bench_real_tables --skip-done      # the full grid (resumable; CPU hours: see the page)
+    python -m benchmarks.bench_real_tables                  # the full grid: 8 tables x eps 0.5, 1, 4 x seeds 0-2
+    python -m benchmarks.bench_real_tables --skip-done      # resume it after an interruption (failures retried)
     python -m benchmarks.bench_real_tables --report-only    # docs/benchmark_real_tables.md from the results
+
+Cost (CPU seconds of one run, measured at eps 1 on seattle_weather, crime1 and labsup): ours 0.05 s each (psmm
+2-12 s); evaluation 0.5-3.6 s a run; SDMetrics 5-8 s per (table, eps, seed); OpenDP's MST 21-55 s; SmartNoise's
+MST 15-43 s and AIM 14-40 s, but 286 s and 3.7 GB on labsup; each SmartNoise run also starts a Python with torch and
+jax (about 5 s). The full grid, 72 (table, eps, seed) blocks of 15-17 runs, is then about 4-7 CPU hours, nearly all
+of it the peers', run one process at a time: 4-7 hours on an idle 2-core machine, more if OpenDP's AIM runs on
+whole tables. On a machine loaded by other jobs the smoke run took 4.4 times its CPU time.
 
 Tables: :data:`benchmarks.peers.real_tables.TABLES` (bundled in pip packages; public domains set by hand there).
 Rows with a missing value are dropped; a seeded 70/30 split (seed 12345) gives the private table every system sees

@@ -1,7 +1,7 @@
 """marginal_tree against OpenDP's MST, pmm and psmm on real tables; and its run time in n.
 
-Usage (from the repository root; the peers' venv needs requirements-bench.txt plus sdmetrics, statsmodels,
-palmerpenguins)::
+Usage (from the repository root; the peers' venv needs requirements-bench.txt plus sdmetrics and the table packages of
+requirements-real-tables.txt)::
 
     python benchmarks/bench_marginal_tree.py --peer-python /tmp/peervenv/bin/python            # quality grid
     python benchmarks/bench_marginal_tree.py --timing                                          # time only
@@ -200,10 +200,10 @@ def _timed(frame: pd.DataFrame, schema: Schema, seed: int) -> float:
 
 
 #: 2-3 column subsets with one categorical column (issue 15: "on 2-3 column tables within 20% of psmm in W1").
-NARROW_MIXED = (("penguins", ("species", "bill_length_mm")),
-                ("penguins", ("species", "bill_length_mm", "flipper_length_mm")),
-                ("grunfeld", ("firm", "invest")), ("grunfeld", ("firm", "invest", "value")),
-                ("anes96", ("vote", "age")), ("anes96", ("PID", "age", "income")))
+NARROW_MIXED = (("seattle_weather", ("weather", "temp_max")),
+                ("seattle_weather", ("weather", "temp_max", "precipitation")),
+                ("k401ksubs", ("e401k", "inc")), ("k401ksubs", ("e401k", "inc", "nettfa")),
+                ("alcohol", ("health", "age")), ("alcohol", ("region", "age", "unemrate")))
 
 
 def narrow_mixed(systems: list[str], eps: float, seeds: list[int]) -> list[dict]:

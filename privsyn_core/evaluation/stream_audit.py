@@ -32,7 +32,7 @@ from privsyn_core.evaluation.audit import (
 )
 from privsyn_core.mechanisms.online import online_pmm
 from privsyn_core.mechanisms.online.continual import CounterState, block_of, nodes_containing
-from privsyn_core.validation import check_epsilon
+from privsyn_core.privacy.accounting import check_epsilon
 
 
 def stream_pair(steps: int, changed_step: int, batch: int, d: int, depth: int,

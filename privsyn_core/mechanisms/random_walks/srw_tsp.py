@@ -40,9 +40,11 @@ import numpy as np
 
 from privsyn_core.data.grid import RELEASED_MAX_CELLS, cell_ids, largest_per_axis
 from privsyn_core.data.layout import BUDGET_HINT, affordable_noise_mass, coarse_warnings, structured
-from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
 from privsyn_core.errors import ParameterError
-from privsyn_core.evaluation.audit import AuditCase, walk_features
+from privsyn_core.mechanisms.base.audit import AuditCase
+from privsyn_core.mechanisms.base.rows import RowPlan
+from privsyn_core.mechanisms.base.spec import ParamSpec, register_staged
+from privsyn_core.mechanisms.base.stages import CellCounts, Stages
 from privsyn_core.mechanisms.random_walks import walks
 from privsyn_core.mechanisms.random_walks.srw import (
     ROUNDING_PARAM,
@@ -56,8 +58,8 @@ from privsyn_core.mechanisms.random_walks.srw import (
     auto_bins,
     calibrate,
     release_path_counts,
+    walk_features,
 )
-from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
 
 #: Snake paths are O(K), the MST path O(K log K) on a neighbour graph; 2-opt costs O(K^2) per pass.

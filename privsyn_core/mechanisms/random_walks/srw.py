@@ -345,8 +345,16 @@ def walk_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
     return np.append(cell_features(out, pair), np.round(norms[0] - norms[1], 9))
 
 
+def released_line(release: Any) -> dict[str, np.ndarray] | None:
+    """srw's ``released_geometry``: on one column the folding path is the interval itself, through the released
+    atoms (in path order); ``None`` for a release of more columns."""
+    unit = np.asarray(release.unit, dtype=float)
+    return {"path": unit} if unit.ndim == 2 and unit.shape[1] == 1 else None
+
+
 @register(
     "srw",
+    released_geometry=released_line,
     citation=f"{WALK_REFERENCE}, Sec 3-5 (Thm 3.1, Prop 5.1-5.2, Thm 5.4)",
     order=30,
     title="Superregular random walk on the interval",

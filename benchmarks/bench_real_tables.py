@@ -24,8 +24,8 @@ count. Every system is asked for as many rows as the private table has (``n_synt
 compares samples of equal size; that output size is a convention of the benchmark, stated in the report.
 ``microagg_*`` run only on tables with at least two Boolean columns, on those columns alone.
 
-Metrics per run (:func:`privsyn_core.evaluation.metrics.evaluate`, real = the private table; real-vs-real floors on the
-``bootstrap`` reference runs, and every run on the floors' subsample size ``min(1000, n // 2)``): exact
+Metrics per run (:func:`privsyn_core.evaluation.scorecard.evaluate`, real = the private table; real-vs-real floors on
+the ``bootstrap`` reference runs, and every run on the floors' subsample size ``min(1000, n // 2)``): exact
 W1 on repeated uniform subsamples (POT, Chebyshev cost in the unit cube of the schema) with its 95% interval, mean
 1-way and 2-way TVD (resolution-robust: the mean over 16 public grids of 8, 13, 20 and 32 bins; results
 written before that change used 20 bins per numeric column) and the correlation gap with bootstrap intervals,
@@ -165,7 +165,7 @@ def _budget_message(exc: Exception) -> str:
 
 def score(table: dict, synth: pd.DataFrame, seed: int, system: str) -> dict:
     """evaluate() (W1, TVDs, correlation gap, coverage), TSTR and SDMetrics' QualityReport of one output."""
-    from privsyn_core.evaluation.metrics import EVAL_SUBSAMPLE, evaluate
+    from privsyn_core.evaluation.scorecard import EVAL_SUBSAMPLE, evaluate
 
     start = time.perf_counter()
     # Every run uses the subsample size of a run with floors (min(1000, n // 2) rows per side), so all W1 values of
@@ -328,7 +328,7 @@ SRW_COLUMNS = {"grunfeld": "invest", "penguins": "body_mass_g", "anes96": "age",
 def srw_scale(path: Path, tables: list[str], epsilons: list[float], seeds: list[int]) -> None:
     """Exact-subsample W1 of srw (one column) and srw_tsp (whole table) with scale='tight' (default) and 'paper'."""
     import privsyn_core as ps
-    from privsyn_core.evaluation.metrics import EVAL_SUBSAMPLE, evaluate
+    from privsyn_core.evaluation.scorecard import EVAL_SUBSAMPLE, evaluate
 
     rows = json.loads(path.read_text()) if path.exists() else []
     for name in tables:

@@ -4,10 +4,11 @@ docs/benchmark_real_tables.md).
 
 Aggregation over seeds, per (table, epsilon, system) and metric: the value is the mean over seeds; the interval
 is the union of (a) the 95% Student-t interval of that mean over the seeds (when there are at least 2) and
-(b) the mean of the per-run evaluation intervals (:func:`privsyn_core.evaluation.metrics.evaluate`: repeated-subsample
+(b) the mean of the per-run evaluation intervals (:func:`privsyn_core.evaluation.scorecard.evaluate`: repeated-subsample
 t-interval for W1, bootstrap for the TVDs and the correlation gap). SDMetrics' score and TSTR have no per-run
 interval: with one seed they are shown without an interval and never ranked. Rankings use
-:func:`privsyn_core.evaluation.metrics.rank_runs` (runs whose intervals overlap share a rank) among the private systems.
+:func:`privsyn_core.evaluation.scorecard.rank_runs` (runs whose intervals overlap share a rank) among the private
+systems.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def aggregate(rows: list[dict]) -> dict:
 
 
 def _ranks(agg: dict, table: str, eps: float, metric: str) -> dict[str, int]:
-    from privsyn_core.evaluation.metrics import rank_runs
+    from privsyn_core.evaluation.scorecard import rank_runs
 
     higher = METRICS[metric][1]
     entries = {}
@@ -228,7 +229,7 @@ def _header(rows: list[dict], tables: list[str]) -> list[str]:
               "Boolean columns: they run on the tables with at least two Boolean columns, on those columns alone.",
               "* **Grid.** eps in {0.5, 1, 4}; seeds 0, 1, 2 (fewer where the time ran out: MST takes 30-150 s a run "
               "here); the `seeds` column of every table says how many runs each value averages.",
-              "* **Metrics** (`privsyn_core.evaluation.metrics.evaluate` with its defaults, real = the private "
+              "* **Metrics** (`privsyn_core.evaluation.scorecard.evaluate` with its defaults, real = the private "
               "table; the "
               "real-vs-real floors are computed on the `bootstrap` runs): exact W1 "
               "(POT network simplex, Chebyshev cost in the unit cube of the schema) on 5 repeated uniform "

@@ -47,7 +47,7 @@ from benchmarks import balog
 from benchmarks.docsection import write_table
 from privsyn_core.data import datasets
 from privsyn_core.errors import PrivsynError
-from privsyn_core.evaluation.metrics import w1
+from privsyn_core.evaluation.distances import w1
 from privsyn_core.reporting.report import theoretical_rate
 
 DATASETS = {"uniform": datasets.uniform_cube, "two_blobs": datasets.two_blobs}

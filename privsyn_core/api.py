@@ -217,11 +217,10 @@ def _release(request: _Request, schema: Schema, encode: Encoder, rng: RandomLike
     ``guard(schema)`` reserves the release's epsilon in the ledger around the mechanism and the decoding.
     """
     spec = request.spec
-    if spec.codec is None:  # the one fit check of the API, the CLI and the app (a codec raises its own message)
-        reason = spec.accepts(schema)
-        if reason is not None:
-            raise ParameterError(f"{spec.name} {reason}")
-    codec: Codec = spec.codec(schema) if spec.codec else schema
+    codec = spec.codec(schema)  # a codec refuses what it cannot encode with its own error
+    reason = spec.accepts(schema)  # the one fit check of the API, the CLI and the app
+    if reason is not None:
+        raise ParameterError(f"{spec.name} {reason}")
     if request.n_synthetic is not None:
         check_rows(request.n_synthetic, len(schema.names))
     generator, seed = resolve_rng(rng)

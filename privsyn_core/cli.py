@@ -324,7 +324,7 @@ def _cmd_budget_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from privsyn_core.evaluation.metrics import evaluate
+    from privsyn_core.evaluation.scorecard import evaluate
 
     real, synthetic = read_csv(args.real), read_csv(args.synthetic)
     missing = [c for c in real.columns if c not in synthetic.columns]

@@ -5,7 +5,7 @@ Statistical helpers (chi-square goodness of fit, the false-failure rate ``ALPHA`
 
 The ``slow`` marker tags tests that take more than 5 s of CPU each (statistical checks over many runs, end-to-end
 runs of a real server or of the largest LP); ``python -m pytest -m "not slow and not browser" -n 2`` is the fast
-loop (the README's ``python -m pytest`` runs everything).  With ``PRIVSYN_CHECK_SLOW=1`` a test that is neither
+loop (the README's ``python -m pytest -n 2`` runs everything).  With ``PRIVSYN_CHECK_SLOW=1`` a test that is neither
 ``slow`` nor ``browser`` fails when its call takes more than :data:`SLOW_CPU_SECONDS` of CPU.
 """
 

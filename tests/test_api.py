@@ -43,7 +43,7 @@ def test_every_public_name_is_an_attribute_of_the_package():
     assert all(callable(getattr(ps.metrics, f)) for f in ("w1", "mmd", "marginal_tvd", "evaluate"))
     from privsyn_core import metrics
 
-    assert metrics is ps.metrics and ps.metrics.__name__ == "privsyn_core.evaluation.metrics"
+    assert metrics is ps.metrics and ps.metrics.__name__ == "privsyn_core.metrics"
     assert all(isinstance(spec, ps.MechanismSpec) for spec in ps.list_mechanisms())
     assert callable(ps.synthesize) and callable(ps.Schema.infer) and callable(ps.SynthResult.release)
     with pytest.raises(AttributeError):

@@ -28,7 +28,7 @@ PAGES = ["pages/data.py", "pages/synthesize.py", "pages/partitions.py", "pages/t
          "pages/tradeoff.py", "pages/learn.py"]
 TIMEOUT = 60
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
-W1 = comparison.METRICS["w1"][0]  # the metric tables are indexed by plain names
+W1 = comparison.info("w1").label  # the metric tables are indexed by plain names
 
 
 def ledger_key(at: AppTest) -> str:
@@ -283,14 +283,14 @@ def test_teaching_mode_labels_raw_views_and_offers_tstr():
     at.switch_page("pages/compare.py").run()
     assert any(NOT_PRIVATE in c.value for c in at.caption)
     table = at.table[0].value
-    assert {comparison.METRICS[m][0] for m in ("w1", "mmd", "marginal_tvd_1way", "marginal_tvd_2way",
+    assert {comparison.info(m).label for m in ("w1", "mmd", "marginal_tvd_1way", "marginal_tvd_2way",
                                                "correlation_gap")} <= set(table.index)
     assert table.loc[W1, "better"] == "lower is better" and np.isfinite(float(table.loc[W1, "real-vs-real floor"]))
     low, high = map(float, table.loc[W1, "95% interval"].strip("[]").split(","))
     assert low <= float(table.loc[W1, "value"]) <= high
     at.selectbox(key="w_cmp_target").set_value("y").run()
     assert not problems(at)
-    tstr = at.table[0].value.loc[comparison.METRICS["tstr"][0]]
+    tstr = at.table[0].value.loc[comparison.info("tstr").label]
     assert tstr["better"] == "higher is better" and tstr["real-vs-real floor"] != "-"  # the train-on-real reference
 
 

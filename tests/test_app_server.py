@@ -71,7 +71,7 @@ def test_table_bytes_are_the_deep_memory_usage_of_the_index_and_every_column():
 
 
 def test_a_selection_of_every_column_is_the_table_and_changing_it_leaves_the_shared_table_alone():
-    from privsyn_core.data.domain import select_columns as select
+    from privsyn_core.data.values import select_columns as select
 
     shared = pd.DataFrame({"x": [1.0, 2.0], "y": [3.0, 4.0], "z": ["a", "b"]})
     before = shared.copy()
@@ -187,9 +187,9 @@ def test_a_rerun_with_unchanged_settings_builds_no_download(monkeypatch):
 
 
 def test_the_csv_builder_keeps_only_small_files():
-    import pages._ui as ui
+    from pages._support.downloads import csv_builder
 
     df = frame(1_000)
-    small, large = ui.csv_builder(df), ui.csv_builder(df, keep_bytes=10)
+    small, large = csv_builder(df), csv_builder(df, keep_bytes=10)
     assert small() == to_csv_bytes(df) and small() is small()
     assert large() == to_csv_bytes(df) and large() is not large(), "over keep_bytes: rebuilt on every click"

@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 import privsyn_core as ps
 from pages._support import guide_panel, offer
+from privsyn_core.data.unit_codec import UnitCodec
 from privsyn_core.evaluation import guide
 from test_app import choose_columns, csv_bytes, new_app, problems, upload
 
@@ -59,7 +60,7 @@ def test_boolean_mechanisms_are_offered_only_on_boolean_columns_and_the_others_s
 
 def test_one_column_mechanisms_follow_their_declared_max_dim():
     at = mixed_upload()
-    one = {s.name for s in ps.list_mechanisms() if s.max_dim == 1 and s.codec is None}
+    one = {s.name for s in ps.list_mechanisms() if s.max_dim == 1 and s.codec is UnitCodec}
     choose_columns(at, ["x", "y"])
     assert one and not offered(at) & one
     choose_columns(at, ["x"])
@@ -76,7 +77,7 @@ def test_the_choice_reads_the_declaration_not_the_name():
     for name in BOOLEAN_SPECS:
         spec = ps.get_mechanism(name)
         assert spec.accepts(numeric) is not None
-        assert dataclasses.replace(spec, data_kind="continuous", codec=None).accepts(numeric) is None
+        assert dataclasses.replace(spec, data_kind="continuous", codec=UnitCodec).accepts(numeric) is None
     assert offer.split(ps.list_mechanisms(), None) == (ps.list_mechanisms(), {})
 
 

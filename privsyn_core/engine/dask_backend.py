@@ -130,7 +130,7 @@ def _checked_input(ddf: Any, spec: MechanismSpec, schema: Schema | dict | None) 
     missing = [name for name in schema.names if name not in ddf.columns]
     if missing:
         raise DataError(f"unknown column(s) {missing}; the table has {list(map(str, ddf.columns))}")
-    return stages, schema, spec.codec(schema) if spec.codec else schema, ddf[list(schema.names)]
+    return stages, schema, spec.codec(schema), ddf[list(schema.names)]
 
 
 def count_partitions(ddf: Any, codec: Any, stages: Stages, layout: Any,

@@ -6,7 +6,7 @@
 (blobs, balog, breast-cancer, wine: the uniform tables have nothing to find), takes the runs nearest to the
 table's shape (number of columns, then ``log10`` of the rows, then epsilon) and recommends the mechanism with the
 lowest median 2-way TVD there, W1 breaking ties.  Those TVDs were measured on a single grid of 20 equal bins per
-numeric column, before :func:`~privsyn_core.evaluation.metrics.evaluate` averaged over grids: compare them with
+numeric column, before :func:`~privsyn_core.evaluation.scorecard.evaluate` averaged over grids: compare them with
 ``marginal_tvd(..., bins=20)``, not with the robust TVD ``evaluate`` reports now.  The expected ranges are the
 minimum and maximum of that mechanism's measured values over the nearest runs: measured numbers, not bounds.
 Outside the measured shapes (more than 5 columns, other sizes) the nearest measured shape is used and ``why``

@@ -23,6 +23,7 @@ import numpy as np
 
 from privsyn_core.data.boolean_codec import is_boolean_column
 from privsyn_core.data.codec import CodecFactory
+from privsyn_core.data.unit_codec import UnitCodec
 from privsyn_core.errors import ParameterError, PrivsynError
 from privsyn_core.mechanisms.base.audit import AuditCase
 from privsyn_core.mechanisms.base.stages import Stages
@@ -138,8 +139,8 @@ class MechanismSpec:
         :func:`register_staged`; their ``run`` is ``stages.run`` and they also run on Dask.
     codec : callable, optional
         ``codec(schema) -> Codec`` (:class:`privsyn_core.data.codec.Codec`: ``encode(df) -> (array, clipped)``
-        and ``decode(array) -> DataFrame``, optionally ``stage_params``); ``None`` means the unit-cube
-        schema encoding.
+        and ``decode(array) -> DataFrame``, optionally ``stage_params``); by default the unit cube,
+        :class:`~privsyn_core.data.unit_codec.UnitCodec`.
     max_dim : int, optional
         Largest number of encoded columns the mechanism accepts (``None``: any); a wider table is a
         :class:`~privsyn_core.errors.ParameterError` (:func:`privsyn_core.engine.pipeline.check_width`).
@@ -200,7 +201,7 @@ class MechanismSpec:
     guarantee: str
     description: str
     run: RunFunction = field(repr=False, compare=False)
-    codec: CodecFactory | None = field(default=None, repr=False, compare=False)
+    codec: CodecFactory = field(default=UnitCodec, repr=False, compare=False)
     stages: Stages | None = field(default=None, repr=False, compare=False)
     released: tuple[str, ...] = ()
     released_noisy: tuple[str, ...] = ()
@@ -237,14 +238,13 @@ class MechanismSpec:
         One check for the API, the command line, the guide and the app, from what the spec declares:
         ``data_kind == "boolean"`` needs every column Boolean by its public declaration (numeric 0/1 declared
         integer with bounds ``[0, 1]``, or two categories); ``max_dim`` bounds the columns of a mechanism on the
-        unit-cube encoding; a mechanism with its own ``codec`` must accept the schema (the codec's message).
+        unit-cube encoding; the mechanism's ``codec`` must accept the schema (a codec's own refusal comes first,
+        with its message).
         """
-        if self.codec is not None:  # the mechanism's own codec refuses what it cannot encode, with its message
-            try:
-                self.codec(schema)
-            except PrivsynError as exc:
-                return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            return None
+        try:  # a mechanism's own codec refuses what it cannot encode, with its message
+            self.codec(schema)
+        except PrivsynError as exc:
+            return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         columns = schema.columns
         if self.data_kind == "boolean":
             other = [c.name for c in columns if not is_boolean_column(c)]

@@ -64,6 +64,7 @@ from privsyn_core.mechanisms.microagg.aggregation import (
     project_box,
     project_simplex_l1,
     randomized_rounding,
+    resolve_t,
     second_moment,
 )
 from privsyn_core.privacy.accounting import split_epsilon
@@ -140,7 +141,7 @@ def microagg_dp(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthe
     X = np.asarray(unit)
     n, p = X.shape
     alpha, t_paper, b_paper = alg4_params(n, p, epsilon, kappa)
-    t_used, warnings = _resolve_t(t, t_paper, p)
+    t_used, warnings = resolve_t(t, t_paper, p)
     b_used = b_paper if b == "paper" else float(b)
     ledger = split_epsilon(epsilon, list(STAGES))
     proj_rng, weight_rng, vector_rng, boot_rng, round_rng = rng.spawn(5)
@@ -173,13 +174,6 @@ def microagg_dp(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthe
         params={"alpha": alpha, "t": t_used, "s": s, "b": b_used, "kappa": kappa,
                 "weight_noise_scale": weight_scale, "vector_noise_scale": vector_scale, "m": m},
         warnings=warnings)
-
-
-def _resolve_t(t: int | str, t_paper: int, p: int) -> tuple[int, list[str]]:
-    chosen = t_paper if t == "paper" else int(t)
-    if chosen > p:
-        return p, [f"t={chosen} exceeds the dimension p={p}: clamped to t={p}"]
-    return chosen, []
 
 
 def _private_projection(S: np.ndarray, n: int, epsilon: float, t: int, rng: np.random.Generator

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from privsyn_core.data.levelled_codec import LevelledCodec
 from privsyn_core.mechanisms.base.spec import ParamSpec, register, register_missing
 from privsyn_core.mechanisms.peers import opendp_support as peers
 from privsyn_core.result import MechanismOutput
@@ -27,16 +28,21 @@ _COMMON = {
     "neighbouring": ("replace", "add_remove"),
     "is_private": True,
     "params": {"bins": _BINS},
-    "codec": peers.PeerCodec,
+    "codec": LevelledCodec,
     "released": ("bins", "key_sizes"),
     "implemented_by": "OpenDP",
 }
 
 
 def _run(algorithm: str, unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-         rng: np.random.Generator, bins: int, size: int | None) -> MechanismOutput:
-    """Keys from the public schema, OpenDP's release, nulls filled, keys decoded (module docstring)."""
-    levels = peers.column_levels(unit)
+         rng: np.random.Generator, bins: int, size: int | None,
+         levels: tuple[int, ...] | None) -> MechanismOutput:
+    """Keys from the public schema, OpenDP's release, nulls filled, keys decoded (module docstring).
+
+    ``levels``: each column's public levels from :class:`~privsyn_core.data.levelled_codec.LevelledCodec` (0: equal
+    ``bins``); None (a caller without the codec, e.g. the audits' unit-cube data) means every column is continuous.
+    """
+    levels = tuple(levels) if levels is not None else (0,) * unit.shape[1]
     sizes = peers.key_sizes(levels, bins)
     codes = peers.to_codes(unit, levels, bins)
     # n_synthetic, else n where it is public (replace: size is n), else the model's noisy total
@@ -67,10 +73,11 @@ if peers.opendp_available():
         **_COMMON,
     )
     def opendp_mst(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-                   rng: np.random.Generator, bins: int, size: int | None = None) -> MechanismOutput:
+                   rng: np.random.Generator, bins: int, size: int | None = None,
+                   levels: tuple[int, ...] | None = None) -> MechanismOutput:
         peers.check_columns(unit, 2, None, "opendp_mst")
         return _run("mst", unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng, bins=bins,
-                    size=size)
+                    size=size, levels=levels)
 
     @register(
         "opendp_aim",
@@ -87,10 +94,11 @@ if peers.opendp_available():
         **_COMMON,
     )
     def opendp_aim(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-                   rng: np.random.Generator, bins: int, size: int | None = None) -> MechanismOutput:
+                   rng: np.random.Generator, bins: int, size: int | None = None,
+                   levels: tuple[int, ...] | None = None) -> MechanismOutput:
         peers.check_columns(unit, 1, 2, "opendp_aim")
         return _run("aim", unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng, bins=bins,
-                    size=size)
+                    size=size, levels=levels)
 else:
     for _name in peers.PEERS:
         register_missing(_name, peers.INSTALL_NOTE)

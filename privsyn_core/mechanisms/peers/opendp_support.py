@@ -42,13 +42,9 @@ only our post-processing (in-bin positions, null filling), never the noise or th
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from privsyn_core.data.codec import Codec
-from privsyn_core.data.domain import Schema
 from privsyn_core.errors import ParameterError, PrivsynError
 from privsyn_core.privacy.accounting import Ledger, split_epsilon
 
@@ -74,42 +70,6 @@ SEED_NOTE = ("OpenDP draws its noise from its own secure generator, which cannot
 def opendp_available() -> bool:
     """Whether OpenDP with its ``mbi`` extra can be imported (checked without importing it)."""
     return all(importlib.util.find_spec(name) is not None for name in REQUIRED_MODULES)
-
-
-class LevelledUnit(np.ndarray):
-    """Rows in ``[0,1]^d`` (the schema encoding) that carry each column's public number of categories.
-
-    ``levels[j]`` is ``K`` for a categorical column with ``K`` categories and 0 for a numeric column.
-    A plain array (the unit-cube schema, as the audit passes it) means every column is numeric.
-    """
-
-    levels: tuple[int, ...] = ()
-
-    def __array_finalize__(self, obj: Any) -> None:
-        self.levels = getattr(obj, "levels", ())
-
-
-class PeerCodec(Codec):
-    """The schema encoding, with the public category counts attached for the peers (``MechanismSpec.codec``)."""
-
-    def __init__(self, schema: Schema) -> None:
-        self.schema = schema
-        self.levels = tuple(len(c.category_list) if c.kind == "categorical" else 0 for c in schema.columns)
-
-    def encode(self, df: pd.DataFrame) -> tuple[LevelledUnit, dict[str, int]]:
-        unit, clipped = self.schema.encode(df)
-        out = unit.view(LevelledUnit)
-        out.levels = self.levels
-        return out, clipped
-
-    def decode(self, unit: np.ndarray) -> pd.DataFrame:
-        return self.schema.decode(np.asarray(unit))
-
-
-def column_levels(unit: np.ndarray) -> tuple[int, ...]:
-    """Public category counts of the columns (0: numeric); all numeric for a plain array."""
-    levels = tuple(getattr(unit, "levels", ()) or ())
-    return levels if len(levels) == unit.shape[1] else (0,) * unit.shape[1]
 
 
 def key_sizes(levels: tuple[int, ...], bins: int) -> list[int]:
@@ -225,8 +185,6 @@ __all__ = [
     "DEFAULT_BINS",
     "INSTALL_NOTE",
     "PEERS",
-    "LevelledUnit",
-    "PeerCodec",
     "fill_nulls",
     "from_codes",
     "ledger",

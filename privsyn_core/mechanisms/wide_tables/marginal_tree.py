@@ -32,8 +32,9 @@ Steps 4-5 read only released quantities (post-processing).  Privacy: ``eps_margi
 sum_e eps_e`` is what the mechanism receives (the pipeline adds ``eps_n`` in front when it draws a noisy
 count), the ledger built by :func:`privsyn_core.privacy.accounting.split_epsilon`.
 
-Categorical columns need the codec of this mechanism (:class:`TreeCodec`), which passes the public
-category counts with the encoded array; without it (a plain array) every column is numeric.
+Categorical and few-valued integer columns need the codec of this mechanism
+(:class:`~privsyn_core.data.levelled_codec.LevelledCodec`), which passes their public levels to the stages
+(parameter ``levels``); without it every column is continuous.
 
 References
 ----------
@@ -52,10 +53,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from privsyn_core.data.codec import Codec
-from privsyn_core.data.domain import Schema
+from privsyn_core.data.levelled_codec import LevelledCodec
 from privsyn_core.errors import DataError, ParameterError
 from privsyn_core.mechanisms.base.audit import AuditCase, cell_features
 from privsyn_core.mechanisms.base.rows import OneAtomPlan, RowPlan
@@ -87,34 +86,6 @@ PAIR_CELL_BUDGET = 2 ** 24
 #: What the floating-point exposure of the tree selection is (MechanismSpec.floating_point_exposure).
 SELECTION_EXPOSURE = ("the tree selection perturbs integer scores with floating-point Gumbel noise (numpy "
                       "Generator.gumbel) and releases only the index of the maximum, not a noisy value")
-
-
-class TreeUnit(np.ndarray):
-    """The encoded table, carrying the public category counts of its columns (``levels``: 0 = numeric)."""
-
-    levels: tuple[int, ...] = ()
-
-    def __array_finalize__(self, obj: Any) -> None:
-        self.levels = getattr(obj, "levels", ())
-
-
-class TreeCodec(Codec):
-    """The schema's unit-cube encoding, with each column's public category count attached (:class:`TreeUnit`)."""
-
-    def __init__(self, schema: Schema) -> None:
-        self.schema = schema
-        self.levels = tuple(len(c.category_list) if c.kind == "categorical" else 0 for c in schema.columns)
-        #: What both paths add to the stages' parameters (public facts of the schema).
-        self.stage_params = {"levels": self.levels}
-
-    def encode(self, frame: pd.DataFrame) -> tuple[np.ndarray, dict[str, int]]:
-        unit, clipped = self.schema.encode(frame)
-        out = unit.view(TreeUnit)
-        out.levels = self.levels
-        return out, clipped
-
-    def decode(self, unit: np.ndarray) -> pd.DataFrame:
-        return self.schema.decode(np.asarray(unit))
 
 
 @dataclass(frozen=True)
@@ -224,9 +195,6 @@ def tree_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[
 
 def tree_counts_stage(unit: np.ndarray, layout: TreeLayout) -> CellCounts:
     """Leaf-grid counts of every pair tree, concatenated (pair ``k`` at ``offsets[k]``)."""
-    given = getattr(unit, "levels", ())
-    if given and tuple(given) != layout.levels:
-        raise ParameterError("marginal_tree: the encoded columns' category counts differ from the layout's")
     if layout.joint is not None:
         return psmm_counts(np.asarray(unit), layout.joint)
     out = np.zeros(layout.offsets[-1], dtype=np.int64)
@@ -537,16 +505,13 @@ def edge_features(out: MechanismOutput, pair: Any) -> np.ndarray:
 
 
 def _prepare(unit: np.ndarray) -> np.ndarray:
-    """The data as an ``(n, d)`` array in ``[0,1]^d`` keeping its public levels; no rows or NaN is a DataError."""
-    levels = getattr(unit, "levels", ())
+    """The data as an ``(n, d)`` array in ``[0,1]^d``; no rows or NaN is a DataError."""
     array = np.asarray(unit, dtype=float)
     if array.ndim != 2 or len(array) == 0:
         raise DataError(f"marginal_tree needs an (n, d) table with at least one row, got shape {array.shape}")
     if np.isnan(array).any():
         raise DataError("the data contain NaN; drop or impute those rows first")
-    out = np.clip(array, 0.0, 1.0).view(TreeUnit)
-    out.levels = levels
-    return out
+    return np.clip(array, 0.0, 1.0)
 
 
 STAGES = Stages(layout=tree_layout, count=tree_counts_stage, release=tree_release, prepare=_prepare)
@@ -579,7 +544,7 @@ SPEC = register_staged(
     description="Chooses a tree of column pairs privately (as MST does), releases each pair's joint distribution "
                 "with PMM in its unit square (one flat noisy histogram per pair on small tables), and samples rows "
                 "along the tree. For tables with many columns; with at most 3 it releases the whole joint by PSMM.",
-    codec=TreeCodec,
+    codec=LevelledCodec,
     floating_point_exposure=SELECTION_EXPOSURE,
     citation=('McKenna, Miklau, Sheldon, "Winning the NIST contest: a scalable and general approach to '
               'differentially private synthetic data", J. Privacy and Confidentiality 2021 (MST tree '

@@ -15,7 +15,7 @@ from pages._support.downloads import downloads, report_builder, synthetic_table
 from pages._support.runs import evaluate_result, execute
 from pages._support.text import md
 from privsyn_core.data.io import to_csv_bytes
-from privsyn_core.mechanisms.peers import opendp_support as peers
+from privsyn_core.registry import missing_mechanisms
 from privsyn_core.reporting import comparison as cmp, figures as F, report
 
 state.require_entrypoint()
@@ -96,9 +96,12 @@ if found:
 
         st.subheader("Several mechanisms at the same epsilon")
         specs = [s for s in state.mechanisms() if s.data_kind == "continuous"]
-        found_peers = [p for p in peers.available() if p in {s.name for s in specs}]
-        st.caption(f"The field's standard is listed too: {', '.join(found_peers)} (OpenDP)." if found_peers
-                   else md(peers.INSTALL_NOTE))
+        outside = [s for s in specs if s.implemented_by is not None]  # the peers, run by the field's libraries
+        if outside:
+            st.caption(f"The field's standard is listed too: {', '.join(s.name for s in outside)} "
+                       f"({', '.join(dict.fromkeys(str(s.implemented_by) for s in outside))}).")
+        elif missing := missing_mechanisms():
+            st.caption(" ".join(md(note) for note in dict.fromkeys(missing.values())))
         chosen = state.keep(st.multiselect, "Mechanisms", "w_cmp_many", [result.mechanism],
                             options=[s.name for s in specs])
         if st.button("Run and compare", help="Each mechanism runs at this epsilon and seed with its default parameters "

@@ -22,7 +22,7 @@ st.title("Synthesize")
 schema = offer.current_schema()
 offered, unmet = offer.split(state.mechanisms(), schema)
 specs = {s.name: s for s in offered}
-default = "pmm" if "pmm" in specs else next(iter(specs))
+default = next(iter(specs))  # the first offered in the registry's display order
 name = state.keep(st.selectbox, "Mechanism", "w_mechanism", default, options=list(specs),
                   format_func=lambda n: f"{specs[n].title} [{n}]")
 offer.note(unmet, state.mechanisms())

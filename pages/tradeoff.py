@@ -21,8 +21,11 @@ elif st.session_state.data is None:
     st.info("No data: choose a sample or upload a CSV on the **Data** page.")
 else:
     widgets.not_private("every point of the sweep measures W1 against the raw data")
-    specs = [s.name for s in ps.list_mechanisms() if s.data_kind == "continuous"]
-    default = [m for m in ("pmm", "dp_histogram", "laplace_points") if m in specs][:2]
+    continuous = [s for s in ps.list_mechanisms() if s.data_kind == "continuous"]
+    specs = [s.name for s in continuous]
+    rated = [s for s in continuous if s.is_private and s.rate is not None]  # each curve gets its theoretical rate
+    # the first mechanism of the registry's order against the textbook baseline listed last (both quick to sweep)
+    default = [s.name for s in rated[:1] + [s for s in rated if s.paper == "baseline"][-1:]]
     mechanisms = state.keep(st.multiselect, "Mechanisms", "w_trade_mech", default, options=specs)
     epsilons = state.keep(st.multiselect, "Epsilons", "w_trade_eps", [0.1, 0.5, 2.0, 10.0], options=widgets.EPSILONS)
     n_total = len(data_state.table())

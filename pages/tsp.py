@@ -1,7 +1,8 @@
 """TSP folding page: the path that folds the space onto a line, and the random walk on it.
 
-Release mode draws only what the release holds (``figures.released_path``: the public path and
-the released atoms and weights), never ``SynthResult.diagnostics``.
+Drawn for a mechanism whose ``released_geometry`` gives a path (``figures.released_path``).  Release mode draws
+only what the release holds (the public path and the released atoms and weights), never
+``SynthResult.diagnostics``.
 """
 
 import numpy as np
@@ -22,7 +23,7 @@ if found:
     result, _ = found
     names = [c["name"] for c in result.schema["columns"]]
     release_mode = state.release_mode()
-    if result.mechanism not in ("srw", "srw_tsp"):
+    if F.released_path(result.release()) is None:  # the mechanism's released_geometry draws no path
         st.info(f"{result.mechanism} does not fold the space onto a path. Choose srw_tsp (or srw in d = 1) on the "
                 "Synthesize page to see the path, the walk and the projected weights.")
     else:

@@ -23,8 +23,9 @@ if TYPE_CHECKING:
     from privsyn_core.data.domain import Column, Schema, unit_schema
     from privsyn_core.errors import DataError, ParameterError, PrivsynError, SchemaError
     metrics: types.ModuleType
+    from privsyn_core.mechanisms.base.spec import MechanismSpec, ParamSpec
     from privsyn_core.privacy.budget import BudgetExceeded, LedgerError, PrivacyLedger
-    from privsyn_core.registry import MechanismSpec, ParamSpec, get_mechanism, list_mechanisms
+    from privsyn_core.registry import get_mechanism, list_mechanisms
     from privsyn_core.result import MechanismOutput, SynthResult
 
 #: The one place the version is written (pyproject.toml reads it: ``[tool.setuptools.dynamic]``).
@@ -36,7 +37,7 @@ _PUBLIC = {
     "Schema": "privsyn_core.data.domain", "Column": "privsyn_core.data.domain",
     "unit_schema": "privsyn_core.data.domain",
     "list_mechanisms": "privsyn_core.registry", "get_mechanism": "privsyn_core.registry",
-    "MechanismSpec": "privsyn_core.registry", "ParamSpec": "privsyn_core.registry",
+    "MechanismSpec": "privsyn_core.mechanisms.base.spec", "ParamSpec": "privsyn_core.mechanisms.base.spec",
     "SynthResult": "privsyn_core.result", "MechanismOutput": "privsyn_core.result",
     "PrivsynError": "privsyn_core.errors", "DataError": "privsyn_core.errors", "SchemaError": "privsyn_core.errors",
     "ParameterError": "privsyn_core.errors",

@@ -36,7 +36,7 @@ class MechanismOutput:
     warnings : list of str
     rows_shuffled : bool
         The synthetic rows are in random order already (drawn through a
-        :class:`~privsyn_core.engine.staged.RowPlan`, which shuffles them); else :func:`privsyn_core.synthesize`
+        :class:`~privsyn_core.mechanisms.base.rows.RowPlan`, which shuffles them); else :func:`privsyn_core.synthesize`
         shuffles them.
     """
 

@@ -59,10 +59,11 @@ from privsyn_core.errors import DataError, OutputError, ParameterError, PrivsynE
 from privsyn_core.mechanisms.online import online_pmm
 from privsyn_core.mechanisms.online.continual import CounterState, keyed_rng
 from privsyn_core.mechanisms.online.online_pmm import LevelGroup, StreamCounters, StreamPlan, growing_plan, plan_stream
+from privsyn_core.privacy.accounting import check_epsilon
 from privsyn_core.privacy.budget import PrivacyLedger
 from privsyn_core.privacy.noise import RandomLike, resolve_rng
 from privsyn_core.result import Release
-from privsyn_core.validation import MAX_SYNTHETIC_ROWS, check_count, check_epsilon
+from privsyn_core.validation import MAX_SYNTHETIC_ROWS, check_count
 
 FORMAT = "privsyn-stream"
 VERSION = 2

@@ -44,7 +44,7 @@ from privsyn_core.evaluation.audit import (
 from privsyn_core.mechanisms.online import online_pmm
 from privsyn_core.mechanisms.online.continual import block_of, nodes_containing
 from privsyn_core.mechanisms.online.online_pmm import StreamCounters, StreamPlan
-from privsyn_core.validation import check_epsilon
+from privsyn_core.privacy.accounting import check_epsilon
 
 #: The feature of a level that did not open at the record's step (below every node value the runs produce).
 NOT_OPENED = -1e9

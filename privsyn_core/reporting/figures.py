@@ -716,8 +716,9 @@ def released_partition(release) -> dict | None:
 
 
 def released_path(release) -> np.ndarray | None:
-    """The folding path of a release, rebuilt by its mechanism's ``released_geometry`` hook from the release alone;
-    ``None`` when the release folds nothing (``d = 1`` or a mechanism without a path)."""
+    """The folding path of a release, rebuilt by its mechanism's ``released_geometry`` hook from the release alone:
+    ``(k, d)`` points in path order (on one column, ``(k, 1)``: the interval itself); ``None`` for a mechanism that
+    folds nothing onto a path."""
     geometry = _released_geometry(release)
     return None if geometry is None or "path" not in geometry else np.asarray(geometry["path"], dtype=float)
 

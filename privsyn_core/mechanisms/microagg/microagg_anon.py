@@ -43,6 +43,7 @@ import numpy as np
 
 from privsyn_core.data.boolean_codec import strict_boolean_codec
 from privsyn_core.errors import ParameterError
+from privsyn_core.mechanisms.base.spec import ParamSpec, register
 from privsyn_core.mechanisms.microagg.aggregation import (
     BSV23_REFERENCE,
     alg1_params,
@@ -57,7 +58,6 @@ from privsyn_core.mechanisms.microagg.aggregation import (
     second_moment,
     top_eigenvectors,
 )
-from privsyn_core.registry import ParamSpec, register
 from privsyn_core.result import MechanismOutput
 
 DEFAULT_BLOCK_SIZE = 10

@@ -3,7 +3,8 @@
 See :mod:`privsyn_core.mechanisms.peers.opendp_support`.
 
 Registered only when OpenDP with its ``mbi`` extra is importable, so the library, its registry and
-its tests work without it.  OpenDP itself is imported inside a run, never at discovery.
+its tests work without it (they are then declared missing, with how to install them).  OpenDP itself is
+imported inside a run, never at discovery.
 
 AIM runs only on two columns here: OpenDP 0.16's AIM fails under pure epsilon-DP on most tables of
 three or more columns (a late round asks ``make_noisy_max`` for a negative scale: the peer benchmark
@@ -16,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from privsyn_core.data.levelled_codec import LevelledCodec
+from privsyn_core.mechanisms.base.spec import ParamSpec, register, register_missing
 from privsyn_core.mechanisms.peers import opendp_support as peers
-from privsyn_core.registry import ParamSpec, register
 from privsyn_core.result import MechanismOutput
 
 _BINS = ParamSpec(peers.DEFAULT_BINS, int, (2, 256),
@@ -29,6 +30,7 @@ _COMMON = {
     "params": {"bins": _BINS},
     "codec": LevelledCodec,
     "released": ("bins", "key_sizes"),
+    "implemented_by": "OpenDP",
 }
 
 
@@ -97,3 +99,6 @@ if peers.opendp_available():
         peers.check_columns(unit, 1, 2, "opendp_aim")
         return _run("aim", unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng, bins=bins,
                     size=size, levels=levels)
+else:
+    for _name in peers.PEERS:
+        register_missing(_name, peers.INSTALL_NOTE)

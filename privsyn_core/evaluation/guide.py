@@ -27,6 +27,7 @@ from statistics import mean
 from privsyn_core.data.domain import Schema
 from privsyn_core.evaluation._guide_evidence import RUNS, TABLES
 from privsyn_core.evaluation.scorecard import rank_runs
+from privsyn_core.registry import list_mechanisms
 
 #: Column kinds the guide reads: ``integer`` is an integer column with at most 32 public values.
 KINDS = ("numeric", "integer", "categorical", "boolean")
@@ -102,8 +103,6 @@ def stand_in_schema(column_kinds: Sequence[str]) -> Schema:
 
 def candidates(column_kinds: Sequence[str]) -> list[str]:
     """Registered private mechanisms that accept a table of these kinds, in the registry's order."""
-    from privsyn_core.registry import list_mechanisms
-
     schema = stand_in_schema(column_kinds)
     return [spec.name for spec in list_mechanisms() if spec.is_private and spec.accepts(schema) is None]
 

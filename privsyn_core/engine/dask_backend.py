@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from privsyn_core.data.codec import stage_params as codec_stage_params
 from privsyn_core.data.domain import Schema
 from privsyn_core.engine.pipeline import assemble, check_width, public_size, size_params
 from privsyn_core.errors import ClusterError, DataError, ParameterError, SchemaError
@@ -79,7 +80,7 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
     """
     columns = list(ddf.columns)
     stages, schema, codec, ddf = _checked_input(ddf, spec, schema)
-    stage_params = {**params, **getattr(codec, "stage_params", {})}  # public facts of the schema for the stages
+    stage_params = {**params, **codec_stage_params(codec)}  # public facts of the schema for the stages
     generator, seed = resolve_rng(rng)
     timings: dict[str, float] = {}
 

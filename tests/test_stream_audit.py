@@ -31,12 +31,14 @@ CONFIDENCE = 1 - 1e-6
 TRIALS, SELECTION = 6_000, 2_000
 
 
+@pytest.mark.slow
 def test_stream_audit_passes_at_full_budget():
     result = audit_stream(1.0, trials=TRIALS, selection_trials=SELECTION, confidence=CONFIDENCE, rng=1)
     print(f"AUDIT stream x1 eps_lower={result.eps_lower:.4f} event={result.event} counts={result.counts}")
     assert 0.0 <= result.eps_lower <= 1.0 and not result.detected, result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("factor", [0.5, 0.1])
 def test_stream_audit_detects_scaled_down_noise_at_the_same_budget(factor):
     result = audit_stream(1.0, trials=TRIALS, selection_trials=SELECTION, confidence=CONFIDENCE, rng=2,
@@ -83,6 +85,7 @@ def test_node_values_are_read_off_the_released_counters():
     assert node_values(series[:, 1], labels).tolist() == [12, 3, 6]  # (4,8]: 4 steps; u=1: step 5; u in (0,2]
 
 
+@pytest.mark.slow
 def test_a_moved_record_is_audited_against_twice_epsilon_and_its_detection_case():
     """Moving a record (two add/remove changes) is claimed at 2 epsilon; the pair realises 2 (epsilon - eps_0)
     (the root does not change), so the detection case scales the noise by L / (2 claim) to spend twice the

@@ -47,14 +47,16 @@ def _run(algorithm: str, unit: np.ndarray, epsilon: float, *, neighbouring: str,
     codes = peers.to_codes(unit, levels, bins)
     # n_synthetic, else n where it is public (replace: size is n), else the model's noisy total
     rows = n_synthetic if n_synthetic is not None else size
-    released = peers.release_with_opendp(codes, sizes, epsilon, algorithm, neighbouring, rows)
+    plan = peers.mst_plan(epsilon, len(sizes)) if algorithm == "mst" else None  # epsilon and d only
+    released = peers.release_with_opendp(codes, sizes, epsilon, algorithm, neighbouring, rows=rows, plan=plan)
     keys, nulls = peers.fill_nulls(released, sizes, rng)
     out = peers.from_codes(keys, levels, bins, rng)
+    deviation = peers.mst_deviation(plan, len(sizes)) if plan else []
     return MechanismOutput(
-        unit=out, ledger=peers.ledger(algorithm, epsilon),
+        unit=out, ledger=peers.ledger(algorithm, epsilon, plan),
         params={"bins": bins, "key_sizes": sizes},
         diagnostics={"null_cells": nulls},
-        warnings=[peers.null_warning(nulls, keys.size), peers.SEED_NOTE])
+        warnings=[*deviation, peers.null_warning(nulls, keys.size), peers.SEED_NOTE])
 
 
 if peers.opendp_available():

@@ -355,9 +355,14 @@ def _results(c: _Context, eps: float) -> list[str]:
             cells.append(f"{_cell(c.entry(t, eps, name).get(metric), digits)} {SHORT.get(name, name)}")
             times.append(c.entry(t, eps, name)["seconds"])
         rows.append("best | " + " | ".join(cells) + (f" | ≤{_seconds(max(times))}" if times else " | "))
-        rows += [_system_row(c, t, eps, peer, label) for peer, label in PAGE_PEERS.items()]
+        rows += [_system_row(c, t, eps, peer, label) for peer, label in PAGE_PEERS.items() if _tried(c, t, eps, peer)]
         lines += [f"| {t if i == 0 else ''} | {row} |" for i, row in enumerate(rows)]
     return lines + [""]
+
+
+def _tried(c: _Context, table: str, eps: float, system: str) -> bool:
+    """Whether the system ran (or failed) on this table at this eps: systems never run get no row."""
+    return any((r["table"], float(r["epsilon"]), r["system"]) == (table, eps, system) for r in c.rows)
 
 
 def _system_row(c: _Context, table: str, eps: float, system: str, label: str) -> str:

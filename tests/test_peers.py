@@ -102,7 +102,7 @@ def test_listed_when_installed_without_importing_opendp(monkeypatch):
         assert spec.is_private and set(spec.neighbouring) == {"replace", "add_remove"}
         assert spec.codec is LevelledCodec and spec.floating_point_exposure is None
         assert spec.uses_n({"bins": 16}) is False  # never reads the exact n: under add/remove it is private
-    assert ps.get_mechanism("opendp_aim").max_dim == 2
+    assert ps.get_mechanism("opendp_aim").max_dim == sys.modules[MODULE].AIM_MAX_COLUMNS == 10
 
 
 @pytest.mark.parametrize("name", peers.PEERS)
@@ -189,13 +189,14 @@ def test_same_seed_replays_the_post_processing(fake):
     assert peers.SEED_NOTE in a.warnings
 
 
-@pytest.mark.parametrize("name, columns, message", [("opendp_mst", ["x"], "at least 2"),  # the peer's own check
-                                                    # the registry's max_dim=2, enforced by the pipeline
-                                                    ("opendp_aim", ["x", "c", "k"], r"at most 2 encoded column")])
-def test_width_is_refused_before_opendp_runs(fake, name, columns, message):
-    schema = {"columns": [c for c in SCHEMA["columns"] if c["name"] in columns]}
+@pytest.mark.parametrize("name, d, message", [("opendp_mst", 1, "at least 2"),  # the peer's own check
+                                              # the registry's max_dim, enforced by the pipeline
+                                              ("opendp_aim", 11, r"at most 10 encoded column")])
+def test_width_is_refused_before_opendp_runs(fake, name, d, message):
+    schema = {"columns": [{"name": f"x{j}", "kind": "numeric", "lo": 0.0, "hi": 1.0} for j in range(d)]}
+    data = pd.DataFrame(np.random.default_rng(0).random((50, d)), columns=[f"x{j}" for j in range(d)])
     with pytest.raises(ps.ParameterError, match=message):
-        ps.synthesize(_table()[columns], name, 1.0, schema=schema, rng=1)
+        ps.synthesize(data, name, 1.0, schema=schema, rng=1)
     assert fake.calls == []
 
 
@@ -207,10 +208,10 @@ def _masked(release: dict) -> dict:
     return {**{k: v for k, v in release.items() if k not in ("warnings", "n_synthetic")}, "warnings": text}
 
 
-def _surface(name: str, relation: str, public_n: int | None, mask: bool) -> None:
+def _surface(name: str, relation: str, public_n: int | None, mask: bool, d: int = 2) -> None:
     from test_release_surface import EPSILON, SEED, _pairs
 
-    for label, (before, after, schema) in _pairs(relation, 2).items():
+    for label, (before, after, schema) in _pairs(relation, d).items():
         seen = []
         for data in (before, after):
             result = ps.synthesize(data, name, EPSILON, schema=schema, neighbouring=relation, rng=SEED,
@@ -223,11 +224,13 @@ def _surface(name: str, relation: str, public_n: int | None, mask: bool) -> None
 
 @pytest.mark.parametrize("name", peers.PEERS)
 @pytest.mark.parametrize("relation, public_n", [("replace", None), ("add_remove", None), ("add_remove", 600)])
-def test_release_surface_of_the_wrapper(fake, name, relation, public_n):
+@pytest.mark.parametrize("d", [2, 9])
+def test_release_surface_of_the_wrapper(fake, name, relation, public_n, d):
     """The crafted neighbours of tests/test_release_surface.py: with OpenDP's release replaced by keys that
-    ignore the data, every released field of our wrapper is identical (including the null count)."""
+    ignore the data, every released field of our wrapper is identical (including the null count, and on 9
+    columns MST's deviation from OpenDP's defaults)."""
     fake.null_every = 5
-    _surface(name, relation, public_n, mask=False)
+    _surface(name, relation, public_n, mask=False, d=d)
 
 
 # -- MST's plan: what OpenDP 0.16 accepts (epsilon and d only) ----------------------------------------------
@@ -417,7 +420,7 @@ def test_only_openDPs_refusal_gets_the_budget_message_with_its_reason(monkeypatc
 
 @needs_opendp
 @pytest.mark.slow
-@pytest.mark.parametrize("name, columns", [("opendp_mst", ["x", "c", "k"]), ("opendp_aim", ["x", "c"])])
+@pytest.mark.parametrize("name, columns", [("opendp_mst", ["x", "c", "k"]), ("opendp_aim", ["x", "c", "k"])])
 def test_real_opendp_release_respects_schema_and_ledger(name, columns):
     schema = {"columns": [c for c in SCHEMA["columns"] if c["name"] in columns]}
     result = ps.synthesize(_table(500)[columns], name, 1.0, schema=schema, neighbouring="add_remove")
@@ -495,3 +498,26 @@ def test_real_interrupt_propagates_and_openDP_still_works():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     dp.enable_features("contrib")
     assert dp.m.make_randomized_response_bool(0.75)(True) in (True, False)
+
+
+@needs_opendp
+@pytest.mark.slow
+def test_real_aim_ends_at_the_residue_instead_of_failing(monkeypatch):
+    """OpenDP 0.16's own AIM then starts a round with the residue (about 5e-17 of epsilon 1 here) and fails on a
+    zero selection budget; FinishingAIM's rounds all have a real budget and the release goes through."""
+    from privsyn_core.mechanisms.peers import _opendp_aim
+
+    budgets = []
+    step = _opendp_aim._make_aim_marginal
+
+    def recorded(*args, **kwargs):
+        budgets.append(args[4])  # d_out of the round
+        return step(*args, **kwargs)
+
+    monkeypatch.setattr(_opendp_aim, "_make_aim_marginal", recorded)
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({f"x{j}": rng.random(1400) for j in range(3)})
+    schema = {"columns": [{"name": f"x{j}", "kind": "numeric", "lo": 0.0, "hi": 1.0} for j in range(3)]}
+    result = ps.synthesize(data, "opendp_aim", 1.0, schema=schema, neighbouring="add_remove")
+    assert len(result.data) > 0 and math.fsum(e for _, e in result.ledger) == 1.0
+    assert len(budgets) >= 2 and min(budgets) > _opendp_aim.RESIDUE * 0.5  # rounds share the other half

@@ -5,10 +5,10 @@ See :mod:`privsyn_core.mechanisms.peers.opendp_support`.
 Registered only when OpenDP with its ``mbi`` extra is importable, so the library, its registry and
 its tests work without it.  OpenDP itself is imported inside a run, never at discovery.
 
-AIM runs only on two columns here: OpenDP 0.16's AIM fails under pure epsilon-DP on most tables of
-three or more columns (a late round asks ``make_noisy_max`` for a negative scale: the peer benchmark
-recorded it on 15 of its 18 runs with d >= 3, ``benchmarks/peers/notes.md``), while MST runs on any
-width of at least two columns.
+OpenDP 0.16's AIM failed under pure epsilon-DP on most tables of three or more columns (its last round
+spent a rounding residue of the budget, asking ``make_noisy_max`` for a negative scale); here it runs as
+:class:`~privsyn_core.mechanisms.peers._opendp_aim.FinishingAIM`, which ends at the residue, on up to
+:data:`AIM_MAX_COLUMNS` columns (the widest measured; see docs/opendp_peers.md for its times).
 """
 
 from __future__ import annotations
@@ -20,13 +20,28 @@ from privsyn_core.mechanisms.peers import opendp_support as peers
 from privsyn_core.registry import ParamSpec, register
 from privsyn_core.result import MechanismOutput
 
-_BINS = ParamSpec(peers.DEFAULT_BINS, int, (2, 256),
-                  help="equal bins per numeric column, cut from its public bounds (categories stay as they are)")
+#: Widest table ``opendp_aim`` accepts: the widest on which its time was measured (docs/opendp_peers.md).
+AIM_MAX_COLUMNS = 10
+
+
+
+def _bins(default: int, measured: str) -> ParamSpec:
+    """The ``bins`` parameter of a peer, its default chosen by measurement (docs/opendp_peers.md)."""
+    return ParamSpec(default, int, (2, 256), help=(
+        "equal bins per continuous numeric column, cut from its public bounds (categories and integer columns with "
+        f"at most 32 values keep one key per value); even keeps public atoms apart. Default {default}: {measured} "
+        "(eps 1; docs/opendp_peers.md); try 8 for a few hundred rows"))
+
+
+_MST_BINS = _bins(peers.MST_DEFAULT_BINS, "W1 within the spread of OpenDP's runs of the best of 8-30 bins (fair, "
+                  "4,456 rows: 0.201 against 0.200-0.215; randhie, 14,133 rows: 0.228 against 0.208-0.238) and the "
+                  "robust 2-way TVD 0.20 against 0.36 with 16 bins on fair, 0.15 against 0.27 on randhie")
+_AIM_BINS = _bins(peers.AIM_DEFAULT_BINS, "W1 0.20 against 0.27 with 32 bins on fair, 0.19 against 0.27 on randhie "
+                  "(the robust 2-way TVD prefers 32: 0.22 against 0.36, 0.15 against 0.27)")
 _COMMON = {
     "data_kind": "continuous",
     "neighbouring": ("replace", "add_remove"),
     "is_private": True,
-    "params": {"bins": _BINS},
     "codec": LevelledCodec,
     "released": ("bins", "key_sizes"),
 }
@@ -66,6 +81,7 @@ if peers.opendp_available():
                   'differentially private synthetic data", J. Privacy and Confidentiality 2021, MST, as '
                   "implemented by OpenDP"),
         order=200,
+        params={"bins": _MST_BINS},
         guarantee=("pure epsilon-DP (OpenDP's max_divergence): Laplace noise on one-way and selected 2-way "
                    "marginals of the public bins, report-noisy-max for the spanning tree"),
         description=("The field's standard: noisy one- and two-way marginals on a spanning tree of the columns, "
@@ -81,21 +97,22 @@ if peers.opendp_available():
 
     @register(
         "opendp_aim",
-        title="OpenDP AIM on two columns (peer)",
+        title="OpenDP AIM (peer)",
         paper="peer: McKenna, Mullins, Sheldon, Miklau 2022, AIM (Alg. 1), as implemented by OpenDP",
         citation=('McKenna, Mullins, Sheldon, Miklau, "AIM: an adaptive and iterative mechanism for differentially '
                   'private synthetic data", PVLDB 2022, Alg. 1, as implemented by OpenDP'),
         order=210,
         guarantee=("pure epsilon-DP (OpenDP's max_divergence): Laplace noise on one-way marginals, then adaptive "
                    "rounds of noisy-max selection and Laplace-noised marginals under a privacy filter"),
-        description=("Adaptive marginal selection (AIM), fitted by a graphical model. Two columns only: OpenDP "
-                     "0.16's AIM fails under pure epsilon-DP on wider tables. Optional (OpenDP)."),
-        max_dim=2,
+        description=("Adaptive marginal selection (AIM), fitted by a graphical model; slower than MST (minutes on "
+                     f"9-10 columns), at most {AIM_MAX_COLUMNS} columns. Optional (OpenDP)."),
+        max_dim=AIM_MAX_COLUMNS,
+        params={"bins": _AIM_BINS},
         **_COMMON,
     )
     def opendp_aim(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
                    rng: np.random.Generator, bins: int, size: int | None = None,
                    levels: tuple[int, ...] | None = None) -> MechanismOutput:
-        peers.check_columns(unit, 1, 2, "opendp_aim")
+        peers.check_columns(unit, 1, AIM_MAX_COLUMNS, "opendp_aim")
         return _run("aim", unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng, bins=bins,
                     size=size, levels=levels)

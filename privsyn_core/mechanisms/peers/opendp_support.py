@@ -5,9 +5,11 @@ when OpenDP with its ``mbi`` extra is importable (``pip install -r requirements-
 library works without it and :func:`available` then returns ``[]``.  OpenDP is imported lazily, inside
 a run, never when the registry is discovered.
 
-What a peer sees is what our mechanisms see, from the public schema alone: every numeric column is cut
-into ``bins`` equal bins of its public interval ``[lo, hi]`` (values clipped into it, as
-:meth:`privsyn_core.Schema.encode` does) and every categorical column keeps its public categories; both
+What a peer sees is what our mechanisms see, from the public schema alone: every continuous numeric column
+is cut into ``bins`` equal bins of its public interval ``[lo, hi]`` (values clipped into it, as
+:meth:`privsyn_core.Schema.encode` does; 32 for MST and 16 for AIM by default, chosen by measurement, see
+docs/opendp_peers.md), and every categorical column and integer column with few public values keeps one
+key per value (:class:`~privsyn_core.data.levelled_codec.LevelledCodec`); all
 are handed to OpenDP as integer keys ``0..L-1`` (``Context.contingency_table(keys=...)``: the keys are
 public, so no key is learnt from the data).  A synthetic bin decodes to a uniform value inside the bin,
 a category to itself: post-processing.
@@ -84,8 +86,8 @@ INSTALL_NOTE = ("OpenDP's MST and AIM (the field's standard, pure epsilon-DP) ar
                 "restart; they then appear beside our mechanisms.")
 #: The modules a peer run imports.
 REQUIRED_MODULES = ("opendp", "mbi", "polars")
-#: Default number of equal bins per numeric column.
-DEFAULT_BINS = 16
+#: Default equal bins per continuous column, measured under W1 and the robust TVDs (docs/opendp_peers.md).
+MST_DEFAULT_BINS, AIM_DEFAULT_BINS = 32, 16
 #: OpenDP's shares of epsilon (``opendp.extras.mbi``, 0.16): one-way marginals of every column first.
 ONEWAY_SHARE = 0.5
 #: MST's share of the rest spent on measuring the selected 2-way marginals (``MST.measure_split``).
@@ -369,8 +371,9 @@ def check_columns(unit: np.ndarray, minimum: int, maximum: int | None, name: str
 
 
 __all__ = [
-    "DEFAULT_BINS",
+    "AIM_DEFAULT_BINS",
     "INSTALL_NOTE",
+    "MST_DEFAULT_BINS",
     "PEERS",
     "MstPlan",
     "OpenDPInterrupted",

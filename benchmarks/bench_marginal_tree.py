@@ -1,7 +1,7 @@
 """marginal_tree against OpenDP's MST, pmm and psmm on real tables; and its run time in n.
 
-Usage (from the repository root; the peers' venv needs requirements-bench.txt plus sdmetrics, statsmodels,
-palmerpenguins)::
+Usage (from the repository root; the peers' venv needs requirements-bench.txt plus sdmetrics and the table packages of
+requirements-real-tables.txt)::
 
     python benchmarks/bench_marginal_tree.py --peer-python /tmp/peervenv/bin/python            # quality grid
     python benchmarks/bench_marginal_tree.py --timing                                          # time only
@@ -13,7 +13,7 @@ exact W1 (POT, Chebyshev cost in the unit cube of the schema) on the whole table
 
 Quality: every table of ``benchmarks/peers/real_tables.py`` (public bounds by hand), every epsilon and seed;
 ours under add/remove (MST's relation), MST on 16 public bins per numeric column (``run_opendp.py``).
-Scores: mean 2-way and 1-way TVD (:func:`privsyn_core.evaluation.metrics.marginal_tvd`, 20 bins per numeric column),
+Scores: mean 2-way and 1-way TVD (:func:`privsyn_core.evaluation.marginals.marginal_tvd`, 20 bins per numeric column),
 exact W1 in the encoded cube (Chebyshev cost, POT ``emd2``) between uniform subsamples of ``--w1-rows`` rows
 of each side, averaged over 3 subsamples, and SDMetrics' QualityReport score (run in the peers' venv).
 Results go to ``--out/results.json`` and a Markdown table on stdout.
@@ -34,7 +34,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 import privsyn_core as ps
 from privsyn_core.data.domain import Schema
-from privsyn_core.evaluation.metrics import marginal_tvd
+from privsyn_core.evaluation.marginals import marginal_tvd
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -200,16 +200,16 @@ def _timed(frame: pd.DataFrame, schema: Schema, seed: int) -> float:
 
 
 #: 2-3 column subsets with one categorical column (issue 15: "on 2-3 column tables within 20% of psmm in W1").
-NARROW_MIXED = (("penguins", ("species", "bill_length_mm")),
-                ("penguins", ("species", "bill_length_mm", "flipper_length_mm")),
-                ("grunfeld", ("firm", "invest")), ("grunfeld", ("firm", "invest", "value")),
-                ("anes96", ("vote", "age")), ("anes96", ("PID", "age", "income")))
+NARROW_MIXED = (("seattle_weather", ("weather", "temp_max")),
+                ("seattle_weather", ("weather", "temp_max", "precipitation")),
+                ("k401ksubs", ("e401k", "inc")), ("k401ksubs", ("e401k", "inc", "nettfa")),
+                ("alcohol", ("health", "age")), ("alcohol", ("region", "age", "unemrate")))
 
 
 def narrow_mixed(systems: list[str], eps: float, seeds: list[int]) -> list[dict]:
     """Exact W1 of each system on each subset of :data:`NARROW_MIXED`, one line per (subset, system)."""
     from benchmarks.bench_real_tables import load_table
-    from privsyn_core.evaluation.metrics import w1
+    from privsyn_core.evaluation.distances import w1
 
     rows = []
     for name, cols in NARROW_MIXED:

@@ -25,6 +25,7 @@ from scipy import stats
 import privsyn_core as ps
 from privsyn_core import registry
 from privsyn_core.data.levelled_codec import LevelledCodec
+from privsyn_core.mechanisms.base import spec as declared
 from privsyn_core.mechanisms.peers import opendp_support as peers
 
 MODULE = "privsyn_core.mechanisms.peers.opendp_peers"
@@ -53,7 +54,8 @@ def _rediscover(monkeypatch: pytest.MonkeyPatch, installed: bool) -> None:
 
     registry.list_mechanisms()  # the other modules are imported (and registered) once, before the swap
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    monkeypatch.setattr(registry, "_REGISTRY", {k: v for k, v in registry._REGISTRY.items() if k not in peers.PEERS})
+    monkeypatch.setattr(declared, "_REGISTRY", {k: v for k, v in declared._REGISTRY.items() if k not in peers.PEERS})
+    monkeypatch.setattr(declared, "_MISSING", {})
     monkeypatch.setattr(registry, "_DISCOVERED", False)
     monkeypatch.delitem(sys.modules, MODULE, raising=False)
 
@@ -85,8 +87,8 @@ def fake(monkeypatch):
 
 def test_not_listed_without_opendp_and_the_note_says_how_to_install(monkeypatch):
     _rediscover(monkeypatch, installed=False)
-    assert peers.available() == []
     assert not set(peers.PEERS) & {s.name for s in ps.list_mechanisms()}
+    assert registry.missing_mechanisms() == dict.fromkeys(peers.PEERS, peers.INSTALL_NOTE)
     assert "pip install -r requirements-peers.txt" in peers.INSTALL_NOTE
     with pytest.raises(ps.ParameterError, match="unknown mechanism"):
         ps.get_mechanism("opendp_mst")
@@ -95,7 +97,8 @@ def test_not_listed_without_opendp_and_the_note_says_how_to_install(monkeypatch)
 def test_listed_when_installed_without_importing_opendp(monkeypatch):
     imported_before = "opendp" in sys.modules
     _rediscover(monkeypatch, installed=True)
-    assert peers.available() == ["opendp_mst", "opendp_aim"]
+    assert [s.name for s in ps.list_mechanisms() if s.implemented_by == "OpenDP"] == ["opendp_mst", "opendp_aim"]
+    assert registry.missing_mechanisms() == {}
     assert ("opendp" in sys.modules) == imported_before, "discovery must not import OpenDP"
     for name in peers.PEERS:
         spec = ps.get_mechanism(name)

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from privsyn_core.data.codec import Codec
-from privsyn_core.data.domain import numeric_values
+from privsyn_core.data.values import numeric_values
 
 if TYPE_CHECKING:
     from privsyn_core.data.domain import Column, Schema

@@ -1,6 +1,6 @@
 r"""Certified interval for W1 in the plane: a primal coupling (upper end) and a dual potential (lower end).
 
-Used by :func:`privsyn_core.evaluation.metrics.w1` (``method="certified"``, and ``"auto"`` for large inputs in
+Used by :func:`privsyn_core.evaluation.distances.w1` (``method="certified"``, and ``"auto"`` for large inputs in
 d = 2). The ground metric is l-infinity (chebyshev) or l1 (cityblock). Both are an l1 norm after a linear map
 ``T``: for chebyshev in d = 2, ``max(|dx|, |dy|) = (|du| + |dv|) / 2`` with ``u = x + y``, ``v = x - y``; for
 cityblock ``T`` is the identity. Write :math:`\rho(p, q) = s \, \|T p - T q\|_1` with ``s = 1/2`` or ``1``.
@@ -219,7 +219,7 @@ def _match_mutual_nearest(atoms: np.ndarray, supply: np.ndarray, metric: str) ->
     flow then carries ``supply - matched``) and its exact cost (mass units x rho). A coupling of the matched
     part and a coupling of the rest add up to a coupling of ``mu`` and ``nu``, so the upper end stays certified
     whatever is matched here; it stays close to the optimum because short mutual nearest pairs are almost
-    always matched by an optimal coupling (measured at 10^5 vs 10^5 in docs/evaluation.md), and it shrinks the
+    always matched by an optimal coupling (measured at 10^5 vs 10^5 in docs/w1.md), and it shrinks the
     flow problem by about half.
     """
     matched = np.zeros_like(supply)

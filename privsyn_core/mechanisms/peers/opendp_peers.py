@@ -3,7 +3,8 @@
 See :mod:`privsyn_core.mechanisms.peers.opendp_support`.
 
 Registered only when OpenDP with its ``mbi`` extra is importable, so the library, its registry and
-its tests work without it.  OpenDP itself is imported inside a run, never at discovery.
+its tests work without it (they are then declared missing, with how to install them).  OpenDP itself is
+imported inside a run, never at discovery.
 
 OpenDP 0.16's AIM failed under pure epsilon-DP on most tables of three or more columns (its last round
 spent a rounding residue of the budget, asking ``make_noisy_max`` for a negative scale); here it runs as
@@ -16,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from privsyn_core.data.levelled_codec import LevelledCodec
+from privsyn_core.mechanisms.base.spec import ParamSpec, register, register_missing
 from privsyn_core.mechanisms.peers import opendp_support as peers
-from privsyn_core.registry import ParamSpec, register
 from privsyn_core.result import MechanismOutput
 
 #: Widest table ``opendp_aim`` accepts: the widest on which its time was measured (docs/opendp_peers.md).
@@ -44,6 +45,7 @@ _COMMON = {
     "is_private": True,
     "codec": LevelledCodec,
     "released": ("bins", "key_sizes"),
+    "implemented_by": "OpenDP",
 }
 
 
@@ -116,3 +118,6 @@ if peers.opendp_available():
         peers.check_columns(unit, 1, AIM_MAX_COLUMNS, "opendp_aim")
         return _run("aim", unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng, bins=bins,
                     size=size, levels=levels)
+else:
+    for _name in peers.PEERS:
+        register_missing(_name, peers.INSTALL_NOTE)

@@ -2,8 +2,9 @@ r"""The field's standard beside ours: OpenDP's MST and AIM as optional registere
 
 ``opendp_mst`` and ``opendp_aim`` (:mod:`privsyn_core.mechanisms.peers.opendp_peers`) are registered only
 when OpenDP with its ``mbi`` extra is importable (``pip install -r requirements-peers.txt``); the
-library works without it and :func:`available` then returns ``[]``.  OpenDP is imported lazily, inside
-a run, never when the registry is discovered.
+library works without it, and they are then declared missing with :data:`INSTALL_NOTE`
+(:func:`privsyn_core.registry.missing_mechanisms`).  OpenDP is imported lazily, inside a run, never when the
+registry is discovered.
 
 What a peer sees is what our mechanisms see, from the public schema alone: every continuous numeric column
 is cut into ``bins`` equal bins of its public interval ``[lo, hi]`` (values clipped into it, as
@@ -102,17 +103,6 @@ SEED_NOTE = ("OpenDP draws its noise from its own secure generator, which cannot
 def opendp_available() -> bool:
     """Whether OpenDP with its ``mbi`` extra can be imported (checked without importing it)."""
     return all(importlib.util.find_spec(name) is not None for name in REQUIRED_MODULES)
-
-
-def available() -> list[str]:
-    """The registry keys of the peers that are installed and registered (``[]`` without OpenDP).
-
-    The app lists these beside our mechanisms; where it is empty it shows :data:`INSTALL_NOTE`.
-    """
-    from privsyn_core.registry import list_mechanisms
-
-    registered = {spec.name for spec in list_mechanisms()}
-    return [name for name in PEERS if name in registered]
 
 
 def key_sizes(levels: tuple[int, ...], bins: int) -> list[int]:
@@ -377,7 +367,6 @@ __all__ = [
     "PEERS",
     "MstPlan",
     "OpenDPInterrupted",
-    "available",
     "fill_nulls",
     "from_codes",
     "ledger",

@@ -49,15 +49,17 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from privsyn_core.data.levelled_codec import LevelledCodec
-from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
 from privsyn_core.errors import DataError, ParameterError
-from privsyn_core.evaluation.audit import AuditCase
+from privsyn_core.mechanisms.base.audit import AuditCase, cell_features
+from privsyn_core.mechanisms.base.rows import OneAtomPlan, RowPlan
+from privsyn_core.mechanisms.base.spec import ParamSpec, register_staged
+from privsyn_core.mechanisms.base.stages import CellCounts, Stages
 from privsyn_core.mechanisms.hvz23.psmm import PsmmLayout, psmm_counts, psmm_layout, psmm_release
 from privsyn_core.mechanisms.wide_tables.tree_pieces import (
     ColumnModel,
@@ -77,7 +79,6 @@ from privsyn_core.mechanisms.wide_tables.tree_pieces import (
 from privsyn_core.privacy.accounting import split_epsilon
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.privacy.sensitivity import count_sensitivity
-from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
 
 #: Leaves of all pair trees counted in one pass: at most 2^24 int64 (128 MiB), depths shrink to fit.
@@ -244,7 +245,7 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
     warnings = list(layout.warnings)
     if total == 0:
         warnings.append("the noisy record count was 0: marginal_tree released no synthetic rows")
-    plan = TreePlan("tree", np.array([total], dtype=np.int64), np.zeros((1, d)), sample_rng, sampler=sampler,
+    plan = TreePlan(np.array([total], dtype=np.int64), np.zeros((1, d)), sample_rng, sampler=sampler,
                     shuffle=False)
     ledger = [(_stage_label(name, layout, releases), eps) for name, eps in layout.shares]
     edges = [[r.tree.a, r.tree.b] for r in releases]
@@ -480,16 +481,10 @@ def _leaf_sigma(rel: PairRelease) -> float:
 
 
 @dataclass
-class TreePlan(RowPlan):
-    """A :class:`RowPlan` whose rows come from a :class:`TreeSampler` (one atom: all rows)."""
+class TreePlan(OneAtomPlan):
+    """A row plan whose rows come from a :class:`TreeSampler` (one atom: all rows, the sampler draws a block's)."""
 
     sampler: TreeSampler = field(kw_only=True, repr=False)
-
-    def _piece(self, start: int, stop: int, rng: np.random.Generator, head: tuple | None,
-               tail: tuple | None) -> TreePlan:
-        """Rows ``[start, stop)``: the one atom's count is the block's size (the sampler draws them all)."""
-        return replace(self, counts=np.array([stop - start], dtype=np.int64), rng=rng,
-                       block_rows=max(1, stop - start))
 
     def rows(self, out: np.ndarray | None = None) -> np.ndarray:
         """The block's rows from the sampler, into ``out`` if given."""
@@ -501,11 +496,9 @@ class TreePlan(RowPlan):
 
 
 def edge_features(out: MechanismOutput, pair: Any) -> np.ndarray:
-    """Audit features: :func:`~privsyn_core.evaluation.audit.cell_features` of the first edge's measured levels (PMM's
-    noisy counts per level, or a flat edge's noisy leaves before their projection); on two columns the one edge's
-    square is the whole cube, so the corners' cells are the pair's."""
-    from privsyn_core.evaluation.audit import cell_features
-
+    """Audit features: :func:`~privsyn_core.mechanisms.base.audit.cell_features` of the first edge's measured levels
+    (PMM's noisy counts per level, or a flat edge's noisy leaves before their projection); on two columns the one
+    edge's square is the whole cube, so the corners' cells are the pair's."""
     levels = out.diagnostics["edges"][0]["levels"]
     edge = MechanismOutput(unit=out.unit, ledger=out.ledger, diagnostics={"levels": levels})
     return cell_features(edge, pair)

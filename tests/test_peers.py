@@ -175,6 +175,29 @@ def test_null_cells_are_filled_uniformly_and_counted(fake):
     assert stats.chisquare(counts).pvalue > 1e-6
 
 
+def test_public_atoms_get_a_key_each_and_decode_to_themselves(fake):
+    """A zero-inflated amount keyed as a careful user would: one key for each public atom, ``bins`` equal bins of
+    the continuous part (atom_layout puts the atoms in [0, 1/2) and the rest on [1/2, 1])."""
+    schema = {"columns": [{"name": "amount", "kind": "numeric", "lo": 0.0, "hi": 80.0, "atoms": [0, 80]},
+                          {"name": "c", "kind": "categorical", "categories": ["a", "b", "c"]}]}
+    rng = np.random.default_rng(3)
+    amount = np.where(rng.random(600) < 0.5, 0.0, rng.uniform(0, 80, 600))
+    amount[:20] = 80.0
+    data = pd.DataFrame({"amount": amount, "c": rng.choice(["a", "b", "c"], 600)})
+    result = ps.synthesize(data, "opendp_mst", 1.0, schema=schema, rng=4, bins=8, n_synthetic=5000)
+    call = fake.calls[-1]
+    assert call["sizes"] == [2 + 8, 3]
+    expected = np.where(amount == 0, 0, np.where(amount == 80, 1, 2 + np.minimum(amount / 10, 7).astype(int)))
+    np.testing.assert_array_equal(call["codes"][:, 0], expected)
+    # FakeOpenDP's uniform keys: each atom key decodes to its atom, each bin key to a uniform value in its bin
+    out = result.data["amount"].to_numpy()
+    # keys 0 and 1 (the atoms) each hold a tenth of the uniform keys: Binomial(5000, 0.1), beyond 6 sd w.p. < 1e-8
+    for atom in (0.0, 80.0):
+        assert abs(np.sum(out == atom) - 500) < 6 * math.sqrt(5000 * 0.1 * 0.9)
+    inner = out[(out > 0) & (out < 80)]
+    assert stats.kstest(inner, stats.uniform(loc=0, scale=80).cdf).pvalue > 1e-6  # false failure 1e-6
+
+
 def test_a_bin_decodes_uniformly_inside_itself(monkeypatch, fake):
     monkeypatch.setattr(peers, "release_with_opendp",
                         lambda codes, sizes, *a, rows, plan: np.tile([3.0, 1.0, 0.0], (rows, 1)))

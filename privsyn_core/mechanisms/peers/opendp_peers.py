@@ -30,7 +30,7 @@ def _bins(default: int, measured: str) -> ParamSpec:
     """The ``bins`` parameter of a peer, its default chosen by measurement (docs/opendp_peers.md)."""
     return ParamSpec(default, int, (2, 256), help=(
         "equal bins per continuous numeric column, cut from its public bounds (categories and integer columns with "
-        f"at most 32 values keep one key per value); even keeps public atoms apart. Default {default}: {measured} "
+        f"at most 32 values keep one key per value, public atoms one key each). Default {default}: {measured} "
         "(eps 1; docs/opendp_peers.md); try 8 for a few hundred rows"))
 
 
@@ -50,22 +50,24 @@ _COMMON = {
 
 
 def _run(algorithm: str, unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-         rng: np.random.Generator, bins: int, size: int | None,
-         levels: tuple[int, ...] | None) -> MechanismOutput:
+         rng: np.random.Generator, bins: int, size: int | None, levels: tuple[int, ...] | None,
+         atoms: tuple[int, ...] | None) -> MechanismOutput:
     """Keys from the public schema, OpenDP's release, nulls filled, keys decoded (module docstring).
 
     ``levels``: each column's public levels from :class:`~privsyn_core.data.levelled_codec.LevelledCodec` (0: equal
-    ``bins``); None (a caller without the codec, e.g. the audits' unit-cube data) means every column is continuous.
+    ``bins``), ``atoms``: the public atoms of each such column (one key each); None (a caller without the codec,
+    e.g. the audits' unit-cube data) means every column is continuous without atoms.
     """
     levels = tuple(levels) if levels is not None else (0,) * unit.shape[1]
-    sizes = peers.key_sizes(levels, bins)
-    codes = peers.to_codes(unit, levels, bins)
+    atoms = tuple(atoms) if atoms is not None else (0,) * unit.shape[1]
+    sizes = peers.key_sizes(levels, bins, atoms)
+    codes = peers.to_codes(unit, levels, bins, atoms)
     # n_synthetic, else n where it is public (replace: size is n), else the model's noisy total
     rows = n_synthetic if n_synthetic is not None else size
     plan = peers.mst_plan(epsilon, len(sizes)) if algorithm == "mst" else None  # epsilon and d only
     released = peers.release_with_opendp(codes, sizes, epsilon, algorithm, neighbouring, rows=rows, plan=plan)
     keys, nulls = peers.fill_nulls(released, sizes, rng)
-    out = peers.from_codes(keys, levels, bins, rng)
+    out = peers.from_codes(keys, levels, bins, rng, atoms)
     deviation = peers.mst_deviation(plan, len(sizes)) if plan else []
     return MechanismOutput(
         unit=out, ledger=peers.ledger(algorithm, epsilon, plan),
@@ -92,10 +94,10 @@ if peers.opendp_available():
     )
     def opendp_mst(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
                    rng: np.random.Generator, bins: int, size: int | None = None,
-                   levels: tuple[int, ...] | None = None) -> MechanismOutput:
+                   levels: tuple[int, ...] | None = None, atoms: tuple[int, ...] | None = None) -> MechanismOutput:
         peers.check_columns(unit, 2, None, "opendp_mst")
         return _run("mst", unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng, bins=bins,
-                    size=size, levels=levels)
+                    size=size, levels=levels, atoms=atoms)
 
     @register(
         "opendp_aim",
@@ -114,10 +116,10 @@ if peers.opendp_available():
     )
     def opendp_aim(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
                    rng: np.random.Generator, bins: int, size: int | None = None,
-                   levels: tuple[int, ...] | None = None) -> MechanismOutput:
+                   levels: tuple[int, ...] | None = None, atoms: tuple[int, ...] | None = None) -> MechanismOutput:
         peers.check_columns(unit, 1, AIM_MAX_COLUMNS, "opendp_aim")
         return _run("aim", unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng, bins=bins,
-                    size=size, levels=levels)
+                    size=size, levels=levels, atoms=atoms)
 else:
     for _name in peers.PEERS:
         register_missing(_name, peers.INSTALL_NOTE)

@@ -76,6 +76,7 @@ from typing import Any
 
 import numpy as np
 
+from privsyn_core.data.unit_codec import atom_layout
 from privsyn_core.errors import ParameterError, PrivsynError
 from privsyn_core.privacy.accounting import Ledger, split_epsilon
 
@@ -105,33 +106,65 @@ def opendp_available() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in REQUIRED_MODULES)
 
 
-def key_sizes(levels: tuple[int, ...], bins: int) -> list[int]:
-    """Number of public keys of every column: its categories, or ``bins`` for a numeric column."""
-    return [k if k else bins for k in levels]
+def key_sizes(levels: tuple[int, ...], bins: int, atoms: tuple[int, ...] | None = None) -> list[int]:
+    """Number of public keys of every column: its levels, else its public atoms and ``bins`` equal bins."""
+    atoms = atoms or (0,) * len(levels)
+    return [k if k else m + bins for k, m in zip(levels, atoms, strict=True)]
 
 
-def to_codes(unit: np.ndarray, levels: tuple[int, ...], bins: int) -> np.ndarray:
-    r"""Integer key of every cell: ``floor(u L)`` capped at ``L - 1`` with ``L`` the column's key count.
+def to_codes(unit: np.ndarray, levels: tuple[int, ...], bins: int, atoms: tuple[int, ...] | None = None) -> np.ndarray:
+    r"""Integer key of every cell, from its unit coordinate ``u`` and the column's public layout.
 
-    For a numeric column ``u = (x - lo)/(hi - lo)`` clipped into ``[0, 1]``, so the key is the equal bin
-    of the public interval; for a categorical column ``u = (i + 1/2)/K`` and the key is ``i``.
+    A column with ``k`` levels (categories, few-valued integers; ``u = (i + 1/2)/k``) has key ``i``.  A numeric
+    column without atoms has key ``min(floor(u B), B - 1)``: the equal bin of its public interval
+    (``u = (x - lo)/(hi - lo)`` clipped into ``[0, 1]``).  A numeric column with ``m`` public atoms
+    (:func:`privsyn_core.data.domain.atom_layout`: atom ``i`` in the slot ``[i s, (i+1) s)`` of ``[0, 1/2)``, the
+    continuous part on ``[1/2, 1]``) has key ``i`` for atom ``i`` and ``m + b`` for the ``b``-th of ``B`` equal
+    bins of its continuous part, as a careful user would key a zero-inflated amount.
     """
-    sizes = np.asarray(key_sizes(levels, bins), dtype=np.int64)
-    return np.minimum((np.asarray(unit, dtype=float) * sizes).astype(np.int64), sizes - 1)
+    unit = np.asarray(unit, dtype=float)
+    atoms = atoms or (0,) * len(levels)
+    codes = np.empty(unit.shape, dtype=np.int64)
+    for j, (k, m) in enumerate(zip(levels, atoms, strict=True)):
+        u = unit[:, j]
+        if k or not m:
+            size = k or bins
+            codes[:, j] = np.minimum((u * size).astype(np.int64), size - 1)
+            continue
+        slot, start = atom_layout(m)
+        atom = np.minimum((u / slot).astype(np.int64), m - 1)
+        part = m + np.minimum(((u - start) * 2 * bins).astype(np.int64), bins - 1)
+        codes[:, j] = np.where(u < start, atom, part)
+    return codes
 
 
-def from_codes(codes: np.ndarray, levels: tuple[int, ...], bins: int, rng: np.random.Generator) -> np.ndarray:
-    """Unit coordinates of released keys: uniform inside a numeric bin, the centre of a category's cell."""
-    sizes = np.asarray(key_sizes(levels, bins), dtype=float)
-    offset = np.where(np.asarray(levels) > 0, 0.5, rng.random(codes.shape))
-    return (codes + offset) / sizes
+def from_codes(codes: np.ndarray, levels: tuple[int, ...], bins: int, rng: np.random.Generator,
+               atoms: tuple[int, ...] | None = None) -> np.ndarray:
+    """Unit coordinates of released keys (:func:`to_codes` inverted): the centre of a level's cell or of an atom's
+    slot, a uniform point inside a numeric bin."""
+    codes = np.asarray(codes)
+    atoms = atoms or (0,) * len(levels)
+    out = np.empty(codes.shape, dtype=float)
+    for j, (k, m) in enumerate(zip(levels, atoms, strict=True)):
+        if k:
+            out[:, j] = (codes[:, j] + 0.5) / k
+            continue
+        inside = (codes[:, j] - m + rng.random(len(codes))) / bins
+        if not m:
+            out[:, j] = inside
+            continue
+        slot, start = atom_layout(m)
+        ends = np.r_[np.arange(1, m) * slot, start]
+        centres = (np.r_[0.0, ends[:-1]] + ends) / 2
+        out[:, j] = np.where(codes[:, j] < m, centres[np.minimum(codes[:, j], m - 1)], start + inside * (1 - start))
+    return out
 
 
 def fill_nulls(codes: np.ndarray, sizes: list[int], rng: np.random.Generator) -> tuple[np.ndarray, int]:
     """Replace null keys (NaN) by a uniform public key of their column; returns the keys and how many.
 
-    A uniform key of a numeric column then decodes to a uniform value on ``[lo, hi]``.  Applied to the
-    released rows only: post-processing.
+    A uniform key of a numeric column without atoms then decodes to a uniform value on ``[lo, hi]``.  Applied to
+    the released rows only: post-processing.
     """
     codes = np.array(codes, dtype=float)
     holes = np.isnan(codes)

@@ -105,7 +105,7 @@ def test_listed_when_installed_without_importing_opendp(monkeypatch):
         assert spec.is_private and set(spec.neighbouring) == {"replace", "add_remove"}
         assert spec.codec is LevelledCodec and spec.floating_point_exposure is None
         assert spec.uses_n({"bins": 16}) is False  # never reads the exact n: under add/remove it is private
-    assert ps.get_mechanism("opendp_aim").max_dim == sys.modules[MODULE].AIM_MAX_COLUMNS == 10
+    assert ps.get_mechanism("opendp_aim").max_dim == sys.modules[MODULE].AIM_MAX_COLUMNS == 14
 
 
 @pytest.mark.parametrize("name", peers.PEERS)
@@ -217,7 +217,7 @@ def test_same_seed_replays_the_post_processing(fake):
 
 @pytest.mark.parametrize("name, d, message", [("opendp_mst", 1, "at least 2"),  # the peer's own check
                                               # the registry's max_dim, enforced by the pipeline
-                                              ("opendp_aim", 11, r"at most 10 encoded column")])
+                                              ("opendp_aim", 15, r"at most 14 encoded column")])
 def test_width_is_refused_before_opendp_runs(fake, name, d, message):
     schema = {"columns": [{"name": f"x{j}", "kind": "numeric", "lo": 0.0, "hi": 1.0} for j in range(d)]}
     data = pd.DataFrame(np.random.default_rng(0).random((50, d)), columns=[f"x{j}" for j in range(d)])

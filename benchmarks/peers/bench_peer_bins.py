@@ -7,9 +7,10 @@ Usage (from the repository root, with ``requirements-peers.txt`` and ``statsmode
 
 Grid: ``opendp_mst`` and ``opendp_aim`` through privsyn_core's registry on the private 70% of statsmodels' ``fair``
 (9 columns, 4,456 rows) and ``randhie`` (10 columns, 14,133 rows) of :func:`benchmarks.bench_real_tables.load_table`
-(public bounds set by hand), epsilon 1, add/remove one row, as many rows as the private table, ``bins`` equal bins
-per continuous column (categories keep one key each), two seeds.  OpenDP's noise cannot be seeded, so the seeds are
-two independent runs.  Each output is scored by :func:`privsyn_core.evaluation.metrics.evaluate` against the private
+(public domains set by hand in benchmarks/peers/real_tables.py), epsilon 1, add/remove one row, as many rows as the
+private table, ``bins`` equal bins per continuous column (categories, integer columns with at most 32 values and
+public atoms keep one key each), two seeds.  OpenDP's noise cannot be seeded, so the seeds are
+two independent runs.  Each output is scored by :func:`privsyn_core.evaluation.scorecard.evaluate` against the private
 table: W1 (mean over 20 repeated subsamples of min(1000, n/2) rows: with 20 repeats its interval is far narrower
 than the differences between two runs of OpenDP) and the resolution-robust 1-way and 2-way TVD (the mean over 8,
 13, 20 and 32 equal bins at four offsets), with the TVD at each resolution kept.  Synthetic tables are cached under
@@ -34,8 +35,8 @@ from benchmarks.docsection import SCRATCH, write_table
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "peers" / "results_peer_bins.json"
 CACHE = SCRATCH / "peer_bins"
-#: Subsamples of evaluate's W1 per output.
-W1_REPEATS = 20
+#: Subsamples of evaluate's W1 per output, and their rows per side (at most half the private table).
+W1_REPEATS, W1_ROWS = 20, 1000
 COMMAND = "python -m benchmarks.peers.bench_peer_bins --report-only"
 
 
@@ -65,12 +66,12 @@ def run_one(table: dict, system: str, bins: int, seed: int, epsilon: float) -> d
 
 def score(table: dict, synth: pd.DataFrame, seed: int) -> dict:
     """W1 and the robust TVDs (with the value at each resolution) of one output against the private table."""
-    from privsyn_core.evaluation.metrics import EVAL_SUBSAMPLE, evaluate
+    from privsyn_core.evaluation.scorecard import evaluate
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         report = evaluate(table["real"], synth, table["schema"], floor=False, seed=seed, repeats=W1_REPEATS,
-                          subsample=min(EVAL_SUBSAMPLE, len(table["real"]) // 2))
+                          subsample=min(W1_ROWS, len(table["real"]) // 2))
     out = {"w1": float(report["w1"]["value"])}
     for order, name in ((1, "tvd1"), (2, "tvd2")):
         entry = report[f"marginal_tvd_{order}way"]

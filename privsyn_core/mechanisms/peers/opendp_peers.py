@@ -22,7 +22,7 @@ from privsyn_core.mechanisms.peers import opendp_support as peers
 from privsyn_core.result import MechanismOutput
 
 #: Widest table ``opendp_aim`` accepts: the widest on which its time was measured (docs/opendp_peers.md).
-AIM_MAX_COLUMNS = 10
+AIM_MAX_COLUMNS = 14
 
 
 
@@ -109,7 +109,7 @@ if peers.opendp_available():
         guarantee=("pure epsilon-DP (OpenDP's max_divergence): Laplace noise on one-way marginals, then adaptive "
                    "rounds of noisy-max selection and Laplace-noised marginals under a privacy filter"),
         description=("Adaptive marginal selection (AIM), fitted by a graphical model; slower than MST (minutes on "
-                     f"9-10 columns), at most {AIM_MAX_COLUMNS} columns. Optional (OpenDP)."),
+                     f"9-14 columns), at most {AIM_MAX_COLUMNS} columns. Optional (OpenDP)."),
         max_dim=AIM_MAX_COLUMNS,
         params={"bins": _AIM_BINS},
         **_COMMON,

@@ -33,7 +33,7 @@ selection 1/10 and measurement 9/10 of the rest, or AIM's adaptive rounds), summ
 
 Where OpenDP 0.16 refuses its own arithmetic.  MST splits its selection budget ``x`` into ``k = d - 1``
 rounds of ``prior(x / k)`` (one float below ``x / k``); its compositor adds the ``k`` rounds rounding
-upwards, and for most ``k >= 8`` that sum exceeds ``x`` by an ulp, so OpenDP refuses its own run ("insufficient
+upwards, and for many ``k >= 7`` that sum exceeds ``x`` by an ulp, so OpenDP refuses its own run ("insufficient
 budget for query", opendp/opendp#2789; every ``k`` divisible by 8 at every budget).  :func:`mst_plan` replays
 that arithmetic (a function of epsilon and ``d`` alone, no data) and hands OpenDP the first configuration it
 accepts: its defaults where they pass, else ``measure_split`` lowered from 0.9 by at most 1e-3, else one
@@ -51,8 +51,8 @@ unwinds cleanly, and the handler's own exception is raised again once OpenDP has
 
 Null cells.  OpenDP adds a null key to every column of a contingency table (its ``_with_null``), so
 after noise a synthetic row can hold a null.  A null means "somewhere in the domain": it is filled
-with a uniform bin or category (so a numeric value uniform on ``[lo, hi]``), and the number of filled
-cells is reported in the release's warnings.  Both are functions of the released rows only.
+with a uniform public key of its column (a category, a value, an atom or an equal bin), and the number of
+filled cells is reported in the release's warnings.  Both are functions of the released rows only.
 
 Randomness.  OpenDP draws its noise from its own cryptographically secure generator, which cannot be
 seeded; ``mbi`` samples the rows with numpy's global generator.  A caller's seed therefore replays
@@ -176,7 +176,7 @@ def fill_nulls(codes: np.ndarray, sizes: list[int], rng: np.random.Generator) ->
 def null_warning(count: int, cells: int) -> str:
     """The release's sentence about the null cells that were filled (a count of released cells)."""
     return (f"{count} of {cells} synthetic cells were null (OpenDP's 'missing' key of every column) and were "
-            "filled uniformly within the column's public domain")
+            "filled with a uniform public key of their column (a category, a value, an atom or an equal bin)")
 
 
 @dataclass(frozen=True)

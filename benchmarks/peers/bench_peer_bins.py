@@ -145,7 +145,7 @@ def report() -> str:
             "best number of bins of that peer on that table. TVDs are `evaluate`'s resolution-robust means (8, 13, "
             "20 and 32 equal bins at 4 offsets) and the 2-way mean at each resolution; W1 the mean over 20 "
             "subsamples of min(1000, n/2) rows. Seconds: wall time of the run on 2 cores shared with other jobs "
-            "(load average 8-18).\n\nW1 / 2-way TVD by number of bins:\n\n" + summary + "\n\nAll figures:\n\n"
+            "(loaded by other agents).\n\nW1 / 2-way TVD by number of bins:\n\n" + summary + "\n\nAll figures:\n\n"
             + "\n".join(lines) + note)
 
 

@@ -24,25 +24,16 @@ from privsyn_core.result import MechanismOutput
 #: Widest table ``opendp_aim`` accepts: the widest on which its time was measured (docs/opendp_peers.md).
 AIM_MAX_COLUMNS = 14
 
-
-
-def _bins(default: int, measured: str) -> ParamSpec:
-    """The ``bins`` parameter of a peer, its default chosen by measurement (docs/opendp_peers.md)."""
-    return ParamSpec(default, int, (2, 256), help=(
-        "equal bins per continuous numeric column, cut from its public bounds (categories and integer columns with "
-        f"at most 32 values keep one key per value, public atoms one key each). Default {default}: {measured} "
-        "(eps 1; docs/opendp_peers.md); try 8 for a few hundred rows"))
-
-
-_MST_BINS = _bins(peers.MST_DEFAULT_BINS, "W1 within the spread of OpenDP's runs of the best of 8-30 bins (fair, "
-                  "4,456 rows: 0.201 against 0.200-0.215; randhie, 14,133 rows: 0.228 against 0.208-0.238) and the "
-                  "robust 2-way TVD 0.20 against 0.36 with 16 bins on fair, 0.15 against 0.27 on randhie")
-_AIM_BINS = _bins(peers.AIM_DEFAULT_BINS, "W1 0.20 against 0.27 with 32 bins on fair, 0.19 against 0.27 on randhie "
-                  "(the robust 2-way TVD prefers 32: 0.22 against 0.36, 0.15 against 0.27)")
+_BINS = ParamSpec(peers.DEFAULT_BINS, int, (2, 256), help=(
+    "equal bins per continuous numeric column, cut from its public bounds (categories and integer columns with at "
+    "most 32 values keep one key per value, public atoms one key each). Default 32, measured at eps 1 "
+    "(docs/opendp_peers.md): against 16 bins the robust 2-way TVD falls from 0.12 to 0.08 on randhie (14,133 rows) "
+    "and from 0.08 to 0.07 on fair, W1 within the spread of OpenDP's runs (AIM on randhie: 0.140 against 0.132)"))
 _COMMON = {
     "data_kind": "continuous",
     "neighbouring": ("replace", "add_remove"),
     "is_private": True,
+    "params": {"bins": _BINS},
     "codec": LevelledCodec,
     "released": ("bins", "key_sizes"),
     "implemented_by": "OpenDP",
@@ -85,7 +76,6 @@ if peers.opendp_available():
                   'differentially private synthetic data", J. Privacy and Confidentiality 2021, MST, as '
                   "implemented by OpenDP"),
         order=200,
-        params={"bins": _MST_BINS},
         guarantee=("pure epsilon-DP (OpenDP's max_divergence): Laplace noise on one-way and selected 2-way "
                    "marginals of the public bins, report-noisy-max for the spanning tree"),
         description=("The field's standard: noisy one- and two-way marginals on a spanning tree of the columns, "
@@ -111,7 +101,6 @@ if peers.opendp_available():
         description=("Adaptive marginal selection (AIM), fitted by a graphical model; slower than MST (minutes on "
                      f"9-14 columns), at most {AIM_MAX_COLUMNS} columns. Optional (OpenDP)."),
         max_dim=AIM_MAX_COLUMNS,
-        params={"bins": _AIM_BINS},
         **_COMMON,
     )
     def opendp_aim(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,

@@ -8,12 +8,12 @@ registry is discovered.
 
 What a peer sees is what our mechanisms see, from the public schema alone: every continuous numeric column
 is cut into ``bins`` equal bins of its public interval ``[lo, hi]`` (values clipped into it, as
-:meth:`privsyn_core.Schema.encode` does; 32 for MST and 16 for AIM by default, chosen by measurement, see
-docs/opendp_peers.md), and every categorical column and integer column with few public values keeps one
-key per value (:class:`~privsyn_core.data.levelled_codec.LevelledCodec`); all
-are handed to OpenDP as integer keys ``0..L-1`` (``Context.contingency_table(keys=...)``: the keys are
-public, so no key is learnt from the data).  A synthetic bin decodes to a uniform value inside the bin,
-a category to itself: post-processing.
+:meth:`privsyn_core.Schema.encode` does; 32 by default, chosen by measurement, see docs/opendp_peers.md),
+every public atom of such a column gets a key of its own, and every categorical column and integer column
+with few public values keeps one key per value (:class:`~privsyn_core.data.levelled_codec.LevelledCodec`);
+all are handed to OpenDP as integer keys ``0..L-1`` (``Context.contingency_table(keys=...)``: the keys are
+public, so no key is learnt from the data).  A synthetic bin decodes to a uniform value inside the bin, an
+atom or a level to itself: post-processing.
 
 Guarantee.  MST (McKenna, Miklau, Sheldon, "Winning the NIST Contest: A scalable and general approach
 to differentially private synthetic data", J. Privacy and Confidentiality 2021, Alg. 1) and AIM
@@ -89,7 +89,7 @@ INSTALL_NOTE = ("OpenDP's MST and AIM (the field's standard, pure epsilon-DP) ar
 #: The modules a peer run imports.
 REQUIRED_MODULES = ("opendp", "mbi", "polars")
 #: Default equal bins per continuous column, measured under W1 and the robust TVDs (docs/opendp_peers.md).
-MST_DEFAULT_BINS, AIM_DEFAULT_BINS = 32, 16
+DEFAULT_BINS = 32
 #: OpenDP's shares of epsilon (``opendp.extras.mbi``, 0.16): one-way marginals of every column first.
 ONEWAY_SHARE = 0.5
 #: MST's share of the rest spent on measuring the selected 2-way marginals (``MST.measure_split``).
@@ -394,9 +394,8 @@ def check_columns(unit: np.ndarray, minimum: int, maximum: int | None, name: str
 
 
 __all__ = [
-    "AIM_DEFAULT_BINS",
+    "DEFAULT_BINS",
     "INSTALL_NOTE",
-    "MST_DEFAULT_BINS",
     "PEERS",
     "MstPlan",
     "OpenDPInterrupted",

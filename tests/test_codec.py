@@ -39,6 +39,6 @@ def test_every_codec_satisfies_the_protocol_and_round_trips_the_categories(name,
 
 def test_stage_params_only_from_a_staged_codec():
     tree = ps.get_mechanism("marginal_tree").codec(SCHEMA)
-    assert isinstance(tree, StagedCodec) and stage_params(tree) == {"levels": (0, 3)}
+    assert isinstance(tree, StagedCodec) and stage_params(tree) == {"levels": (0, 3), "atoms": (0, 0)}
     assert not isinstance(SCHEMA, StagedCodec) and stage_params(SCHEMA) == {}
     assert ps.get_mechanism("pmm").codec is UnitCodec and stage_params(UnitCodec(SCHEMA)) == {}

@@ -105,7 +105,7 @@ def test_listed_when_installed_without_importing_opendp(monkeypatch):
         assert spec.is_private and set(spec.neighbouring) == {"replace", "add_remove"}
         assert spec.codec is LevelledCodec and spec.floating_point_exposure is None
         assert spec.uses_n({"bins": 16}) is False  # never reads the exact n: under add/remove it is private
-    assert ps.get_mechanism("opendp_aim").max_dim == 2
+    assert ps.get_mechanism("opendp_aim").max_dim == sys.modules[MODULE].AIM_MAX_COLUMNS == 14
 
 
 @pytest.mark.parametrize("name", peers.PEERS)
@@ -175,6 +175,29 @@ def test_null_cells_are_filled_uniformly_and_counted(fake):
     assert stats.chisquare(counts).pvalue > 1e-6
 
 
+def test_public_atoms_get_a_key_each_and_decode_to_themselves(fake):
+    """A zero-inflated amount keyed as a careful user would: one key for each public atom, ``bins`` equal bins of
+    the continuous part (atom_layout puts the atoms in [0, 1/2) and the rest on [1/2, 1])."""
+    schema = {"columns": [{"name": "amount", "kind": "numeric", "lo": 0.0, "hi": 80.0, "atoms": [0, 80]},
+                          {"name": "c", "kind": "categorical", "categories": ["a", "b", "c"]}]}
+    rng = np.random.default_rng(3)
+    amount = np.where(rng.random(600) < 0.5, 0.0, rng.uniform(0, 80, 600))
+    amount[:20] = 80.0
+    data = pd.DataFrame({"amount": amount, "c": rng.choice(["a", "b", "c"], 600)})
+    result = ps.synthesize(data, "opendp_mst", 1.0, schema=schema, rng=4, bins=8, n_synthetic=5000)
+    call = fake.calls[-1]
+    assert call["sizes"] == [2 + 8, 3]
+    expected = np.where(amount == 0, 0, np.where(amount == 80, 1, 2 + np.minimum(amount / 10, 7).astype(int)))
+    np.testing.assert_array_equal(call["codes"][:, 0], expected)
+    # FakeOpenDP's uniform keys: each atom key decodes to its atom, each bin key to a uniform value in its bin
+    out = result.data["amount"].to_numpy()
+    # keys 0 and 1 (the atoms) each hold a tenth of the uniform keys: Binomial(5000, 0.1), beyond 6 sd w.p. < 1e-8
+    for atom in (0.0, 80.0):
+        assert abs(np.sum(out == atom) - 500) < 6 * math.sqrt(5000 * 0.1 * 0.9)
+    inner = out[(out > 0) & (out < 80)]
+    assert stats.kstest(inner, stats.uniform(loc=0, scale=80).cdf).pvalue > 1e-6  # false failure 1e-6
+
+
 def test_a_bin_decodes_uniformly_inside_itself(monkeypatch, fake):
     monkeypatch.setattr(peers, "release_with_opendp",
                         lambda codes, sizes, *a, rows, plan: np.tile([3.0, 1.0, 0.0], (rows, 1)))
@@ -192,13 +215,14 @@ def test_same_seed_replays_the_post_processing(fake):
     assert peers.SEED_NOTE in a.warnings
 
 
-@pytest.mark.parametrize("name, columns, message", [("opendp_mst", ["x"], "at least 2"),  # the peer's own check
-                                                    # the registry's max_dim=2, enforced by the pipeline
-                                                    ("opendp_aim", ["x", "c", "k"], r"at most 2 encoded column")])
-def test_width_is_refused_before_opendp_runs(fake, name, columns, message):
-    schema = {"columns": [c for c in SCHEMA["columns"] if c["name"] in columns]}
+@pytest.mark.parametrize("name, d, message", [("opendp_mst", 1, "at least 2"),  # the peer's own check
+                                              # the registry's max_dim, enforced by the pipeline
+                                              ("opendp_aim", 15, r"at most 14 encoded column")])
+def test_width_is_refused_before_opendp_runs(fake, name, d, message):
+    schema = {"columns": [{"name": f"x{j}", "kind": "numeric", "lo": 0.0, "hi": 1.0} for j in range(d)]}
+    data = pd.DataFrame(np.random.default_rng(0).random((50, d)), columns=[f"x{j}" for j in range(d)])
     with pytest.raises(ps.ParameterError, match=message):
-        ps.synthesize(_table()[columns], name, 1.0, schema=schema, rng=1)
+        ps.synthesize(data, name, 1.0, schema=schema, rng=1)
     assert fake.calls == []
 
 
@@ -210,10 +234,10 @@ def _masked(release: dict) -> dict:
     return {**{k: v for k, v in release.items() if k not in ("warnings", "n_synthetic")}, "warnings": text}
 
 
-def _surface(name: str, relation: str, public_n: int | None, mask: bool) -> None:
+def _surface(name: str, relation: str, public_n: int | None, mask: bool, d: int = 2) -> None:
     from test_release_surface import EPSILON, SEED, _pairs
 
-    for label, (before, after, schema) in _pairs(relation, 2).items():
+    for label, (before, after, schema) in _pairs(relation, d).items():
         seen = []
         for data in (before, after):
             result = ps.synthesize(data, name, EPSILON, schema=schema, neighbouring=relation, rng=SEED,
@@ -226,11 +250,13 @@ def _surface(name: str, relation: str, public_n: int | None, mask: bool) -> None
 
 @pytest.mark.parametrize("name", peers.PEERS)
 @pytest.mark.parametrize("relation, public_n", [("replace", None), ("add_remove", None), ("add_remove", 600)])
-def test_release_surface_of_the_wrapper(fake, name, relation, public_n):
+@pytest.mark.parametrize("d", [2, 9])
+def test_release_surface_of_the_wrapper(fake, name, relation, public_n, d):
     """The crafted neighbours of tests/test_release_surface.py: with OpenDP's release replaced by keys that
-    ignore the data, every released field of our wrapper is identical (including the null count)."""
+    ignore the data, every released field of our wrapper is identical (including the null count, and on 9
+    columns MST's deviation from OpenDP's defaults)."""
     fake.null_every = 5
-    _surface(name, relation, public_n, mask=False)
+    _surface(name, relation, public_n, mask=False, d=d)
 
 
 # -- MST's plan: what OpenDP 0.16 accepts (epsilon and d only) ----------------------------------------------
@@ -420,7 +446,7 @@ def test_only_openDPs_refusal_gets_the_budget_message_with_its_reason(monkeypatc
 
 @needs_opendp
 @pytest.mark.slow
-@pytest.mark.parametrize("name, columns", [("opendp_mst", ["x", "c", "k"]), ("opendp_aim", ["x", "c"])])
+@pytest.mark.parametrize("name, columns", [("opendp_mst", ["x", "c", "k"]), ("opendp_aim", ["x", "c", "k"])])
 def test_real_opendp_release_respects_schema_and_ledger(name, columns):
     schema = {"columns": [c for c in SCHEMA["columns"] if c["name"] in columns]}
     result = ps.synthesize(_table(500)[columns], name, 1.0, schema=schema, neighbouring="add_remove")
@@ -498,3 +524,26 @@ def test_real_interrupt_propagates_and_openDP_still_works():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     dp.enable_features("contrib")
     assert dp.m.make_randomized_response_bool(0.75)(True) in (True, False)
+
+
+@needs_opendp
+@pytest.mark.slow
+def test_real_aim_ends_at_the_residue_instead_of_failing(monkeypatch):
+    """OpenDP 0.16's own AIM then starts a round with the residue (about 5e-17 of epsilon 1 here) and fails on a
+    zero selection budget; FinishingAIM's rounds all have a real budget and the release goes through."""
+    from privsyn_core.mechanisms.peers import _opendp_aim
+
+    budgets = []
+    step = _opendp_aim._make_aim_marginal
+
+    def recorded(*args, **kwargs):
+        budgets.append(args[4])  # d_out of the round
+        return step(*args, **kwargs)
+
+    monkeypatch.setattr(_opendp_aim, "_make_aim_marginal", recorded)
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({f"x{j}": rng.random(1400) for j in range(3)})
+    schema = {"columns": [{"name": f"x{j}", "kind": "numeric", "lo": 0.0, "hi": 1.0} for j in range(3)]}
+    result = ps.synthesize(data, "opendp_aim", 1.0, schema=schema, neighbouring="add_remove")
+    assert len(result.data) > 0 and math.fsum(e for _, e in result.ledger) == 1.0
+    assert len(budgets) >= 2 and min(budgets) > _opendp_aim.RESIDUE * 0.5  # rounds share the other half

@@ -6,12 +6,14 @@ library works without it, and they are then declared missing with :data:`INSTALL
 (:func:`privsyn_core.registry.missing_mechanisms`).  OpenDP is imported lazily, inside a run, never when the
 registry is discovered.
 
-What a peer sees is what our mechanisms see, from the public schema alone: every numeric column is cut
-into ``bins`` equal bins of its public interval ``[lo, hi]`` (values clipped into it, as
-:meth:`privsyn_core.Schema.encode` does) and every categorical column keeps its public categories; both
-are handed to OpenDP as integer keys ``0..L-1`` (``Context.contingency_table(keys=...)``: the keys are
-public, so no key is learnt from the data).  A synthetic bin decodes to a uniform value inside the bin,
-a category to itself: post-processing.
+What a peer sees is what our mechanisms see, from the public schema alone: every continuous numeric column
+is cut into ``bins`` equal bins of its public interval ``[lo, hi]`` (values clipped into it, as
+:meth:`privsyn_core.Schema.encode` does; 32 by default, chosen by measurement, see docs/opendp_peers.md),
+every public atom of such a column gets a key of its own, and every categorical column and integer column
+with few public values keeps one key per value (:class:`~privsyn_core.data.levelled_codec.LevelledCodec`);
+all are handed to OpenDP as integer keys ``0..L-1`` (``Context.contingency_table(keys=...)``: the keys are
+public, so no key is learnt from the data).  A synthetic bin decodes to a uniform value inside the bin, an
+atom or a level to itself: post-processing.
 
 Guarantee.  MST (McKenna, Miklau, Sheldon, "Winning the NIST Contest: A scalable and general approach
 to differentially private synthetic data", J. Privacy and Confidentiality 2021, Alg. 1) and AIM
@@ -31,7 +33,7 @@ selection 1/10 and measurement 9/10 of the rest, or AIM's adaptive rounds), summ
 
 Where OpenDP 0.16 refuses its own arithmetic.  MST splits its selection budget ``x`` into ``k = d - 1``
 rounds of ``prior(x / k)`` (one float below ``x / k``); its compositor adds the ``k`` rounds rounding
-upwards, and for most ``k >= 8`` that sum exceeds ``x`` by an ulp, so OpenDP refuses its own run ("insufficient
+upwards, and for many ``k >= 7`` that sum exceeds ``x`` by an ulp, so OpenDP refuses its own run ("insufficient
 budget for query", opendp/opendp#2789; every ``k`` divisible by 8 at every budget).  :func:`mst_plan` replays
 that arithmetic (a function of epsilon and ``d`` alone, no data) and hands OpenDP the first configuration it
 accepts: its defaults where they pass, else ``measure_split`` lowered from 0.9 by at most 1e-3, else one
@@ -49,8 +51,8 @@ unwinds cleanly, and the handler's own exception is raised again once OpenDP has
 
 Null cells.  OpenDP adds a null key to every column of a contingency table (its ``_with_null``), so
 after noise a synthetic row can hold a null.  A null means "somewhere in the domain": it is filled
-with a uniform bin or category (so a numeric value uniform on ``[lo, hi]``), and the number of filled
-cells is reported in the release's warnings.  Both are functions of the released rows only.
+with a uniform public key of its column (a category, a value, an atom or an equal bin), and the number of
+filled cells is reported in the release's warnings.  Both are functions of the released rows only.
 
 Randomness.  OpenDP draws its noise from its own cryptographically secure generator, which cannot be
 seeded; ``mbi`` samples the rows with numpy's global generator.  A caller's seed therefore replays
@@ -74,6 +76,7 @@ from typing import Any
 
 import numpy as np
 
+from privsyn_core.data.unit_codec import atom_layout
 from privsyn_core.errors import ParameterError, PrivsynError
 from privsyn_core.privacy.accounting import Ledger, split_epsilon
 
@@ -85,8 +88,8 @@ INSTALL_NOTE = ("OpenDP's MST and AIM (the field's standard, pure epsilon-DP) ar
                 "restart; they then appear beside our mechanisms.")
 #: The modules a peer run imports.
 REQUIRED_MODULES = ("opendp", "mbi", "polars")
-#: Default number of equal bins per numeric column.
-DEFAULT_BINS = 16
+#: Default equal bins per continuous column, measured under W1 and the robust TVDs (docs/opendp_peers.md).
+DEFAULT_BINS = 32
 #: OpenDP's shares of epsilon (``opendp.extras.mbi``, 0.16): one-way marginals of every column first.
 ONEWAY_SHARE = 0.5
 #: MST's share of the rest spent on measuring the selected 2-way marginals (``MST.measure_split``).
@@ -103,33 +106,65 @@ def opendp_available() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in REQUIRED_MODULES)
 
 
-def key_sizes(levels: tuple[int, ...], bins: int) -> list[int]:
-    """Number of public keys of every column: its categories, or ``bins`` for a numeric column."""
-    return [k if k else bins for k in levels]
+def key_sizes(levels: tuple[int, ...], bins: int, atoms: tuple[int, ...] | None = None) -> list[int]:
+    """Number of public keys of every column: its levels, else its public atoms and ``bins`` equal bins."""
+    atoms = atoms or (0,) * len(levels)
+    return [k if k else m + bins for k, m in zip(levels, atoms, strict=True)]
 
 
-def to_codes(unit: np.ndarray, levels: tuple[int, ...], bins: int) -> np.ndarray:
-    r"""Integer key of every cell: ``floor(u L)`` capped at ``L - 1`` with ``L`` the column's key count.
+def to_codes(unit: np.ndarray, levels: tuple[int, ...], bins: int, atoms: tuple[int, ...] | None = None) -> np.ndarray:
+    r"""Integer key of every cell, from its unit coordinate ``u`` and the column's public layout.
 
-    For a numeric column ``u = (x - lo)/(hi - lo)`` clipped into ``[0, 1]``, so the key is the equal bin
-    of the public interval; for a categorical column ``u = (i + 1/2)/K`` and the key is ``i``.
+    A column with ``k`` levels (categories, few-valued integers; ``u = (i + 1/2)/k``) has key ``i``.  A numeric
+    column without atoms has key ``min(floor(u B), B - 1)``: the equal bin of its public interval
+    (``u = (x - lo)/(hi - lo)`` clipped into ``[0, 1]``).  A numeric column with ``m`` public atoms
+    (:func:`privsyn_core.data.domain.atom_layout`: atom ``i`` in the slot ``[i s, (i+1) s)`` of ``[0, 1/2)``, the
+    continuous part on ``[1/2, 1]``) has key ``i`` for atom ``i`` and ``m + b`` for the ``b``-th of ``B`` equal
+    bins of its continuous part, as a careful user would key a zero-inflated amount.
     """
-    sizes = np.asarray(key_sizes(levels, bins), dtype=np.int64)
-    return np.minimum((np.asarray(unit, dtype=float) * sizes).astype(np.int64), sizes - 1)
+    unit = np.asarray(unit, dtype=float)
+    atoms = atoms or (0,) * len(levels)
+    codes = np.empty(unit.shape, dtype=np.int64)
+    for j, (k, m) in enumerate(zip(levels, atoms, strict=True)):
+        u = unit[:, j]
+        if k or not m:
+            size = k or bins
+            codes[:, j] = np.minimum((u * size).astype(np.int64), size - 1)
+            continue
+        slot, start = atom_layout(m)
+        atom = np.minimum((u / slot).astype(np.int64), m - 1)
+        part = m + np.minimum(((u - start) * 2 * bins).astype(np.int64), bins - 1)
+        codes[:, j] = np.where(u < start, atom, part)
+    return codes
 
 
-def from_codes(codes: np.ndarray, levels: tuple[int, ...], bins: int, rng: np.random.Generator) -> np.ndarray:
-    """Unit coordinates of released keys: uniform inside a numeric bin, the centre of a category's cell."""
-    sizes = np.asarray(key_sizes(levels, bins), dtype=float)
-    offset = np.where(np.asarray(levels) > 0, 0.5, rng.random(codes.shape))
-    return (codes + offset) / sizes
+def from_codes(codes: np.ndarray, levels: tuple[int, ...], bins: int, rng: np.random.Generator,
+               atoms: tuple[int, ...] | None = None) -> np.ndarray:
+    """Unit coordinates of released keys (:func:`to_codes` inverted): the centre of a level's cell or of an atom's
+    slot, a uniform point inside a numeric bin."""
+    codes = np.asarray(codes)
+    atoms = atoms or (0,) * len(levels)
+    out = np.empty(codes.shape, dtype=float)
+    for j, (k, m) in enumerate(zip(levels, atoms, strict=True)):
+        if k:
+            out[:, j] = (codes[:, j] + 0.5) / k
+            continue
+        inside = (codes[:, j] - m + rng.random(len(codes))) / bins
+        if not m:
+            out[:, j] = inside
+            continue
+        slot, start = atom_layout(m)
+        ends = np.r_[np.arange(1, m) * slot, start]
+        centres = (np.r_[0.0, ends[:-1]] + ends) / 2
+        out[:, j] = np.where(codes[:, j] < m, centres[np.minimum(codes[:, j], m - 1)], start + inside * (1 - start))
+    return out
 
 
 def fill_nulls(codes: np.ndarray, sizes: list[int], rng: np.random.Generator) -> tuple[np.ndarray, int]:
     """Replace null keys (NaN) by a uniform public key of their column; returns the keys and how many.
 
-    A uniform key of a numeric column then decodes to a uniform value on ``[lo, hi]``.  Applied to the
-    released rows only: post-processing.
+    A uniform key of a numeric column without atoms then decodes to a uniform value on ``[lo, hi]``.  Applied to
+    the released rows only: post-processing.
     """
     codes = np.array(codes, dtype=float)
     holes = np.isnan(codes)
@@ -141,7 +176,7 @@ def fill_nulls(codes: np.ndarray, sizes: list[int], rng: np.random.Generator) ->
 def null_warning(count: int, cells: int) -> str:
     """The release's sentence about the null cells that were filled (a count of released cells)."""
     return (f"{count} of {cells} synthetic cells were null (OpenDP's 'missing' key of every column) and were "
-            "filled uniformly within the column's public domain")
+            "filled with a uniform public key of their column (a category, a value, an atom or an equal bin)")
 
 
 @dataclass(frozen=True)

@@ -596,9 +596,8 @@ def edge_features(out: MechanismOutput, pair: Any) -> np.ndarray:
 
 
 def marginal_features(out: MechanismOutput, pair: Any) -> np.ndarray:
-    """Audit features of the 1-way stage: :func:`~privsyn_core.evaluation.audit.cell_features` of column 0's noisy
+    """Audit features of the 1-way stage: :func:`~privsyn_core.mechanisms.base.audit.cell_features` of column 0's noisy
     histogram before its projection, its bins as slabs ``[i 2^-b, (i+1) 2^-b] x [0,1]^(d-1)`` of the cube."""
-    from privsyn_core.evaluation.audit import cell_features
 
     first = out.diagnostics["marginals"][0]
     bins, d = len(first["noisy_count"]), pair.base.shape[1]

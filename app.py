@@ -7,7 +7,9 @@ metrics come from the ``privsyn_core`` registry, so new mechanisms appear withou
 
 import streamlit as st
 
-from pages import _ui as ui
+from pages._support import admission, data_state, ledger, sidebar, state, widgets
+
+state.freeze_import_heap()  # once per process, on the server's first script run: after the imports
 
 st.set_page_config(page_title="privsyn: private synthetic data", page_icon=":material/shield_lock:",
                    layout="wide")
@@ -23,16 +25,16 @@ PAGES = [
     st.Page("pages/learn.py", title="Learn", icon=":material/school:"),
 ]
 
-st.session_state[ui.ENTRYPOINT_FLAG] = True
+st.session_state[state.ENTRYPOINT_FLAG] = True
 try:
-    with ui.run_slot(), ui.one_ledger_connection():  # a bounded number of runs at once; one ledger connection
+    with admission.run_slot(), ledger.one_connection():  # a bounded number of runs at once; one ledger connection
         page = st.navigation(PAGES)
-        with ui.user_errors():
-            ui.init_state()
-        ui.sidebar_controls()
+        with widgets.user_errors():
+            data_state.init_state()
+        sidebar.sidebar_controls()
         page.run()
-        ui.remember_schema()
-        ui.sidebar_data()
-        ui.sidebar_ledger()
+        data_state.remember_schema()
+        sidebar.sidebar_data()
+        sidebar.sidebar_ledger()
 finally:
-    st.session_state[ui.ENTRYPOINT_FLAG] = False
+    st.session_state[state.ENTRYPOINT_FLAG] = False

@@ -15,7 +15,7 @@ import pandas as pd
 
 import privsyn_core as ps
 from privsyn_core.data.datasets import balog_mixture
-from privsyn_core.evaluation.metrics import gaussian_kernel_mean
+from privsyn_core.evaluation.distances import gaussian_kernel_mean
 
 LO, HI = -900.0, 1100.0
 DIMENSIONS = (2, 5)

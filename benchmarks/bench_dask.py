@@ -7,9 +7,9 @@ per file, never the whole table in memory) to Parquet files under a temporary di
 time of every stage and the peak resident memory (``VmHWM``, see :func:`peak_rss_mb`) of each worker process
 and of the client.
 
-The target is worker memory bounded by the partition size (and the row block ``staged.ROW_BLOCK``), not by
-``n``: compare the two sizes.  The client holds the release (for pmm, ``2^(r+1)`` tree counts), which grows
-with the depth ``r``, not with ``n`` directly.
+The target is worker memory bounded by the partition size (and the row block
+``privsyn_core.mechanisms.base.rows.ROW_BLOCK``), not by ``n``: compare the two sizes.  The client holds the
+release (for pmm, ``2^(r+1)`` tree counts), which grows with the depth ``r``, not with ``n`` directly.
 
 Last run (2 shared CPU cores with other jobs running, load average 2-6; 10^6 rows per file, epsilon = 1,
 depth "paper"; wall-clock seconds; peak RSS per worker in MB, idle after start 232)::

@@ -32,18 +32,17 @@ import numpy as np
 import pandas as pd
 
 import privsyn_core as ps
-from privsyn_core.evaluation import metrics, utility
+from privsyn_core.evaluation import scorecard, utility
 
 #: (label, module, attribute): the functions ``evaluate`` calls per metric, timed where it looks them up.
 STAGES: tuple[tuple[str, Any, str], ...] = (
-    ("W1 subsamples (exact)", metrics, "w1"),
-    ("sliced W1", metrics, "sliced_w1"),
-    ("MMD", metrics, "mmd"),
-    ("W1 full sample (auto)", metrics, "_full_sample_w1"),
-    ("marginals + corr (bootstrap)", metrics, "_bootstrap_metrics"),
-    ("correlation gap", metrics, "correlation_gap"),  # before: called once per replicate
-    ("correlation gap", metrics, "_correlation_gaps"),  # after: every replicate at once
-    ("coverage", metrics, "coverage"),
+    ("W1 subsamples (exact)", scorecard, "w1"),
+    ("sliced W1", scorecard, "sliced_w1"),
+    ("MMD", scorecard, "mmd"),
+    ("W1 full sample (auto)", scorecard, "_full_sample_w1"),
+    ("marginals + corr (bootstrap)", scorecard, "_bootstrap_metrics"),
+    ("correlation gap", scorecard, "weighted_correlation_gaps"),  # every replicate at once
+    ("coverage", scorecard, "coverage"),
     ("TSTR", utility, "tstr"),
 )
 
@@ -118,7 +117,7 @@ def main() -> None:
     for n in args.rows:
         real, synth, schema = mixed_pair(n)
         target = "sector" if args.tstr else None
-        call = functools.partial(metrics.evaluate, real, synth, schema, target=target)
+        call = functools.partial(scorecard.evaluate, real, synth, schema, target=target)
         call()  # warm-up (imports, caches)
         runs = [timed_run(call) for _ in range(args.repeats)]
         print(f"\nevaluate, {n:,} rows x 8 columns per side, median of {args.repeats} "

@@ -1,16 +1,15 @@
 """lowdim_pmm against marginal_tree, pmm and psmm on the real tables of bench_real_tables (issue 15, design (a)).
 
-Usage (from the repository root, with an interpreter that has privsyn_core's dependencies plus ``statsmodels`` and
-``palmerpenguins``)::
+Usage (from the repository root, with an interpreter that has ``requirements-real-tables.txt``)::
 
     PYTHONPATH=. python -m benchmarks.bench_lowdim                       # eps 1, seeds 0-2, every table
-    PYTHONPATH=. python -m benchmarks.bench_lowdim --tables grunfeld penguins --seeds 0
+    PYTHONPATH=. python -m benchmarks.bench_lowdim --tables seattle_weather crime1 --seeds 0
 
-Every run is :func:`benchmarks.bench_real_tables.synthesize` (add/remove, no ``public_n``, as many rows as the
-private table) scored by :func:`privsyn_core.evaluation.metrics.evaluate` against the private table with its 95%
-intervals (exact W1 on subsamples, Chebyshev cost in the unit cube; mean 2-way TVD; correlation gap).  Prints one
-line per run and a per-table summary: the mean over seeds and whether lowdim_pmm's interval separates from each
-other system's (``<``: lowdim better, ``>``: worse, ``~``: the intervals overlap) in every seed.
+Every run is :func:`benchmarks.bench_real_tables.synthesize` (a child process; add/remove, no ``public_n``, as
+many rows as the private table) scored by :func:`privsyn_core.evaluation.scorecard.evaluate` against the private
+table with its 95% intervals (exact W1 on subsamples, Chebyshev cost in the unit cube; mean 2-way TVD; correlation
+gap).  Prints one line per run and a per-table summary: the mean over seeds and whether lowdim_pmm's interval
+separates from each other system's (``<``: lowdim better, ``>``: worse, ``~``: the intervals overlap) in every seed.
 """
 
 from __future__ import annotations
@@ -21,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.bench_real_tables import TABLES, load_table, synthesize
+from benchmarks.bench_real_tables import load_table, synthesize
+from benchmarks.peers.real_tables import TABLES
 
 SYSTEMS = ("lowdim_pmm", "marginal_tree", "pmm", "psmm")
 METRICS = (("w1", "w1"), ("marginal_tvd_2way", "tvd2"), ("correlation_gap", "corr"))
@@ -29,7 +29,7 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "peers" / "results_lowdim.json"
 
 
 def score(table: dict, synth, seed: int) -> dict:
-    from privsyn_core.evaluation.metrics import EVAL_SUBSAMPLE, evaluate
+    from privsyn_core.evaluation.scorecard import EVAL_SUBSAMPLE, evaluate
 
     report = evaluate(table["real"], synth, table["schema"], floor=False, seed=seed,
                       subsample=min(EVAL_SUBSAMPLE, len(table["real"]) // 2))

@@ -1,7 +1,7 @@
 """marginal_tree against OpenDP's MST, pmm and psmm on real tables; and its run time in n.
 
-Usage (from the repository root; the peers' venv needs requirements-bench.txt plus sdmetrics, statsmodels,
-palmerpenguins)::
+Usage (from the repository root; the peers' venv needs requirements-bench.txt plus sdmetrics and the table packages of
+requirements-real-tables.txt)::
 
     python benchmarks/bench_marginal_tree.py --peer-python /tmp/peervenv/bin/python            # quality grid
     python benchmarks/bench_marginal_tree.py --timing                                          # time only
@@ -13,7 +13,7 @@ exact W1 (POT, Chebyshev cost in the unit cube of the schema) on the whole table
 
 Quality: every table of ``benchmarks/peers/real_tables.py`` (public bounds by hand), every epsilon and seed;
 ours under add/remove (MST's relation), MST on 16 public bins per numeric column (``run_opendp.py``).
-Scores: mean 2-way and 1-way TVD (:func:`privsyn_core.evaluation.metrics.marginal_tvd`, 20 bins per numeric column),
+Scores: mean 2-way and 1-way TVD (:func:`privsyn_core.evaluation.marginals.marginal_tvd`, 20 bins per numeric column),
 exact W1 in the encoded cube (Chebyshev cost, POT ``emd2``) between uniform subsamples of ``--w1-rows`` rows
 of each side, averaged over 3 subsamples, and SDMetrics' QualityReport score (run in the peers' venv).
 Results go to ``--out/results.json`` and a Markdown table on stdout.
@@ -34,7 +34,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 import privsyn_core as ps
 from privsyn_core.data.domain import Schema
-from privsyn_core.evaluation.metrics import marginal_tvd
+from privsyn_core.evaluation.marginals import marginal_tvd
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -176,21 +176,38 @@ def summary(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def timing(sizes: list[int], d: int = 10) -> None:
-    """Seconds of marginal_tree on ``n x d`` mixed data (half numeric, half 4-category), eps = 1, replace."""
+#: (rows, columns) of the timing runs: the speed targets are 10 s at 10^5 x 10 and 60 s, 2 GB at 10^6 x 20 (2 cores).
+TIMING_SIZES = ((10 ** 4, 10), (10 ** 5, 10), (10 ** 6, 10), (10 ** 6, 20))
+
+
+def timing(sizes: tuple[tuple[int, int], ...] = TIMING_SIZES, repeats: int = 3) -> None:
+    """Seconds and peak memory of marginal_tree on ``n x d`` mixed data, eps = 1, replace; each size in its own
+    process (so the peak resident memory is that run's), best of ``repeats`` (one at 10^6 rows)."""
+    for n, d in sizes:
+        runs = 1 if n >= 10 ** 6 else repeats
+        out = subprocess.run([sys.executable, __file__, "--timing-one", str(n), str(d), str(runs)], check=True,
+                             capture_output=True, text=True).stdout.strip()
+        print(out, flush=True)
+
+
+def timing_one(n: int, d: int, runs: int) -> str:
+    """One timing line: half numeric, half 4-category columns, all following one latent uniform variable."""
+    import resource
+
     from privsyn_core.data.domain import Column
 
     rng = np.random.default_rng(0)
     cols = [Column(f"x{j}", "numeric", lo=0.0, hi=1.0) if j % 2 == 0
             else Column(f"c{j}", "categorical", categories=("a", "b", "c", "d")) for j in range(d)]
     schema = Schema(tuple(cols))
-    for n in sizes:
-        base = rng.random(n)
-        frame = pd.DataFrame({c.name: (np.clip(base + 0.1 * rng.standard_normal(n), 0, 1) if c.kind == "numeric"
-                                       else np.array(["a", "b", "c", "d"])[np.minimum((base * 4).astype(int), 3)])
-                              for c in cols})
-        best = min(_timed(frame, schema, seed) for seed in range(3))
-        print(f"n = {n:>9,}  d = {d}: marginal_tree {best:.2f} s (best of 3; encode + mechanism + decode)", flush=True)
+    base = rng.random(n)
+    frame = pd.DataFrame({c.name: (np.clip(base + 0.1 * rng.standard_normal(n), 0, 1) if c.kind == "numeric"
+                                   else np.array(["a", "b", "c", "d"])[np.minimum((base * 4).astype(int), 3)])
+                          for c in cols})
+    best = min(_timed(frame, schema, seed) for seed in range(runs))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20  # KiB -> GiB (Linux)
+    return (f"n = {n:>9,}  d = {d:>2}: marginal_tree {best:.2f} s (best of {runs}; encode + mechanism + decode), "
+            f"peak resident memory {peak:.2f} GiB (with the input table)")
 
 
 def _timed(frame: pd.DataFrame, schema: Schema, seed: int) -> float:
@@ -200,16 +217,16 @@ def _timed(frame: pd.DataFrame, schema: Schema, seed: int) -> float:
 
 
 #: 2-3 column subsets with one categorical column (issue 15: "on 2-3 column tables within 20% of psmm in W1").
-NARROW_MIXED = (("penguins", ("species", "bill_length_mm")),
-                ("penguins", ("species", "bill_length_mm", "flipper_length_mm")),
-                ("grunfeld", ("firm", "invest")), ("grunfeld", ("firm", "invest", "value")),
-                ("anes96", ("vote", "age")), ("anes96", ("PID", "age", "income")))
+NARROW_MIXED = (("seattle_weather", ("weather", "temp_max")),
+                ("seattle_weather", ("weather", "temp_max", "precipitation")),
+                ("k401ksubs", ("e401k", "inc")), ("k401ksubs", ("e401k", "inc", "nettfa")),
+                ("alcohol", ("health", "age")), ("alcohol", ("region", "age", "unemrate")))
 
 
 def narrow_mixed(systems: list[str], eps: float, seeds: list[int]) -> list[dict]:
     """Exact W1 of each system on each subset of :data:`NARROW_MIXED`, one line per (subset, system)."""
     from benchmarks.bench_real_tables import load_table
-    from privsyn_core.evaluation.metrics import w1
+    from privsyn_core.evaluation.distances import w1
 
     rows = []
     for name, cols in NARROW_MIXED:
@@ -241,7 +258,9 @@ def main() -> None:
     parser.add_argument("--systems", nargs="+", default=None)
     parser.add_argument("--w1-rows", type=int, default=1000)
     parser.add_argument("--no-quality", action="store_true")
-    parser.add_argument("--timing", action="store_true", help="only the run time at n = 10^4 .. 10^6, d = 10")
+    parser.add_argument("--timing", action="store_true",
+                        help="only the run time and peak memory at n = 10^4 .. 10^6, d = 10 and 20")
+    parser.add_argument("--timing-one", nargs=3, type=int, metavar=("N", "D", "RUNS"), help=argparse.SUPPRESS)
     parser.add_argument("--summary-only", action="store_true", help="print the table of --out/results.json")
     parser.add_argument("--narrow-mixed", action="store_true",
                         help="marginal_tree vs psmm, exact W1, on 2-3 column real subsets with a categorical column")
@@ -252,8 +271,11 @@ def main() -> None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "narrow_mixed.json").write_text(json.dumps(rows, indent=1))
         return
+    if args.timing_one:
+        print(timing_one(*args.timing_one))
+        return
     if args.timing:
-        timing([10 ** 4, 10 ** 5, 10 ** 6])
+        timing()
         return
     rows = json.loads((args.out / "results.json").read_text()) if args.summary_only else quality_grid(args)
     print(summary(rows))

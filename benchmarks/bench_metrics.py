@@ -41,7 +41,7 @@ import psutil
 
 import privsyn_core as ps
 from privsyn_core.data.datasets import two_blobs
-from privsyn_core.evaluation.metrics import mmd2, w1
+from privsyn_core.evaluation.distances import mmd2, w1
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from docsection import write_table
@@ -50,7 +50,7 @@ LINES: list[str] = []
 EVAL_CHILD = """
 import sys, time, numpy as np, pandas as pd
 from privsyn_core import Schema
-from privsyn_core.evaluation.metrics import evaluate
+from privsyn_core.evaluation.scorecard import evaluate
 n = int(sys.argv[1]); rng = np.random.default_rng(0)
 cols = [f"x{i}" for i in range(5)]
 real = pd.DataFrame(rng.random((n, 5)), columns=cols)

@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 import privsyn_core as ps
-from privsyn_core.mechanisms.microagg.aggregation import marginal_table
+from privsyn_core.evaluation.marginals import marginal_table
 from privsyn_core.privacy.noise import discrete_laplace
 
 DP_BASELINES = ("indep_marginals", "dp_histogram")

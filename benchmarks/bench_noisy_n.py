@@ -17,7 +17,7 @@ import numpy as np
 
 import privsyn_core as ps
 from privsyn_core.data.datasets import two_blobs
-from privsyn_core.evaluation.metrics import w1
+from privsyn_core.evaluation.distances import w1
 
 #: Exact W1 on at most this many rows per side (POT's dense EMD).
 W1_ROWS = 3000

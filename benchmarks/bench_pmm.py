@@ -33,7 +33,7 @@ import pandas as pd
 
 import privsyn_core as ps
 from privsyn_core import get_mechanism
-from privsyn_core.evaluation.metrics import w1
+from privsyn_core.evaluation.distances import w1
 from privsyn_core.mechanisms.hvz23.pmm_tree import accuracy_bound, bound_opt_depth, paper_depth
 
 #: Spec B.5 [PROTO] mean W1 (5 seeds, add/remove, proportional, uniform sampling): (d, n) -> (paper, bound_opt).

@@ -22,7 +22,7 @@ import numpy as np
 
 import privsyn_core as ps
 from privsyn_core.data.grid import cell_centres
-from privsyn_core.evaluation.metrics import w1
+from privsyn_core.evaluation.distances import w1
 from privsyn_core.mechanisms.hvz23.dbl_lp import king_edges, project_dbl
 from privsyn_core.privacy.noise import discrete_laplace
 

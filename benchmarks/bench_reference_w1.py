@@ -12,7 +12,7 @@ import argparse
 
 import numpy as np
 
-from privsyn_core.evaluation.metrics import w1
+from privsyn_core.evaluation.distances import w1
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ Protocol:
   replace since the scale change of docs/srw_privacy.md; the table below is from before it, when "tight" was
   b = 1 + L/2 under both relations).  PMM: its defaults (``ps.synthesize(X, "pmm", eps)``, rows
   uniform in the leaves), when registered.
-* W1 is exact in the l_inf metric (``privsyn_core.evaluation.metrics.w1``) between the data and the n synthetic rows,
+* W1 is exact in the l_inf metric (``privsyn_core.evaluation.distances.w1``) between the data and the n synthetic rows,
   except where the supports are too large for a dense transport problem (d >= 2 and n >= 1e4): there BOTH sides are
   snapped to the centres of a common evaluation grid of ``G^d <= 4096`` cells and the exact W1 of those weighted
   atoms is reported.  ``|reported - exact| <= sx + sy``, the mean distances the points of each side move when
@@ -89,7 +89,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 import privsyn_core as ps
 from privsyn_core.data import datasets
-from privsyn_core.evaluation.metrics import w1
+from privsyn_core.evaluation.distances import w1
 from privsyn_core.mechanisms.random_walks import walks
 
 SIZES = (1_000, 10_000, 100_000)

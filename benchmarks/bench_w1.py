@@ -34,7 +34,7 @@ import privsyn_core as ps
 from benchmarks.bench_metrics import timed_cpu
 from benchmarks.docsection import write_table
 from privsyn_core.data.datasets import two_blobs
-from privsyn_core.evaluation.metrics import w1
+from privsyn_core.evaluation.distances import w1
 
 SHIFT = 0.02
 

@@ -47,7 +47,7 @@ from benchmarks import balog
 from benchmarks.docsection import write_table
 from privsyn_core.data import datasets
 from privsyn_core.errors import PrivsynError
-from privsyn_core.evaluation.metrics import w1
+from privsyn_core.evaluation.distances import w1
 from privsyn_core.reporting.report import theoretical_rate
 
 DATASETS = {"uniform": datasets.uniform_cube, "two_blobs": datasets.two_blobs}
@@ -88,8 +88,9 @@ FULL = Config(ns=(250, 500, 1000, 2000, 4000), epsilons=(0.25, 0.5, 1.0, 2.0, 4.
 
 # -- W1 sweeps ---------------------------------------------------------------------------------------
 def continuous_mechanisms() -> list[ps.MechanismSpec]:
-    """Every registered mechanism that takes continuous data, in the contract's order."""
-    return [s for s in ps.list_mechanisms() if s.data_kind == "continuous"]
+    """Every registered mechanism of ours that takes continuous data, in the contract's order (the peers, implemented
+    by another library, have their own benchmark: benchmarks/bench_real_tables.py)."""
+    return [s for s in ps.list_mechanisms() if s.data_kind == "continuous" and s.implemented_by is None]
 
 
 def run_w1(spec: ps.MechanismSpec, data: str, d: int, n: int, epsilon: float, seed: int) -> float:

@@ -10,33 +10,34 @@ import numpy as np
 import streamlit as st
 
 import privsyn_core as ps
-from pages import _ui as ui
-from pages._support import code_panel, shared
+from pages._support import code_panel, data_state, shared, state, widgets
+from pages._support.downloads import downloads, report_builder, synthetic_table
+from pages._support.runs import evaluate_result, execute
 from pages._support.text import md
 from privsyn_core.data.io import to_csv_bytes
-from privsyn_core.mechanisms.peers import opendp_support as peers
+from privsyn_core.registry import missing_mechanisms
 from privsyn_core.reporting import comparison as cmp, figures as F, report
 
-ui.require_entrypoint()
+state.require_entrypoint()
 st.title("Compare")
 
-found = ui.need_result()
+found = widgets.need_result()
 if found:
     result, key = found
     names = [c["name"] for c in result.schema["columns"]]
     schema = ps.Schema.from_dict(result.schema)
-    teaching = not ui.release_mode()
+    teaching = not state.release_mode()
     st.write(f"Last run: **{result.mechanism}** at epsilon {result.epsilon:g} ({result.neighbouring}), "
              f"{len(result.data):,} synthetic rows.")
 
     @st.fragment
     def views() -> None:
-        axes = ui.axis_pair(names, "cmp")
+        axes = widgets.axis_pair(names, "cmp")
         if teaching:
-            ui.not_private("the real points")
+            widgets.not_private("the real points")
         labels = [names[axes[0]], names[axes[1]]]
-        panels = ([("real", ui.real_of(result), F.REAL_COLOUR)] if teaching else []) + \
-            [("synthetic", ui.synthetic_table(result), F.SYNTH_COLOUR)]
+        panels = ([("real", data_state.real_of(result), F.REAL_COLOUR)] if teaching else []) + \
+            [("synthetic", synthetic_table(result), F.SYNTH_COLOUR)]
         for column_slot, (what, frame, colour) in zip(st.columns(len(panels)), panels, strict=True):
             points, settings = F.plot_coordinates(frame, result.schema, names)
             fig = F.units_scatter(points, settings, axes=axes, labels=labels, name=what, colour=colour,
@@ -44,10 +45,10 @@ if found:
             column_slot.plotly_chart(fig, key=f"compare_scatter_{what}")
         st.caption("Each panel in the columns' own units on their public ranges, side by side so neither hides the "
                    "other; categories are in their public order, spread a little (jitter) so that points show.")
-        column = ui.keep(st.selectbox, "Marginal of", "w_cmp_marginal", names[0], options=names)
+        column = state.keep(st.selectbox, "Marginal of", "w_cmp_marginal", names[0], options=names)
         col = schema[column]
         edges = None if col.kind == "categorical" else np.linspace(float(col.lo or 0.0), float(col.hi or 1.0), 31)
-        real_col = ui.real_of(result)[column] if teaching else None
+        real_col = data_state.real_of(result)[column] if teaching else None
         st.plotly_chart(F.marginal_figure(real_col, result.data[column], edges=edges, name=column,
                                           categories=col.categories if col.kind == "categorical" else None),
                         key="compare_marginal")
@@ -58,17 +59,18 @@ if found:
 
     st.subheader("Every column at once")
     if teaching:
-        ui.not_private("the real distributions")
-    panels = F.marginal_panels(ui.synthetic_table(result), result.schema, real=ui.real_of(result) if teaching else None)
+        widgets.not_private("the real distributions")
+    panels = F.marginal_panels(synthetic_table(result), result.schema,
+                               real=data_state.real_of(result) if teaching else None)
     st.plotly_chart(F.marginals_grid(panels), key="compare_marginals_grid")
     st.caption(F.MARGINALS_NOTE + ("" if teaching else " Release mode: the release alone."))
 
     if len(names) > 1:
         st.subheader("Correlations")
         synthetic_corr = F.correlation_matrix(report.schema_encode(result.data, result.schema))
-        real_corr = F.correlation_matrix(ui.unit_real(result)) if teaching else None
+        real_corr = F.correlation_matrix(data_state.unit_real(result)) if teaching else None
         if teaching:
-            ui.not_private("the real correlations")
+            widgets.not_private("the real correlations")
         st.plotly_chart(F.correlation_heatmap(synthetic_corr, names, real=real_corr), key="compare_correlations")
         st.caption("Red: the columns rise together; blue: one rises as the other falls; white: no linear relation. "
                    + ("The right panel is the difference: the paler, the better kept." if teaching else ""))
@@ -78,13 +80,13 @@ if found:
     if not teaching:
         st.info("Release mode: metrics read the raw data, so they are not shown.")
     else:
-        ui.not_private("every metric reads the real data")
+        widgets.not_private("every metric reads the real data")
         if len(names) > 1:
-            shared.set_tstr_target(ui.keep(
+            shared.set_tstr_target(state.keep(
                 st.selectbox, "Train-on-synthetic / test-on-real (TSTR) target", "w_cmp_target", "none",
                 options=["none"] + names, help="Trains classifiers or regressors: opt-in because it is slower."))
-        with ui.user_errors():
-            evaluation = ui.evaluate_result(result, key)
+        with widgets.user_errors():
+            evaluation = evaluate_result(result, key)
             st.table(cmp.shown(cmp.metric_table(evaluation)).set_index("metric"))
             note = evaluation.get("_subsample", {}).get("note")
             st.caption(f"Computed on {note}. Intervals are 95%. The floor is the same metric between two random "
@@ -93,17 +95,20 @@ if found:
                        "(with each resolution) are in the JSON report.")
 
         st.subheader("Several mechanisms at the same epsilon")
-        specs = [s for s in ui.mechanisms() if s.data_kind == "continuous"]
-        found_peers = [p for p in peers.available() if p in {s.name for s in specs}]
-        st.caption(f"The field's standard is listed too: {', '.join(found_peers)} (OpenDP)." if found_peers
-                   else md(peers.INSTALL_NOTE))
-        chosen = ui.keep(st.multiselect, "Mechanisms", "w_cmp_many", [result.mechanism],
-                         options=[s.name for s in specs])
+        specs = [s for s in state.mechanisms() if s.data_kind == "continuous"]
+        outside = [s for s in specs if s.implemented_by is not None]  # the peers, run by the field's libraries
+        if outside:
+            st.caption(f"The field's standard is listed too: {', '.join(s.name for s in outside)} "
+                       f"({', '.join(dict.fromkeys(str(s.implemented_by) for s in outside))}).")
+        elif missing := missing_mechanisms():
+            st.caption(" ".join(md(note) for note in dict.fromkeys(missing.values())))
+        chosen = state.keep(st.multiselect, "Mechanisms", "w_cmp_many", [result.mechanism],
+                            options=[s.name for s in specs])
         if st.button("Run and compare", help="Each mechanism runs at this epsilon and seed with its default parameters "
                                              "(the last run keeps its own); each new run is a release in the ledger."):
             progress = st.progress(0.0)
             st.session_state.compare = cmp.run_many(
-                chosen, key, execute=lambda k: ui.execute(k, label=", Compare"), evaluate=ui.evaluate_result,
+                chosen, key, execute=lambda k: execute(k, label=", Compare"), evaluate=evaluate_result,
                 progress=lambda share, text: progress.progress(share, text=text))
         compare = st.session_state.compare
         if compare:
@@ -117,16 +122,16 @@ if found:
                 st.markdown("**Metrics of every run**: value [95% interval].")
                 st.table(cmp.wide_metrics(runs))
                 rankable = [m for m in cmp.RANKABLE if all(m in r["evaluation"] for r in runs.values())] or ["w1"]
-                metric = ui.keep(st.selectbox, "Rank on", "w_cmp_rank", rankable[0], options=rankable,
-                                 format_func=lambda m: f"{cmp.METRICS[m][0]} ({cmp.better(m)} is better)")
-                with ui.user_errors():
+                metric = state.keep(st.selectbox, "Rank on", "w_cmp_rank", rankable[0], options=rankable,
+                                    format_func=lambda m: f"{cmp.info(m).label} ({cmp.better(m)} is better)")
+                with widgets.user_errors():
                     ranked, others, floor = cmp.ranking(runs, metric)
-                    st.plotly_chart(F.interval_figure(ranked, metric=cmp.METRICS[metric][0], better=cmp.better(metric),
+                    st.plotly_chart(F.interval_figure(ranked, metric=cmp.info(metric).label, better=cmp.better(metric),
                                                       floor=floor, not_private=others), key="compare_many_chart")
                     st.markdown("\n".join(f"- {md(line)}" for line in cmp.ranking_words(ranked)))
                     st.caption("Only private runs are ranked. Runs whose intervals overlap share a rank and are "
                                "listed by name: the data cannot tell them apart. "
-                               + cmp.METRICS[metric][2].capitalize() + ".")
+                               + cmp.info(metric).meaning.capitalize() + ".")
                 st.markdown("**Downloads of every run**")
                 for name, run in runs.items():
                     cols = st.columns([2, 1, 1])
@@ -135,12 +140,12 @@ if found:
                     cols[1].download_button("CSV", data=to_csv_bytes(run["result"].data),
                                             file_name=f"synthetic_{name}.csv",
                                             mime="text/csv", on_click="ignore", key=f"dl_cmp_csv_{name}")
-                    run_json = json.dumps(ui.report_builder(run["result"], run["key"])(metrics=run["evaluation"]),
+                    run_json = json.dumps(report_builder(run["result"], run["key"])(metrics=run["evaluation"]),
                                           indent=1, default=str)
                     cols[2].download_button("JSON report", data=run_json, file_name=f"run_report_{name}.json",
                                             mime="application/json", on_click="ignore", key=f"dl_cmp_json_{name}")
-                tables = {name: ui.synthetic_table(run["result"]) for name, run in runs.items()}
-                real = ui.real_of(result)
+                tables = {name: synthetic_table(run["result"]) for name, run in runs.items()}
+                real = data_state.real_of(result)
                 data_name = st.session_state.data["name"]
                 st.download_button("Download the comparison report (HTML, every run)",
                                    file_name="privsyn_comparison.html", mime="text/html", on_click="ignore",
@@ -153,10 +158,10 @@ if found:
     if runs:  # the full downloads follow the run chosen among the compared ones (the first ranked by default)
         st.subheader("Downloads")
         first = cmp.first_ranked(runs, st.session_state.get("w_cmp_rank", "w1")) or next(iter(runs))
-        pick = ui.keep(st.selectbox, "Downloads (CSV, reports, code) of the run", "w_cmp_pick", first,
-                       options=list(runs), format_func=lambda n: n + ("" if cmp.is_private(runs[n]["result"])
-                                                                      else " (NOT private)"))
+        pick = state.keep(st.selectbox, "Downloads (CSV, reports, code) of the run", "w_cmp_pick", first,
+                          options=list(runs), format_func=lambda n: n + ("" if cmp.is_private(runs[n]["result"])
+                                                                         else " (NOT private)"))
         target = (runs[pick]["result"], runs[pick]["key"], runs[pick]["evaluation"])
-    with ui.user_errors():
-        ui.downloads(target[0], target[1], metrics=target[2])
+    with widgets.user_errors():
+        downloads(target[0], target[1], metrics=target[2])
         code_panel.show(target[1], st.session_state.data["name"], slot="compare")

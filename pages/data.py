@@ -3,12 +3,12 @@
 import streamlit as st
 
 import privsyn_core as ps
-from pages import _ui as ui
-from pages._support import grid_focus, schema_editor, shared
+from pages._support import data_state, grid_focus, schema_editor, schema_state, shared, sidebar, state, widgets
 from pages._support.text import md
 from privsyn_core.data.datasets import SAMPLES
+from privsyn_core.reporting import report
 
-ui.require_entrypoint()
+state.require_entrypoint()
 st.title("Data")
 st.write("Pick a bundled sample or upload a CSV, choose the columns to synthesize, and give every column a "
          "**public** domain (bounds or categories). Mechanisms are private only if this domain does not come "
@@ -16,27 +16,28 @@ st.write("Pick a bundled sample or upload a CSV, choose the columns to synthesiz
 
 current_data = st.session_state.data
 uploaded = current_data is not None and current_data["sample"] is None  # also after a reload restored it
-source = ui.keep(st.radio, "Source", "w_source", "Upload a CSV" if uploaded else "Bundled sample",
-                 options=["Bundled sample", "Upload a CSV"], horizontal=True)
+source = state.keep(st.radio, "Source", "w_source", "Upload a CSV" if uploaded else "Bundled sample",
+                    options=["Bundled sample", "Upload a CSV"], horizontal=True)
 if source == "Bundled sample":
     names = list(SAMPLES)
-    current = (st.session_state.data or {}).get("sample") or ui.DEFAULT_SAMPLE
+    current = (st.session_state.data or {}).get("sample") or data_state.DEFAULT_SAMPLE
     choice = st.selectbox("Sample", names, index=names.index(current) if current in names else 0,
                           format_func=lambda n: f"{n}: {SAMPLES[n]}")
     if choice != (st.session_state.data or {}).get("sample"):
-        with ui.user_errors():
-            ui.load_sample(choice)
+        with widgets.user_errors():
+            data_state.load_sample(choice)
 else:
-    upload = st.file_uploader(f"CSV file (UTF-8, comma/semicolon/tab separated, at most {ui.MAX_UPLOAD_MB} MB)",
+    upload = st.file_uploader(f"CSV file (UTF-8, comma/semicolon/tab separated, at most {data_state.MAX_UPLOAD_MB} MB)",
                               type=["csv", "txt"], key="uploader")
     if upload is not None:
         current = st.session_state.data
         # the upload's id says whether it is the file already loaded: no 50 MB hash on every rerun
         if current is None or current.get("upload_id") != upload.file_id:
             raw = upload.getvalue()
-            if current is None or ui.report.sha256(raw) != current["sha256"]:
-                with ui.user_errors():
-                    ui.set_data(raw, upload.name)  # a file that cannot be read clears the previous data and results
+            if current is None or report.sha256(raw) != current["sha256"]:
+                with widgets.user_errors():
+                    # a file that cannot be read clears the previous data and results
+                    data_state.set_data(raw, upload.name)
             if st.session_state.data is not None:
                 st.session_state.data["upload_id"] = upload.file_id
         if st.session_state.data is not None and st.session_state.data["sample"] is None:
@@ -49,42 +50,42 @@ else:
                    "Upload another file to replace it.")
 
 if st.session_state.data is None:  # the file could not be read: its one error above says why
-    ui.sidebar_data()
-    ui.sidebar_ledger()
+    sidebar.sidebar_data()
+    sidebar.sidebar_ledger()
     st.stop()
 
-with ui.user_errors():
-    full = ui.table()
-    if ui.release_mode():
+with widgets.user_errors():
+    full = data_state.table()
+    if state.release_mode():
         st.markdown(f"**{md(st.session_state.data['name'])}**: {full.shape[1]} columns. The number of rows is not "
                     "shown in release mode: when neighbouring tables differ by adding or removing one record, it "
                     "is private too.")
     else:
         st.markdown(f"**{md(st.session_state.data['name'])}**: {len(full):,} rows, {full.shape[1]} columns.")
     if st.session_state.get("columns_drawn_for") != st.session_state.get("data_version"):
-        ui.forget("w_columns")  # a new table: the widget starts from the table's columns (shared.columns)
+        state.forget("w_columns")  # a new table: the widget starts from the table's columns (shared.columns)
         st.session_state.columns_drawn_for = st.session_state.get("data_version")
-    shared.set_columns(ui.keep(st.multiselect, "Columns to synthesize", "w_columns", shared.columns(),
-                               options=[str(c) for c in full.columns]))
+    shared.set_columns(state.keep(st.multiselect, "Columns to synthesize", "w_columns", shared.columns(),
+                                  options=[str(c) for c in full.columns]))
     identifiers = st.session_state.get("identifier_columns") or []
-    if identifiers and not ui.release_mode():
-        ui.not_private("distinct values per column")
+    if identifiers and not state.release_mode():
+        widgets.not_private("distinct values per column")
         st.caption(f"Left out at first: {', '.join(md(c) for c in identifiers)}. Nearly every row has its own "
                    "value there (an identifier such as a name or a record number): there is no distribution to "
                    "learn, and its public categories would have to list every record. Add it back above if you "
                    "disagree.")
-    if len(full) < 2 and not ui.release_mode():
+    if len(full) < 2 and not state.release_mode():
         st.warning("The table has a single row: every mechanism needs more data to say anything useful.")
 
-    if ui.release_mode():
+    if state.release_mode():
         st.info("Release mode: the data preview is hidden.")
     else:
         with st.expander("Preview of the data", expanded=False):
-            ui.not_private("the raw rows")
-            st.dataframe(ui.frame().head(50), hide_index=True)
+            widgets.not_private("the raw rows")
+            st.dataframe(data_state.frame().head(50), hide_index=True)
 
 st.subheader("Public domain (schema)")
-if ui.release_mode():
+if state.release_mode():
     st.write("Two sources in release mode: **type** bounds/categories you know from public documentation, or "
              "**estimate** them with differential privacy (spends epsilon, recorded in the ledger).")
 else:
@@ -103,14 +104,14 @@ def schema_grid() -> None:
     A fragment: an edit reruns only this part of the page, so the app answers within a fraction of the time
     and a person typing the next cell meets no full-page rerun.
     """
-    with ui.user_errors():
-        chosen = ui.columns()
-        entries = schema_editor.editor(chosen, ui.table())
-        ui.remember_schema()  # an edit reruns this fragment alone: keep it for a reload now
+    with widgets.user_errors():
+        chosen = data_state.columns()
+        entries = schema_editor.editor(chosen, data_state.table())
+        data_state.remember_schema()  # an edit reruns this fragment alone: keep it for a reload now
         sources = {name: entries.get(name, {}).get("source", "not set") for name in chosen}
         st.caption("Where each domain comes from: " + "; ".join(f"{md(n)}: {md(v)}" for n, v in sources.items()))
     try:
-        current = ui.schema()
+        current = schema_state.schema()
     except ps.SchemaError as exc:
         st.warning(md(exc))
     else:
@@ -127,27 +128,27 @@ schema_grid()
 cols = st.columns(2)
 with cols[0]:
     st.markdown("**Estimate bounds with DP** (numeric columns)")
-    eps_bounds = ui.keep(st.select_slider, "epsilon for the bounds", "w_bounds_eps", 0.5, options=ui.EPSILONS)
-    relation = ui.keep(st.radio, "neighbouring", "w_bounds_rel", "add_remove" if ui.release_mode() else "replace",
-                       options=["replace", "add_remove"], horizontal=True)
+    eps_bounds = state.keep(st.select_slider, "epsilon for the bounds", "w_bounds_eps", 0.5, options=widgets.EPSILONS)
+    relation = state.keep(st.radio, "neighbouring", "w_bounds_rel", "add_remove" if state.release_mode() else "replace",
+                          options=["replace", "add_remove"], horizontal=True)
     if st.button("Estimate DP bounds", help="Noisy log-scale histogram per column, DP quantiles at 1% and 99%"):
-        with ui.user_errors():
-            ui.estimate_dp_bounds(eps_bounds, relation)
+        with widgets.user_errors():
+            schema_state.estimate_dp_bounds(eps_bounds, relation)
             st.rerun()
 notes = st.session_state.get("bounds_notes")
 if notes:
     for note in notes["notes"]:
         st.warning(note)
-    if notes["clipped"] and not ui.release_mode():
-        ui.not_private("shares of raw rows outside the DP bounds")
+    if notes["clipped"] and not state.release_mode():
+        widgets.not_private("shares of raw rows outside the DP bounds")
         st.caption("Rows outside the DP bounds (clipped onto them before a run): "
                    + "; ".join(f"{md(c)}: {share:.1%}" for c, share in notes["clipped"].items()))
 
-if not ui.release_mode():
+if not state.release_mode():
     with cols[1]:
         st.markdown("**Propose from the data** (not private)")
         st.caption("Reads min/max and categories off the data: results get dp_valid = False.")
         if st.button("Propose from the data"):
-            with ui.user_errors():
-                ui.propose_from_data()
+            with widgets.user_errors():
+                schema_state.propose_from_data()
                 st.rerun()

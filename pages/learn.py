@@ -3,11 +3,10 @@
 import streamlit as st
 
 import privsyn_core as ps
-from pages import _ui as ui
-from pages._support import attack
+from pages._support import attack, state
 from privsyn_core.reporting import figures as F
 
-ui.require_entrypoint()
+state.require_entrypoint()
 st.title("Learn")
 
 st.header("Differential privacy")

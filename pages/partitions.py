@@ -10,22 +10,22 @@ geometry and the released rows, atoms and weights), never ``SynthResult.diagnost
 import numpy as np
 import streamlit as st
 
-from pages import _ui as ui
+from pages._support import data_state, state, widgets
 from pages._support.text import md
 from privsyn_core.reporting import figures as F
 
 READABLE_CELLS = 1024
 
-ui.require_entrypoint()
+state.require_entrypoint()
 st.title("Partitions")
 st.write("Partition mechanisms (PMM, PSMM, KD-trees, the DP histogram) count the data in regions of the unit "
          "cube, add noise to the counts and release the regions with their noisy, consistent counts.")
 
-found = ui.need_result()
+found = widgets.need_result()
 if found:
     result, _ = found
     names = [c["name"] for c in result.schema["columns"]]
-    release_mode = ui.release_mode()
+    release_mode = state.release_mode()
     if release_mode:
         released = F.released_partition(result.release())
         cells = levels = None
@@ -49,13 +49,13 @@ if found:
     else:
         @st.fragment
         def view() -> None:
-            axes = ui.axis_pair(names, "part")
+            axes = widgets.axis_pair(names, "part")
             shown: dict = cells or {}
             if levels:
                 # open at the deepest level a reader can still see (at most READABLE_CELLS boxes), not the leaves
                 readable = max([j for j, lv in enumerate(levels) if len(lv["lo"]) <= READABLE_CELLS] or [0])
-                level = ui.keep(st.slider, "Tree level (0 = the whole cube; each level halves every cell)",
-                                f"w_part_level_{len(levels)}", readable, min_value=0, max_value=len(levels) - 1)
+                level = state.keep(st.slider, "Tree level (0 = the whole cube; each level halves every cell)",
+                                   f"w_part_level_{len(levels)}", readable, min_value=0, max_value=len(levels) - 1)
                 shown = levels[level]
                 st.caption(f"Level {level}: {len(shown['lo']):,} cells. Move the slider to watch the tree refine: "
                            "deeper cells are smaller, hold fewer records and carry relatively more noise.")
@@ -66,13 +66,13 @@ if found:
             else:
                 keys = ["count", "noisy_count", "true_count"]
                 labels = {"count": "released count", "noisy_count": "noisy count", "true_count": "true count"}
-                colour = ui.keep(st.radio, "Colour by", "w_part_colour", "count", options=keys, horizontal=True,
-                                 format_func=labels.get)
-                show_data = ui.keep(st.toggle, "Show the data points", "w_part_data", True)
+                colour = state.keep(st.radio, "Colour by", "w_part_colour", "count", options=keys, horizontal=True,
+                                    format_func=labels.get)
+                show_data = state.keep(st.toggle, "Show the data points", "w_part_data", True)
                 if colour == "true_count" or show_data:
-                    ui.not_private("true counts and data points")
+                    widgets.not_private("true counts and data points")
                 key = colour if colour in shown else "count"
-            points = ui.unit_real(result) if show_data else None
+            points = data_state.unit_real(result) if show_data else None
             fig = F.partition_figure(shown, value_key=key, axes=axes, points=points,
                                      labels=[names[axes[0]], names[axes[1]]],
                                      columns=[result.schema["columns"][a] for a in axes])
@@ -81,7 +81,7 @@ if found:
                 st.caption(f"Cells projected onto ({md(names[axes[0]])}, {md(names[axes[1]])}); identical projected "
                            "boxes are merged with their counts summed.")
             if levels and not release_mode:
-                ui.not_private("the noise-per-level chart compares noisy and true counts")
+                widgets.not_private("the noise-per-level chart compares noisy and true counts")
                 st.plotly_chart(F.level_noise_figure(levels), key="level_noise_chart")
             counts = np.asarray(shown.get("count", []), dtype=float)
             st.caption(f"{len(counts):,} cells; released total {counts.sum():,.6g}.")

@@ -6,8 +6,9 @@ import pyarrow as pa
 import streamlit as st
 
 import privsyn_core as ps
-from pages import _ui as ui
-from pages._support import code_panel, guide_panel, offer, output, shared
+from pages._support import code_panel, data_state, guide_panel, offer, output, shared, state, widgets
+from pages._support.downloads import downloads, synthetic_table
+from pages._support.runs import execute, run_key
 from pages._support.text import md
 from privsyn_core.privacy.budget import BudgetExceeded, LedgerError
 from privsyn_core.reporting import words
@@ -16,15 +17,15 @@ from privsyn_core.result import noise_statement
 #: The neighbouring relations, in the order the page offers them.
 RELATIONS = ("add_remove", "replace")
 
-ui.require_entrypoint()
+state.require_entrypoint()
 st.title("Synthesize")
 schema = offer.current_schema()
-offered, unmet = offer.split(ui.mechanisms(), schema)
+offered, unmet = offer.split(state.mechanisms(), schema)
 specs = {s.name: s for s in offered}
-default = "pmm" if "pmm" in specs else next(iter(specs))
-name = ui.keep(st.selectbox, "Mechanism", "w_mechanism", default, options=list(specs),
-               format_func=lambda n: f"{specs[n].title} [{n}]")
-offer.note(unmet, ui.mechanisms())
+default = next(iter(specs))  # the first offered in the registry's display order
+name = state.keep(st.selectbox, "Mechanism", "w_mechanism", default, options=list(specs),
+                  format_func=lambda n: f"{specs[n].title} [{n}]")
+offer.note(unmet, state.mechanisms())
 spec = specs[name]
 st.markdown(f"**Source:** {md(spec.citation)} &nbsp; **Data:** {spec.data_kind}")
 with st.expander("The exact guarantee and terms"):
@@ -39,45 +40,46 @@ if spec.floating_point_exposure:
 
 left, right = st.columns(2)
 with left:
-    epsilon = ui.keep(st.select_slider, "epsilon (privacy budget, log scale)", "w_epsilon", 1.0, options=ui.EPSILONS)
-    st.markdown(ui.epsilon_guidance(epsilon))
+    epsilon = state.keep(st.select_slider, "epsilon (privacy budget, log scale)", "w_epsilon", 1.0,
+                         options=widgets.EPSILONS)
+    st.markdown(widgets.epsilon_guidance(epsilon))
     # One choice for every mechanism, made by the user: choosing another mechanism (or the guide's "Use" button)
     # never changes it.  Adding or removing one record (n private) by default.
-    neighbouring = ui.keep(st.radio, "Neighbouring datasets differ by", "w_neighbouring", "add_remove",
-                           options=RELATIONS, horizontal=True,
-                           format_func=lambda r: {"replace": "replacing one record (n public)",
-                                                  "add_remove": "adding or removing one record (n private)"}[r])
+    neighbouring = state.keep(st.radio, "Neighbouring datasets differ by", "w_neighbouring", "add_remove",
+                              options=RELATIONS, horizontal=True,
+                              format_func=lambda r: {"replace": "replacing one record (n public)",
+                                                     "add_remove": "adding or removing one record (n private)"}[r])
     relation_fits = neighbouring in spec.neighbouring
     if not relation_fits:
         st.warning(f"{spec.title} is calibrated only for neighbours that differ by "
                    f"{' or '.join(words.relation(r) for r in spec.neighbouring)}: choose that relation above to run "
                    "it (the app never changes it for you).")
 with right:
-    if ui.release_mode():
+    if state.release_mode():
         seed = None
         st.caption("Release mode: noise from a cryptographically secure generator (no seed).")
     else:
-        seed = int(ui.keep(st.number_input, "Seed (same seed, same output)", "w_seed", 0, min_value=0, step=1))
+        seed = int(state.keep(st.number_input, "Seed (same seed, same output)", "w_seed", 0, min_value=0, step=1))
         shared.set_seed(seed)  # the Data page's teaching DP bounds reuse it
         st.caption("Re-running with a new seed spends epsilon again.")
-    row_cap = ui.max_synthetic_rows()
-    n_syn = int(ui.capped(st.number_input, "Synthetic rows (0 = the mechanism's default)", "w_n_synthetic", 0,
-                          min_value=0, max_value=row_cap, step=100))
-    st.caption(ui.row_cap_caption(row_cap))
+    row_cap = widgets.max_synthetic_rows()
+    n_syn = int(state.capped(st.number_input, "Synthetic rows (0 = the mechanism's default)", "w_n_synthetic", 0,
+                             min_value=0, max_value=row_cap, step=100))
+    st.caption(widgets.row_cap_caption(row_cap))
     with st.expander("Mechanism parameters", expanded=bool(spec.params)):
-        params = ui.param_widgets(spec)
+        params = widgets.param_widgets(spec)
         if not spec.params:
             st.caption("This mechanism has no parameters.")
 
 # the guide reads the row count only where it is public and the mode may show what is read off the data
-n_public = len(ui.table()) if schema and neighbouring == "replace" and not ui.release_mode() else None
+n_public = len(data_state.table()) if schema and neighbouring == "replace" and not state.release_mode() else None
 guide_panel.show(schema, epsilon, neighbouring, n_public, list(specs), "w_mechanism")
 key = None
 if relation_fits:
-    with ui.user_errors():
-        key = ui.run_key(name, epsilon, params, neighbouring, seed, n_syn or None)
-small = key is not None and len(ui.table()) <= ui.LIVE_MAX_ROWS
-live = (not ui.release_mode()) and ui.keep(
+    with widgets.user_errors():
+        key = run_key(name, epsilon, params, neighbouring, seed, n_syn or None)
+small = key is not None and len(data_state.table()) <= widgets.LIVE_MAX_ROWS
+live = (not state.release_mode()) and state.keep(
     st.toggle, "Re-run automatically when a setting changes", "w_live", small,
     help="Teaching mode, n <= 10^4: after a run, changing a setting of the same mechanism runs it again (a new "
          "ledger entry unless that exact run was made before). Choosing another mechanism never runs it.")
@@ -90,25 +92,25 @@ auto = live and key is not None and last is not None and key != last and last["m
 if key is not None and (clicked or auto):
     # a caption in an st.empty, not st.status: Streamlit's status sleeps 0.05 s on creation, on every redraw
     slot, finished, refused = st.empty(), False, False
-    with ui.user_errors():
+    with widgets.user_errors():
         slot.caption(f":material/hourglass_top: Running {spec.title} at epsilon {epsilon:g}...")
         start = time.perf_counter()
         try:
-            result = ui.execute(key)
+            result = execute(key)
         except (BudgetExceeded, LedgerError):
             refused = True  # nothing ran: the last good result stays on screen
             raise
         # the run time depends on the raw data: release mode does not show it
-        slot.caption(":material/check_circle: " + ("Done" if ui.release_mode()
+        slot.caption(":material/check_circle: " + ("Done" if state.release_mode()
                                                     else f"Done in {time.perf_counter() - start:.2f} s"))
-        ui.store_result(result, key)
+        state.store_result(result, key)
         finished = True
     if not finished:  # the error box says why; no stuck "Running..."; a failed run's predecessor is not kept
         slot.empty()
         if not refused:
-            ui.drop_result()
+            state.drop_result()
 
-found = ui.need_result(on_synthesize=True)
+found = widgets.need_result(on_synthesize=True)
 if found:
     result, run = found
     if run != key:
@@ -129,31 +131,31 @@ if found:
     for warning in result.warnings:
         st.warning(md(warning))
     clipped = {name: count for name, count in result.clipped.items() if count}
-    if clipped and not ui.release_mode():
-        ui.not_private("counts of raw rows outside the public bounds")
+    if clipped and not state.release_mode():
+        widgets.not_private("counts of raw rows outside the public bounds")
         st.warning("Rows outside the public bounds were clipped onto them before the mechanism ran: "
-                   + ", ".join(f"{name}: {count:,} of {len(ui.table()):,}" for name, count in clipped.items())
+                   + ", ".join(f"{name}: {count:,} of {len(data_state.table()):,}" for name, count in clipped.items())
                    + ". Widen the bounds on the Data page if that is too many.")
     st.markdown("**Mechanism ledger** (the stages' epsilons sum exactly to the total)")
     # an Arrow table, as Streamlit sends it: a pandas one would be built and converted again on every new run
     st.dataframe(pa.table({"stage": [stage for stage, _ in result.ledger],
                            "epsilon": [epsilon for _, epsilon in result.ledger]}), hide_index=True, height=200)
     st.subheader("Synthetic data (the private release)")
-    st.dataframe(ui.synthetic_table(result).head(200), hide_index=True, height=250)
+    st.dataframe(synthetic_table(result).head(200), hide_index=True, height=250)
     st.caption(f"First {min(200, len(result.data))} of {len(result.data):,} rows. Integer columns are whole numbers; "
                "other numbers keep the decimals set in the schema (shown here with 4 significant digits of their "
                "range when none are set). The CSV holds the release exactly as the command line writes it.")
     note = output.row_count_note(len(result.data), result.neighbouring, run["n_synthetic"],
-                                 None if ui.release_mode() else len(ui.table()))
+                                 None if state.release_mode() else len(data_state.table()))
     if note:
         st.caption(note)
-    if ui.release_mode():
+    if state.release_mode():
         with st.expander("Parameters of the release"):
             st.json({k: str(v) for k, v in result.release().params.items()})
     else:
         with st.expander("Parameters as resolved and timings"):
-            ui.not_private("every parameter the mechanism chose, some from the raw data, and the timings")
+            widgets.not_private("every parameter the mechanism chose, some from the raw data, and the timings")
             st.json({"params": {k: str(v) for k, v in result.params.items()}, "timings": result.timings})
-    with ui.user_errors():
-        ui.downloads(result, run)
+    with widgets.user_errors():
+        downloads(result, run)
         code_panel.show(run, st.session_state.data["name"], slot="synthesize")

@@ -5,7 +5,8 @@
 ['pmm', 'psmm']
 
 ``import privsyn_core`` is light: the public names below (``ps.synthesize``, ``ps.Schema``, ...) and ``ps.metrics``
-(:mod:`privsyn_core.evaluation.metrics`) are attributes loaded on first use (module ``__getattr__``, PEP 562), and
+(the public names of the evaluation modules, see :func:`_metrics_namespace`) are attributes loaded on first use
+(module ``__getattr__``, PEP 562), and
 the heavy libraries (POT, scikit-learn, Dask, Plotly; no Streamlit ever) are imported inside the functions that use
 them (``tests/test_packaging.py`` checks it).  So the command line can install its signal handlers before numpy and
 pandas load (:mod:`privsyn_core.__main__`).
@@ -14,15 +15,17 @@ pandas load (:mod:`privsyn_core.__main__`).
 from __future__ import annotations
 
 import importlib
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from privsyn_core.api import synthesize
     from privsyn_core.data.domain import Column, Schema, unit_schema
     from privsyn_core.errors import DataError, ParameterError, PrivsynError, SchemaError
-    from privsyn_core.evaluation import metrics
+    metrics: types.ModuleType
+    from privsyn_core.mechanisms.base.spec import MechanismSpec, ParamSpec
     from privsyn_core.privacy.budget import BudgetExceeded, LedgerError, PrivacyLedger
-    from privsyn_core.registry import MechanismSpec, ParamSpec, get_mechanism, list_mechanisms
+    from privsyn_core.registry import get_mechanism, list_mechanisms
     from privsyn_core.result import MechanismOutput, SynthResult
 
 #: The one place the version is written (pyproject.toml reads it: ``[tool.setuptools.dynamic]``).
@@ -34,7 +37,7 @@ _PUBLIC = {
     "Schema": "privsyn_core.data.domain", "Column": "privsyn_core.data.domain",
     "unit_schema": "privsyn_core.data.domain",
     "list_mechanisms": "privsyn_core.registry", "get_mechanism": "privsyn_core.registry",
-    "MechanismSpec": "privsyn_core.registry", "ParamSpec": "privsyn_core.registry",
+    "MechanismSpec": "privsyn_core.mechanisms.base.spec", "ParamSpec": "privsyn_core.mechanisms.base.spec",
     "SynthResult": "privsyn_core.result", "MechanismOutput": "privsyn_core.result",
     "PrivsynError": "privsyn_core.errors", "DataError": "privsyn_core.errors", "SchemaError": "privsyn_core.errors",
     "ParameterError": "privsyn_core.errors",
@@ -46,16 +49,35 @@ __all__ = ["synthesize", "Schema", "Column", "unit_schema", "list_mechanisms", "
            "MechanismSpec", "ParamSpec", "SynthResult", "MechanismOutput", "PrivsynError", "DataError",
            "SchemaError", "ParameterError", "PrivacyLedger", "BudgetExceeded", "LedgerError", "metrics", "__version__"]
 
-#: The public modules: ``ps.metrics`` is an attribute of the package (no module ``privsyn_core.metrics`` to import).
-_PUBLIC_MODULES = {"metrics": "privsyn_core.evaluation.metrics"}
+#: The modules whose public names (``__all__``) make up ``ps.metrics``.
+_METRICS_MODULES = ("privsyn_core.evaluation.distances", "privsyn_core.evaluation.marginals",
+                    "privsyn_core.evaluation.scorecard")
+
+
+def _metrics_namespace() -> types.ModuleType:
+    """``ps.metrics``: one namespace over the distances, the marginal metrics and the evaluation report.
+
+    A plain attribute of the package (there is no module ``privsyn_core.metrics`` to import); each name in it is
+    the object its module defines.
+    """
+    namespace = types.ModuleType("privsyn_core.metrics", "Metrics between real and synthetic data (evaluation only: "
+                                 "they read the real data): w1, mmd, marginal_tvd, evaluate and the rest of "
+                                 "__all__.")
+    names: list[str] = []
+    for path in _METRICS_MODULES:
+        module = importlib.import_module(path)
+        names.extend(module.__all__)
+        vars(namespace).update({name: getattr(module, name) for name in module.__all__})
+    vars(namespace)["__all__"] = sorted(names)
+    return namespace
 
 
 def __getattr__(name: str) -> Any:
     """Load a public name or ``metrics`` on first access (PEP 562)."""
     if name in _PUBLIC:
         value = getattr(importlib.import_module(_PUBLIC[name]), name)
-    elif name in _PUBLIC_MODULES:
-        value = importlib.import_module(_PUBLIC_MODULES[name])
+    elif name == "metrics":
+        value = _metrics_namespace()
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value
@@ -63,4 +85,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_PUBLIC_MODULES) | set(_PUBLIC))
+    return sorted(set(globals()) | {"metrics"} | set(_PUBLIC))

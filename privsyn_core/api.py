@@ -16,14 +16,16 @@ import pandas as pd
 from privsyn_core.data.codec import Codec, stage_params as codec_stage_params
 from privsyn_core.data.domain import Schema, as_frame
 from privsyn_core.engine.pipeline import PublicSize, assemble, check_width, public_size, size_params
-from privsyn_core.engine.resources import check_rows
-from privsyn_core.engine.staged import shuffle_rows
 from privsyn_core.errors import DataError, ParameterError, SchemaError
+from privsyn_core.mechanisms.base.resources import check_rows
+from privsyn_core.mechanisms.base.rows import shuffle_rows
+from privsyn_core.mechanisms.base.spec import MechanismSpec
 from privsyn_core.privacy import budget
+from privsyn_core.privacy.accounting import check_epsilon
 from privsyn_core.privacy.noise import RandomLike, resolve_rng
-from privsyn_core.registry import MechanismSpec, get_mechanism
+from privsyn_core.registry import get_mechanism
 from privsyn_core.result import MechanismOutput, SynthResult
-from privsyn_core.validation import MAX_SYNTHETIC_ROWS, check_count, check_epsilon, check_neighbouring, check_public_n
+from privsyn_core.validation import MAX_SYNTHETIC_ROWS, check_count, check_neighbouring, check_public_n
 
 #: What ``ledger=`` takes: a ledger, the path of its file, or ``None`` (nothing recorded).
 LedgerLike = budget.PrivacyLedger | str | os.PathLike[str] | None
@@ -215,11 +217,10 @@ def _release(request: _Request, schema: Schema, encode: Encoder, rng: RandomLike
     ``guard(schema)`` reserves the release's epsilon in the ledger around the mechanism and the decoding.
     """
     spec = request.spec
-    if spec.codec is None:  # the one fit check of the API, the CLI and the app (a codec raises its own message)
-        reason = spec.accepts(schema)
-        if reason is not None:
-            raise ParameterError(f"{spec.name} {reason}")
-    codec: Codec = spec.codec(schema) if spec.codec else schema
+    codec = spec.codec(schema)  # a codec refuses what it cannot encode with its own error
+    reason = spec.accepts(schema)  # the one fit check of the API, the CLI and the app
+    if reason is not None:
+        raise ParameterError(f"{spec.name} {reason}")
     if request.n_synthetic is not None:
         check_rows(request.n_synthetic, len(schema.names))
     generator, seed = resolve_rng(rng)
@@ -296,9 +297,10 @@ def _finish(spec: MechanismSpec, codec: Codec, schema: Schema, out: MechanismOut
     is not needed any more: the callers drop it first, so it and the decoded table are never held together).
 
     Row order: rows drawn through a row plan are in random order already (``out.rows_shuffled``; every staged
-    mechanism, also on Dask, and srw: :mod:`privsyn_core.engine.staged`); the rows of every other mechanism are put
-    in a uniformly random order here, in place, with the run's generator
-    (:func:`~privsyn_core.engine.staged.shuffle_rows`), so that no row order carries information about the values.
+    mechanism, also on Dask, and srw: :mod:`privsyn_core.mechanisms.base.rows`); the rows of every other mechanism
+    are put in a uniformly random order here, in place, with the run's generator
+    (:func:`~privsyn_core.mechanisms.base.rows.shuffle_rows`), so that no row order carries information about the
+    values.
     """
     rows = out.rows if out.rows is not None else out.unit
     if not out.rows_shuffled:

@@ -324,7 +324,7 @@ def _cmd_budget_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from privsyn_core.evaluation.metrics import evaluate
+    from privsyn_core.evaluation.scorecard import evaluate
 
     real, synthetic = read_csv(args.real), read_csv(args.synthetic)
     missing = [c for c in real.columns if c not in synthetic.columns]
@@ -347,12 +347,9 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     from privsyn_core.evaluation import audit
 
     counts = {k: v for k, v in (("trials", args.trials), ("selection_trials", args.selection_trials)) if v is not None}
-    from privsyn_core.mechanisms.peers.opendp_support import (
-        PEERS,  # "all" leaves the optional OpenDP peers out, as audit.audit_all does
-    )
-
-    names = ([s.name for s in list_mechanisms() if s.is_private and s.name not in PEERS] if args.mechanism == "all"
-             else [args.mechanism])
+    # "all" leaves out what an outside library runs (the optional OpenDP peers), as audit.audit_all does
+    names = ([s.name for s in list_mechanisms() if s.is_private and s.implemented_by is None]
+             if args.mechanism == "all" else [args.mechanism])
     relations = {name: [args.neighbouring] if args.neighbouring else get_mechanism(name).neighbouring for name in names}
     results = [audit.audit(name, args.epsilon, neighbouring=relation, confidence=args.confidence, rng=args.seed,
                            noise_factor=args.noise_factor, **counts)

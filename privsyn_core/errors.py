@@ -19,7 +19,8 @@ class SchemaError(PrivsynError):
 
 
 class ResourceError(PrivsynError):
-    """A run would exceed the memory budget (:mod:`privsyn_core.engine.resources`); the message says what to change."""
+    """A run would exceed the memory budget (:mod:`privsyn_core.mechanisms.base.resources`); the message says what
+    to change."""
 
 
 class ClusterError(PrivsynError):

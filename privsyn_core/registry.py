@@ -1,297 +1,28 @@
-"""The mechanism registry: one :class:`MechanismSpec` per module in ``privsyn_core.mechanisms``.
+"""The mechanism registry: discovers the modules of :mod:`privsyn_core.mechanisms` and lists what they registered.
 
-A mechanism module declares its spec and its run function with :func:`register`.  The
-modules are discovered automatically, so a new mechanism is one module and nothing else.
-
-A run function has the signature::
-
-    run(unit, epsilon, *, neighbouring, n_synthetic, rng, **params) -> MechanismOutput
-
-where ``unit`` is the encoded data (``[0,1]^d`` or ``{0,1}^p``), ``rng`` a
-:class:`numpy.random.Generator` and ``params`` the resolved parameters.
+A mechanism module declares itself with :func:`privsyn_core.mechanisms.base.spec.register` (its
+:class:`~privsyn_core.mechanisms.base.spec.MechanismSpec`); the modules are discovered automatically, so a new
+mechanism is one module and nothing else.  Nothing outside a mechanism's own folder imports it: the registry finds
+it by walking the package.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-import numpy as np
-
-from privsyn_core.data.codec import CodecFactory
-from privsyn_core.engine.staged import Stages
+from privsyn_core import mechanisms
 from privsyn_core.errors import ParameterError
-from privsyn_core.result import MechanismOutput
+from privsyn_core.mechanisms.base.spec import MechanismSpec, missing, registered
 
-if TYPE_CHECKING:
-    from privsyn_core.evaluation.audit import AuditCase
-
-NEIGHBOURING = ("replace", "add_remove")
-#: A run function (module docstring).  Its keyword parameters after ``rng`` are the mechanism's own
-#: (``MechanismSpec.params``), so only the return type is common to all of them.
-RunFunction = Callable[..., MechanismOutput]
-Run = TypeVar("Run", bound=RunFunction)
-#: What a mechanism's ``released_geometry`` returns: ``{"cells": {"lo", "hi", "count"}, "levels": [...] or None,
-#: "value": label}`` for a partition, ``{"path": (k, d) array}`` for a folding path.
-Geometry = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    """One mechanism parameter.
-
-    Attributes
-    ----------
-    default : Any
-        Default value; ``None`` means "chosen by the mechanism" (shown as ``auto``).
-    type : type
-        ``int``, ``float``, ``str`` or ``bool``.
-    bounds : (low, high), optional
-        Inclusive numeric bounds.
-    choices : tuple, optional
-        Allowed values; for ``int``/``float`` parameters also named alternatives to a
-        number (e.g. ``depth`` is ``"paper"``, ``"bound_opt"`` or an int).
-    help : str
-    limit : callable, optional
-        ``limit(d)`` is ``(largest, reason)``: the largest value the mechanism accepts on ``d`` encoded
-        columns and what bounds it (a memory budget, a solver's size).  It reads only public inputs; the app
-        caps the parameter's widget there, and the mechanism refuses a larger value itself.
-    """
-
-    default: Any
-    type: type
-    bounds: tuple[float, float] | None = None
-    choices: tuple[Any, ...] | None = None
-    help: str = ""
-    limit: Callable[[int], tuple[int, str]] | None = None
-
-    def coerce(self, name: str, value: Any) -> Any:
-        """Validate ``value`` (possibly a string from the CLI) and convert it."""
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "auto")):
-            if self.default is None:
-                return None
-            raise ParameterError(f"parameter {name!r} needs a value ({self._describe()})")
-        if self.choices and value in self.choices:
-            return value
-        if self.type is str:
-            raise ParameterError(f"parameter {name!r} must be one of {list(self.choices or ())}, got {value!r}")
-        converted = self._convert(name, value)
-        if self.bounds is not None and not (self.bounds[0] <= converted <= self.bounds[1]):
-            raise ParameterError(f"parameter {name!r} must be in [{self.bounds[0]:g}, {self.bounds[1]:g}], "
-                                 f"got {converted!r}")
-        return converted
-
-    def _convert(self, name: str, value: Any) -> Any:
-        try:
-            if self.type is bool:
-                if isinstance(value, str):
-                    if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                        raise ValueError
-                    return value.lower() in ("true", "1", "yes")
-                return bool(value)
-            if self.type is int:
-                f = float(value)
-                if not f.is_integer():
-                    raise ValueError
-                return int(f)
-            f = float(value)
-            if not np.isfinite(f):
-                raise ValueError
-            return f
-        except (TypeError, ValueError):
-            raise ParameterError(f"parameter {name!r} expects {self._describe()}, got {value!r}") from None
-
-    def _describe(self) -> str:
-        kind = {int: "an integer", float: "a number", bool: "true/false", str: "a string"}[self.type]
-        if self.choices:
-            kind += f" or one of {list(self.choices)}"
-        return kind
-
-
-@dataclass(frozen=True)
-class MechanismSpec:
-    """What a mechanism is, what it guarantees, and how to call it.
-
-    Attributes
-    ----------
-    name : str
-        Registry key (see the contract).
-    title : str
-    paper : str
-        Seed and algorithm, e.g. ``"004, Alg 3-4"``.
-    data_kind : {"continuous", "boolean"}
-    neighbouring : tuple of str
-        Supported neighbouring relations, subset of ``("replace", "add_remove")``.
-    is_private : bool
-        ``False`` only for reference baselines and non-DP anonymisation.
-    params : dict of str to ParamSpec
-    guarantee : str
-        One sentence: what the output satisfies (for the app).
-    description : str
-        A short plain-language description (for the app).
-    run : callable
-        The run function (see the module docstring).
-    stages : Stages, optional
-        The count-based stages (:mod:`privsyn_core.engine.staged`) for the mechanisms registered with
-        :func:`register_staged`; their ``run`` is ``stages.run`` and they also run on Dask.
-    codec : callable, optional
-        ``codec(schema) -> Codec`` (:class:`privsyn_core.data.codec.Codec`: ``encode(df) -> (array, clipped)``
-        and ``decode(array) -> DataFrame``, optionally ``stage_params``); ``None`` means the unit-cube
-        schema encoding.
-    max_dim : int, optional
-        Largest number of encoded columns the mechanism accepts (``None``: any); a wider table is a
-        :class:`~privsyn_core.errors.ParameterError` (:func:`privsyn_core.engine.pipeline.check_width`).
-    released : tuple of str
-        Names of the entries of ``MechanismOutput.params`` that may be published: public inputs
-        (the user's parameters, the schema, epsilon) or functions of them and of the noisy released
-        quantities only.  Everything else the run function returns stays teaching-only diagnostics
-        (:meth:`privsyn_core.SynthResult.release`).  Mandatory: :func:`register` refuses a mechanism
-        that does not declare it.
-    released_noisy : tuple of str
-        Output parameters that may be published but are functions of *noisy* released quantities
-        (e.g. a privately selected structure): they may differ between neighbours even under the same
-        noise, so the release-surface test does not compare them.  Keep this list short and justify
-        each entry in the mechanism's docstring.
-    uses_n : callable
-        ``uses_n(params) -> bool``: whether the run reads the record count ``n`` (a layout rule, a
-        normaliser, a default output size) with these resolved parameters.  Under add/remove ``n``
-        is private, so :func:`privsyn_core.synthesize` then passes a public count instead: the
-        caller's ``public_n`` or a noisy count released as its own ledger stage.  Under replace-one
-        ``n`` is public and passed as it is.
-    citation : str
-        The paper by authors, title and venue, with the algorithm (``paper`` holds the seed's short code): what
-        the app, the reports and the command line print.
-    order : int
-        Where the mechanism is listed (:func:`list_mechanisms`; ties by name).
-    released_geometry : callable, optional
-        ``released_geometry(release) -> Geometry | None``: what the Partitions and TSP views draw, rebuilt from a
-        :class:`~privsyn_core.result.Release` alone (its rows, atoms, weights and declared parameters, never the
-        diagnostics), so release mode can draw it too.  ``None``: the mechanism releases no geometry to draw.
-    rate : callable, optional
-        ``rate(epsilon, n, d) -> float``: the shape of the mechanism's expected-W1 bound (unspecified
-        constant), for the trade-off curves and the reproduction report.
-    audit : AuditCase, optional
-        How the privacy audit runs it (:class:`privsyn_core.evaluation.audit.AuditCase`); ``None``: through its
-        released rows.
-    floating_point_exposure : str, optional
-        ``None`` when every noise draw is exact integer noise (discrete Laplace as a difference of
-        geometrics), so the floating-point attack on textbook Laplace sampling (Mironov, "On
-        significance of the least significant bits for differential privacy", CCS 2012) does not
-        apply.  Otherwise one sentence naming the continuous noise the mechanism samples in
-        floating point: its released values may leak through their low-order bits, and the app
-        shows this sentence.  ``tests/test_float_safety.py`` checks the declaration both ways.
-    """
-
-    name: str
-    title: str
-    paper: str
-    data_kind: Literal["continuous", "boolean"]
-    neighbouring: tuple[str, ...]
-    is_private: bool
-    params: dict[str, ParamSpec]
-    guarantee: str
-    description: str
-    run: RunFunction = field(repr=False, compare=False)
-    codec: CodecFactory | None = field(default=None, repr=False, compare=False)
-    stages: Stages | None = field(default=None, repr=False, compare=False)
-    released: tuple[str, ...] = ()
-    released_noisy: tuple[str, ...] = ()
-    uses_n: Callable[[dict[str, Any]], bool] = field(default=lambda params: False, repr=False, compare=False)
-    max_dim: int | None = None
-    citation: str = ""
-    order: int = 1000
-    released_geometry: Callable[[Any], Geometry | None] | None = field(default=None, repr=False, compare=False)
-    rate: Callable[[float, int, int], float] | None = field(default=None, repr=False, compare=False)
-    audit: AuditCase | None = field(default=None, repr=False, compare=False)
-    floating_point_exposure: str | None = None
-
-    def resolve_params(self, given: dict[str, Any]) -> dict[str, Any]:
-        """Defaults filled in, every value validated; unknown names are an error."""
-        unknown = sorted(set(given) - set(self.params))
-        if unknown:
-            raise ParameterError(f"mechanism {self.name!r} has no parameter(s) {unknown}; "
-                                 f"it takes {sorted(self.params) or 'none'}")
-        return {k: p.coerce(k, given.get(k, p.default)) for k, p in self.params.items()}
-
-    def too_wide(self, d: int) -> str | None:
-        """Why ``d`` encoded columns exceed ``max_dim`` (naming the private mechanisms of the same data kind that
-        take them), or ``None``."""
-        if self.max_dim is None or d <= self.max_dim:
-            return None
-        wider = [s.name for s in list_mechanisms() if s.is_private and s.data_kind == self.data_kind
-                 and (s.max_dim is None or s.max_dim >= d)]
-        return f"works on at most {self.max_dim} encoded column(s), this table has {d}; use one of {wider[:6]}"
-
-    def accepts(self, schema: Any) -> str | None:
-        """Why the mechanism cannot run on the public ``schema`` (one line), or ``None`` when it can.
-
-        One check for the API, the command line, the guide and the app, from what the spec declares:
-        ``data_kind == "boolean"`` needs every column Boolean by its public declaration (numeric 0/1 declared
-        integer with bounds ``[0, 1]``, or two categories); ``max_dim`` bounds the columns of a mechanism on the
-        unit-cube encoding; a mechanism with its own ``codec`` must accept the schema (the codec's message).
-        """
-        from privsyn_core.data.boolean_codec import is_boolean_column
-        from privsyn_core.errors import PrivsynError
-
-        if self.codec is not None:  # the mechanism's own codec refuses what it cannot encode, with its message
-            try:
-                self.codec(schema)
-            except PrivsynError as exc:
-                return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            return None
-        columns = schema.columns
-        if self.data_kind == "boolean":
-            other = [c.name for c in columns if not is_boolean_column(c)]
-            if other:
-                shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
-                return (f"works on Boolean columns only (numeric 0/1 declared integer with bounds [0, 1], or two "
-                        f"categories); not Boolean: {shown}")
-        return self.too_wide(len(columns))
-
-
-_REGISTRY: dict[str, MechanismSpec] = {}
 _DISCOVERED = False
 
 
-def register(name: str, **spec_fields: Any) -> Callable[[Run], Run]:
-    """Decorator: register a run function under ``name`` with the given spec fields."""
-    def wrap(run: Run) -> Run:
-        _add(MechanismSpec(name=name, run=run, **_declared(name, spec_fields)))
-        return run
-    return wrap
-
-
-def register_staged(name: str, stages: Stages, **spec_fields: Any) -> MechanismSpec:
-    """Register a count-based mechanism from its stages: its in-memory run is ``stages.run``."""
-    spec = MechanismSpec(name=name, run=stages.run, stages=stages, **_declared(name, spec_fields))
-    _add(spec)
-    return spec
-
-
-def _declared(name: str, spec_fields: dict[str, Any]) -> dict[str, Any]:
-    if "released" not in spec_fields:
-        raise RuntimeError(f"mechanism {name!r} must declare released=(...): the names of its output parameters "
-                           "that may be published (public inputs or functions of noisy released quantities)")
-    bad = set(spec_fields.get("neighbouring", ())) - set(NEIGHBOURING)
-    if bad:
-        raise RuntimeError(f"mechanism {name!r}: unknown neighbouring relation(s) {bad}")
-    return spec_fields
-
-
-def _add(spec: MechanismSpec) -> None:
-    if spec.name in _REGISTRY:
-        raise RuntimeError(f"mechanism {spec.name!r} registered twice")
-    _REGISTRY[spec.name] = spec
-
-
 def _discover() -> None:
+    """Import every module of :mod:`privsyn_core.mechanisms` once (names starting with ``_`` are left out)."""
     global _DISCOVERED
     if _DISCOVERED:
         return
-    from privsyn_core import mechanisms
     prefix = f"{mechanisms.__name__}."
     for info in sorted(pkgutil.walk_packages(mechanisms.__path__, prefix), key=lambda m: m.name):
         if not any(part.startswith("_") for part in info.name[len(prefix):].split(".")):
@@ -302,12 +33,18 @@ def _discover() -> None:
 def list_mechanisms() -> list[MechanismSpec]:
     """Every registered mechanism, by its declared ``order`` (then name)."""
     _discover()
-    return sorted(_REGISTRY.values(), key=lambda s: (s.order, s.name))
+    return registered()
 
 
 def get_mechanism(name: str) -> MechanismSpec:
     """The spec registered under ``name``; a clear error for an unknown name."""
+    specs = {spec.name: spec for spec in list_mechanisms()}
+    if name not in specs:
+        raise ParameterError(f"unknown mechanism {name!r}; choose one of {list(specs)}")
+    return specs[name]
+
+
+def missing_mechanisms() -> dict[str, str]:
+    """The mechanisms that exist but cannot run here (an optional dependency is missing), with how to install them."""
     _discover()
-    if name not in _REGISTRY:
-        raise ParameterError(f"unknown mechanism {name!r}; choose one of {[s.name for s in list_mechanisms()]}")
-    return _REGISTRY[name]
+    return missing()

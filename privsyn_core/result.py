@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,7 @@ class MechanismOutput:
     warnings : list of str
     rows_shuffled : bool
         The synthetic rows are in random order already (drawn through a
-        :class:`~privsyn_core.engine.staged.RowPlan`, which shuffles them); else :func:`privsyn_core.synthesize`
+        :class:`~privsyn_core.mechanisms.base.rows.RowPlan`, which shuffles them); else :func:`privsyn_core.synthesize`
         shuffles them.
     """
 
@@ -114,12 +114,11 @@ class SynthResult:
     floating_point_exposure: str | None = None
 
     def release(self) -> Release:
-        """What may be published, and nothing else (see :class:`Release`)."""
-        return Release(data=self.data, unit=self.unit, weights=self.weights, mechanism=self.mechanism,
-                       epsilon=self.epsilon, ledger=list(self.ledger), neighbouring=self.neighbouring,
-                       dp_valid=self.dp_valid, schema=self.schema, params=dict(self.release_params),
-                       warnings=tuple(self.warnings), seed=self.seed,
-                       floating_point_exposure=self.floating_point_exposure)
+        """What may be published, and nothing else (see :class:`Release`): each of its fields is the field of the
+        same name here, except ``params``, which are the :attr:`release_params`."""
+        published = {f.name: getattr(self, f.name) for f in fields(Release)}
+        return Release(**{**published, "ledger": list(self.ledger), "params": dict(self.release_params),
+                          "warnings": tuple(self.warnings)})
 
     def report(self) -> dict[str, Any]:
         """The release's JSON metadata (:meth:`Release.to_dict`): safe to publish with the rows."""

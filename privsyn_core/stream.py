@@ -9,12 +9,15 @@
 
 The mechanism is online PMM (:mod:`privsyn_core.mechanisms.online.online_pmm`, He, Vershynin and Zhu,
 "Online Differentially Private Synthetic Data Generation", arXiv:2402.08012): ``epsilon`` covers every release
-of the whole, unbounded stream under event-level add/remove (one record more or less in one batch).
+of the whole, unbounded stream under event-level add/remove (one record more or less in one batch).  Its tree
+has a fixed depth (``depth`` or ``horizon_n``) or grows with the stream (``growing=True``: a level opens when the
+released total passes PMM's depth rule for it).
 
 The state lives in one JSON file, written atomically (a temporary file in the same folder, ``fsync``,
 :func:`os.replace`, ``fsync`` of the folder) under an exclusive lock, so a release next month continues after a
 restart, and a crash leaves the old state or the new one.  It records the schema, epsilon, depth, the ledger, the
-step, the released noisy counters, the counters' private partial sums and the secret key of the noise: **the
+step, the open levels (when each opened, their released estimates), the counters' private partial sums and the
+secret key of the noise: **the
 state file is as secret as the raw data** (it is created with mode 0600); only :class:`~privsyn_core.result.Release`
 objects are publishable.
 
@@ -26,7 +29,9 @@ on the same counts.  Two *different* batches added at the same step to two copie
 publishing both is outside the guarantee (docs/online_pmm.md).
 
 Bad input -- a batch outside the schema, a missing or corrupted state, a state of another schema or epsilon --
-raises a :class:`~privsyn_core.errors.PrivsynError` with one line, and the state file is left unchanged.
+raises a :class:`~privsyn_core.errors.PrivsynError` with one line, and the state file is left unchanged.  A state
+of format version 1 (fixed depth, one counter) is read as a version 2 state with one group of levels, and
+continues with the same noise; it is written back as version 2.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import base64
 import contextlib
 import fcntl
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -52,14 +58,17 @@ from privsyn_core.data.domain import Schema, as_frame
 from privsyn_core.errors import DataError, OutputError, ParameterError, PrivsynError, SchemaError
 from privsyn_core.mechanisms.online import online_pmm
 from privsyn_core.mechanisms.online.continual import CounterState, keyed_rng
-from privsyn_core.mechanisms.online.online_pmm import StreamPlan, plan_stream
+from privsyn_core.mechanisms.online.online_pmm import LevelGroup, StreamCounters, StreamPlan, growing_plan, plan_stream
+from privsyn_core.privacy.accounting import check_epsilon
 from privsyn_core.privacy.budget import PrivacyLedger
 from privsyn_core.privacy.noise import RandomLike, resolve_rng
 from privsyn_core.result import Release
-from privsyn_core.validation import MAX_SYNTHETIC_ROWS, check_count, check_epsilon
+from privsyn_core.validation import MAX_SYNTHETIC_ROWS, check_count
 
 FORMAT = "privsyn-stream"
-VERSION = 1
+VERSION = 2
+#: Versions this library reads (1: fixed depth, one counter; 2: groups of levels).
+READABLE = (1, 2)
 MECHANISM = "online_pmm"
 
 
@@ -69,7 +78,7 @@ class StreamError(PrivsynError):
 
 def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: float | None = None, *,
                 create: bool = False, depth: int | None = None, horizon_n: int | None = None,
-                horizon_steps: int | None = None, rng: RandomLike = None,
+                horizon_steps: int | None = None, growing: bool = False, rng: RandomLike = None,
                 ledger: PrivacyLedger | str | os.PathLike[str] | None = None, dataset: str | None = None) -> Stream:
     """Open the stream whose state is ``path``, or create it (``create=True``).
 
@@ -91,6 +100,11 @@ def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: 
     horizon_steps : int, optional
         With ``horizon_n``: the planned number of steps; the depth is then PMM's for that size at the counters'
         noise after that many steps (:func:`~privsyn_core.mechanisms.online.online_pmm.horizon_depth`).
+    growing : bool
+        A depth that grows with the stream, no plan needed: level ``j`` opens at the first step whose released
+        total passes PMM's depth rule at the level's budget
+        (:meth:`~privsyn_core.mechanisms.online.online_pmm.StreamPlan.opening_depth`), up to
+        ``MAX_STREAM_DEPTH``; every level's budget is committed now.
     rng : None, "secure" or int
         ``None``/``"secure"``: the noise key comes from the operating system (a real stream).  An int seed
         derives the key from the seed: tests and teaching only (every release then says it replays).
@@ -110,7 +124,7 @@ def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: 
                                         relation=online_pmm.RELATION, mechanism=MECHANISM,
                                         label=f"stream {path.name} (every step)")
         try:
-            stream = _create(path, schema, epsilon, depth, horizon_n, horizon_steps, rng)
+            stream = _create(path, schema, epsilon, depth, horizon_n, horizon_steps, growing, rng)
         except BaseException:
             if reservation is not None:
                 reservation.cancel()  # no state, no noise: nothing was released
@@ -121,8 +135,9 @@ def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: 
     if ledger is not None or dataset is not None:
         raise ParameterError("ledger and dataset go with create=True: the whole stream's epsilon is counted once, "
                              "when it is created")
-    if depth is not None or horizon_n is not None or horizon_steps is not None or rng is not None:
-        raise ParameterError("depth, horizon_n and rng are fixed when a stream is created; open it without them")
+    if depth is not None or horizon_n is not None or horizon_steps is not None or growing or rng is not None:
+        raise ParameterError("depth, horizon_n, growing and rng are fixed when a stream is created; open it without "
+                             "them")
     stream = Stream(path)
     state = _load(path)
     if schema is not None:
@@ -146,14 +161,18 @@ class Stream:
         self.epsilon = 0.0
         self.plan: StreamPlan = plan_stream(0, 1, 1.0)
         self.step = 0
+        self.depth = 0
+        self.opened: list[int] = [1]
         self.seed: int | None = None
         self.params: dict[str, Any] = {}
 
     def _refresh(self, state: dict[str, Any]) -> None:
         self.schema = Schema.from_dict(state["schema"])
         self.epsilon = state["epsilon"]
-        self.plan = plan_stream(state["depth"], len(self.schema.columns), self.epsilon)
+        self.plan = _plan(state)
         self.step = state["step"]
+        self.depth = state["groups"][-1]["last"]
+        self.opened = [g["opened"] for g in state["groups"] for _ in range(g["first"], g["last"] + 1)]
         self.seed = state["seed"]
         self.params = dict(state["params"])
 
@@ -163,8 +182,8 @@ class Stream:
         return list(self.plan.ledger)
 
     def counters(self) -> np.ndarray:
-        """The released noisy counts of every cell of every level at the current step (heap layout)."""
-        return _counter(_load(self.path)).output.copy()  # type: ignore[union-attr]
+        """The released noisy estimates of every cell of every open level at the current step (heap layout)."""
+        return _counters(_load(self.path)).released()
 
     def add(self, batch: Any, *, n_synthetic: int | None = None) -> Release:
         """Add one batch (the records of one step) and return the new step's release.
@@ -178,12 +197,13 @@ class Stream:
         with _locked(self.path):
             state = _load(self.path)
             self._refresh(state)
-            increment = self._increment(batch)
-            counter = _counter(state)
-            online_pmm.step(counter, increment, self.plan, keyed_rng(_key(state)))
-            state["step"] = counter.step
-            state["counter"] = _pack_counter(counter)
-            release = self._release(counter.output, counter.step, n_synthetic, state)  # before the write
+            leaves = self._leaves(batch)
+            counters = _counters(state)
+            online_pmm.step(counters, leaves, self.plan, keyed_rng(_key(state)))
+            state["step"] = counters.step
+            state["version"] = VERSION
+            state["groups"] = [_pack_group(g) for g in counters.groups]
+            release = self._release(counters, n_synthetic, state)  # before the write
             _save(self.path, state)
             self._refresh(state)
         return release
@@ -195,16 +215,21 @@ class Stream:
         self._refresh(state)
         if state["step"] == 0:
             raise StreamError(f"the stream {self.path} has no step yet; add a batch first")
-        return self._release(_counter(state).output, state["step"], n_synthetic, state)
+        return self._release(_counters(state), n_synthetic, state)
 
     def report(self) -> dict[str, Any]:
         """Public facts of the stream (no counts): mechanism, epsilon, ledger, step, schema, parameters."""
         return {"mechanism": MECHANISM, "epsilon": self.epsilon, "ledger": [[s, e] for s, e in self.ledger],
                 "neighbouring": online_pmm.RELATION, "step": self.step, "schema": self.schema.to_dict(),
-                "params": dict(self.params), "seed": self.seed}
+                "params": {**self.params, **self._depth_params(self.depth, self.opened)}, "seed": self.seed}
+
+    def _depth_params(self, depth: int, opened: list[int]) -> dict[str, Any]:
+        """A growing stream's current depth and the step each level opened (public: released-value functions)."""
+        return {"depth": depth, "opened": list(opened)} if self.plan.growing else {}
 
     # -- internals -------------------------------------------------------------------------------------
-    def _increment(self, batch: Any) -> np.ndarray:
+    def _leaves(self, batch: Any) -> np.ndarray:
+        """The batch's counts in the ``2^plan.depth`` leaves (the deepest level that may count this step)."""
         from privsyn_core.engine import dask_backend
 
         depth = self.plan.depth
@@ -215,19 +240,19 @@ class Stream:
             leaves = np.zeros(2 ** depth, dtype=np.int64)
             for counts in dask.compute(*parts):
                 leaves += counts
-            return online_pmm.increment_from_leaves(leaves, depth)
+            return leaves
         if isinstance(batch, Iterable) and not isinstance(batch, (pd.DataFrame, np.ndarray, list, tuple, dict)):
             leaves = np.zeros(2 ** depth, dtype=np.int64)
             for chunk in batch:  # blocks of rows (a CSV read in chunks): counted and dropped one by one
                 leaves += _partition_leaves(chunk, self.schema, depth)
-            return online_pmm.increment_from_leaves(leaves, depth)
-        return online_pmm.increment_from_leaves(_partition_leaves(batch, self.schema, depth), depth)
+            return leaves
+        return _partition_leaves(batch, self.schema, depth)
 
-    def _release(self, counters: np.ndarray | None, step: int, n_synthetic: int | None,
-                 state: dict[str, Any]) -> Release:
-        assert counters is not None
+    def _release(self, counters: StreamCounters, n_synthetic: int | None, state: dict[str, Any]) -> Release:
+        step, depth = counters.step, counters.depth
         label = f"sample/{step}" + ("" if n_synthetic is None else f"/{n_synthetic}")
-        plan = online_pmm.synthetic_plan(counters, self.plan, keyed_rng(_key(state))(label), n_synthetic)
+        plan = online_pmm.synthetic_plan(counters.released(), self.plan.d, keyed_rng(_key(state))(label),
+                                         n_synthetic)
         rows = plan.all_rows()
         warnings = []
         if plan.total == 0:
@@ -235,8 +260,8 @@ class Stream:
         if not self.schema.dp_valid:
             warnings.append("the domain (bounds/categories) was read off the data: the result is not "
                             "differentially private")
-        params = {**state["params"], "step": step, "leaves": 2 ** self.plan.depth,
-                  "resolution": online_pmm.level_diameter(self.plan.depth, self.plan.d),
+        params = {**state["params"], **self._depth_params(depth, counters.opened), "step": step, "leaves": 2 ** depth,
+                  "resolution": online_pmm.level_diameter(depth, self.plan.d),
                   "counter": "hybrid binary tree (Chan, Shi, Song 2011)", "consistency": "proportional",
                   "sample": "uniform", "synthetic_size": int(plan.total), "n_synthetic": n_synthetic,
                   "privacy_unit": online_pmm.RELATION}
@@ -271,18 +296,24 @@ def _as_schema(schema: Schema | dict | None) -> Schema:
 
 
 def _create(path: Path, schema: Schema | dict | None, epsilon: float | None, depth: int | None,
-            horizon_n: int | None, horizon_steps: int | None, rng: RandomLike) -> Stream:
+            horizon_n: int | None, horizon_steps: int | None, growing: bool, rng: RandomLike) -> Stream:
     schema = _as_schema(schema)
     if epsilon is None:
         raise ParameterError("a new stream needs epsilon, the budget of the whole stream")
     epsilon = check_epsilon(epsilon)
     d = len(schema.columns)
-    if depth is None and horizon_n is None:
-        raise ParameterError("a new stream needs depth (the tree depth) or horizon_n (a public planned record "
-                             "count the depth is tuned for)")
-    if depth is not None and horizon_n is not None:
-        raise ParameterError("give depth or horizon_n, not both")
-    if depth is not None:
+    if not isinstance(growing, bool):
+        raise ParameterError(f"growing is True or False, got {growing!r}")
+    if [depth is not None, horizon_n is not None, growing].count(True) != 1:
+        raise ParameterError("a new stream needs one of depth (the tree depth), horizon_n (a public planned record "
+                             "count the depth is tuned for) or growing=True (a depth growing with the stream)")
+    if growing:
+        if horizon_steps is not None:
+            raise ParameterError("horizon_steps goes with horizon_n, not with a growing depth")
+        plan = growing_plan(d, epsilon)
+        r, params = plan.depth, {"depth_rule": "growing", "max_depth": plan.depth,
+                                 "level_budget": f"eps_j proportional to (j + {online_pmm.SCHEDULE_OFFSET})^-2"}
+    elif depth is not None:
         if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or \
                 not 0 <= int(depth) <= online_pmm.MAX_STREAM_DEPTH:
             raise ParameterError(f"depth must be an integer in [0, {online_pmm.MAX_STREAM_DEPTH}], got {depth!r}")
@@ -301,16 +332,17 @@ def _create(path: Path, schema: Schema | dict | None, epsilon: float | None, dep
                       "horizon_steps": steps}
     if depth is not None and horizon_steps is not None:
         raise ParameterError("horizon_steps goes with horizon_n, not with an explicit depth")
+    if not growing:
+        plan = plan_stream(r, d, epsilon)
     if rng is not None and not isinstance(rng, (str, int, np.integer)):
         raise ParameterError("a stream's rng is None, 'secure' or an int seed (a Generator cannot be stored)")
     _, seed = resolve_rng(rng)  # validates; the generator itself is not used (the key is)
     key = secrets.token_bytes(32) if seed is None else hashlib.blake2b(f"privsyn-stream-seed:{seed}".encode(),
                                                                        digest_size=32).digest()
-    plan = plan_stream(r, d, epsilon)
     state = {"format": FORMAT, "version": VERSION, "mechanism": MECHANISM, "schema": schema.to_dict(),
              "epsilon": epsilon, "depth": r, "params": params, "neighbouring": online_pmm.RELATION,
              "ledger": [[s, e] for s, e in plan.ledger], "step": 0, "seed": seed, "key": key.hex(),
-             "counter": _pack_counter(CounterState.empty(plan.size))}
+             "groups": [_pack_group(g) for g in StreamCounters.start(plan).groups]}
     if path.exists() or path.is_symlink():
         raise StreamError(f"{path} already exists; a stream is created once (open it, or choose another path)")
     _save(path, state, exclusive=True)
@@ -334,11 +366,39 @@ def _pack_counter(c: CounterState) -> dict[str, Any]:
             "alpha_true": [_pack(a) for a in c.alpha_true], "alpha_noisy": [_pack(a) for a in c.alpha_noisy]}
 
 
-def _counter(state: dict[str, Any]) -> CounterState:
-    c = state["counter"]
-    return CounterState(state["step"], _unpack(c["block_true"]), _unpack(c["log_noisy"]),
-                        [_unpack(a) for a in c["alpha_true"]], [_unpack(a) for a in c["alpha_noisy"]],
-                        _unpack(c["output"]))
+def _counter(packed: dict[str, Any], step: int) -> CounterState:
+    return CounterState(step, _unpack(packed["block_true"]), _unpack(packed["log_noisy"]),
+                        [_unpack(a) for a in packed["alpha_true"]], [_unpack(a) for a in packed["alpha_noisy"]],
+                        _unpack(packed["output"]))
+
+
+def _pack_group(g: LevelGroup) -> dict[str, Any]:
+    return {"first": g.first, "last": g.last, "opened": g.opened, "frozen": _pack(g.frozen),
+            "counter": _pack_counter(g.counter)}
+
+
+def _counters(state: dict[str, Any]) -> StreamCounters:
+    """The open levels' counters of a (verified) state; a group's counter is at step ``step - opened + 1``."""
+    step = state["step"]
+    return StreamCounters(step, [LevelGroup(g["first"], g["last"], g["opened"], _unpack(g["frozen"]),
+                                            _counter(g["counter"], max(0, step - g["opened"] + 1)))
+                                 for g in state["groups"]])
+
+
+def _plan(state: dict[str, Any]) -> StreamPlan:
+    d, epsilon = len(state["schema"]["columns"]), check_epsilon(state["epsilon"])
+    if state["params"].get("depth_rule") == "growing":
+        return growing_plan(d, epsilon, state["depth"])
+    return plan_stream(state["depth"], d, epsilon)
+
+
+def _upgrade(state: dict[str, Any]) -> None:
+    """A version-1 state (fixed depth, one counter) as version 2: one group of every level, opened at step 1."""
+    if state["version"] == 1:
+        size = 2 ** (state["depth"] + 1)
+        counter = state.pop("counter")
+        state["groups"] = [{"first": 0, "last": state["depth"], "opened": 1,
+                            "frozen": _pack(np.zeros(size, dtype=np.int64)), "counter": counter}]
 
 
 def _key(state: dict[str, Any]) -> bytes:
@@ -388,8 +448,9 @@ def _save(path: Path, state: dict[str, Any], *, exclusive: bool = False) -> None
 
 
 _REQUIRED = {"format": str, "version": int, "mechanism": str, "schema": dict, "epsilon": float, "depth": int,
-             "params": dict, "neighbouring": str, "ledger": list, "step": int, "key": str, "counter": dict,
-             "checksum": str}
+             "params": dict, "neighbouring": str, "ledger": list, "step": int, "key": str, "checksum": str}
+#: The counters' field of each version.
+_COUNTERS = {1: ("counter", dict), 2: ("groups", list)}
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -406,28 +467,49 @@ def _load(path: Path) -> dict[str, Any]:
         raise StreamError(f"the stream state {path} is corrupted (not JSON); restore it from a backup") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise StreamError(f"{path} is not a privsyn stream state")
-    for key, kind in _REQUIRED.items():
+    if not isinstance(state.get("version"), int) or state["version"] not in READABLE:
+        raise StreamError(f"the stream state {path} has format version {state.get('version')!r}; this library reads "
+                          f"versions {', '.join(map(str, READABLE))}: open it with the library that wrote it")
+    for key, kind in [*_REQUIRED.items(), _COUNTERS[state["version"]]]:
         if not isinstance(state.get(key), kind) or isinstance(state.get(key), bool):
             raise StreamError(f"the stream state {path} is corrupted (field {key!r}); restore it from a backup")
-    if state["version"] != VERSION:
-        raise StreamError(f"the stream state {path} has version {state['version']}; this library reads {VERSION}")
     body = {k: v for k, v in state.items() if k != "checksum"}
     if _checksum(body) != state["checksum"]:
         raise StreamError(f"the stream state {path} is corrupted (checksum mismatch); restore it from a backup")
     try:
-        schema = Schema.from_dict(state["schema"])
-        plan = plan_stream(state["depth"], len(schema.columns), check_epsilon(state["epsilon"]))
-        counter = _counter(state)
-    except (PrivsynError, ValueError, TypeError, KeyError, zlib.error):
+        Schema.from_dict(state["schema"])
+        plan = _plan(state)
+        _upgrade(state)
+        consistent = _consistent(_counters(state), plan, state["step"])
+    except (PrivsynError, ValueError, TypeError, KeyError, AttributeError, zlib.error):
         raise StreamError(f"the stream state {path} is corrupted (its content); restore it from a backup") from None
     if [list(x) for x in plan.ledger] != state["ledger"] or math.fsum(e for _, e in plan.ledger) != state["epsilon"]:
         raise StreamError(f"the stream state {path} is corrupted (its ledger); restore it from a backup")
-    sizes = {len(counter.block_true), len(counter.log_noisy), len(counter.output if counter.output is not None
-                                                                     else [])}
-    sizes |= {len(a) for a in counter.alpha_true + counter.alpha_noisy}
-    if sizes != {plan.size} or len(counter.alpha_true) != len(counter.alpha_noisy) or state["step"] < 0:
+    if not consistent:
         raise StreamError(f"the stream state {path} is corrupted (its counters); restore it from a backup")
     return state
+
+
+def _consistent(counters: StreamCounters, plan: StreamPlan, step: int) -> bool:
+    """The groups cover levels ``0..depth`` in order, opened in order, with arrays of their sizes."""
+    groups = counters.groups
+    if not all(type(x) is int for g in groups for x in (g.first, g.last, g.opened)):
+        return False
+    if step < 0 or not groups or groups[0].first != 0 or groups[0].opened != 1 or groups[-1].last > plan.depth:
+        return False
+    if not plan.growing and (len(groups) != 1 or groups[0].last != plan.depth):
+        return False
+    for before, after in itertools.pairwise(groups):
+        if after.first != before.last + 1 or not before.opened <= after.opened <= step:
+            return False
+    for g in groups:
+        c = g.counter
+        arrays = [g.frozen, c.block_true, c.log_noisy, c.output, *c.alpha_true, *c.alpha_noisy]
+        size = 2 ** (g.last + 1) - online_pmm.group_offset(g.first)
+        if g.first > g.last or {len(a) for a in arrays if a is not None} != {size} or \
+                len(c.alpha_true) != len(c.alpha_noisy):
+            return False
+    return True
 
 
 @contextlib.contextmanager

@@ -1,10 +1,11 @@
 """The ``stream`` commands of the command line (wired into :mod:`privsyn_core.cli` by :func:`add_subparser`).
 
-``python -m privsyn_core stream open STATE --schema schema.json --epsilon 1 --horizon-n 100000``
-creates a stream; ``stream add STATE BATCH.csv OUT.csv [--report REPORT.json]`` adds one batch and writes
-that step's synthetic rows; ``stream release STATE OUT.csv`` writes the current step's release again (the same
-rows: nothing new is drawn); ``stream status STATE`` prints the public facts (epsilon, ledger, step).  Errors
-are one line with exit status 2 (:func:`privsyn_core.cli.main`), and leave the state file unchanged.
+``python -m privsyn_core stream open STATE --schema schema.json --epsilon 1 --horizon-n 100000`` (or
+``--depth R``, or ``--growing``) creates a stream; ``stream add STATE BATCH.csv OUT.csv [--report REPORT.json]``
+adds one batch and writes that step's synthetic rows; ``stream release STATE OUT.csv`` writes the current step's
+release again (the same rows: nothing new is drawn); ``stream status STATE`` prints the public facts (epsilon,
+ledger, step).  Errors are one line with exit status 2 (:func:`privsyn_core.cli.main`), and leave the state file
+unchanged.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def add_subparser(sub: Any, number: Callable[[str], Callable[[str], float]]) -> 
     size = create.add_mutually_exclusive_group(required=True)
     size.add_argument("--depth", type=int, help="tree depth r (public)")
     size.add_argument("--horizon-n", type=int, help="a public planned record count; the depth is PMM's for it")
+    size.add_argument("--growing", action="store_true", help="a depth that grows with the stream: a level opens "
+                                                             "when the released total passes PMM's depth rule")
     create.add_argument("--horizon-steps", type=int, help="with --horizon-n: the planned number of steps; the "
                                                          "depth then accounts for the counters' noise there")
     create.add_argument("--seed", help="integer seed: replays the noise, for teaching and tests only (default: a "
@@ -78,11 +81,12 @@ def _cmd_open(args: argparse.Namespace) -> int:
     from privsyn_core.privacy.budget import PrivacyLedger
 
     stream = open_stream(args.state, read_schema(args.schema), args.epsilon, create=True, depth=args.depth,
-                         horizon_n=args.horizon_n, horizon_steps=args.horizon_steps, rng=_seed(args.seed),
+                         horizon_n=args.horizon_n, horizon_steps=args.horizon_steps, growing=args.growing,
+                         rng=_seed(args.seed),
                          ledger=PrivacyLedger(args.ledger), dataset=args.dataset)
-    print(f"created stream {args.state} (online_pmm, epsilon={stream.epsilon:g} for the whole stream, depth "
-          f"{stream.plan.depth}, {len(stream.schema.columns)} columns); the state file is secret: keep it like the "
-          "raw data")
+    depth = f"depth growing up to {stream.plan.depth}" if stream.plan.growing else f"depth {stream.plan.depth}"
+    print(f"created stream {args.state} (online_pmm, epsilon={stream.epsilon:g} for the whole stream, {depth}, "
+          f"{len(stream.schema.columns)} columns); the state file is secret: keep it like the raw data")
     return 0
 
 

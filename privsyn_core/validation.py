@@ -1,11 +1,11 @@
-"""Checks of the public inputs of a run: epsilon, output size, relation, public record count, schema.
+"""Checks of the public inputs of a run: output size, relation, public record count, schema (epsilon:
+:func:`privsyn_core.privacy.accounting.check_epsilon`).
 
 Every failure is a :class:`~privsyn_core.errors.PrivsynError` subclass with a one-line message.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -13,23 +13,10 @@ import pandas as pd
 
 from privsyn_core.data.domain import Schema
 from privsyn_core.errors import ParameterError, SchemaError
-from privsyn_core.registry import MechanismSpec
+from privsyn_core.mechanisms.base.spec import MechanismSpec
 
 #: Largest number of synthetic rows a run may produce.
 MAX_SYNTHETIC_ROWS = 10**8
-
-
-def check_epsilon(epsilon: Any) -> float:
-    """``epsilon`` as a finite positive float, or a clear error."""
-    if isinstance(epsilon, (bool, np.bool_)):
-        raise ParameterError(f"epsilon must be a number, got {epsilon!r}")
-    try:
-        eps = float(epsilon)
-    except (TypeError, ValueError):
-        raise ParameterError(f"epsilon must be a number, got {epsilon!r}") from None
-    if not (math.isfinite(eps) and eps > 0):
-        raise ParameterError(f"epsilon must be finite and > 0, got {epsilon!r}")
-    return eps
 
 
 def check_count(name: str, value: Any, high: int = MAX_SYNTHETIC_ROWS) -> int | None:

@@ -28,7 +28,7 @@ PAGES = ["pages/data.py", "pages/synthesize.py", "pages/partitions.py", "pages/t
          "pages/tradeoff.py", "pages/learn.py"]
 TIMEOUT = 60
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
-W1 = comparison.METRICS["w1"][0]  # the metric tables are indexed by plain names
+W1 = comparison.info("w1").label  # the metric tables are indexed by plain names
 
 
 def ledger_key(at: AppTest) -> str:
@@ -145,17 +145,21 @@ def uploaded_app() -> AppTest:
     return at.run()
 
 
-#: Mechanisms of the interval only: they run on one chosen column.
-ONE_COLUMN = {"srw"}
-#: Mechanisms of Boolean data only: they run on the two 0/1 columns of the upload.
-BOOLEAN = {"microagg_anon", "microagg_dp"}
 BOOLEAN_COLUMNS = ("x_high", "y_high")
+
+
+def columns_for(spec: ps.MechanismSpec) -> list[str]:
+    """The upload's columns a mechanism runs on, from what its spec declares (as tests/test_api.py derives them):
+    the two 0/1 columns for Boolean data, else ``x`` and ``y`` up to its ``max_dim``."""
+    if spec.data_kind == "boolean":
+        return list(BOOLEAN_COLUMNS)
+    return ["x", "y"][:spec.max_dim or 2]
 
 
 @pytest.mark.parametrize("mechanism", [s.name for s in ps.list_mechanisms()])
 def test_each_registered_mechanism_runs_and_compare_shows_metrics_and_points(uploaded_app, mechanism):
-    choose_columns(uploaded_app, ["x"] if mechanism in ONE_COLUMN else list(BOOLEAN_COLUMNS) if mechanism in BOOLEAN
-                   else ["x", "y"])
+    spec = ps.get_mechanism(mechanism)
+    choose_columns(uploaded_app, columns_for(spec))
     at = run_mechanism(uploaded_app, mechanism)
     assert not at.exception, at.exception
     assert not [e for e in at.error if "dp_valid" not in e.value and "NOT differentially" not in e.value], \
@@ -173,7 +177,7 @@ def test_each_registered_mechanism_runs_and_compare_shows_metrics_and_points(upl
     assert synthetic["name"] == "synthetic" and len(values(synthetic["x"])) == min(len(result.data), MAX_POINTS)
     real = real_panel["data"][0]
     assert real["name"] == "real" and len(values(real["x"])) == 300
-    low, high = (0.0, 1.0) if mechanism in BOOLEAN else (-2.0, 8.0)  # the first column's public bounds
+    low, high = (0.0, 1.0) if spec.data_kind == "boolean" else (-2.0, 8.0)  # the first column's public bounds
     assert real_panel["layout"]["xaxis"]["range"][0] < low < high < real_panel["layout"]["xaxis"]["range"][1]
     for page in ("pages/partitions.py", "pages/tsp.py"):
         at.switch_page(page).run()
@@ -279,14 +283,14 @@ def test_teaching_mode_labels_raw_views_and_offers_tstr():
     at.switch_page("pages/compare.py").run()
     assert any(NOT_PRIVATE in c.value for c in at.caption)
     table = at.table[0].value
-    assert {comparison.METRICS[m][0] for m in ("w1", "mmd", "marginal_tvd_1way", "marginal_tvd_2way",
+    assert {comparison.info(m).label for m in ("w1", "mmd", "marginal_tvd_1way", "marginal_tvd_2way",
                                                "correlation_gap")} <= set(table.index)
     assert table.loc[W1, "better"] == "lower is better" and np.isfinite(float(table.loc[W1, "real-vs-real floor"]))
     low, high = map(float, table.loc[W1, "95% interval"].strip("[]").split(","))
     assert low <= float(table.loc[W1, "value"]) <= high
     at.selectbox(key="w_cmp_target").set_value("y").run()
     assert not problems(at)
-    tstr = at.table[0].value.loc[comparison.METRICS["tstr"][0]]
+    tstr = at.table[0].value.loc[comparison.info("tstr").label]
     assert tstr["better"] == "higher is better" and tstr["real-vs-real floor"] != "-"  # the train-on-real reference
 
 
@@ -453,16 +457,17 @@ def test_a_non_private_run_is_marked_in_the_comparison():
 @pytest.mark.parametrize("mechanism", [s.name for s in ps.list_mechanisms()])
 def test_synthesize_page_warns_exactly_for_mechanisms_with_floating_point_exposure(mechanism):
     at = new_app()
-    if mechanism in ONE_COLUMN:  # offered on one column only
+    spec = ps.get_mechanism(mechanism)
+    if spec.max_dim == 1:  # offered on one column only
         choose_columns(at, ["x"])
-    if ps.get_mechanism(mechanism).data_kind == "boolean":  # offered only on columns declared Boolean
+    if spec.data_kind == "boolean":  # offered only on columns declared Boolean
         at.session_state["schema_entries"] = {
             name: {"name": name, "kind": "numeric", "lo": 0.0, "hi": 1.0, "integer": True, "public": True,
                    "source": "typed by the user"} for name in ("x", "y")}
     at.switch_page("pages/synthesize.py").run()
     at.selectbox(key="w_mechanism").set_value(mechanism).run()
     shown = any("Floating-point exposure" in w.value for w in at.warning)
-    assert not at.exception and shown == bool(ps.get_mechanism(mechanism).floating_point_exposure)
+    assert not at.exception and shown == bool(spec.floating_point_exposure)
 
 
 @pytest.mark.parametrize("release", [False, True])

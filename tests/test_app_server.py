@@ -1,7 +1,7 @@
 """The app server's bounded resources and cheap reruns (issue 18 items 2-3, issue 17 item 3).
 
 * the parsed-table cache is bounded in bytes, not entries (:mod:`pages._support.table_cache`);
-* the size widgets cannot exceed the memory budget of :mod:`privsyn_core.engine.resources`, and say so;
+* the size widgets cannot exceed the memory budget of :mod:`privsyn_core.mechanisms.base.resources`, and say so;
 * download files are built only on a click: a rerun with unchanged settings shapes no table and builds no CSV.
 """
 
@@ -16,8 +16,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from privsyn_core.data.io import to_csv_bytes
-from privsyn_core.engine import resources
 from privsyn_core.errors import ResourceError
+from privsyn_core.mechanisms.base import resources
+from privsyn_core.mechanisms.hvz23.pmm import max_pmm_depth
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -70,7 +71,7 @@ def test_table_bytes_are_the_deep_memory_usage_of_the_index_and_every_column():
 
 
 def test_a_selection_of_every_column_is_the_table_and_changing_it_leaves_the_shared_table_alone():
-    from privsyn_core.data.domain import select_columns as select
+    from privsyn_core.data.values import select_columns as select
 
     shared = pd.DataFrame({"x": [1.0, 2.0], "y": [3.0, 4.0], "z": ["a", "b"]})
     before = shared.copy()
@@ -134,7 +135,7 @@ def test_size_widgets_are_capped_by_the_memory_budget_and_name_it(monkeypatch):
     at.selectbox(key="w_mechanism").set_value("pmm").run()
     at.selectbox(key="w_param_pmm_depth_mode").set_value("number").run()
     depth = at.number_input(key="w_param_pmm_depth")
-    assert depth.max == resources.max_pmm_depth() == 13  # 2^13 leaves x 96 bytes fit 1 MB, 2^14 do not
+    assert depth.max == max_pmm_depth() == 13  # 2^13 leaves x 96 bytes fit 1 MB, 2^14 do not
     assert any("depth at most 13" in c.value for c in at.caption)
 
 
@@ -186,9 +187,9 @@ def test_a_rerun_with_unchanged_settings_builds_no_download(monkeypatch):
 
 
 def test_the_csv_builder_keeps_only_small_files():
-    import pages._ui as ui
+    from pages._support.downloads import csv_builder
 
     df = frame(1_000)
-    small, large = ui.csv_builder(df), ui.csv_builder(df, keep_bytes=10)
+    small, large = csv_builder(df), csv_builder(df, keep_bytes=10)
     assert small() == to_csv_bytes(df) and small() is small()
     assert large() == to_csv_bytes(df) and large() is not large(), "over keep_bytes: rebuilt on every click"

@@ -13,6 +13,8 @@ from streamlit.testing.v1 import AppTest
 
 import privsyn_core as ps
 from pages._support import guide_panel, offer
+from pages._support.text import md
+from privsyn_core.data.unit_codec import UnitCodec
 from privsyn_core.evaluation import guide
 from test_app import choose_columns, csv_bytes, new_app, problems, upload
 
@@ -59,7 +61,7 @@ def test_boolean_mechanisms_are_offered_only_on_boolean_columns_and_the_others_s
 
 def test_one_column_mechanisms_follow_their_declared_max_dim():
     at = mixed_upload()
-    one = {s.name for s in ps.list_mechanisms() if s.max_dim == 1 and s.codec is None}
+    one = {s.name for s in ps.list_mechanisms() if s.max_dim == 1 and s.codec is UnitCodec}
     choose_columns(at, ["x", "y"])
     assert one and not offered(at) & one
     choose_columns(at, ["x"])
@@ -76,7 +78,7 @@ def test_the_choice_reads_the_declaration_not_the_name():
     for name in BOOLEAN_SPECS:
         spec = ps.get_mechanism(name)
         assert spec.accepts(numeric) is not None
-        assert dataclasses.replace(spec, data_kind="continuous", codec=None).accepts(numeric) is None
+        assert dataclasses.replace(spec, data_kind="continuous", codec=UnitCodec).accepts(numeric) is None
     assert offer.split(ps.list_mechanisms(), None) == (ps.list_mechanisms(), {})
 
 
@@ -133,8 +135,8 @@ def test_guide_panel_shows_the_recommendation_its_reason_and_figures_and_can_cho
     n = len(pd.read_csv("assets/blobs.csv"))
     expected = guide.recommend(2, n, ["numeric", "numeric"], 1.0)
     text = guide_text(at)
-    assert text.startswith(f"**Try {expected.mechanism} first.**")
-    assert f"{n} rows" in text  # under replace the public n is the table's
+    assert text.startswith(f"**Try {md(expected.mechanism)} first.**") and md(expected.why) in text
+    assert any(f"Rows: {n:,} (public" in c.value for c in at.caption)  # under replace the public n is the table's
     figures = "\n".join(m.value for m in at.markdown if "2-way marginal TVD" in m.value)
     assert guide_panel.measured(expected.expected_tvd2_range) in figures
     assert guide_panel.measured(expected.expected_w1_range) in figures
@@ -153,8 +155,7 @@ def test_guide_under_add_remove_reads_a_typed_public_estimate_never_the_private_
     at.radio(key="w_neighbouring").set_value("add_remove").run()
     at.number_input(key="w_guide_n").set_value(123_456).run()
     text = guide_text(at)
-    assert guide.recommend(2, 123_456, ["numeric", "numeric"], 1.0).why.replace("(", "\\(").replace(")", "\\)") \
-        in text
+    assert md(guide.recommend(2, 123_456, ["numeric", "numeric"], 1.0).why) in text
     n = len(pd.read_csv("assets/blobs.csv"))
     assert f"{n} rows" not in text and f"{n:,} rows" not in text
     assert not problems(at)
@@ -167,6 +168,8 @@ def test_guide_kinds_follow_the_public_declaration():
         {"name": "c", "kind": "categorical", "categories": ["u", "v"]},
         {"name": "d", "kind": "categorical", "categories": ["u", "v", "w"]}]})
     assert guide_panel.column_kinds(schema) == ["boolean", "numeric", "boolean", "categorical"]
+    counts = ps.Schema.from_dict({"columns": [{"name": "k", "kind": "numeric", "lo": 0, "hi": 5, "integer": True}]})
+    assert guide_panel.column_kinds(counts) == ["integer"]  # six public values: one level each
     assert guide_panel.measured(None) == "not measured"
     assert guide_panel.measured((0.1, 0.1)).startswith("0.1 (a single measured run")
     assert guide_panel.measured((0.1234, 0.5)) == "0.123 to 0.5"

@@ -7,13 +7,13 @@ of a "passes" case is evidence of a real overspend.
 
 Full power (``slow``): every private mechanism x every relation it supports is audited at the
 budgets each mechanism declares in its registration (``MechanismSpec.audit``; fallback:
-:func:`audit.release_features` at the default budget), and paired with a *detection* case at the same budget
-and event-selection procedure whose noise is scaled by the factor ``f`` that makes the mechanism spend ``2 epsilon``
-on what the features read: ``f = L / (2 epsilon)`` with ``L`` the loss of those stages at the
-claimed noise (``epsilon``; srw's own ``privacy_loss_bound``; the leaf stage of kd_adaptive; for
-microagg_dp the part of its centre stage that the pair realises), capped at 1/2.  Every noise scale times
-``f`` divides every Laplace loss by ``f``.  The detection case must give ``eps_lower > epsilon``.  Its false-failure
-rate is ``1 - audit.detection_power``: for the tight event (at most ``k`` independent noise
+``release_features`` of :mod:`privsyn_core.mechanisms.base.audit` at the default budget), and paired with a
+*detection* case at the same budget and event-selection procedure whose noise is scaled by the factor ``f``
+that makes the mechanism spend ``2 epsilon`` on what the features read: ``f = L / (2 epsilon)`` with ``L`` the
+loss of those stages at the claimed noise (``epsilon``; srw's own ``privacy_loss_bound``; the leaf stage of
+kd_adaptive; for microagg_dp the part of its centre stage that the pair realises), capped at 1/2.  Every noise
+scale times ``f`` divides every Laplace loss by ``f``.  The detection case must give ``eps_lower > epsilon``.  Its
+false-failure rate is ``1 - audit.detection_power``: for the tight event (at most ``k`` independent noise
 coordinates past their shift, mass ``>= 2^-k``, ratio ``e^{2 epsilon}``) it is below 1e-6 at
 every budget used (checked by ``test_detection_factor_has_power_at_the_budget``), provided the
 selection runs find that event.
@@ -31,22 +31,23 @@ import privsyn_core as ps
 from privsyn_core import cli
 from privsyn_core.errors import ParameterError
 from privsyn_core.evaluation import audit
+from privsyn_core.mechanisms.base.audit import AuditCase
 from privsyn_core.mechanisms.hvz23 import pmm as pmm_module
 from privsyn_core.mechanisms.hvz23.pmm_tree import NoisePlan
-from privsyn_core.mechanisms.peers import opendp_support as peers
 from privsyn_core.privacy import noise
 
 CONFIDENCE = 1 - 1e-6
-#: The optional OpenDP peers (installed only with requirements-peers.txt) are not audited here: their noise is
-#: OpenDP's, which the noise factor cannot scale, and a run takes seconds (see audit.audit_all, tests/test_peers.py).
-AUDITED = [s for s in ps.list_mechanisms() if s.is_private and s.name not in peers.PEERS]
+#: A mechanism run by an outside library (the optional OpenDP peers, ``implemented_by``) is not audited here: its
+#: noise is the library's, which the noise factor cannot scale, and a run takes seconds (see audit.audit_all,
+#: tests/test_peers.py).
+AUDITED = [s for s in ps.list_mechanisms() if s.is_private and s.implemented_by is None]
 PRIVATE = [(s.name, s.neighbouring[0]) for s in AUDITED]
 #: Every private mechanism x every relation it supports: a new mechanism is covered automatically.
 ALL_RELATIONS = [(s.name, relation) for s in AUDITED for relation in s.neighbouring]
 DETECTION_MISS = 1e-6
 
 
-def _case(name: str) -> audit.AuditCase:
+def _case(name: str) -> AuditCase:
     return audit.case_of(ps.get_mechanism(name))
 
 
@@ -211,7 +212,8 @@ def test_cli_audit_table_and_exit_status(capsys):
 @pytest.mark.parametrize("name", [s.name for s in AUDITED])
 def test_the_noise_factor_reaches_every_private_mechanism(name):
     """Same seed, noise x 0.5: the released output must change (a sampler the audit cannot scale is a hole in the
-    detection cases, as PMM's in-place sampler was before it joined ``audit.SCALED_LAWS``)."""
+    detection cases, as PMM's in-place sampler was before it joined ``SCALED_LAWS``,
+    :mod:`privsyn_core.mechanisms.base.audit`)."""
     spec = ps.get_mechanism(name)
     case = _case(name)
     pair = audit.neighbour_pair(spec.data_kind, spec.neighbouring[0], case.n,

@@ -1,4 +1,5 @@
-"""The codec protocol (privsyn_core.data.codec): every registered codec and the schema satisfy it, round trip."""
+"""The codec protocol (privsyn_core.data.codec): every registered codec, the default unit codec and the schema
+satisfy it, round trip."""
 
 import numpy as np
 import pandas as pd
@@ -6,6 +7,7 @@ import pytest
 
 import privsyn_core as ps
 from privsyn_core.data.codec import Codec, StagedCodec, stage_params
+from privsyn_core.data.unit_codec import UnitCodec
 
 SCHEMA = ps.Schema((ps.Column("x", "numeric", lo=0.0, hi=1.0),
                     ps.Column("c", "categorical", categories=("a", "b", "z"))))
@@ -17,9 +19,9 @@ BOOLEAN_FRAME = pd.DataFrame({"x": [0, 1, 1], "c": ["a", "z", "a"]})
 
 
 def _codecs() -> list[tuple[str, Codec, pd.DataFrame]]:
-    out: list[tuple[str, Codec, pd.DataFrame]] = [("schema", SCHEMA, FRAME)]
+    out: list[tuple[str, Codec, pd.DataFrame]] = [("schema", SCHEMA, FRAME), ("unit", UnitCodec(SCHEMA), FRAME)]
     for spec in ps.list_mechanisms():
-        if spec.codec is not None:
+        if spec.codec is not UnitCodec:
             boolean = spec.data_kind == "boolean"
             out.append((spec.name, spec.codec(BOOLEAN_SCHEMA if boolean else SCHEMA),
                         BOOLEAN_FRAME if boolean else FRAME))
@@ -37,5 +39,6 @@ def test_every_codec_satisfies_the_protocol_and_round_trips_the_categories(name,
 
 def test_stage_params_only_from_a_staged_codec():
     tree = ps.get_mechanism("marginal_tree").codec(SCHEMA)
-    assert isinstance(tree, StagedCodec) and stage_params(tree) == {"levels": (0, 3)}
+    assert isinstance(tree, StagedCodec) and stage_params(tree) == {"levels": (0, 3), "atoms": (0, 0)}
     assert not isinstance(SCHEMA, StagedCodec) and stage_params(SCHEMA) == {}
+    assert ps.get_mechanism("pmm").codec is UnitCodec and stage_params(UnitCodec(SCHEMA)) == {}

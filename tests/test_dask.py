@@ -17,8 +17,9 @@ import pytest
 import privsyn_core as ps
 from privsyn_core import Column, DataError, ParameterError, Schema, SchemaError
 from privsyn_core.data.datasets import two_blobs
-from privsyn_core.engine import dask_backend, staged
+from privsyn_core.engine import dask_backend
 from privsyn_core.engine.dask_backend import is_dask_frame, staged_mechanisms
+from privsyn_core.mechanisms.base import rows as row_plans, stages
 from privsyn_core.mechanisms.hvz23.pmm_tree import leaf_counts, sparse_leaf_counts
 
 # The dask extra (pip install -e ".[dask]"; requirements-dev.txt includes it): without it this module is skipped.
@@ -65,7 +66,7 @@ def files(tmp_path_factory):
 
 @pytest.fixture
 def small_blocks(monkeypatch):
-    monkeypatch.setattr(staged, "ROW_BLOCK", BLOCK_ROWS)
+    monkeypatch.setattr(row_plans, "ROW_BLOCK", BLOCK_ROWS)
 
 
 def _read(files, kind):
@@ -129,7 +130,7 @@ def test_without_a_distributed_client_counts_run_in_batches(files, small_blocks,
 def test_merge_counts_sums_sorted_sparse_blocks_exactly():
     rng = np.random.default_rng(9)
     blocks = [rng.integers(0, 2**62, 50) % 97 * 2**40 for _ in range(5)] + [np.empty(0, dtype=np.int64)]
-    merged = staged.merge_counts([staged.CellCounts.from_ids(block) for block in blocks])
+    merged = stages.merge_counts([stages.CellCounts.from_ids(block) for block in blocks])
     ids, counts = np.unique(np.concatenate(blocks), return_counts=True)
     assert np.array_equal(merged.ids, ids) and np.array_equal(merged.counts, counts)
     assert merged.counts.dtype == np.int64 and merged.total == 250
@@ -141,7 +142,7 @@ def test_running_sum_adds_dense_and_sparse_blocks_exactly():
     blocks = [rng.integers(0, 50, 40) for _ in range(4)] + [rng.integers(0, 10**9, 30) % 300 for _ in range(7)]
     total = dask_backend.RunningSum(dense_limit=64)
     for block in blocks + [np.empty(0, dtype=np.int64)]:
-        total.add(staged.CellCounts.from_ids(block))
+        total.add(stages.CellCounts.from_ids(block))
     assert len(total.stack) == 3 and len(total.dense) == 64  # 7 sparse blocks = 4 + 2 + 1
     merged = total.result()
     ids, counts = np.unique(np.concatenate(blocks), return_counts=True)

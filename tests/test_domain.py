@@ -223,7 +223,7 @@ def test_typed_accessors_narrow_by_kind():
 
 
 def test_check_frame_keeps_the_named_columns_in_their_order_and_never_the_callers_table():
-    from privsyn_core.data.domain import check_frame
+    from privsyn_core.data.values import check_frame
 
     table = pd.DataFrame({"a": [1.0, 2.0], "b": ["x", "y"], "c": [3, 4]})
     before = table.copy()

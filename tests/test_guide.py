@@ -1,4 +1,6 @@
-"""The mechanism guide recommends from the measured benchmark results."""
+"""The mechanism guide recommends from the real-table benchmark's measured evidence, by rank with ties."""
+
+from __future__ import annotations
 
 import json
 from pathlib import Path
@@ -6,35 +8,83 @@ from pathlib import Path
 import pytest
 
 import privsyn_core as ps
-from privsyn_core.evaluation._guide_measured import MEASURED
-from privsyn_core.evaluation.guide import STRUCTURED, measured_from_results, recommend
+from privsyn_core.evaluation import _guide_evidence as shipped
+from privsyn_core.evaluation.guide import Shape, candidates, recommend, shape_distance, stand_in_schema
 
-RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "peers" / "results.json"
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "peers" / "results_real_tables.json"
 
-
-def test_the_shipped_table_is_the_peer_benchmark_results():
-    assert measured_from_results(json.loads(RESULTS.read_text())) == MEASURED
-
-
-@pytest.mark.parametrize("d, n, eps", [(2, 1400, 1.0), (5, 1400, 4.0), (5, 398, 0.5), (3, 1400, 1.0)])
-def test_a_measured_shape_gets_the_mechanism_with_the_lowest_median_tvd2_and_its_measured_ranges(d, n, eps):
-    rec = recommend(d, n, ["numeric"] * d, eps)
-    runs = [r for r in MEASURED if r[1] in STRUCTURED and (r[2], r[3], r[4]) == (d, n, eps)]
-    chosen = [r for r in runs if r[0] == rec.mechanism]
-    others = {r[0] for r in runs}
-    medians = {m: sorted(r[5] for r in runs if r[0] == m) for m in others}
-    mid = {m: v[(len(v) - 1) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
-           for m, v in medians.items()}
-    assert mid[rec.mechanism] == min(mid.values())
-    assert rec.expected_tvd2_range == (min(r[5] for r in chosen), max(r[5] for r in chosen))
-    assert rec.expected_w1_range == (min(r[6] for r in chosen), max(r[6] for r in chosen))
-    assert rec.mechanism in {s.name for s in ps.list_mechanisms()} and rec.why.endswith(".")
+#: Two tables, two mechanisms: pmm better on both by 2-way TVD and W1 (disjoint intervals), psmm tied with it on
+#: one W1 only.
+TABLES = {"small": (5, 1_000, 1, 1), "large": (10, 50_000, 5, 0), "far": (2, 100, 0, 0)}
+RUNS = [
+    ("small", 1.0, "pmm", "tvd2", 0.20, 0.18, 0.22), ("small", 1.0, "psmm", "tvd2", 0.40, 0.38, 0.42),
+    ("small", 1.0, "pmm", "w1", 0.10, 0.09, 0.11), ("small", 1.0, "psmm", "w1", 0.105, 0.10, 0.12),
+    ("small", 1.0, "pmm", "tvd1", 0.05, 0.04, 0.06),
+    ("large", 1.0, "pmm", "tvd2", 0.30, 0.29, 0.31), ("large", 1.0, "psmm", "tvd2", 0.50, 0.49, 0.51),
+    ("large", 1.0, "pmm", "w1", 0.20, 0.19, 0.21), ("large", 1.0, "psmm", "w1", 0.40, 0.39, 0.41),
+    ("small", 4.0, "pmm", "tvd2", 0.50, 0.45, 0.55), ("small", 4.0, "psmm", "tvd2", 0.10, 0.09, 0.11),
+    ("small", 4.0, "pmm", "w1", 0.50, 0.45, 0.55), ("small", 4.0, "psmm", "w1", 0.10, 0.09, 0.11),
+    ("far", 1.0, "psmm", "tvd2", 0.01, 0.0, 0.02), ("far", 1.0, "psmm", "w1", 0.01, 0.0, 0.02),
+]
+EVIDENCE = (TABLES, RUNS)
 
 
-def test_unmeasured_shapes_use_the_nearest_and_say_so():
-    rec = recommend(9, 20_000, ["numeric"] * 6 + ["categorical"] * 3, 2.0)
-    assert "nearest measured shape" in rec.why and "5 columns" in rec.why
-    boolean = recommend(8, 50_000, ["boolean"] * 8, 1.0)
-    assert boolean.mechanism == "microagg_dp" and boolean.expected_tvd2_range is None
+def test_the_shipped_evidence_is_the_benchmark_results():
+    from benchmarks.real_tables_report import guide_evidence
+
+    tables, runs = guide_evidence(json.loads(RESULTS.read_text()))
+    assert tables == shipped.TABLES and runs == shipped.RUNS
+
+
+def test_the_best_mean_rank_on_the_nearest_tables_wins_with_the_union_of_its_intervals():
+    found = recommend(6, 2_000, ["numeric"] * 4 + ["integer", "categorical"], 1.0, evidence=EVIDENCE)
+    assert found.mechanism == "pmm"  # rank 1 on small and large (tied on small's W1), last on far (no run)
+    assert found.evidence[:2] == ("small", "large") and found.evidence[-1] == "epsilon 1"
+    assert found.expected_tvd2_range == (0.18, 0.31) and found.expected_w1_range == (0.09, 0.21)
+    assert found.expected_tvd1_range == (0.04, 0.06)
+    assert "4 of 6" in found.why and found.why.endswith(".")  # not measured on far: ranked last there
+
+
+def test_the_nearest_measured_epsilon_is_used_and_named():
+    found = recommend(6, 2_000, ["numeric"] * 6, 3.0, evidence=EVIDENCE)
+    assert found.mechanism == "psmm" and found.evidence[-1] == "epsilon 4"
+    assert "the measured epsilon nearest to 3" in found.why
+
+
+def test_a_left_out_table_is_not_evidence():
+    assert recommend(2, 100, ["numeric"] * 2, 1.0, evidence=EVIDENCE).evidence[0] == "far"
+    assert "far" not in recommend(2, 100, ["numeric"] * 2, 1.0, evidence=EVIDENCE,
+                                  exclude_tables=["far"]).evidence
+
+
+def test_shape_distance_weighs_rows_columns_and_kinds():
+    base = Shape(10, 10_000, 0, 0)
+    assert shape_distance(base, base) == 0
+    assert shape_distance(base, Shape(10, 100_000, 0, 0)) == pytest.approx(1.0)
+    assert shape_distance(base, Shape(10, 10_000, 10, 0)) == pytest.approx(1.0)
+
+
+def test_candidates_are_the_private_mechanisms_that_accept_the_shape():
+    one_column = candidates(["numeric"])
+    two_columns = candidates(["numeric", "numeric"])
+    private = {s.name for s in ps.list_mechanisms() if s.is_private}
+    assert set(two_columns) <= private and "bootstrap" not in two_columns
+    for name in set(one_column) | set(two_columns):
+        spec = ps.get_mechanism(name)
+        assert (name in two_columns) == (spec.accepts(stand_in_schema(["numeric"] * 2)) is None)
+    assert any(ps.get_mechanism(n).max_dim == 1 for n in one_column)  # srw on one column only
+    assert not any(ps.get_mechanism(n).max_dim == 1 for n in two_columns)
+
+
+def test_the_shipped_guide_recommends_a_registered_private_mechanism():
+    found = recommend(8, 400, ["numeric"] * 5 + ["categorical"] * 3, 1.0)
+    assert ps.get_mechanism(found.mechanism).is_private
+    assert found.expected_w1_range is not None and found.expected_w1_range[0] <= found.expected_w1_range[1]
+
+
+@pytest.mark.parametrize("args", [(3, 100, ["text"] * 3, 1.0), (2, 100, ["numeric"], 1.0), (0, 10, [], 1.0),
+                                  (2, 10, [], 0.0)])
+def test_bad_shapes_are_refused(args):
     with pytest.raises(ValueError):
-        recommend(3, 100, ["text"], 1.0)
+        recommend(*args)

@@ -22,8 +22,9 @@ def test_levels_are_public_facts_of_the_schema() -> None:
     codec = LevelledCodec(SCHEMA)
     # 6 integers in [0, 5]; 101 > MAX_VALUE_LEVELS; continuous; 3 categories; integers 1..9 in [0.5, 9.5]
     assert codec.levels == (6, 0, 0, 3, 9)
-    assert codec.stage_params == {"levels": codec.levels}
+    assert codec.stage_params == {"levels": codec.levels, "atoms": (0, 0, 0, 0, 0)}  # the atom column is levelled
     assert LevelledCodec(SCHEMA, max_value_levels=5).levels == (0, 0, 0, 3, 0)
+    assert LevelledCodec(SCHEMA, max_value_levels=5).atoms == (0, 0, 0, 0, 1)  # now on bins: its atom counts
     assert MAX_VALUE_LEVELS >= 6
 
 

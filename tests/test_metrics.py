@@ -8,9 +8,9 @@ import pytest
 from scipy.spatial.distance import cdist
 from scipy.stats import wasserstein_distance
 
-import privsyn_core.evaluation.metrics as metrics
+import privsyn_core.evaluation.distances as distances
 from privsyn_core.errors import DataError, ParameterError
-from privsyn_core.evaluation.metrics import W1Value, gaussian_kernel_mean, median_bandwidth, mmd, mmd2, sliced_w1, w1
+from privsyn_core.evaluation.distances import W1Value, gaussian_kernel_mean, median_bandwidth, mmd, mmd2, sliced_w1, w1
 
 NORMS = {"chebyshev": np.inf, "cityblock": 1, "euclidean": 2}
 ALPHA = 1e-6  # false-failure rate of every concentration test below
@@ -126,7 +126,7 @@ def test_chunked_kernel_mean_equals_the_dense_computation(monkeypatch):
     X, Y, wx, wy = rng.normal(size=(1500, 3)), rng.normal(0.3, 1, size=(700, 3)), rng.random(1500), rng.random(700)
     dense = _dense_kernel_mean(X, Y, 0.8, wx, wy)
     assert gaussian_kernel_mean(X, Y, bandwidth=0.8, weights_x=wx, weights_y=wy) == pytest.approx(dense, rel=1e-12)
-    monkeypatch.setattr(metrics, "_CHUNK_ELEMENTS", 7 * 700)  # 7 rows per chunk, a ragged last chunk
+    monkeypatch.setattr(distances, "_CHUNK_ELEMENTS", 7 * 700)  # 7 rows per chunk, a ragged last chunk
     assert gaussian_kernel_mean(X, Y, bandwidth=0.8, weights_x=wx, weights_y=wy) == pytest.approx(dense, rel=1e-12)
 
 

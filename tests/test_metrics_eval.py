@@ -7,8 +7,9 @@ from scipy.stats import binom
 
 from privsyn_core import Schema
 from privsyn_core.errors import ParameterError
-from privsyn_core.evaluation import metrics
-from privsyn_core.evaluation.metrics import evaluate, mmd, mmd2, rank_runs, w1
+from privsyn_core.evaluation import distances, scorecard
+from privsyn_core.evaluation.distances import mmd, mmd2, w1
+from privsyn_core.evaluation.scorecard import evaluate, rank_runs
 from privsyn_core.reporting import report
 
 SCHEMA = Schema.from_dict({"columns": [{"name": "x", "kind": "numeric", "lo": 0, "hi": 1},
@@ -41,7 +42,7 @@ def test_every_number_carries_an_interval_and_a_floor_with_its_interval(good_and
             assert entry["floor_low"] <= entry["floor"] <= entry["floor_high"], name
             assert entry["interval"], name
         assert ev["w1"]["method"] == "exact_emd" and ev["w1"]["subsample_rows"] == 300
-        assert ev["_about"]["repeats"] == 4 and ev["_about"]["max_rows"] == metrics.EVAL_MAX_ROWS
+        assert ev["_about"]["repeats"] == 4 and ev["_about"]["max_rows"] == scorecard.EVAL_MAX_ROWS
         assert {"marginal_tvd_1way", "marginal_tvd_2way", "correlation_gap"} <= set(ev)
 
 
@@ -76,8 +77,8 @@ def test_evaluate_reads_at_most_max_rows_per_side_and_says_so():
 def test_full_sample_grid_w1_is_dropped_when_its_bound_is_not_below_ten_percent():
     rng = np.random.default_rng(6)
     X, Y = rng.random((3000, 2)), rng.random((3000, 2))
-    kept = metrics._full_sample_w1(X, Y + 0.3, max_entries=250_000)  # large value: bound is small beside it
-    dropped = metrics._full_sample_w1(X, Y, max_entries=10_000)  # evaluate keeps exact-or-grid (its time budget)
+    kept = scorecard._full_sample_w1(X, Y + 0.3, max_entries=250_000)  # large value: bound is small beside it
+    dropped = scorecard._full_sample_w1(X, Y, max_entries=10_000)  # evaluate keeps exact-or-grid (its time budget)
     assert kept["used"] and kept["error_bound"] < 0.1 * kept["value"] and kept["low"] <= kept["value"]
     assert not dropped["used"] and "value" not in dropped and "10%" in dropped["reason"]
     assert dropped["method"] == "grid_emd"
@@ -148,7 +149,7 @@ def test_mmd_auto_switches_to_rff_above_the_exact_size(monkeypatch):
     rng = np.random.default_rng(22)
     X, Y = rng.random((300, 2)), rng.random((200, 2))
     assert mmd(X, Y).estimator == "biased" and mmd(X, Y).error == 0
-    monkeypatch.setattr(metrics, "MMD_EXACT_PAIRS", 1000)
+    monkeypatch.setattr(distances, "MMD_EXACT_PAIRS", 1000)
     value = mmd(X, Y, weights_y=np.ones(200))
     assert value.estimator == "rff" and value.error > 0
     assert mmd(X, X).estimator == "rff" and float(mmd(X, X)) == 0.0  # identical samples: every feature cancels
@@ -165,7 +166,7 @@ def test_flow_w1_equals_pot_on_the_gridded_measures_and_is_within_its_bound(metr
     flow = w1(X, Y, metric=metric, method="flow", cells_per_axis=k)
     lo = np.minimum(X.min(axis=0), Y.min(axis=0))
     width = float(np.max(np.maximum(X.max(axis=0), Y.max(axis=0)) - lo)) / k
-    gridded = w1(metrics._cell_centres(X, lo, width, k), metrics._cell_centres(Y, lo, width, k), metric=metric,
+    gridded = w1(distances._cell_centres(X, lo, width, k), distances._cell_centres(Y, lo, width, k), metric=metric,
                  method="exact")
     assert flow.method == "grid_flow" and flow.cells_per_axis == k
     assert flow == pytest.approx(gridded, abs=1e-9)  # the graph metric is the ground metric between centres

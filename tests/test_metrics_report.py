@@ -11,7 +11,14 @@ import pytest
 from privsyn_core import Schema
 from privsyn_core.cli import main
 from privsyn_core.errors import ParameterError
-from privsyn_core.evaluation.metrics import boolean_marginal_errors, correlation_gap, evaluate, marginal_tvd
+from privsyn_core.evaluation.marginals import (
+    avg_sq_marginal_error,
+    boolean_marginal_errors,
+    correlation_gap,
+    marginal_table,
+    marginal_tvd,
+)
+from privsyn_core.evaluation.scorecard import METRICS, evaluate
 from privsyn_core.evaluation.utility import tstr
 
 SCHEMA = Schema.from_dict({"columns": [{"name": "x", "kind": "numeric", "lo": 0, "hi": 1},
@@ -65,6 +72,18 @@ def test_correlation_gap_is_zero_for_equal_tables_and_twice_the_correlation_for_
     assert correlation_gap(real, real) == {"max": 0.0, "mean": 0.0}
     rho = np.corrcoef(real[:, 0], real[:, 1])[0, 1]
     assert correlation_gap(real, flipped)["max"] == pytest.approx(2 * rho, rel=1e-12)
+
+
+def test_marginal_table_and_metric():
+    rng = np.random.default_rng(8)
+    X = rng.integers(0, 2, (200, 6)).astype(float)
+    for d in (1, 2, 3):
+        brute = [np.mean(np.prod(X[:, list(c)], axis=1)) for c in combinations(range(6), d)]
+        np.testing.assert_allclose(marginal_table(X, d), brute, rtol=0, atol=1e-15)
+    Z = rng.integers(0, 2, (50, 6)).astype(float)
+    expected = np.mean([(np.mean(X[:, i] * X[:, j]) - np.mean(Z[:, i] * Z[:, j])) ** 2
+                        for i, j in combinations(range(6), 2)])
+    assert avg_sq_marginal_error(X, Z, 2) == pytest.approx(expected, rel=1e-12)
 
 
 def test_boolean_marginal_errors_follow_the_papers_definition():
@@ -125,6 +144,15 @@ def test_evaluate_of_a_table_with_itself_is_at_its_floor_and_boolean_data_gets_k
     assert report["marginal_tvd_2way"]["value"] == 0 and not report["coverage"]["collapsed"]
     assert report["boolean_marginals"]["order_3"] == 0 and report["boolean_marginals"]["floor"] > 0
     assert report["tstr"]["task"] == "classification"
+    # every metric of the report, and only those, comes with its declaration (how the app and the CLI read it)
+    held = {name for name in report if not name.startswith("_")}
+    assert held == set(report["_about"]["metrics"]) == set(METRICS)
+    for name in held:
+        declared = report["_about"]["metrics"][name]
+        assert declared["better"] in ("lower", "higher") and declared["label"] and declared["unit"], name
+        assert declared["interval"] == all(k in report[name] for k in ("low", "high")), name
+    assert report["_about"]["metrics"]["tstr"]["better"] == "higher" and report["_about"]["metrics"]["w1"]["better"] \
+        == "lower"
 
 
 def test_cli_evaluate_prints_a_table_and_json(tmp_path, capsys):

@@ -17,13 +17,11 @@ from privsyn_core.errors import ParameterError
 from privsyn_core.mechanisms.microagg.aggregation import (
     alg1_params,
     alg4_params,
-    avg_sq_marginal_error,
     bootstrap_indices,
     covariance_loss,
     damped_microaggregate,
     equipartition,
     lattice_covering,
-    marginal_table,
     microaggregate,
     moment_distance,
     nearest_point_labels,
@@ -240,18 +238,6 @@ def test_moment_distance_and_tensorization():
     assert dist[2] == pytest.approx(covariance_loss(S, w, Y), rel=1e-9)
     assert dist[3] <= tensorization_constant(3) * dist[2] and dist[4] <= tensorization_constant(4) * dist[2]
     assert [tensorization_constant(d) for d in (1, 2, 3, 4, 5)] == [0, 1, 8, 44, 208]
-
-
-def test_marginal_table_and_metric():
-    rng = np.random.default_rng(8)
-    X = rng.integers(0, 2, (200, 6)).astype(float)
-    for d in (1, 2, 3):
-        brute = [np.mean(np.prod(X[:, list(c)], axis=1)) for c in combinations(range(6), d)]
-        np.testing.assert_allclose(marginal_table(X, d), brute, rtol=0, atol=1e-15)
-    Z = rng.integers(0, 2, (50, 6)).astype(float)
-    expected = np.mean([(np.mean(X[:, i] * X[:, j]) - np.mean(Z[:, i] * Z[:, j])) ** 2
-                        for i, j in combinations(range(6), 2)])
-    assert avg_sq_marginal_error(X, Z, 2) == pytest.approx(expected, rel=1e-12)
 
 
 # -- damping, projections ---------------------------------------------------------------------

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from privsyn_core.evaluation.audit import scaled_noise
-from privsyn_core.evaluation.metrics import w1
+from privsyn_core.evaluation.distances import w1
 from privsyn_core.mechanisms.hvz23.pmm_tree import pathwise_bound, tree_counts
 from privsyn_core.mechanisms.online import continual, online_pmm
 from privsyn_core.mechanisms.online.continual import (
@@ -26,6 +26,7 @@ from privsyn_core.mechanisms.online.continual import (
     node_label,
     nodes_containing,
 )
+from privsyn_core.mechanisms.online.online_pmm import StreamCounters
 from privsyn_core.privacy.accounting import ledger_total
 from privsyn_core.privacy.noise import discrete_laplace_pmf
 
@@ -148,34 +149,51 @@ def test_increment_holds_every_level_in_heap_layout():
 
 def test_release_is_consistent_and_nonnegative():
     plan = online_pmm.plan_stream(5, 2, 0.5)
-    state = CounterState.empty(plan.size)
+    state = StreamCounters.start(plan)
     for t in range(6):
         unit = np.random.default_rng(t).random((40, 2))
-        out = online_pmm.step(state, online_pmm.batch_increment(unit, 5), plan, keyed_rng(KEY))
-        leaves = online_pmm.consistent_leaves(out, 5)
+        out = online_pmm.step(state, online_pmm.batch_leaves(unit, 5), plan, keyed_rng(KEY))
+        leaves = online_pmm.consistent_leaves(out)
         assert leaves.min() >= 0 and leaves.sum() == max(int(out[1]), 0)
 
 
-def test_pathwise_w1_bound_holds_at_every_step():
+def _run_stream(plan, batches, key: bytes, rule=None):
+    """Yield (step, released estimates, true cumulative counts at the open depth, records so far)."""
+    state = StreamCounters.start(plan)
+    seen = np.empty((0, plan.d))
+    for t, batch in enumerate(batches, 1):
+        seen = np.vstack([seen, batch])
+        out = online_pmm.step(state, online_pmm.batch_leaves(batch, plan.depth), plan, keyed_rng(key), rule)
+        yield t, out, online_pmm.batch_increment(seen, online_pmm.tree_depth(out)), seen, state
+
+
+def _batches(rng, d, steps, low=20, high=80):
+    return [rng.random((int(rng.integers(low, high)), d)) ** 2 for _ in range(steps)]
+
+
+@pytest.mark.parametrize("growing", [False, True])
+def test_pathwise_w1_bound_holds_at_every_step(growing):
     """At every step W1(true so far, synthetic) <= the pathwise bound of [HVZ23] Thm 4.2's proof with the
-    counters' errors as lambda (exact l-infinity W1)."""
-    rng = np.random.default_rng(5)
+    estimates' errors as lambda (exact l-infinity W1): fixed depths, and growing ones whose levels open after step 1
+    (so their errors hold the split of the records before)."""
+    rng = np.random.default_rng(5 + growing)
+    late_openings = 0
     for run in range(6):
-        d, depth = 1 + run % 3, int(rng.integers(2, 8))
-        plan = online_pmm.plan_stream(depth, d, float(rng.choice([0.5, 2.0])))
-        state = CounterState.empty(plan.size)
-        seen = np.empty((0, d))
-        for t in range(1, 9):
-            batch = rng.random((int(rng.integers(20, 80)), d)) ** 2
-            seen = np.vstack([seen, batch])
-            inc = online_pmm.batch_increment(seen, depth)  # the true cumulative counts
-            out = online_pmm.step(state, online_pmm.batch_increment(batch, depth), plan, keyed_rng(bytes([run]) * 32))
-            error = out - inc
+        d = 1 + run % 3
+        epsilon = float(rng.choice([0.5, 2.0])) * (40 if growing else 1)
+        plan = online_pmm.growing_plan(d, epsilon, 9) if growing else \
+            online_pmm.plan_stream(int(rng.integers(2, 8)), d, epsilon)
+        runs = list(_run_stream(plan, _batches(rng, d, 8), bytes([run]) * 32))
+        for t, out, truth, seen, _ in runs:
+            error = out - truth
+            depth = online_pmm.tree_depth(out)
             lambdas = [error[2 ** j:2 ** (j + 1)] for j in range(depth + 1)]
-            rows = online_pmm.synthetic_plan(out, plan, np.random.default_rng(t)).all_rows()
+            rows = online_pmm.synthetic_plan(out, d, np.random.default_rng(t)).all_rows()
             if len(rows) == 0:
                 continue
             assert w1(seen, rows, metric="chebyshev") <= pathwise_bound(lambdas, len(seen), d) + 1e-9
+        late_openings += max(runs[-1][4].opened) > 1
+    assert late_openings >= 4 or not growing
 
 
 def test_expected_w1_bound_dominates_the_mean_pathwise_bound():
@@ -183,16 +201,82 @@ def test_expected_w1_bound_dominates_the_mean_pathwise_bound():
     the bound's own slack (the mean's 6-SE band)."""
     plan = online_pmm.plan_stream(6, 2, 1.0)
     unit = np.random.default_rng(0).random((500, 2))
-    inc = online_pmm.batch_increment(unit, 6)
     values = []
     for run in range(200):
-        state = CounterState.empty(plan.size)
-        for _ in range(5):
-            out = online_pmm.step(state, inc, plan, keyed_rng(run.to_bytes(32, "little")))
-        error = out - 5 * inc
+        *_, (_, out, truth, _, _) = _run_stream(plan, [unit] * 5, run.to_bytes(32, "little"))
+        error = out - truth
         values.append(pathwise_bound([error[2 ** j:2 ** (j + 1)] for j in range(7)], 2500, 2))
     values = np.array(values)
     assert values.mean() - 6 * values.std() / math.sqrt(len(values)) <= online_pmm.expected_w1_bound(5, 2500, plan)
+
+
+def test_expected_w1_bound_of_a_growing_tree_dominates_the_mean_pathwise_bound():
+    """The same with levels opening after step 1 on a schedule fixed in advance (levels 0-1 at step 1, 2-3 at
+    step 3, 4-5 at step 5), on skewed data so that the split of the records before the openings costs: at steps
+    3 to 7, mean of 200 runs within its 6-SE band."""
+    plan = online_pmm.growing_plan(2, 20.0, 5)
+    schedule = {1: 1, 2: 1, 3: 3, 4: 3}
+    opened = [1, 1, 3, 3, 5, 5]
+    unit = np.random.default_rng(1).random((400, 2)) ** 3
+    values = {t: [] for t in range(3, 8)}
+    for run in range(200):
+        runs = list(_run_stream(plan, [unit] * 7, run.to_bytes(32, "little"), lambda root, t: schedule.get(t, 5)))
+        for t, out, truth, _, _ in runs:
+            if t >= 3:
+                error = out - truth
+                depth = online_pmm.tree_depth(out)
+                values[t].append(pathwise_bound([error[2 ** j:2 ** (j + 1)] for j in range(depth + 1)], 400 * t, 2))
+        assert runs[-1][4].opened == opened
+    for t, v in values.items():
+        v = np.array(v)
+        open_now = [s for s in opened if s <= t]
+        bound = online_pmm.expected_w1_bound(t, 400 * t, plan, open_now, [400 * (s - 1) for s in open_now])
+        assert v.mean() - 6 * v.std() / math.sqrt(len(v)) <= bound, t
+
+
+def test_the_growing_ledger_commits_every_level_and_sums_to_epsilon():
+    plan = online_pmm.growing_plan(2, 0.7)
+    assert plan.depth == online_pmm.MAX_STREAM_DEPTH and plan.growing
+    assert ledger_total(plan.ledger) == 0.7 and len(plan.ledger) == 2 * (online_pmm.MAX_STREAM_DEPTH + 1)
+    w = np.array([(j + 2.0) ** -2 for j in range(online_pmm.MAX_STREAM_DEPTH + 1)])
+    assert np.allclose(plan.level_epsilons / 0.7, w / w.sum())
+
+
+def test_levels_open_when_the_released_total_passes_their_threshold():
+    """The rule is PMM's depth floor(log2(eps_j / g(t) * N)) - [d = 1] >= j, read off the released root only."""
+    for d in (1, 2, 3):
+        plan = online_pmm.growing_plan(d, 1.0)
+        for t in (1, 5, 48):
+            for j in range(1, 8):
+                threshold = plan.opening_threshold(j, t)
+                eps = plan.level_epsilons[j] / online_pmm.counter_inflation(t)
+                assert online_pmm.paper_depth(math.ceil(threshold) + 1, eps, d) >= j
+                assert online_pmm.paper_depth(math.floor(threshold) - 1, eps, d) < j
+                assert plan.opening_depth(math.ceil(threshold), t) >= j > plan.opening_depth(math.floor(threshold), t)
+    assert online_pmm.plan_stream(4, 2, 1.0).opening_depth(0, 1) == 4
+
+
+def test_a_level_counts_only_the_records_from_its_opening_on():
+    """Without noise: a level opened at step s holds the split of the release of step s-1 (ceil to the first
+    child, floor to the second) plus the true counts of the steps from s on; the rule sees the released root."""
+    plan = online_pmm.growing_plan(2, 1.0, 6)
+    rng = np.random.default_rng(3)
+    batches = [rng.random((50, 2)) for _ in range(6)]
+    seen_roots = []
+
+    def rule(root, t):
+        seen_roots.append(root)
+        return {1: 1, 3: 4}.get(t, 4 if t > 3 else 1)
+    with scaled_noise(1e-9):
+        runs = list(_run_stream(plan, batches, KEY, rule))
+    released = {t: out for t, out, _, _, _ in runs}
+    assert seen_roots == [50 * t for t in range(1, 7)] and runs[-1][4].opened == [1, 1, 3, 3, 3]
+    expected = online_pmm.split_down(released[2], 1, 4)
+    expected += online_pmm.batch_increment(np.vstack(batches[2:]), 4)
+    expected[:4] = released[6][:4]
+    assert np.array_equal(released[6], expected)
+    assert online_pmm.split_down(np.array([0, 5]), 0, 2).tolist() == [0, 5, 3, 2, 2, 1, 1, 1]
+    assert online_pmm.split_down(np.array([0, -3]), 0, 1).tolist() == [0, -3, -1, -2]
 
 
 def test_node_labels_are_unique():

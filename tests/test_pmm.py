@@ -15,10 +15,9 @@ from scipy import stats
 
 import privsyn_core as ps
 from privsyn_core.data.datasets import two_blobs
-from privsyn_core.engine.resources import max_pmm_depth
 from privsyn_core.errors import DataError
-from privsyn_core.evaluation.metrics import w1
-from privsyn_core.mechanisms.hvz23.pmm import DIAGNOSTIC_MAX_CELLS, SPEC as PMM, resolve_depth
+from privsyn_core.evaluation.distances import w1
+from privsyn_core.mechanisms.hvz23.pmm import DIAGNOSTIC_MAX_CELLS, SPEC as PMM, max_pmm_depth, resolve_depth
 from privsyn_core.mechanisms.hvz23.pmm_tree import (
     MAX_DEPTH,
     THM43_CONSTANT,

@@ -16,7 +16,7 @@ import pytest
 import privsyn_core as ps
 from goodness_of_fit import ALPHA, discrete_laplace_pvalue
 from privsyn_core.data.grid import cell_centres
-from privsyn_core.evaluation.metrics import w1
+from privsyn_core.evaluation.distances import w1
 from privsyn_core.mechanisms.hvz23.dbl_lp import (
     all_pairs,
     dbl_distance,

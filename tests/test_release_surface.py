@@ -35,7 +35,7 @@ import privsyn_core as ps
 from privsyn_core.cli import main as cli_main
 from privsyn_core.data.io import to_csv_bytes
 from privsyn_core.engine import pipeline
-from privsyn_core.mechanisms.peers import opendp_support as peers
+from privsyn_core.mechanisms.base.spec import register
 from privsyn_core.privacy import accounting, noise
 from privsyn_core.reporting import report
 
@@ -98,7 +98,7 @@ def _cases() -> list[Any]:
     for spec in ps.list_mechanisms():
         if not spec.is_private:  # nothing of theirs is private (test_non_private_releases_say_so)
             continue
-        if spec.name in peers.PEERS:  # OpenDP's noise cannot be seeded: tests/test_peers.py runs these pairs
+        if spec.implemented_by is not None:  # OpenDP's noise cannot be seeded: tests/test_peers.py runs these pairs
             continue
         for relation in spec.neighbouring:
             modes = ["public_n", "noisy_n"] if relation == "add_remove" else ["n_public"]
@@ -117,10 +117,12 @@ def _shifted_count_noise(monkeypatch: pytest.MonkeyPatch, shift: int) -> None:
     monkeypatch.setattr(pipeline, "discrete_laplace", lambda *a, **k: draw(*a, **k) + shift)
 
 
-def _run(data: pd.DataFrame, name: str, relation: str, schema: dict, public_n: int | None) -> dict[str, Any]:
+def _run(data: pd.DataFrame, name: str, relation: str, schema: dict, public_n: int | None,
+         **params: Any) -> dict[str, Any]:
     """The API channel: the release's metadata, the output's columns and dtypes, or the failure."""
     try:
-        result = ps.synthesize(data, name, EPSILON, schema=schema, neighbouring=relation, rng=SEED, public_n=public_n)
+        result = ps.synthesize(data, name, EPSILON, schema=schema, neighbouring=relation, rng=SEED, public_n=public_n,
+                               **params)
     except Exception as exc:  # an exception is a release too: it must not depend on the data
         return {"raised": f"{type(exc).__name__}: {exc}"}
     release = result.release()
@@ -146,6 +148,28 @@ def test_api_release_is_identical_on_neighbours(name, relation, mode, monkeypatc
         second = _run(after, name, relation, schema, public_n)
         monkeypatch.undo()
         assert _without(first, "result") == _without(second, "result"), f"{name}, {relation}: {label}"
+
+
+@pytest.mark.parametrize("relation, mode", [("replace", "n_public"), ("add_remove", "public_n"),
+                                            ("add_remove", "noisy_n")])
+def test_marginal_tree_tree_branch_release_is_identical_on_neighbours(relation, mode, monkeypatch):
+    """The registry's pairs run marginal_tree on two columns, where its default releases the joint by psmm: its tree
+    (1-way marginals, selection, edges) is checked here on four columns, one of them an integer column with 21
+    public values (measured one level per value), under both relations."""
+    public_n = PUBLIC_N if mode == "public_n" else None
+    pairs = _pairs(relation, 4)
+    levelled = {"columns": [*_schema(3)["columns"], {"name": "x3", "kind": "numeric", "lo": 0, "hi": 20,
+                                                     "integer": True}]}
+    before, after, _ = pairs[next(iter(pairs))]
+    pairs["few-valued integer column"] = ((before * 50).round(), (after * 50).round(), levelled)
+    for label, (before, after, schema) in pairs.items():
+        first = _run(before, "marginal_tree", relation, schema, public_n, joint_columns=1)
+        if mode == "noisy_n":
+            _shifted_count_noise(monkeypatch, len(before) - len(after))
+        second = _run(after, "marginal_tree", relation, schema, public_n, joint_columns=1)
+        monkeypatch.undo()
+        assert "raised" not in first and first["release"]["params"]["branch"] == "tree", label
+        assert _without(first, "result") == _without(second, "result"), f"marginal_tree, {relation}: {label}"
 
 
 def _cli(tmp_path, data: pd.DataFrame, name: str, relation: str, schema: dict, public_n: int | None,
@@ -248,7 +272,7 @@ def test_no_seed_is_chosen_or_recorded_by_default():
 
 def test_registering_without_a_release_declaration_is_refused():
     with pytest.raises(RuntimeError, match="released"):
-        ps.registry.register("undeclared", title="t", paper="p", data_kind="continuous", neighbouring=("replace",),
+        register("undeclared", title="t", paper="p", data_kind="continuous", neighbouring=("replace",),
                              is_private=True, params={}, guarantee="g", description="d")(lambda unit, epsilon: None)
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from privsyn_core import registry
+from privsyn_core.mechanisms.base import spec as declared
 from privsyn_core.result import MechanismOutput
 
 
@@ -23,9 +24,9 @@ def reproduce():
 def extra_mechanism(monkeypatch):
     """A data-independent mechanism (uniform rows: 0-DP, so any epsilon is honest) registered for this test only."""
     registry.list_mechanisms()  # discover the real ones before the registry is swapped
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setattr(declared, "_REGISTRY", dict(declared._REGISTRY))
 
-    @registry.register("test_uniform_rows", title="uniform rows (test)", paper="test", data_kind="continuous",
+    @declared.register("test_uniform_rows", title="uniform rows (test)", paper="test", data_kind="continuous",
                        released=(), neighbouring=("replace", "add_remove"), is_private=True, params={},
                        guarantee="ignores the data", description="test only")
     def _run(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import privsyn_core as ps
-from privsyn_core.engine import resources
 from privsyn_core.errors import ResourceError
+from privsyn_core.mechanisms.base import resources
+from privsyn_core.mechanisms.hvz23 import pmm
 
 X = np.random.default_rng(0).random((200, 2))
 
@@ -35,8 +36,8 @@ def test_too_many_rows_are_refused_before_running(monkeypatch):
 
 def test_pmm_depth_is_capped_by_the_budget_with_a_warning_and_an_explicit_one_refused(monkeypatch):
     monkeypatch.setenv("PRIVSYN_MEMORY_BUDGET_MB", "16")
-    cap = resources.max_pmm_depth()
-    assert cap == int(np.floor(np.log2(16 * 2**20 / resources.PMM_BYTES_PER_LEAF)))
+    cap = pmm.max_pmm_depth()
+    assert cap == int(np.floor(np.log2(16 * 2**20 / pmm.PMM_BYTES_PER_LEAF)))
     result = ps.synthesize(X, "pmm", 1e6, schema=ps.unit_schema(2), rng=0)  # paper depth floor(log2(2e8)) = 27
     assert result.params["depth"] == cap and any("capped" in w for w in result.warnings)
     with pytest.raises(ResourceError, match=f"depth <= {cap}"):
@@ -56,4 +57,4 @@ def test_hostile_epsilon_stays_under_a_hard_address_space_limit():
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert int(done.stdout.split()[0]) == resources.max_pmm_depth()
+    assert int(done.stdout.split()[0]) == pmm.max_pmm_depth()

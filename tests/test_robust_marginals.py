@@ -12,15 +12,8 @@ import pytest
 from scipy.stats import beta, binom, t as student_t
 
 from privsyn_core import Schema
-from privsyn_core.evaluation.metrics import (
-    EVAL_BOOTSTRAP,
-    EVAL_CONFIDENCE,
-    ROBUST_OFFSETS,
-    ROBUST_RESOLUTIONS,
-    evaluate,
-    marginal_tvd,
-    rank_runs,
-)
+from privsyn_core.evaluation.marginals import ROBUST_OFFSETS, ROBUST_RESOLUTIONS, marginal_tvd
+from privsyn_core.evaluation.scorecard import EVAL_BOOTSTRAP, EVAL_CONFIDENCE, evaluate, rank_runs
 
 COLS = ["a", "b", "c"]
 UNIT3 = Schema.from_dict({"columns": [{"name": c, "lo": 0, "hi": 1} for c in COLS]})
@@ -127,7 +120,8 @@ def test_replicate_weights_give_the_metrics_of_the_resampled_tables():
     """The bootstrap never builds a resampled table: replicate r's histograms are the real rows weighted by how
     often replicate r draws them. Each replicate's TVDs and correlation matrices must equal those of the table
     that replicate draws (real.iloc[draws[r]]), computed the plain way."""
-    from privsyn_core.evaluation.metrics import _correlations, _grids, _marginal_tvds, _resampled
+    from privsyn_core.evaluation.marginals import _correlations, bin_grids, weighted_marginal_tvds
+    from privsyn_core.evaluation.scorecard import _resampled
 
     schema = Schema.from_dict({"columns": [
         {"name": "a", "lo": 0, "hi": 1}, {"name": "k", "lo": 0, "hi": 5, "integer": True},
@@ -138,7 +132,7 @@ def test_replicate_weights_give_the_metrics_of_the_resampled_tables():
     R, S = schema.encode(real)[0], schema.encode(synth)[0]
     real_draws, real_weights = _resampled(len(R), 3, rng)
     synth_draws, synth_weights = _resampled(len(S), 3, rng)
-    found = _marginal_tvds(R, S, schema, _grids("robust"), real_weights, synth_weights)
+    found = weighted_marginal_tvds(R, S, schema, bin_grids("robust"), real_weights, synth_weights)
     correlations = _correlations(R, real_weights)
     for r in range(3):
         resampled_real, resampled_synth = real.iloc[real_draws[r]], synth.iloc[synth_draws[r]]

@@ -1,8 +1,8 @@
 """Output rows carry no order (issue 28, item 4): the row number says nothing about the values.
 
 Every registered mechanism's rows are a uniformly random permutation (a row plan's blocks,
-:mod:`privsyn_core.engine.staged`; every other mechanism's rows in :func:`privsyn_core.api._finish`).  Test: the
-Spearman correlation ``rho_j`` between the row number and column ``j``.  Under a uniformly random order
+:mod:`privsyn_core.mechanisms.base.rows`; every other mechanism's rows in :func:`privsyn_core.api._finish`).
+Test: the Spearman correlation ``rho_j`` between the row number and column ``j``.  Under a uniformly random order
 independent of the values, ``rho_j`` is the Pearson correlation of a random permutation of the row numbers with
 fixed (mid)ranks: ``E rho_j = 0`` and ``Var rho_j = 1 / (m - 1)`` exactly for ``m`` rows, ties included.  With the
 normal approximation of that permutation law (``m`` about 3000), ``|rho_j| sqrt(m - 1) < z_{1 - ALPHA / (2 d)}``
@@ -22,7 +22,8 @@ from scipy import stats
 import privsyn_core as ps
 from goodness_of_fit import ALPHA
 from privsyn_core.data.datasets import two_blobs
-from privsyn_core.engine import staged
+from privsyn_core.mechanisms.base import rows as row_plans
+from privsyn_core.mechanisms.hvz23 import leaf_rows
 
 ROWS = 3000
 
@@ -70,7 +71,7 @@ def test_the_order_test_detects_sorted_rows():
 
 def test_the_order_test_detects_pmm_rows_left_in_tree_order(monkeypatch):
     """PMM's rows as they were before the shuffle (grouped by leaf, heap order) fail the same test."""
-    monkeypatch.setattr(staged, "shuffle_rows", lambda rows, rng: None)
+    monkeypatch.setattr(leaf_rows, "shuffle_rows", lambda rows, rng: None)
     with pytest.raises(AssertionError, match="row order"):
         assert_no_order(_pmm_rows())
 
@@ -79,7 +80,7 @@ def test_the_order_is_reproducible_and_blocks_are_laid_out_at_random(monkeypatch
     """Same seed, same rows (the permutation uses the run's generator); with several row blocks the blocks
     come in a random order (not always the atoms' order), each block's rows shuffled."""
     assert np.array_equal(_pmm_rows(5), _pmm_rows(5))
-    monkeypatch.setattr(staged, "ROW_BLOCK", 500)
+    monkeypatch.setattr(row_plans, "ROW_BLOCK", 500)
     firsts = set()
     for seed in range(8):
         rows = _pmm_rows(seed)

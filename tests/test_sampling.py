@@ -46,7 +46,7 @@ def test_selection_equals_the_sorted_rule_when_remainders_are_distinct(seed):
     assert np.array_equal(largest_remainder(weights, total, rng), expected)
 
 
-# -- row order and leaf rows of privsyn_core.engine.staged.RowPlan -------------------------------------------------
+# -- row order and leaf rows of privsyn_core.mechanisms.base.rows.RowPlan ---------------------------------------
 @pytest.mark.parametrize(("counts", "pile_rows"), [((2, 1, 1), 2), ((3, 3), 2), ((1, 1, 1, 1), 1), ((2, 1, 1), 64)])
 def test_shuffled_piles_give_every_arrangement_of_the_labels_with_equal_probability(monkeypatch, counts, pile_rows):
     """All ``total! / prod(c!)`` arrangements of the multiset are equally likely (chi-square, false failure 1e-6).
@@ -57,9 +57,9 @@ def test_shuffled_piles_give_every_arrangement_of_the_labels_with_equal_probabil
     """
     from math import factorial, prod
 
-    from privsyn_core.engine import staged
+    from privsyn_core.mechanisms.base import rows as row_plans
 
-    monkeypatch.setattr(staged, "PILE_ROWS", pile_rows)
+    monkeypatch.setattr(row_plans, "PILE_ROWS", pile_rows)
     counts = np.array(counts, dtype=np.int64)
     total = int(counts.sum())
     arrangements = factorial(total) // prod(factorial(int(c)) for c in counts)
@@ -68,7 +68,7 @@ def test_shuffled_piles_give_every_arrangement_of_the_labels_with_equal_probabil
     seen: dict[tuple, int] = {}
     for _ in range(trials):
         order = np.empty(total, dtype=np.int64)
-        for start, labels in staged.shuffled_piles(counts, total, rng):
+        for start, labels in row_plans.shuffled_piles(counts, total, rng):
             order[start:start + len(labels)] = labels
         key = tuple(order.tolist())
         seen[key] = seen.get(key, 0) + 1
@@ -80,14 +80,14 @@ def test_shuffled_piles_give_every_arrangement_of_the_labels_with_equal_probabil
 
 def test_shuffled_rows_keep_every_atoms_row_count():
     """A shuffled box plan of several piles puts exactly ``counts[i]`` rows in box ``i`` (boxes disjoint)."""
-    from privsyn_core.engine.staged import PILE_ROWS, RowPlan
+    from privsyn_core.mechanisms.base.rows import PILE_ROWS, BoxPlan
 
     rng = np.random.default_rng(3)
     m = 50
     counts = rng.integers(0, 3 * PILE_ROWS // m, m)
     lo = np.stack([np.arange(m) / m, np.zeros(m)], axis=1)
     hi = lo + np.array([1 / m, 1.0])
-    rows = RowPlan("box", counts, (lo + hi) / 2, rng, lo=lo, hi=hi).all_rows()
+    rows = BoxPlan(counts, (lo + hi) / 2, rng, lo=lo, hi=hi).all_rows()
     assert len(rows) == counts.sum() > PILE_ROWS
     assert np.array_equal(np.bincount(np.minimum((rows[:, 0] * m).astype(int), m - 1), minlength=m), counts)
     assert not np.array_equal(np.sort(rows[:, 0]), rows[:, 0])  # shuffled, not grouped by atom
@@ -98,7 +98,8 @@ def test_leaf_rows_fall_in_their_leaves():
     group of leaves is split (a deterministic check of the row layout).  They are drawn grouped by leaf in heap
     order and then shuffled (issue 28, item 4), so the check is on the sorted leaf ids; the order itself is tested in
     tests/test_row_order.py."""
-    from privsyn_core.engine.staged import LEAF_GROUP, ROW_CHUNK
+    from privsyn_core.mechanisms.base.rows import ROW_CHUNK
+    from privsyn_core.mechanisms.hvz23.leaf_rows import LEAF_GROUP
     from privsyn_core.mechanisms.hvz23.pmm import leaf_plan
     from privsyn_core.mechanisms.hvz23.pmm_tree import leaf_ids
 

@@ -322,3 +322,94 @@ def test_the_whole_streams_epsilon_is_counted_once_in_the_privacy_ledger(tmp_pat
     assert not (tmp_path / "t.json").exists() and ledger.spent("clinic") == 1.0
     with pytest.raises(ParameterError, match="go with create=True"):
         open_stream(tmp_path / "s.json", ledger=ledger)
+
+
+# -- format versions and the growing depth -----------------------------------------------------------------------
+V1 = Path(__file__).parent / "data" / "stream" / "v1_depth4_step3.json"
+
+
+def _batch40(t: int) -> pd.DataFrame:
+    return _batch(t, 40)
+
+
+def test_a_version_1_state_continues_with_the_same_noise_and_is_written_as_version_2(tmp_path):
+    """A state written by format version 1 (fixed depth, one counter): step 4 releases exactly the counters and rows
+    that version 1 released (recorded with it), so a backup restored across the upgrade gets no fresh noise."""
+    expected = json.loads(V1.with_suffix(".expected.json").read_text())
+    state = tmp_path / "v1.json"
+    state.write_bytes(V1.read_bytes())
+    stream = open_stream(state, SCHEMA, 1.0)
+    assert (stream.step, stream.depth, stream.opened) == (3, 4, [1] * 5)
+    release = stream.add(_batch40(4))
+    assert stream.counters().tolist() == expected["counters_step4"]
+    assert hashlib.sha256(release.data.to_csv(index=False).encode()).hexdigest() == expected["rows_sha256_step4"]
+    assert json.loads(state.read_text())["version"] == 2 and open_stream(state).release().data.equals(release.data)
+
+
+def test_a_state_of_an_unknown_version_is_refused_with_one_line(state):
+    open_stream(state, SCHEMA, 1.0, create=True, depth=3, rng=0).add(_batch(1))
+    body = json.loads(state.read_text())
+    body["version"] = 3
+    state.write_text(json.dumps(body))
+    with pytest.raises(StreamError, match="format version 3; this library reads versions 1, 2") as info:
+        open_stream(state)
+    assert "\n" not in str(info.value)
+
+
+def test_a_growing_stream_opens_levels_as_its_released_total_grows(state, tmp_path):
+    stream = open_stream(state, SCHEMA, 1.0, create=True, growing=True, rng=5)
+    assert len(stream.ledger) == 42 and math.fsum(e for _, e in stream.ledger) == 1.0
+    depths = []
+    for t in range(1, 7):
+        release = stream.add(_batch(t, 100 * 2 ** t))
+        params = release.params
+        assert params["depth"] == len(params["opened"]) - 1 == stream.depth and params["leaves"] == 2 ** stream.depth
+        assert params["depth_rule"] == "growing" and params["max_depth"] == 20
+        depths.append(params["depth"])
+    assert depths == sorted(depths) and depths[-1] > depths[0] and max(stream.opened) > 1
+    assert stream.report()["params"]["opened"] == stream.opened
+    copy = tmp_path / "copy.json"  # a restart, and a replayed step: the same counters
+    copy.write_bytes(state.read_bytes())
+    again = open_stream(copy).add(_batch(7, 100))
+    assert again.data.equals(stream.add(_batch(7, 100)).data)
+    assert np.array_equal(open_stream(copy).counters(), stream.counters())
+
+
+@pytest.mark.parametrize("kwargs", [{"growing": True, "depth": 3}, {"growing": True, "horizon_n": 100},
+                                    {"growing": True, "horizon_steps": 5}, {"growing": "yes"}])
+def test_bad_growing_parameters(tmp_path, kwargs):
+    with pytest.raises(PrivsynError):
+        open_stream(tmp_path / "s.json", SCHEMA, 1.0, create=True, **kwargs)
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_a_state_with_inconsistent_groups_is_refused(state):
+    """Groups that skip a level or open after the current step, even with a valid checksum: corrupted."""
+    from privsyn_core.stream import _checksum
+
+    stream = open_stream(state, SCHEMA, 1.0, create=True, growing=True, rng=0)
+    for t in range(1, 4):
+        stream.add(_batch(t, 2000))
+    good = json.loads(state.read_text())
+    assert len(good["groups"]) >= 2
+    for damage in ("skip", "late"):
+        body = json.loads(json.dumps(good))
+        if damage == "skip":
+            body["groups"][1]["first"] += 1
+        else:
+            body["groups"][-1]["opened"] = body["step"] + 1
+        body.pop("checksum")
+        state.write_text(json.dumps({**body, "checksum": _checksum(body)}))
+        with pytest.raises(StreamError, match="corrupted"):
+            open_stream(state)
+
+
+def test_cli_opens_a_growing_stream(tmp_path, capsys):
+    f = _files(tmp_path)
+    st = str(f / "st.json")
+    assert cli_main(["stream", "open", st, "--schema", str(f / "schema.json"), "--epsilon", "1", "--growing",
+                     "--seed", "2"]) == 0
+    assert "depth growing up to 20" in capsys.readouterr().out
+    assert cli_main(["stream", "add", st, str(f / "b0.csv"), str(f / "o0.csv")]) == 0
+    assert cli_main(["stream", "status", st]) == 0
+    assert "depth " in capsys.readouterr().out

@@ -8,7 +8,7 @@ Usage (from the repository root)::
 Every (system, dataset, epsilon) run is one child process on the same private table
 (written once per dataset and seed); the driver measures the child's wall time, the child
 reports its synthesis time and peak resident memory (``VmHWM``), and the driver then scores the synthetic table
-against the real one with :func:`privsyn_core.evaluation.metrics.evaluate` (W1 with its method/bound,
+against the real one with :func:`privsyn_core.evaluation.scorecard.evaluate` (W1 with its method/bound,
 MMD, 1-/2-way marginal TVD, TSTR on a real hold-out that no system saw).  Results go to
 ``benchmarks/peers/results.json``, the table ``docs/tables/peers.md`` and the full report with Plotly HTML
 figures under ``test-output/peers/`` (not committed).
@@ -216,7 +216,7 @@ def score(real: pd.DataFrame, test: pd.DataFrame, record: dict, meta: dict, w1_e
     if "error" in record:
         return {}
     from privsyn_core.data.domain import Schema
-    from privsyn_core.evaluation.metrics import evaluate
+    from privsyn_core.evaluation.scorecard import evaluate
 
     synth = pd.read_csv(Path(meta["folder"]) / f"{record['system']}_eps{record['epsilon']:g}" / "synth.csv")
     schema = Schema.from_dict(meta["schema"])

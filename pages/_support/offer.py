@@ -25,10 +25,10 @@ def split(specs: list[ps.MechanismSpec], schema: ps.Schema | None) -> tuple[list
 
 def current_schema() -> ps.Schema | None:
     """The public schema of the chosen columns, or ``None`` while it is incomplete."""
-    from pages import _ui as ui
+    from pages._support import schema_state
 
     try:
-        return ui.schema()
+        return schema_state.schema()
     except ps.PrivsynError:
         return None
 

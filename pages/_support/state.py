@@ -7,6 +7,7 @@ drops what teaching mode left behind (:func:`enforce_mode`).
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import runpy
@@ -18,6 +19,7 @@ import streamlit as st
 import privsyn_core as ps
 
 
+@functools.cache  # once per server process: app.py calls it on every script run
 def freeze_import_heap() -> None:
     """Move every object alive now (the imported modules of Streamlit, pandas, Plotly, privsyn) out of the
     cyclic garbage collector's reach (:func:`gc.freeze`), once per server process.
@@ -27,7 +29,7 @@ def freeze_import_heap() -> None:
     sends every session's messages included) runs.  Streamlit collected after every script run, including every
     run stopped by a rerun (``runner.postScriptGC``, now off in ``.streamlit/config.toml``), and the
     collector also starts by itself in any thread, possibly one holding Streamlit's media file lock.  Under
-    20 sessions that saturated the interpreter: the root cause of the "stuck" sessions (docs/security.md).
+    20 sessions that saturated the interpreter: the root cause of the "stuck" sessions (docs/load.md).
     Frozen, a full collection walks only the objects made since (0.04-0.06 s measured).  Objects frozen here
     are still freed by reference counting; only cycles among them are never collected.
     """

@@ -11,7 +11,7 @@ from typing import Any
 import streamlit as st
 
 import privsyn_core as ps
-from privsyn_core.engine import resources
+from privsyn_core.mechanisms.base import resources
 from privsyn_core.reporting.figures import NOT_PRIVATE
 
 from .data_state import columns

@@ -40,7 +40,8 @@ import numpy as np
 import pandas as pd
 
 from privsyn_core.data.codec import Codec
-from privsyn_core.data.domain import Column, Schema, category_array, category_codes, check_frame, numeric_values
+from privsyn_core.data.domain import Column, Schema
+from privsyn_core.data.values import category_array, category_codes, check_frame, numeric_values
 from privsyn_core.errors import ParameterError, SchemaError
 
 NumericEncoding = Literal["thermometer", "binary"]

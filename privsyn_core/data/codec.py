@@ -4,13 +4,15 @@ A codec is a function of the *public* schema only, so encoding and decoding cost
 ``encode`` maps each record independently (and counts the values it clipped into the public
 bounds), ``decode`` is post-processing of the released rows.
 
-* :class:`privsyn_core.Schema` itself is the default codec (the unit cube ``[0,1]^d``);
+* :class:`privsyn_core.data.unit_codec.UnitCodec` is the default codec (the unit cube ``[0,1]^d``), also
+  applied by ``Schema.encode`` / ``Schema.decode``;
 * :class:`privsyn_core.data.boolean_codec.BooleanCodec` writes records in ``{0,1}^p`` for the
   Boolean mechanisms;
 * :class:`privsyn_core.data.levelled_codec.LevelledCodec` (``marginal_tree``, the OpenDP peers) attaches each
   column's public number of levels (categories, or the values of a few-valued integer column).
 
-A mechanism names its codec in the registry as a factory, ``MechanismSpec.codec(schema) -> Codec``.
+A mechanism names its codec in the registry as a factory, ``MechanismSpec.codec(schema) -> Codec`` (default
+``UnitCodec``); the API and the Dask path build every mechanism's codec the same way.
 """
 
 from __future__ import annotations

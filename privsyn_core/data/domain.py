@@ -1,9 +1,9 @@
-"""The public data domain: a :class:`Schema` per table, and the unit-cube encoding.
+"""The public data domain: a :class:`Schema` per table, read strictly from JSON or proposed from the data.
 
-A schema fixes, for every column, its *public* domain: numeric bounds ``[lo, hi]`` or a
-category list.  Mechanisms see the data only through :meth:`Schema.encode`, which maps a
-record into ``[0, 1]^d`` (one coordinate per column), clipping numeric values into their
-bounds.  Clipping is a per-record map, so it preserves differential privacy.
+A schema fixes, for every column, its *public* domain: numeric bounds ``[lo, hi]`` (with optional integrality,
+public atoms and decimals) or a category list.  Mechanisms see the data only through a codec built from the
+schema alone (:mod:`privsyn_core.data.codec`); the default one, the unit cube ``[0, 1]^d``, is
+:class:`~privsyn_core.data.unit_codec.UnitCodec`, which :meth:`Schema.encode` and :meth:`Schema.decode` apply.
 
 A domain read off the private data (:meth:`Schema.infer`) is **not** differentially
 private: the min, max and observed categories leak.  Such columns carry
@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 
 from privsyn_core.data.json_values import plain
+from privsyn_core.data.unit_codec import UnitCodec
+from privsyn_core.data.values import check_frame, reject_missing
 from privsyn_core.errors import DataError, SchemaError
 
 ColumnKind = Literal["numeric", "categorical"]
@@ -297,74 +299,14 @@ class Schema:
         """The sub-schema of the given columns, in that order."""
         return Schema(tuple(self[n] for n in names), self.notes)
 
-    # -- encoding -----------------------------------------------------------------
+    # -- the unit-cube encoding ---------------------------------------------------
     def encode(self, df: pd.DataFrame) -> tuple[np.ndarray, dict[str, int]]:
-        """Map the table into ``[0, 1]^d``.
-
-        Numeric ``x`` becomes ``clip((x - lo) / (hi - lo), 0, 1)``; the ``i``-th of
-        ``K`` categories becomes the cell centre ``(i + 1/2) / K``.
-
-        Returns
-        -------
-        unit : ndarray of shape (n, d)
-        clipped : dict
-            Number of rows clipped into the bounds, per numeric column.
-        """
-        df = check_frame(df, self.names)
-        unit = np.empty((len(df), len(self.columns)))
-        clipped: dict[str, int] = {}
-        for j, col in enumerate(self.columns):
-            if col.kind == "numeric":
-                x = numeric_values(df[col.name], checked=False)  # checked chunk by chunk in _scale_into
-                clipped[col.name] = _scale_into(x, *col.bounds, unit[:, j], name=col.name)
-                if col.atoms:
-                    unit[:, j] = encode_atoms(x, unit[:, j], col.atoms)
-            else:
-                codes = category_codes(df[col.name], col)
-                unit[:, j] = (codes + 0.5) / len(col.category_list)
-        return unit, clipped
+        """The table in ``[0, 1]^d`` and the values clipped per numeric column (:meth:`UnitCodec.encode`)."""
+        return UnitCodec(self).encode(df)
 
     def decode(self, unit: np.ndarray) -> pd.DataFrame:
-        """Map points of ``[0, 1]^d`` back to a table with the original columns.
-
-        Numeric columns scale back to ``[lo, hi]`` (float64, rounded to the declared ``decimals``, or rounded to
-        int64 for integer columns); categorical coordinates decode to the category whose cell contains them (dtype
-        from the categories).  Every dtype comes from the schema, a public declaration, never from
-        the private input's dtypes.
-        """
-        unit = np.asarray(unit, dtype=float).reshape(-1, len(self.columns))
-        if all(col.kind == "numeric" and not col.integer and not col.atoms and col.decimals is None
-               for col in self.columns):
-            # one float block: columns written straight into the (d, n) array pandas keeps (no consolidation copy)
-            # rows chunk by chunk, all columns of a chunk at once: the rows are read once, in the CPU caches
-            block = np.empty((len(self.columns), len(unit)))
-            for start in range(0, len(unit), _CHUNK):
-                for j, col in enumerate(self.columns):
-                    _unscale_into(unit[start:start + _CHUNK, j], *col.bounds, block[j, start:start + _CHUNK])
-            return pd.DataFrame(block.T, columns=self.names, copy=False)
-        out: dict[str, Any] = {}
-        for j, col in enumerate(self.columns):
-            if col.kind == "numeric":
-                lo, hi = col.bounds
-                if col.atoms:
-                    u = np.clip(unit[:, j], 0.0, 1.0)
-                    x = decode_atoms(u, lo + decode_continuous(u, len(col.atoms)) * (hi - lo), col.atoms)
-                else:
-                    x = _unscale_into(unit[:, j], lo, hi, np.empty(len(unit)))
-                if col.integer:
-                    out[col.name] = np.round(x).astype(np.int64)
-                elif col.decimals is not None:
-                    out[col.name] = np.round(x, col.decimals) + 0.0  # + 0.0: no -0 in the table
-                else:
-                    out[col.name] = x
-            else:
-                u = np.clip(unit[:, j], 0.0, 1.0)
-                k = len(col.category_list)
-                idx = np.minimum((u * k).astype(np.int64), k - 1)
-                values = category_array(col.category_list)
-                out[col.name] = pd.Series(values[idx], dtype=_category_dtype(values))
-        return pd.DataFrame(out, columns=self.names)
-
+        """Points of ``[0, 1]^d`` back to a table with the schema's columns (:meth:`UnitCodec.decode`)."""
+        return UnitCodec(self).decode(unit)
 
 _NUMERIC_KEYS = frozenset({"lo", "hi", "integer", "atoms", "decimals"})
 _CATEGORICAL_KEYS = frozenset({"categories"})
@@ -442,207 +384,13 @@ def _number(c: dict, key: str, name: str) -> float:
         raise SchemaError(f"column {name!r}: {key!r} is too large for a floating-point number") from None
 
 
-def atom_layout(m: int) -> tuple[float, float]:
-    r"""Where a numeric column with ``m`` public atoms lives in its unit coordinate.
-
-    Like a category, atom ``i`` (in increasing order) gets a sub-interval of its own,
-    ``[i s, (i+1) s)`` with ``s = 2^{-(\lceil \log_2 m \rceil + 1)}`` (the last atom up to ``1/2``), and
-    encodes to its centre; the continuous part is ``[1/2, 1]``, with ``x`` at ``1/2 + (x - lo)/(2 (hi - lo))``.
-    The split at ``1/2`` and the dyadic slots are cell edges of PMM's tree and of every grid with an even
-    number of cells per axis, so a mechanism's cells keep an atom's mass apart from the continuous part
-    without knowing about atoms.  Limits: an odd grid has one cell straddling ``1/2`` whose rows are split
-    between the atom and the low end of the continuous part (kd_grid with 3 bins per axis on a 5-column
-    table: zero share +0.2), and noise spread into the empty slots of ``[0, 1/2)`` by srw_tsp's walk decodes
-    to the atom (+0.1-0.2); pmm, kd_grid with even bins, dp_histogram, psmm and kd_adaptive stay within about
-    0.03 of a 60% spike at epsilon 4.  A value equal to an atom is the atom.
-
-    Returns ``(s, 1/2)``: the slot width and where the continuous part starts.
-    """
-    return 2.0 ** -(math.ceil(math.log2(m)) + 1) if m > 1 else 0.5, 0.5
-
-
-def encode_atoms(x: np.ndarray, scaled: np.ndarray, atoms: tuple) -> np.ndarray:
-    """The unit coordinate of values ``x`` (``scaled = (clip(x) - lo)/(hi - lo)``) of a column with atoms."""
-    slot, start = atom_layout(len(atoms))
-    ends = np.r_[np.arange(1, len(atoms)) * slot, start]
-    centres = (np.r_[0.0, ends[:-1]] + ends) / 2
-    out = start + scaled * (1 - start)
-    index = np.searchsorted(np.asarray(atoms), x)
-    hit = (index < len(atoms)) & (np.asarray(atoms)[np.minimum(index, len(atoms) - 1)] == x)
-    out[hit] = centres[index[hit]]
-    return out
-
-
-def decode_continuous(u: np.ndarray, m: int) -> np.ndarray:
-    """The scaled value ``(x - lo)/(hi - lo)`` of the continuous part of a column with ``m`` atoms."""
-    start = atom_layout(m)[1]
-    return np.clip((u - start) / (1 - start), 0.0, 1.0)
-
-
-def decode_atoms(u: np.ndarray, x: np.ndarray, atoms: tuple) -> np.ndarray:
-    """``x`` with the coordinates in an atom's sub-interval replaced by that atom's exact value."""
-    slot, start = atom_layout(len(atoms))
-    index = np.minimum((u / slot).astype(np.int64), len(atoms) - 1)
-    return np.where(u < start, np.asarray(atoms, dtype=float)[index], x)
-
-
-#: Rows per chunk of the column maps of :meth:`Schema.encode` / :meth:`Schema.decode` (scratch in cache).
-_CHUNK = 2 ** 16
-
-
-def _scale_into(x: np.ndarray, lo: float, hi: float, out: np.ndarray, name: str | None = None) -> int:
-    """``out = clip((x - lo) / (hi - lo), 0, 1)`` chunk by chunk; returns the number of values outside ``[lo, hi]``.
-
-    One pass over ``x``: each chunk's minimum and maximum (in the CPU caches) decide whether it needs the
-    count (teaching-only) and the clipping, which change nothing on values inside the bounds, so the values are
-    those of the one-line formula.  With ``name``, a NaN or infinite value (a chunk's minimum or maximum is not
-    finite) is a :class:`DataError` (:func:`_reject_missing`), raised before anything is returned.
-    """
-    outside = 0
-    scratch = np.empty(min(_CHUNK, len(x)))
-    for start in range(0, len(x), _CHUNK):
-        source = x[start:start + _CHUNK]
-        low, high = source.min(), source.max()  # NaN propagates
-        if name is not None and not (math.isfinite(low) and math.isfinite(high)):
-            _reject_missing(name, x)
-        part = scratch[:len(source)]
-        np.subtract(source, lo, out=part)
-        np.divide(part, hi - lo, out=part)
-        if not (low >= lo and high <= hi):
-            outside += int(np.count_nonzero((source < lo) | (source > hi)))
-            np.minimum(np.maximum(part, 0.0, out=part), 1.0, out=part)
-        out[start:start + _CHUNK] = part
-    return outside
-
-
-def _unscale_into(u: np.ndarray, lo: float, hi: float, out: np.ndarray) -> np.ndarray:
-    """``out = lo + clip(u, 0, 1) (hi - lo)`` chunk by chunk, in one pass over ``u`` (clipping only the chunks
-    that leave ``[0, 1]``; clipping changes nothing inside, so the values are those of the formula)."""
-    for start in range(0, len(u), _CHUNK):
-        source, part = u[start:start + _CHUNK], out[start:start + _CHUNK]
-        if source.min() >= 0.0 and source.max() <= 1.0:
-            np.multiply(source, hi - lo, out=part)
-        else:
-            np.minimum(np.maximum(source, 0.0, out=part), 1.0, out=part)
-            part *= hi - lo
-        np.add(part, lo, out=part)
-    return out
-
-
-def category_array(categories: tuple) -> np.ndarray:
-    """The categories as an array whose dtype follows them (public): bool, int64, float64 or object."""
-    values = list(categories)
-    if all(isinstance(c, (bool, np.bool_)) for c in values):
-        return np.array(values, dtype=bool)
-    if all(isinstance(c, (int, np.integer)) and not isinstance(c, (bool, np.bool_)) for c in values):
-        return np.array(values, dtype=np.int64)
-    if all(isinstance(c, (int, float, np.integer, np.floating)) and not isinstance(c, (bool, np.bool_))
-           for c in values):
-        return np.array(values, dtype=float)
-    arr = np.empty(len(values), dtype=object)
-    arr[:] = values
-    return arr
-
-
-def _category_dtype(values: np.ndarray) -> Any:
-    """The dtype pandas gives the categories themselves (e.g. ``str`` for text under pandas 3): a function of
-    the public categories only, the same for an empty output and a full one."""
-    return values.dtype if values.dtype != object else pd.Series(values).dtype
-
-
-def select_columns(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
-    """``df[names]``: a new table sharing the columns' data (copy-on-write), safe to change.
-
-    When ``names`` are all the table's columns in their order (the usual case), a shallow copy gives the same
-    table without pandas' label lookups (0.01 ms instead of 0.3 ms a call).
-    """
-    if names == df.columns.tolist():
-        return df.copy(deep=False)
-    return df[names]
-
-
-def check_frame(df: pd.DataFrame, columns: Sequence[str] | None) -> pd.DataFrame:
-    """``df`` (a DataFrame with unique column names) restricted to ``columns``; a one-line :class:`DataError`
-    otherwise.  Shared by the schema's encoder and the Boolean codec."""
-    if not isinstance(df, pd.DataFrame):
-        raise DataError(f"expected a pandas DataFrame, got {type(df).__name__}")
-    if df.columns.duplicated().any():
-        dupes = sorted(set(map(str, df.columns[df.columns.duplicated()])))
-        raise DataError(f"duplicate column names in the table: {dupes}; rename them")
-    if columns is not None:
-        missing = [c for c in columns if c not in df.columns]
-        if missing:
-            raise DataError(f"unknown column(s) {missing}; the table has {list(map(str, df.columns))}")
-        df = select_columns(df, list(columns))
-    if df.shape[1] == 0:
-        raise DataError("the table has no columns")
-    if len(df) == 0:
-        raise DataError("the table has no rows")
-    return df
-
-
-def numeric_values(series: pd.Series, *, checked: bool = True) -> np.ndarray:
-    """The column as finite floats (booleans as 0/1); a one-line :class:`DataError` for text, NaN or inf.
-
-    ``checked=False`` leaves the NaN/inf check to the caller (:func:`_scale_into` does it chunk by chunk).
-    """
-    name = series.name
-    if pd.api.types.is_bool_dtype(series):
-        return series.to_numpy(dtype=float)
-    if series.dtype == np.float64:
-        x = series.to_numpy()  # a view for a float64 column (NaN stands for missing)
-    elif pd.api.types.is_numeric_dtype(series):
-        x = series.to_numpy(dtype=float, na_value=np.nan)
-    else:
-        x = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-        bad = np.isnan(x) & series.notna().to_numpy()
-        if bad.any():
-            example = series[bad].iloc[0]
-            raise DataError(f"column {name!r} is numeric in the schema but has {int(bad.sum())} non-numeric "
-                            f"value(s), e.g. {str(example)[:40]!r}; fix the data or make it categorical")
-    if checked:
-        _reject_missing(name, x)
-    return x
-
-
-def _reject_missing(name: str, x: np.ndarray) -> None:
-    if len(x) and np.isfinite(x.min()) and np.isfinite(x.max()):  # min/max propagate NaN: no full-size mask
-        return
-    nan = np.isnan(x)
-    if nan.any():
-        rows = np.flatnonzero(nan)[:5].tolist()
-        raise DataError(f"column {name!r} has {int(nan.sum())} missing value(s) (NaN) at rows {rows}...; "
-                        "drop or impute them first")
-    inf = np.isinf(x)
-    if inf.any():
-        raise DataError(f"column {name!r} has {int(inf.sum())} infinite value(s); remove them first")
-
-
-def category_codes(series: pd.Series, col: Column) -> np.ndarray:
-    """Each value's index in the public categories of ``col``; a :class:`DataError` for a missing or unknown
-    value (a category the schema does not declare)."""
-    if series.isna().any():
-        raise DataError(f"column {col.name!r} has {int(series.isna().sum())} missing value(s); "
-                        "drop them or add an explicit category for them")
-    lookup = {c: i for i, c in enumerate(col.category_list)}
-    lookup.update({str(c): i for i, c in enumerate(col.category_list)})
-    values = series.to_numpy(dtype=object)
-    uniques, inverse = np.unique(values.astype(str), return_inverse=True)
-    codes_of_unique = np.array([lookup.get(u, -1) for u in uniques], dtype=np.int64)
-    if (codes_of_unique < 0).any():
-        unknown = uniques[codes_of_unique < 0][:5].tolist()
-        raise DataError(f"column {col.name!r} has values outside its public categories, e.g. {unknown}; "
-                        "add them to the schema's category list")
-    return codes_of_unique[inverse].astype(float)
-
-
 def _infer_column(name: str, series: pd.Series, max_categories: int) -> Column:
     name = str(name)
     if pd.api.types.is_bool_dtype(series):
         return Column(name, "categorical", categories=(False, True), public=False)
     if pd.api.types.is_numeric_dtype(series):
         x = series.to_numpy(dtype=float, na_value=np.nan)
-        _reject_missing(name, x)
+        reject_missing(name, x)
         lo, hi = float(x.min()), float(x.max())
         if lo == hi:
             raise DataError(f"column {name!r} is constant ({lo:g}): its bounds cannot be proposed from the data; "
@@ -677,4 +425,4 @@ def unit_schema(d: int) -> Schema:
     return Schema(tuple(Column(f"x{j}", "numeric", lo=0.0, hi=1.0) for j in range(d)))
 
 
-__all__ = ["Column", "Schema", "as_frame", "atom_layout", "unit_schema"]
+__all__ = ["Column", "Schema", "as_frame", "unit_schema"]

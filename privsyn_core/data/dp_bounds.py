@@ -39,9 +39,8 @@ import pandas as pd
 
 from privsyn_core.data.domain import Column, Schema
 from privsyn_core.errors import DataError, ParameterError
-from privsyn_core.privacy.accounting import Ledger, split_epsilon
+from privsyn_core.privacy.accounting import Ledger, check_epsilon, split_epsilon
 from privsyn_core.privacy.noise import RandomLike, discrete_laplace, resolve_rng
-from privsyn_core.validation import check_epsilon
 
 SENSITIVITY = {"replace": 2, "add_remove": 1}
 

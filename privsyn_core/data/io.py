@@ -158,8 +158,9 @@ def read_schema(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Schema:
     nested too deeply to parse, or not a valid schema (see :meth:`Schema.from_dict`), and
     :class:`~privsyn_core.errors.DataError` for a missing, non-regular or too large file.
     """
-    path = Path(path)
-    raw = _read_bytes(path, max_bytes, what="a schema JSON file")
+    path = _checked_file(path, max_bytes, what="a schema JSON file")
+    raw = path.read_bytes()
+    _check_size(len(raw), max_bytes)  # the file may have grown since it was checked
     text = _utf8_text(raw, SchemaError,
                       lambda at: f"schema file {path} is not UTF-8 text (bad byte at position {at}); save it as UTF-8",
                       lambda at: f"schema file {path} is not UTF-8 text (it has NUL bytes, as UTF-16 has); "
@@ -314,22 +315,22 @@ def _escape_cell(value: object) -> object:
     return value
 
 
-def _read_bytes(source: str | Path | bytes, max_bytes: int, what: str = "a CSV file") -> bytes:
-    if isinstance(source, (bytes, bytearray)):
-        raw = bytes(source)
-    else:
-        path = Path(source)
-        if not path.exists():
-            raise DataError(f"no such file: {path}")
-        if not path.is_file():
-            raise DataError(f"not a regular file: {path}; give the path of {what}")
-        if path.stat().st_size > max_bytes:
-            raise DataError(f"{path.name} is {path.stat().st_size / 2**20:.0f} MB; "
-                            f"the limit is {max_bytes / 2**20:.0f} MB")
-        raw = path.read_bytes()
-    if len(raw) > max_bytes:
-        raise DataError(f"the file is {len(raw) / 2**20:.0f} MB; the limit is {max_bytes / 2**20:.0f} MB")
-    return raw
+def _checked_file(source: str | Path, max_bytes: int, what: str) -> Path:
+    """The path of an existing regular file of at most ``max_bytes``; a one-line :class:`DataError` otherwise."""
+    path = Path(source)
+    if not path.exists():
+        raise DataError(f"no such file: {path}")
+    if not path.is_file():
+        raise DataError(f"not a regular file: {path}; give the path of {what}")
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise DataError(f"{path.name} is {size / 2**20:.0f} MB; the limit is {max_bytes / 2**20:.0f} MB")
+    return path
+
+
+def _check_size(size: int, max_bytes: int) -> None:
+    if size > max_bytes:
+        raise DataError(f"the file is {size / 2**20:.0f} MB; the limit is {max_bytes / 2**20:.0f} MB")
 
 
 def _utf8_text(raw: bytes, error: type[PrivsynError], not_utf8: Callable[[int], str],
@@ -352,17 +353,9 @@ def _utf8_text(raw: bytes, error: type[PrivsynError], not_utf8: Callable[[int], 
 def _open_source(source: str | Path | bytes, max_bytes: int) -> BinaryIO:
     """A binary handle on the CSV: the file (after the existence, type and size checks) or the bytes."""
     if isinstance(source, (bytes, bytearray)):
-        if len(source) > max_bytes:
-            raise DataError(f"the file is {len(source) / 2**20:.0f} MB; the limit is {max_bytes / 2**20:.0f} MB")
+        _check_size(len(source), max_bytes)
         return io.BytesIO(source)
-    path = Path(source)
-    if not path.exists():
-        raise DataError(f"no such file: {path}")
-    if not path.is_file():
-        raise DataError(f"not a regular file: {path}; give the path of a CSV file")
-    if path.stat().st_size > max_bytes:
-        raise DataError(f"{path.name} is {path.stat().st_size / 2**20:.0f} MB; the limit is {max_bytes / 2**20:.0f} MB")
-    return path.open("rb")
+    return _checked_file(source, max_bytes, what="a CSV file").open("rb")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ interval or on its discrete values.  Which one is a fact of the public schema, d
 A column with ``k > 0`` levels is encoded at the centre of its level's cell, ``u = (i + 1/2) / k`` for the
 ``i``-th level, and a released coordinate decodes to the level whose cell ``[i/k, (i+1)/k)`` contains it; other
 columns keep :meth:`privsyn_core.Schema.encode`'s coordinates.  The levels reach the mechanism as the public
-parameter ``levels`` (:attr:`LevelledCodec.stage_params`), on the in-memory and the Dask path alike.
+parameter ``levels`` (:attr:`LevelledCodec.stage_params`), on the in-memory and the Dask path alike, with
+``atoms``, the number of public atoms of every other numeric column.
 Everything is a function of the public schema: encoding and decoding cost no privacy.
 """
 
@@ -24,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from privsyn_core.data.codec import Codec
-from privsyn_core.data.domain import numeric_values
+from privsyn_core.data.values import numeric_values
 
 if TYPE_CHECKING:
     from privsyn_core.data.domain import Column, Schema
@@ -69,8 +70,12 @@ class LevelledCodec(Codec):
         #: (column index, (smallest, largest) public integer) of the columns measured one level per value
         self._valued = [(j, values) for j, c in enumerate(schema.columns)
                         if self.levels[j] and (values := value_range(c)) is not None]
+        #: Public atoms of every numeric column measured on bins (0 elsewhere): the OpenDP peers key each atom
+        #: apart from the bins of the column's continuous part.
+        self.atoms = tuple(0 if k or c.kind != "numeric" else len(c.atoms)
+                           for k, c in zip(self.levels, schema.columns, strict=True))
         #: What both run paths add to the stages' parameters (public facts of the schema).
-        self.stage_params = {"levels": self.levels}
+        self.stage_params = {"levels": self.levels, "atoms": self.atoms}
 
     def encode(self, df: pd.DataFrame) -> tuple[np.ndarray, dict[str, int]]:
         """The schema's unit rows, each few-valued integer column moved to its level's centre ``(i + 1/2)/k``."""

@@ -1,2 +1,2 @@
-"""How a release runs: the staged protocol (staged), the shared pipeline below ``api`` (pipeline), the memory
-budget (resources) and the Dask backend."""
+"""How a release runs: the shared pipeline below ``api`` (pipeline) and the Dask backend (dask_backend), both
+calling a mechanism's declarations (:mod:`privsyn_core.mechanisms.base`)."""

@@ -1,7 +1,7 @@
 """Scale-out on Dask: :func:`privsyn_core.synthesize` with a Dask DataFrame (many Parquet/CSV files).
 
 Only the count-based mechanisms run here, those registered with their stages
-(:mod:`privsyn_core.engine.staged`): ``pmm``, ``psmm``, ``dp_histogram``, ``kd_grid``, ``kd_adaptive`` and
+(:mod:`privsyn_core.mechanisms.base.stages`): ``pmm``, ``psmm``, ``dp_histogram``, ``kd_grid``, ``kd_adaptive`` and
 ``srw_tsp``.  The run is
 
 1. the record count ``n`` (one pass; from the Parquet metadata when Dask can read it there);
@@ -15,7 +15,7 @@ Only the count-based mechanisms run here, those registered with their stages
    partition), each drawn from its own block generator and decoded with the schema, with the
    global row numbers as index.  A block's rows are in uniformly random order and the blocks are laid out in
    a random order; a block holds a contiguous run of the atoms, so with several blocks the order is not a
-   uniform permutation of all rows (:mod:`privsyn_core.engine.staged`, "Row order").
+   uniform permutation of all rows (:mod:`privsyn_core.mechanisms.base.rows`, "Row order").
 
 Because the stages, the block structure and the generators are those of the in-memory run, the
 same data and seed give bit-identical synthetic rows, atoms, weights and ledger.
@@ -41,12 +41,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from privsyn_core.data.codec import stage_params as codec_stage_params
 from privsyn_core.data.domain import Schema
 from privsyn_core.engine.pipeline import assemble, check_width, public_size, size_params
-from privsyn_core.engine.staged import CellCounts, RowPlan, Stages, merge_counts
 from privsyn_core.errors import ClusterError, DataError, ParameterError, SchemaError
+from privsyn_core.mechanisms.base.rows import RowPlan
+from privsyn_core.mechanisms.base.spec import MechanismSpec
+from privsyn_core.mechanisms.base.stages import CellCounts, Stages, merge_counts
 from privsyn_core.privacy.noise import resolve_rng
-from privsyn_core.registry import MechanismSpec, list_mechanisms
+from privsyn_core.registry import list_mechanisms
 from privsyn_core.result import SynthResult
 from privsyn_core.validation import resolve_schema
 
@@ -77,7 +80,7 @@ def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Sc
     """
     columns = list(ddf.columns)
     stages, schema, codec, ddf = _checked_input(ddf, spec, schema)
-    stage_params = {**params, **getattr(codec, "stage_params", {})}  # public facts of the schema for the stages
+    stage_params = {**params, **codec_stage_params(codec)}  # public facts of the schema for the stages
     generator, seed = resolve_rng(rng)
     timings: dict[str, float] = {}
 
@@ -128,7 +131,7 @@ def _checked_input(ddf: Any, spec: MechanismSpec, schema: Schema | dict | None) 
     missing = [name for name in schema.names if name not in ddf.columns]
     if missing:
         raise DataError(f"unknown column(s) {missing}; the table has {list(map(str, ddf.columns))}")
-    return stages, schema, spec.codec(schema) if spec.codec else schema, ddf[list(schema.names)]
+    return stages, schema, spec.codec(schema), ddf[list(schema.names)]
 
 
 def count_partitions(ddf: Any, codec: Any, stages: Stages, layout: Any,

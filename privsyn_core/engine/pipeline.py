@@ -30,11 +30,11 @@ import numpy as np
 import pandas as pd
 
 from privsyn_core.data.domain import Schema
-from privsyn_core.engine.staged import SIZE_VARIANCE
 from privsyn_core.errors import ParameterError
+from privsyn_core.mechanisms.base.spec import MechanismSpec
+from privsyn_core.mechanisms.base.stages import SIZE_VARIANCE
 from privsyn_core.privacy.accounting import Ledger, ledger_total
 from privsyn_core.privacy.noise import discrete_laplace, discrete_laplace_variance
-from privsyn_core.registry import MechanismSpec
 from privsyn_core.result import MechanismOutput, SynthResult
 
 #: Share of epsilon spent on the noisy record count under add/remove when no ``public_n`` is given.
@@ -60,7 +60,7 @@ class PublicSize:
     variance : float or None
         For a noisy count, the variance of its noise (public: a function of its scale,
         :func:`~privsyn_core.privacy.noise.discrete_laplace_variance`), so that a mechanism can weigh it against
-        its own estimates of ``n`` (:data:`privsyn_core.engine.staged.SIZE_VARIANCE`); else ``None``.
+        its own estimates of ``n`` (:data:`privsyn_core.mechanisms.base.stages.SIZE_VARIANCE`); else ``None``.
     """
 
     value: int | None
@@ -89,8 +89,8 @@ def public_size(spec: MechanismSpec, params: dict[str, Any], n: int, epsilon: fl
 
 def size_params(spec: MechanismSpec, size: PublicSize) -> dict[str, Any]:
     """What a staged mechanism's stages get besides its parameters about the public count: the variance of a
-    noisy count (:data:`~privsyn_core.engine.staged.SIZE_VARIANCE`); nothing for a mechanism without stages or a
-    count that is not noisy."""
+    noisy count (:data:`~privsyn_core.mechanisms.base.stages.SIZE_VARIANCE`); nothing for a mechanism without
+    stages or a count that is not noisy."""
     if spec.stages is None or size.variance is None:
         return {}
     return {SIZE_VARIANCE: size.variance}

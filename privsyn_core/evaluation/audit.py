@@ -28,8 +28,9 @@ failure rate alpha); a mechanism that spends more than it claims is *detected* w
 (noise scales multiplied by a factor) to show that the audit can fail.
 
 Each mechanism declares its audit case in its registration (``MechanismSpec.audit``, an
-:class:`AuditCase`); a mechanism without one is audited through its released rows
-(:func:`release_features`), which is valid but weaker.
+:class:`~privsyn_core.mechanisms.base.audit.AuditCase`, with the features of :mod:`privsyn_core.mechanisms.base.audit`
+or its own); a mechanism without one is audited through its released rows
+(:func:`~privsyn_core.mechanisms.base.audit.release_features`), which is valid but weaker.
 An audit gives a *lower* bound: passing it does not prove privacy, failing it proves a bug.
 
 References
@@ -44,12 +45,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import inspect
 import math
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -57,76 +59,18 @@ import numpy as np
 
 from privsyn_core.engine.pipeline import public_size, size_params
 from privsyn_core.errors import ParameterError
-from privsyn_core.mechanisms.random_walks import walks
-from privsyn_core.privacy import noise
-from privsyn_core.registry import MechanismSpec, get_mechanism, list_mechanisms
+from privsyn_core.mechanisms.base.audit import SCALED_LAWS, AuditCase, FeatureFn, NeighbourPair, release_features
+from privsyn_core.mechanisms.base.spec import MechanismSpec
+from privsyn_core.privacy.accounting import check_epsilon
+from privsyn_core.registry import get_mechanism, list_mechanisms
 from privsyn_core.result import MechanismOutput
-from privsyn_core.validation import check_epsilon
 
-DEFAULT_TRIALS = 20_000
-DEFAULT_SELECTION_TRIALS = 5_000
 DEFAULT_CONFIDENCE = 0.95
 N_THRESHOLDS = 64
 #: Level of the Clopper-Pearson bounds that rank candidate events on the selection runs (any
 #: rule is valid, since the evaluation runs are separate; a moderate level favours events
 #: with enough mass to be estimated).
 SELECTION_ALPHA = 0.05
-
-
-@dataclass(frozen=True)
-class NeighbourPair:
-    """Two neighbouring unit datasets: ``base`` (D) and ``neighbour`` (D').
-
-    The changed record is row 0 of ``neighbour``; ``n`` is the size of ``base``.
-    """
-
-    relation: str
-    base: np.ndarray
-    neighbour: np.ndarray
-
-    @property
-    def n(self) -> int:
-        return len(self.base)
-
-
-FeatureFn = Callable[[MechanismOutput, NeighbourPair], np.ndarray]
-
-
-@dataclass(frozen=True)
-class AuditCase:
-    """How one mechanism is audited (declared in its registration, ``MechanismSpec.audit``).
-
-    Attributes
-    ----------
-    n, d : int
-        Size of the neighbouring pair (:func:`neighbour_pair`).
-    params : dict
-        Mechanism parameters: few cells, so that thousands of runs take seconds, in the configuration
-        whose calibration is tightest.
-    features : callable, optional
-        ``features(output, pair) -> array`` reading the DP output only; default :func:`release_features`.
-    trials, selection_trials : int
-        Runs per dataset counting the chosen event, and choosing it.
-    read_stages : tuple of str
-        Prefixes of the ledger stages whose noise the features read (``("",)``: all of them); their
-        loss sets the detection factor (:func:`detection_factor`).
-    tight_coordinates : int
-        Independent noise coordinates of the tight event (its mass is about ``2^-k``), for the
-        detection power (:func:`detection_power`).
-    pair_loss : callable, optional
-        ``pair_loss(spec, pair, epsilon, params) -> float``: the loss the pair realises, where it is below
-        the ledger's (microagg_dp's damped centres).
-    """
-
-    n: int = 20
-    d: int = 1
-    params: dict[str, Any] = field(default_factory=dict)
-    features: FeatureFn | None = None
-    trials: int = DEFAULT_TRIALS
-    selection_trials: int = DEFAULT_SELECTION_TRIALS
-    read_stages: tuple[str, ...] = ("",)
-    tight_coordinates: int = 4
-    pair_loss: Callable[..., float] | None = None
 
 
 @dataclass(frozen=True)
@@ -192,103 +136,6 @@ def neighbour_pair(data_kind: str, relation: str, n: int, d: int) -> NeighbourPa
     return NeighbourPair(relation, base, neighbour)
 
 
-# -- features: functions of the private output only ----------------------------------------
-def release_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
-    """Fallback: mass of the released rows (or weighted atoms) in the far half-cube ``[1/2, 1]^d``."""
-    rows = out.rows if out.rows is not None else out.unit
-    rows = np.asarray(rows, dtype=float).reshape(-1, pair.base.shape[1])
-    far_rows = np.mean(np.all(rows >= 0.5, axis=1)) if len(rows) else 0.0
-    atoms = np.asarray(out.unit, dtype=float).reshape(-1, pair.base.shape[1])
-    if out.weights is None or len(atoms) == 0:
-        return np.array([far_rows, float(np.mean(rows)) if len(rows) else 0.0])
-    w = np.asarray(out.weights, dtype=float)
-    far_atoms = float(w[np.all(atoms >= 0.5, axis=1)].sum() / w.sum()) if w.sum() > 0 else 0.0
-    return np.array([far_rows, far_atoms])
-
-
-def cell_features(out: MechanismOutput, pair: NeighbourPair, key: str = "noisy_count") -> np.ndarray:
-    """Counts of the cells holding the two corners, per level (or of the flat cells), shifted to ~0 under ``D``.
-
-    Per level, with ``far``/``origin`` the count of the cell(s) holding the far/origin corner:
-    ``far - (n if one cell holds both else 0)``, ``n - origin`` (0 if one cell holds both) and
-    ``far - origin``.  The last feature is the minimum of those that grow by one from ``D``
-    to ``D'`` under the pair's relation: with independent noise per cell its upper tail has
-    likelihood ratio ``exp(sum of the budgets)``, the tight event for count mechanisms.
-
-    ``key="noisy_count"`` reads the noisy counts of a fixed, data-independent set of cells
-    (all released); ``key="count"`` reads the released counts of mechanisms that threshold
-    or build their cells from the data: a corner in no listed cell counts 0, so whether an
-    unreleased cell is listed in the diagnostics does not matter.
-    """
-    levels = out.diagnostics.get("levels") or [out.diagnostics["cells"]]
-    values, growing = [], []
-    for level in levels:
-        lo, hi = np.asarray(level["lo"]), np.asarray(level["hi"])
-        counts = np.asarray(level[key], dtype=float)
-        holds_origin, holds_far = np.all(lo <= 0.0, axis=1), np.all(hi >= 1.0, axis=1)
-        origin, far = float(counts[holds_origin].sum()), float(counts[holds_far].sum())
-        same = bool(np.any(holds_origin & holds_far))
-        values += [far - pair.n * same, 0.0 if same else pair.n - origin, far - origin]
-        growing += [pair.relation == "add_remove" or not same, pair.relation == "replace" and not same, False]
-    table = np.array(values)
-    shifted = table[np.array(growing)]
-    return np.append(table, shifted.min() if len(shifted) else 0.0)
-
-
-def record_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
-    """The released coordinates of the changed record (row 0) and their minimum (per-record mechanisms)."""
-    first = np.asarray(out.unit, dtype=float)[0]
-    return np.append(first, first.min())
-
-
-def group_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
-    """Microaggregation: the largest released group centre coordinate sum, maximum and minimum, and noisy weights.
-
-    The largest per-centre minimum coordinate is the tight one when the changed record's cell is
-    the only one (``t = 0``): ``{min_i c_i >= shift}`` has ratio ``exp(sum_i shift_i / scale)``,
-    as long as the shift stays below the clip at 1.
-    """
-    groups = out.diagnostics["groups"]
-    centres = np.asarray(groups["centres"], dtype=float).reshape(-1, pair.base.shape[1])
-    weights = np.asarray(groups["noisy_weights"], dtype=float)
-    return np.array([centres.sum(axis=1).max(), centres.max(), weights.max(), weights.min(),
-                     centres.min(axis=1).max()])
-
-
-def walk_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
-    r"""srw / srw_tsp: :func:`cell_features` and the walk's likelihood-ratio statistic.
-
-    With ``c``, ``c'`` the cell counts of ``D`` and ``D'`` in path order (the auditor builds
-    both datasets; the counts are placed by the corners' cells in the diagnostics) and ``y``
-    the released noisy counts,
-
-    .. math:: T(y) = \|\lambda(y - c')\|_1 - \|\lambda(y - c)\|_1,
-
-    ``lambda`` the Haar analysis (:func:`privsyn_core.mechanisms.random_walks.walks.haar_coefficients`, zero-padded
-    to ``2^L`` cells).  For ``K = 2^L`` cells ``T / (s b)`` is the log-likelihood ratio
-    ``log p_D(y) / p_D'(y)`` of the walk (``docs/srw_privacy.md``), so its tails reach the
-    walk's full privacy loss (Neyman-Pearson); it reads no noise scale.  ``T`` is rounded to 9
-    decimals: at its extremes ``+-S`` the float64 rounding pattern of ``y = c + s Z`` depends on
-    ``c``, and the unrounded statistic measures that (documented) floating-point exposure
-    instead of the calibration (with ``scale="paper"`` under add/remove, ``L = 1``, the event
-    ``T >= 1.5000000000000036`` gave ``eps_lower = 0.66`` against a real-number loss of 0.45).
-    """
-    cells = out.diagnostics["cells"]
-    lo, hi = np.asarray(cells["lo"]), np.asarray(cells["hi"])
-    noisy = np.asarray(cells["noisy_count"], dtype=float)
-    origin, far = np.all(lo <= 0.0, axis=1), np.all(hi >= 1.0, axis=1)
-    counts = origin * float(pair.n)
-    other = counts + far - (origin if pair.relation == "replace" else 0.0)
-    padded = np.zeros((2, 1 << walks.walk_depth(len(noisy))))
-    padded[:, :len(noisy)] = noisy - np.stack([other, counts])
-    norms = np.abs(walks.haar_coefficients(padded)).sum(axis=1)
-    return np.append(cell_features(out, pair), np.round(norms[0] - norms[1], 9))
-
-
-#: ``cell_features`` on the released counts (kd_grid, kd_adaptive).
-released_cells = functools.partial(cell_features, key="count")
-
-
 def case_of(spec: MechanismSpec) -> AuditCase:
     """The mechanism's declared audit case, else :class:`AuditCase` with :func:`release_features`."""
     return spec.audit if spec.audit is not None else AuditCase(features=release_features)
@@ -314,17 +161,6 @@ def detection_factor(spec: MechanismSpec, relation: str, epsilon: float = 1.0) -
     else:
         loss = math.fsum(e for stage, e in out.ledger if stage.startswith(case.read_stages))
     return min(0.5, loss / (2 * epsilon))
-
-
-def microagg_pair_loss(spec: MechanismSpec, pair: NeighbourPair, epsilon: float, params: dict[str, Any]) -> float:
-    """The loss microagg_dp's pair realises: it moves the damped averages of [BSV23] (5.4) (one cell when
-    ``t = 0``) by an l1 distance ``Delta``, far below their sensitivity ``4 sqrt(p)/b``, so the centre
-    stage's ``Laplace(vector_noise_scale)`` spends ``Delta / scale`` (the weights of a single cell are
-    always 1, and ``t = 0`` skips the projection)."""
-    runs = [spec.run(data, epsilon, neighbouring=pair.relation, n_synthetic=None, rng=np.random.default_rng(0),
-                     **params) for data in (pair.base, pair.neighbour)]
-    delta = np.abs(runs[1].diagnostics["noise"]["damped"] - runs[0].diagnostics["noise"]["damped"]).sum()
-    return float(delta) / runs[0].params["vector_noise_scale"]
 
 
 # -- the audit -------------------------------------------------------------------------
@@ -385,14 +221,13 @@ def audit(mechanism: str, epsilon: float = 1.0, *, neighbouring: str | None = No
 def audit_all(epsilon: float = 1.0, **kwargs: Any) -> list[AuditResult]:
     """:func:`audit` of every registered private mechanism under every relation it supports.
 
-    The optional OpenDP peers (:mod:`privsyn_core.mechanisms.peers.opendp_support`) are left out: their noise is
-    drawn by OpenDP's own samplers, which the audit's noise factor cannot scale (so no detection case exists), and
-    one run takes seconds to tens of seconds, so the audit's thousands of runs do not fit.
+    A mechanism an outside library runs (``MechanismSpec.implemented_by``: the optional OpenDP peers) is left
+    out: its noise is drawn by that library's samplers, which the audit's noise factor cannot scale (so no
+    detection case exists), and a peer's run takes seconds to tens of seconds, so the audit's thousands of runs
+    do not fit.
     """
-    from privsyn_core.mechanisms.peers.opendp_support import PEERS
-
     return [audit(spec.name, epsilon, neighbouring=relation, **kwargs)
-            for spec in list_mechanisms() if spec.is_private and spec.name not in PEERS
+            for spec in list_mechanisms() if spec.is_private and spec.implemented_by is None
             for relation in spec.neighbouring]
 
 
@@ -450,22 +285,17 @@ def choose_event(base: np.ndarray, neighbour: np.ndarray, alpha: float = SELECTI
     return best
 
 
-#: The noise laws that :func:`scaled_noise` rescales: ``(module, function, position of the scale argument)``.
-#: ``kd_empty``'s two functions are the law of the empty cells' discrete Laplace counts (their tail mass
-#: and conditional draws, [KD23] Lemma 9): scaling them with ``discrete_laplace`` keeps the implicit
-#: empty cells equal in law to explicit ones at the scaled noise.
-SCALED_LAWS = (("noise", "discrete_laplace", 0), ("noise", "fill_discrete_laplace", 1), ("noise", "laplace", 0),
-               ("kd_empty", "tail_probability", 1), ("kd_empty", "conditional_weights", 1))
-
-
 @contextlib.contextmanager
 def scaled_noise(factor: float) -> Iterator[None]:
     """Multiply the scale of every noise draw in privsyn_core's mechanisms by ``factor``.
 
-    Rebinds the functions of :data:`SCALED_LAWS` in their own module (reaching calls through
-    the module attribute, ``noise.laplace(...)``, as in :mod:`privsyn_core.mechanisms.random_walks.walks`) and in
-    every loaded module that imported them by name (a mechanism registered from outside the package included),
-    and restores them on exit.
+    Rebinds the noise laws of :data:`~privsyn_core.mechanisms.base.audit.SCALED_LAWS` (privsyn_core's samplers
+    and those mechanisms declare: ``kd_empty``'s tail mass and conditional draws of the empty cells' discrete
+    Laplace counts, Lemma 9 of Kreačić et al., "Differentially Private Synthetic Data Using KD-Trees", so that
+    the implicit empty cells stay equal in law to explicit ones at the scaled noise) in their own module
+    (reaching calls through the module attribute, ``noise.laplace(...)``, as in
+    :mod:`privsyn_core.mechanisms.random_walks.walks`) and in every loaded module that imported them by name (a
+    mechanism registered from outside the package included), and restores them on exit.
     Each wrapper calls the original function, so no draw is scaled twice.  For audits and
     tests only (not thread-safe).
     """
@@ -474,10 +304,7 @@ def scaled_noise(factor: float) -> Iterator[None]:
         return
     if not (math.isfinite(factor) and factor > 0):
         raise ParameterError(f"noise_factor must be finite and > 0, got {factor!r}")
-    from privsyn_core.mechanisms.kdtree import kd_empty
-
-    homes = {"noise": noise, "kd_empty": kd_empty}
-    originals = {name: getattr(homes[home], name) for home, name, _ in SCALED_LAWS}
+    originals = {name: getattr(importlib.import_module(home), name) for home, name, _ in SCALED_LAWS}
     scaled = {name: _scaled(originals[name], factor, position) for _, name, position in SCALED_LAWS}
     patched = [(module, name) for module in list(sys.modules.values()) if isinstance(module, ModuleType)
                for name, fn in originals.items() if vars(module).get(name) is fn]
@@ -557,10 +384,8 @@ def _check_counts(trials: int, selection_trials: int, confidence: float) -> None
         raise ParameterError(f"confidence must be in (0, 1), got {confidence!r}")
 
 
-__all__ = ["AuditCase", "AuditResult", "Event", "NeighbourPair", "case_of", "detection_factor", "audit", "audit_all",
-           "choose_event", "epsilon_lower_bound", "format_table", "neighbour_pair", "release_features", "cell_features",
-           "record_features", "group_features", "walk_features", "scaled_noise", "SCALED_LAWS",
-           "detection_power"]
+__all__ = ["AuditResult", "Event", "case_of", "detection_factor", "audit", "audit_all", "choose_event",
+           "epsilon_lower_bound", "format_table", "neighbour_pair", "scaled_noise", "detection_power"]
 
 
 def _beta() -> Any:

@@ -1,19 +1,20 @@
-"""A mechanism guide: which registered mechanism to try first for a table's shape, from measured results.
+"""A mechanism guide: which registered mechanism to try first for a table's public shape, from measured evidence.
 
-:func:`recommend` looks up the measured runs of ``benchmarks/peers``
-(:data:`privsyn_core.evaluation._guide_measured.MEASURED`, regenerated from ``benchmarks/peers/results.json`` by
-:func:`measured_from_results`) on the structured tables
-(blobs, balog, breast-cancer, wine: the uniform tables have nothing to find), takes the runs nearest to the
-table's shape (number of columns, then ``log10`` of the rows, then epsilon) and recommends the mechanism with the
-lowest median 2-way TVD there, W1 breaking ties.  Those TVDs were measured on a single grid of 20 equal bins per
-numeric column, before :func:`~privsyn_core.evaluation.metrics.evaluate` averaged over grids: compare them with
-``marginal_tvd(..., bins=20)``, not with the robust TVD ``evaluate`` reports now.  The expected ranges are the
-minimum and maximum of that mechanism's measured values over the nearest runs: measured numbers, not bounds.
-Outside the measured shapes (more than 5 columns, other sizes) the nearest measured shape is used and ``why``
-says so.
+The evidence is the real-table benchmark (``python -m benchmarks.bench_real_tables``): tables bundled in pip
+packages with hand-set public domains, every private mechanism on its defaults and the peers at full strength,
+judged by W1 and the resolution-robust 2-way and 1-way marginal TVD with their intervals
+(:data:`privsyn_core.evaluation._guide_evidence.RUNS`, generated from the benchmark's results file).
 
-Boolean tables (every column 0/1 or two categories) get ``microagg_dp`` only when asked about Boolean data by
-``column_kinds``; it is not in the measured runs, so its ranges are ``None``.
+:func:`recommend` takes the :data:`NEAREST` measured tables closest to the table's public shape (distance
+:func:`shape_distance`: number of columns and rows on log scales, share of categorical and of few-valued integer
+columns) at the measured epsilon nearest on a log scale. On each of them it ranks the candidates by 2-way TVD and
+by W1 with :func:`~privsyn_core.evaluation.scorecard.rank_runs` (runs whose intervals overlap share a rank), and
+recommends the candidate with the lowest mean rank (ties: the lower mean 2-way TVD). Candidates are the
+registered private mechanisms that accept a table of this shape (``MechanismSpec.accepts`` on a stand-in schema
+of the same kinds) and have evidence. The expected ranges are the union of the pick's intervals on those tables:
+measured figures with their uncertainty, not bounds. The benchmark page checks the guide table by table
+(leave-one-table-out: the pick, with that table's own runs removed from the evidence, against the best
+mechanism measured there).
 """
 
 from __future__ import annotations
@@ -21,13 +22,22 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import median
+from statistics import mean
 
-from privsyn_core.evaluation._guide_measured import MEASURED
+from privsyn_core.data.domain import Schema
+from privsyn_core.evaluation._guide_evidence import RUNS, TABLES
+from privsyn_core.evaluation.scorecard import rank_runs
+from privsyn_core.registry import list_mechanisms
 
-#: Datasets of the measured runs whose records have structure (the uniform ones are excluded).
-STRUCTURED = ("blobs_d2", "blobs_d3", "blobs_d5", "balog_d2", "breast_cancer", "wine")
-KINDS = ("numeric", "categorical", "boolean")
+#: Column kinds the guide reads: ``integer`` is an integer column with at most 32 public values.
+KINDS = ("numeric", "integer", "categorical", "boolean")
+#: How many of the nearest measured tables the recommendation rests on.
+NEAREST = 3
+#: The guide's evidence: table -> (columns, rows, categorical, integer), and the runs
+#: (table, epsilon, system, metric, value, low, high).
+Evidence = tuple[dict[str, tuple[int, int, int, int]], list[tuple]]
+#: The metrics ranked (lower is better), in the order that breaks ties.
+RANKED = ("tvd2", "w1")
 
 
 @dataclass(frozen=True)
@@ -38,9 +48,11 @@ class Recommendation:
     ----------
     mechanism : str
         Registry key.
-    expected_tvd2_range, expected_w1_range : (float, float) or None
-        Measured minimum and maximum of the mean 2-way marginal TVD (20 equal bins per numeric column) and of W1
-        (unit cube, l-infinity) on the nearest measured shapes; ``None`` when there is no measurement.
+    expected_tvd2_range, expected_w1_range, expected_tvd1_range : (float, float) or None
+        The union of the pick's measured intervals (resolution-robust 2-way and 1-way marginal TVD; W1 in the
+        unit cube, l-infinity) on the tables the recommendation rests on; ``None`` without evidence.
+    evidence : tuple of str
+        The measured tables it rests on (nearest first) and the epsilon used.
     why : str
         One sentence.
     """
@@ -48,59 +60,132 @@ class Recommendation:
     mechanism: str
     expected_tvd2_range: tuple[float, float] | None
     expected_w1_range: tuple[float, float] | None
+    expected_tvd1_range: tuple[float, float] | None
+    evidence: tuple[str, ...]
     why: str
 
 
-def recommend(n_columns: int, n_rows: int, column_kinds: Sequence[str], epsilon: float) -> Recommendation:
+@dataclass(frozen=True)
+class Shape:
+    """A table's public shape: columns, (an estimate of) rows, and how many columns are categorical or
+    few-valued integers."""
+
+    n_columns: int
+    n_rows: int
+    categorical: int
+    integer: int
+
+
+def shape_distance(a: Shape, b: Shape) -> float:
+    r"""``|ln d_a - ln d_b| + |log10 n_a - log10 n_b| + |c_a - c_b| + |i_a - i_b|`` with ``c``, ``i`` the shares of
+    categorical and of few-valued integer columns: a factor 10 in rows weighs as much as ``e`` in columns or as
+    turning every column categorical."""
+    return (abs(math.log(a.n_columns / b.n_columns)) + abs(math.log10(a.n_rows / b.n_rows))
+            + abs(a.categorical / a.n_columns - b.categorical / b.n_columns)
+            + abs(a.integer / a.n_columns - b.integer / b.n_columns))
+
+
+def stand_in_schema(column_kinds: Sequence[str]) -> Schema:
+    """A public schema of the given kinds (bounds [0, 1], three or two categories, integers 0-9): what the
+    mechanisms' ``accepts`` hooks read."""
+    columns = []
+    for j, kind in enumerate(column_kinds):
+        name = f"c{j}"
+        if kind == "numeric":
+            columns.append({"name": name, "kind": "numeric", "lo": 0.0, "hi": 1.0})
+        elif kind == "integer":
+            columns.append({"name": name, "kind": "numeric", "lo": 0, "hi": 9, "integer": True})
+        else:
+            categories = ["0", "1"] if kind == "boolean" else ["a", "b", "c"]
+            columns.append({"name": name, "kind": "categorical", "categories": categories})
+    return Schema.from_dict({"version": 1, "columns": columns})
+
+
+def candidates(column_kinds: Sequence[str]) -> list[str]:
+    """Registered private mechanisms that accept a table of these kinds, in the registry's order."""
+    schema = stand_in_schema(column_kinds)
+    return [spec.name for spec in list_mechanisms() if spec.is_private and spec.accepts(schema) is None]
+
+
+def recommend(n_columns: int, n_rows: int, column_kinds: Sequence[str], epsilon: float, *,
+              exclude_tables: Sequence[str] = (), evidence: Evidence | None = None) -> Recommendation:
     """The mechanism to try first for a table of ``n_columns`` columns and about ``n_rows`` rows.
 
     Parameters
     ----------
     n_columns : int
     n_rows : int
-        A public estimate is enough (the recommendation is coarse).
-    column_kinds : sequence of {"numeric", "categorical", "boolean"}
+        A public estimate is enough (under add/remove the exact count is private).
+    column_kinds : sequence of {"numeric", "integer", "categorical", "boolean"}
+        One per column (or empty: all numeric).
     epsilon : float
+    exclude_tables : sequence of str
+        Measured tables left out of the evidence (the benchmark's leave-one-table-out check).
+    evidence : (tables, runs), optional
+        Evidence in the layout of :mod:`privsyn_core.evaluation._guide_evidence` (default: that module's), e.g. a
+        benchmark's results before they are written there.
     """
+    shapes, measured_runs = evidence if evidence is not None else (TABLES, RUNS)
     if n_columns < 1 or n_rows < 1 or not epsilon > 0:
         raise ValueError("n_columns, n_rows and epsilon must be positive")
-    unknown = sorted(set(column_kinds) - set(KINDS))
+    kinds = list(column_kinds) or ["numeric"] * n_columns
+    unknown = sorted(set(kinds) - set(KINDS))
     if unknown:
         raise ValueError(f"column kinds must be among {KINDS}, got {unknown}")
-    if column_kinds and all(k == "boolean" for k in column_kinds) and n_rows >= 10_000:
-        return Recommendation("microagg_dp", None, None,
-                              "every column is Boolean and the table is large, which is what the microaggregation "
-                              "mechanism of Boedihardjo, Strohmer and Vershynin is built for (not in the measured "
-                              "runs).")
-    runs = [r for r in MEASURED if r[1] in STRUCTURED]
-    d = min({r[2] for r in runs}, key=lambda x: (abs(x - max(2, n_columns)), -x))
-    runs = [r for r in runs if r[2] == d]
-    size = min({r[3] for r in runs}, key=lambda x: abs(math.log10(x) - math.log10(n_rows)))
-    runs = [r for r in runs if r[3] == size]
-    eps = min({r[4] for r in runs}, key=lambda x: abs(math.log(x) - math.log(epsilon)))
-    runs = [r for r in runs if r[4] == eps]
-    by_mechanism: dict[str, list[tuple]] = {}
-    for r in runs:
-        by_mechanism.setdefault(r[0], []).append(r)
-    best = min(by_mechanism, key=lambda m: (median(r[5] for r in by_mechanism[m]),
-                                            median(r[6] for r in by_mechanism[m])))
-    chosen = by_mechanism[best]
-    tvd2 = (min(r[5] for r in chosen), max(r[5] for r in chosen))
-    w1 = (min(r[6] for r in chosen), max(r[6] for r in chosen))
-    nearest = f"{d} columns, {size} rows, epsilon {eps:g}"
-    exact = (d == n_columns and size == n_rows and eps == epsilon)
-    why = (f"{best} had the lowest median 2-way TVD (20 equal bins) of our mechanisms on the measured structured "
-           f"tables with {nearest}"
-           + ("" if exact else f" (the nearest measured shape to {n_columns} columns, {n_rows} rows, "
-                               f"epsilon {epsilon:g})") + ".")
-    return Recommendation(best, tvd2, w1, why)
+    if len(kinds) != n_columns:
+        raise ValueError(f"{len(kinds)} column kinds for {n_columns} columns")
+    shape = Shape(n_columns, n_rows, sum(k in ("categorical", "boolean") for k in kinds), kinds.count("integer"))
+    offered = candidates(kinds)
+    runs = [r for r in measured_runs if r[0] not in exclude_tables and r[2] in offered]
+    tables = sorted({r[0] for r in runs}, key=lambda t: shape_distance(shape, Shape(*shapes[t])))[:NEAREST]
+    if not tables:
+        return Recommendation(offered[0] if offered else "", None, None, None, (),
+                              "no measured evidence for the mechanisms that accept this table: the first of them in "
+                              "the registry's order.")
+    eps = min({r[1] for r in runs if r[0] in tables}, key=lambda e: abs(math.log(e / epsilon)))
+    entries = {(t, m): {r[2]: r[4:7] for r in runs if r[0] == t and r[1] == eps and r[3] == m}
+               for t in tables for m in RANKED}
+    ranks = _ranks(entries)
+    best = min(ranks, key=lambda m: (mean(ranks[m]), _mean_value(entries, m, "tvd2")))
+    return Recommendation(best, _range(runs, tables, eps, best, "tvd2"), _range(runs, tables, eps, best, "w1"),
+                          _range(runs, tables, eps, best, "tvd1"), (*tables, f"epsilon {eps:g}"),
+                          _why(best, [(t, shapes[t]) for t in tables], eps, epsilon, ranks[best]))
 
 
-def measured_from_results(results: list[dict]) -> list[tuple]:
-    """The rows of :data:`MEASURED` from the peer benchmark's ``results.json`` (our mechanisms, finished runs)."""
-    ours = {"pmm", "psmm", "srw_tsp", "kd_grid", "kd_adaptive", "dp_histogram"}
-    return [(r["system"], r["dataset"], r["d"], r["n"], r["epsilon"], round(r["tvd2"], 4), round(r["w1"], 4))
-            for r in results if r["system"] in ours and r.get("tvd2") is not None and r.get("w1") is not None]
+def _ranks(entries: dict) -> dict[str, list[int]]:
+    """Each mechanism's rank in every comparison (:func:`rank_runs`: overlapping intervals share a rank); one
+    without a measurement in a comparison (it failed or was not run there) ranks after every measured one."""
+    names = {name for measured in entries.values() for name in measured}
+    ranks: dict[str, list[int]] = {name: [] for name in names}
+    for measured in entries.values():
+        if not measured:
+            continue
+        ranked = rank_runs(measured)
+        found = dict(zip(ranked["run"], ranked["rank"], strict=True))
+        last = max(found.values()) + 1
+        for name in names:
+            ranks[name].append(int(found.get(name, last)))
+    return ranks
 
 
-__all__ = ["Recommendation", "measured_from_results", "recommend"]
+def _mean_value(entries: dict, mechanism: str, metric: str) -> float:
+    values = [measured[mechanism][0] for (_, m), measured in entries.items() if m == metric and mechanism in measured]
+    return mean(values) if values else math.inf
+
+
+def _range(runs: list[tuple], tables: list[str], eps: float, mechanism: str,
+           metric: str) -> tuple[float, float] | None:
+    found = [r for r in runs if r[0] in tables and r[1] == eps and r[2] == mechanism and r[3] == metric]
+    return (min(r[5] for r in found), max(r[6] for r in found)) if found else None
+
+
+def _why(best: str, tables: list[tuple[str, tuple[int, ...]]], eps: float, epsilon: float, ranks: list[int]) -> str:
+    firsts = sum(rank == 1 for rank in ranks)
+    where = ", ".join(f"{t} ({shape[1]:,} rows, {shape[0]} columns)" for t, shape in tables)
+    at = f"epsilon {eps:g}" + ("" if eps == epsilon else f", the measured epsilon nearest to {epsilon:g}")
+    return (f"{best} ranked first (ties within the intervals included) in {firsts} of {len(ranks)} comparisons by "
+            f"2-way marginal TVD and W1 on the most similar measured tables, {where}, at {at}.")
+
+
+__all__ = ["KINDS", "NEAREST", "Recommendation", "Shape", "candidates", "recommend", "shape_distance",
+           "stand_in_schema"]

@@ -11,6 +11,15 @@ by their value under ``D``.  With ``changed_step = 2^k + 1`` and ``steps = 2^{k+
 ``k`` p-sums per level, so the event "every shifted value >= 1" has likelihood ratio exactly ``e^epsilon`` (for
 discrete Laplace ``P(Z >= 0) / P(Z >= 1) = e^{1/sigma}``): the tight event.
 
+**Growing depth** (``growing=True``, levels ``1..depth`` may open): ``D`` has ``batch`` records per step and a surge
+of ``surge`` more at ``changed_step``, so that the released total passes the opening thresholds of every level at
+that very step; ``D'`` adds the far record there.  The record is in the root's nodes and in the first node (the
+block ``{1}`` of its own counter) of every level opened at that step; the attacker recovers that node as the
+released estimate minus the split of the previous release (public), and a level not opened at ``changed_step``
+gives the feature :data:`NOT_OPENED`.  The pair realises ``eps_0 + sum_{j>=1} eps_j / 2`` (:func:`growing_loss`).
+Detection case of the opening itself: ``opening="true"``, a rule that reads the true total instead of the released
+one, with ``D``'s total one below the threshold at ``changed_step``: ``D'`` opens there, ``D`` never does.
+
 The event is chosen on separate runs and evaluated on fresh ones with Clopper-Pearson bounds, as in
 :func:`privsyn_core.evaluation.audit.audit` (same selection and bound); ``noise_factor < 1`` scales every noise
 draw (:func:`~privsyn_core.evaluation.audit.scaled_noise`) for the detection case.
@@ -18,7 +27,9 @@ draw (:func:`~privsyn_core.evaluation.audit.scaled_noise`) for the detection cas
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -31,26 +42,30 @@ from privsyn_core.evaluation.audit import (
     scaled_noise,
 )
 from privsyn_core.mechanisms.online import online_pmm
-from privsyn_core.mechanisms.online.continual import CounterState, block_of, nodes_containing
-from privsyn_core.validation import check_epsilon
+from privsyn_core.mechanisms.online.continual import block_of, nodes_containing
+from privsyn_core.mechanisms.online.online_pmm import StreamCounters, StreamPlan
+from privsyn_core.privacy.accounting import check_epsilon
+
+#: The feature of a level that did not open at the record's step (below every node value the runs produce).
+NOT_OPENED = -1e9
 
 
 def stream_pair(steps: int, changed_step: int, batch: int, d: int, depth: int,
-                relation: str = "add") -> tuple[np.ndarray, np.ndarray]:
-    """The increments (``steps x 2^(depth+1)``) of ``D`` (origin records) and ``D'``: one far record added at
-    ``changed_step`` (``relation="add"``), or one origin record of that step moved to the far corner
-    (``"move"``: two add/remove changes, ``2 epsilon``)."""
-    origin, far = np.zeros((batch, d)), np.ones((1, d))
-    base = online_pmm.batch_increment(origin, depth)
-    extra = online_pmm.batch_increment(far, depth)
-    d_incr = np.tile(base, (steps, 1))
-    d_prime = d_incr.copy()
-    d_prime[changed_step - 1] += extra
+                relation: str = "add", surge: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The leaf counts (``steps x 2^depth``) of ``D`` (``batch`` origin records per step, ``surge`` more at
+    ``changed_step``) and ``D'``: one far record added at ``changed_step`` (``relation="add"``), or one origin
+    record of that step moved to the far corner (``"move"``: two add/remove changes, ``2 epsilon``)."""
+    origin, far = np.zeros((1, d)), np.ones((1, d))
+    one = online_pmm.batch_leaves(origin, depth)
+    d_leaves = np.tile(batch * one, (steps, 1))
+    d_leaves[changed_step - 1] += surge * one
+    d_prime = d_leaves.copy()
+    d_prime[changed_step - 1] += online_pmm.batch_leaves(far, depth)
     if relation == "move":
-        d_prime[changed_step - 1] -= online_pmm.batch_increment(origin[:1], depth)
+        d_prime[changed_step - 1] -= one
     elif relation != "add":
         raise ParameterError(f"relation must be 'add' or 'move', got {relation!r}")
-    return d_incr, d_prime
+    return d_leaves, d_prime
 
 
 def node_values(series: np.ndarray, labels: list[str]) -> np.ndarray:
@@ -79,8 +94,11 @@ def _features(series: np.ndarray, expected: np.ndarray, labels: list[str], cells
 def audit_stream(epsilon: float = 1.0, *, k: int = 1, depth: int = 1, d: int = 1, batch: int = 3,
                  trials: int = 20_000, selection_trials: int = 5_000, confidence: float = DEFAULT_CONFIDENCE,
                  rng: int | np.random.Generator | None = 0, noise_factor: float = 1.0,
-                 relation: str = "add") -> AuditResult:
+                 relation: str = "add", growing: bool = False, opening: str = "released") -> AuditResult:
     """Audit online PMM over a whole stream of ``2^{k+1}`` steps, the record changed at step ``2^k + 1``.
+
+    ``growing=True``: a growing depth capped at ``depth``, levels opening at the changed step (module docstring);
+    ``opening="true"`` is its detection case (a rule reading the true total).
 
     ``relation="add"``: the stream's relation, the claim is ``epsilon``.  ``"move"``: one record of that step
     moved from the origin to the far corner, two add/remove changes: the claim is ``2 epsilon`` (group privacy),
@@ -92,6 +110,9 @@ def audit_stream(epsilon: float = 1.0, *, k: int = 1, depth: int = 1, d: int = 1
     epsilon = check_epsilon(epsilon)
     if not (isinstance(k, int) and 1 <= k <= 6 and isinstance(depth, int) and 0 <= depth <= 6):
         raise ParameterError("audit_stream needs 1 <= k <= 6 and 0 <= depth <= 6")
+    if growing:
+        return _audit_growing(epsilon, k, depth, d, batch, trials, selection_trials, confidence, rng, noise_factor,
+                              opening)
     steps, changed = 1 << (k + 1), (1 << k) + 1
     plan = online_pmm.plan_stream(depth, d, epsilon)
     d_incr, d_prime = stream_pair(steps, changed, batch, d, depth, relation)
@@ -103,29 +124,87 @@ def audit_stream(epsilon: float = 1.0, *, k: int = 1, depth: int = 1, d: int = 1
             raise ParameterError("a moved record changes no count of a depth-0 tree: audit it with depth >= 1")
         cells = cells[1:] + [1 << j for j in range(1, depth + 1)]
         signs = np.concatenate([np.ones(depth), -np.ones(depth)])
-    truth = np.cumsum(d_incr, axis=0)
-    expected = node_values(truth[:, cells], labels)
+    expected = node_values(np.array([online_pmm.increment_from_leaves(x, depth) for x in d_incr]).cumsum(axis=0)
+                           [:, cells], labels)
     generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    alpha = 1.0 - confidence
 
-    def sample(increments: np.ndarray, runs: int) -> np.ndarray:
-        rows = []
-        for _ in range(runs):
-            state = CounterState.empty(plan.size)
-            series = np.array([online_pmm.step(state, inc, plan, lambda label: generator) for inc in increments])
-            rows.append(_features(series, expected, labels, cells, signs))
-        return np.array(rows, dtype=float)
+    def features(leaves: np.ndarray) -> np.ndarray:
+        state = StreamCounters.start(plan)
+        series = np.array([online_pmm.step(state, x, plan, lambda label: generator) for x in leaves])
+        return _features(series, expected, labels, cells, signs)
+
+    claim = epsilon if relation == "add" else 2 * epsilon
+    unit = online_pmm.RELATION if relation == "add" else "one record moved at one step (two add/remove changes)"
+    return _run(features, (d_incr, d_prime), claim, unit, "online_pmm (whole stream)", trials, selection_trials,
+                confidence, noise_factor)
+
+
+def _run(features: Callable[[np.ndarray], np.ndarray], pair: tuple[np.ndarray, np.ndarray], claim: float, unit: str,
+         name: str, trials: int, selection_trials: int, confidence: float, noise_factor: float) -> AuditResult:
+    """Choose the event on ``selection_trials`` runs of each stream, count it on ``trials`` fresh ones."""
+    def sample(leaves: np.ndarray, runs: int) -> np.ndarray:
+        return np.array([features(leaves) for _ in range(runs)], dtype=float)
 
     start = time.perf_counter()
     with scaled_noise(noise_factor):
-        event = choose_event(sample(d_incr, selection_trials), sample(d_prime, selection_trials))
-        hits = (int(event.occurs(sample(d_incr, trials)).sum()), int(event.occurs(sample(d_prime, trials)).sum()))
+        event = choose_event(sample(pair[0], selection_trials), sample(pair[1], selection_trials))
+        hits = (int(event.occurs(sample(pair[0], trials)).sum()), int(event.occurs(sample(pair[1], trials)).sum()))
     likely, rare = hits[event.likelier], hits[1 - event.likelier]
-    eps_lower = float(epsilon_lower_bound(np.array([likely]), np.array([rare]), trials, alpha)[0])
-    claim = epsilon if relation == "add" else 2 * epsilon
-    unit = online_pmm.RELATION if relation == "add" else "one record moved at one step (two add/remove changes)"
-    return AuditResult("online_pmm (whole stream)", unit, claim, eps_lower, confidence, trials,
-                       selection_trials, event.describe(), hits, noise_factor, time.perf_counter() - start)
+    eps_lower = float(epsilon_lower_bound(np.array([likely]), np.array([rare]), trials, 1.0 - confidence)[0])
+    return AuditResult(name, unit, claim, eps_lower, confidence, trials, selection_trials, event.describe(), hits,
+                       noise_factor, time.perf_counter() - start)
+
+
+def opening_surge(plan: StreamPlan, changed: int, batch: int, opening: str) -> int:
+    """The extra records of ``D`` at ``changed``: ``"released"``, enough for the released total to pass every
+    level's threshold there (60 above it: the noise falls short with probability below 1e-8); ``"true"``, ``D``'s
+    total one below level 1's threshold, so that ``D'`` reaches it."""
+    if opening == "released":
+        return math.ceil(plan.opening_threshold(plan.depth, changed)) + 60
+    if opening == "true":
+        return math.ceil(plan.opening_threshold(1, changed)) - 1 - batch * changed
+    raise ParameterError(f"opening must be 'released' or 'true', got {opening!r}")
+
+
+def _audit_growing(epsilon: float, k: int, depth: int, d: int, batch: int, trials: int, selection_trials: int,
+                   confidence: float, rng: int | np.random.Generator | None, noise_factor: float,
+                   opening: str) -> AuditResult:
+    if depth < 1:
+        raise ParameterError("a growing stream is audited with depth >= 1 (a level to open)")
+    steps, changed = 1 << (k + 1), (1 << k) + 1
+    plan = online_pmm.growing_plan(d, epsilon, depth)
+    d_leaves, d_prime = stream_pair(steps, changed, batch, d, depth, surge=opening_surge(plan, changed, batch,
+                                                                                          opening))
+    labels = nodes_containing(changed, steps)
+    truth = np.array([online_pmm.increment_from_leaves(x, depth) for x in d_leaves]).cumsum(axis=0)
+    expected = node_values(truth[:, 1:2], labels)[:, 0]
+    generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    far = [(1 << (j + 1)) - 1 for j in range(1, depth + 1)]  # the far corner's cell of levels 1..depth
+
+    def features(leaves: np.ndarray) -> np.ndarray:
+        state, series, totals = StreamCounters.start(plan), [], np.cumsum(leaves.sum(axis=1))
+        for t, x in enumerate(leaves, 1):
+            rule = None if opening == "released" else (lambda root, t: plan.opening_depth(int(totals[t - 1]), t))
+            series.append(online_pmm.step(state, x, plan, lambda label: generator, rule))
+        root = np.array([s[1] for s in series])
+        shifted = list(node_values(root, labels) - expected)
+        before = online_pmm.split_down(series[changed - 2], online_pmm.tree_depth(series[changed - 2]), depth)
+        for j, cell in enumerate(far, 1):  # the first node of level j's counter, if it opened at the record's step
+            opened = j < len(state.opened) and state.opened[j] == changed
+            shifted.append(float(series[changed - 1][cell] - before[cell]) if opened else NOT_OPENED)
+        values = np.array(shifted, dtype=float)
+        return np.concatenate([values, [values.min(), values.sum()]])
+
+    name = "online_pmm growing depth (whole stream)" + ("" if opening == "released" else ", opening reads the truth")
+    return _run(features, (d_leaves, d_prime), epsilon, online_pmm.RELATION, name, trials, selection_trials,
+                confidence, noise_factor)
+
+
+def growing_loss(epsilon: float, depth: int, d: int) -> float:
+    """The loss the growing pair realises: the root's ``eps_0``, and half of ``eps_j`` (its counter's block part)
+    of every level opened at the record's step."""
+    plan = online_pmm.growing_plan(d, epsilon, depth)
+    return float(plan.level_epsilons[0] + sum(plan.eps_log[1:]))
 
 
 def move_loss(epsilon: float, depth: int, d: int) -> float:
@@ -138,4 +217,5 @@ def tight_coordinates(k: int, depth: int) -> int:
     return (depth + 1) * (1 + block_of((1 << k) + 1))
 
 
-__all__ = ["audit_stream", "move_loss", "node_values", "stream_pair", "tight_coordinates"]
+__all__ = ["audit_stream", "growing_loss", "move_loss", "node_values", "opening_surge", "stream_pair",
+           "tight_coordinates"]

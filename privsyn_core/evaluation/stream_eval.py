@@ -14,7 +14,7 @@ import pandas as pd
 
 from privsyn_core.data.domain import Schema
 from privsyn_core.errors import DataError, ParameterError
-from privsyn_core.evaluation.metrics import w1
+from privsyn_core.evaluation.distances import w1
 from privsyn_core.privacy.accounting import split_epsilon
 from privsyn_core.stream import open_stream
 
@@ -50,11 +50,13 @@ def split_batches(frame: pd.DataFrame, steps: int, time_column: str | None = Non
 
 def over_time(batches: list[pd.DataFrame], schema: Schema, epsilon: float, *, seed: int = 0,
               horizon_steps: int | None = None) -> pd.DataFrame:
-    """W1 (unit cube, l-infinity) at every step: online PMM vs offline PMM re-run with epsilon / T per step.
+    """W1 (unit cube, l-infinity) at every step: online PMM (fixed and growing depth) vs offline PMM re-run with
+    epsilon / T per step.
 
-    Both spend ``epsilon`` over the ``T = len(batches)`` steps: the stream once for all its releases, the re-run
-    ``epsilon / T`` at each step (``split_epsilon``).  The stream's depth is PMM's depth for the planned size and
-    steps (here the actual ones: a teaching evaluation).  Columns ``step, method, w1, records``.
+    All spend ``epsilon`` over the ``T = len(batches)`` steps: each stream once for all its releases, the re-run
+    ``epsilon / T`` at each step (``split_epsilon``).  The fixed-depth stream's depth is PMM's depth for the planned
+    size and steps (here the actual ones: a teaching evaluation); the growing stream needs no plan (its levels open
+    as its released root count grows).  Columns ``step, method, w1, records``.
     """
     import privsyn_core as ps
 
@@ -67,15 +69,18 @@ def over_time(batches: list[pd.DataFrame], schema: Schema, epsilon: float, *, se
     with tempfile.TemporaryDirectory() as folder:
         stream = open_stream(Path(folder) / "stream.json", schema, epsilon, create=True, horizon_n=max(total, 1),
                              horizon_steps=horizon_steps or steps, rng=seed)
+        growing = open_stream(Path(folder) / "growing.json", schema, epsilon, create=True, growing=True, rng=seed)
         for t, batch in enumerate(batches, 1):
             release = stream.add(batch)
+            grown = growing.add(batch)
             if len(batch):
                 seen.append(schema.encode(batch)[0])
             real = np.vstack(seen) if seen else np.empty((0, len(schema.columns)))
             naive = ps.synthesize(pd.concat(batches[:t]), "pmm", shares[t - 1], schema=schema,
                                   neighbouring="add_remove", public_n=max(len(real), 1), rng=seed * 1000 + t)
-            for method, synthetic in (("stream (online PMM)", release.unit), ("naive re-run (PMM, eps/T)",
-                                                                            naive.unit_rows)):
+            for method, synthetic in (("stream (online PMM, depth for the plan)", release.unit),
+                                      ("stream (online PMM, growing depth, no plan)", grown.unit),
+                                      ("naive re-run (PMM, eps/T)", naive.unit_rows)):
                 rows.append({"step": t, "method": method, "w1": _w1(real, synthetic, rng), "records": len(real)})
     return pd.DataFrame(rows)
 

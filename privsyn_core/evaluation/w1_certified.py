@@ -1,6 +1,6 @@
 r"""Certified interval for W1 in the plane: a coupling (upper end) and a 1-Lipschitz function (lower end).
 
-Used by :func:`privsyn_core.evaluation.metrics.w1` (``method="certified"``, and ``"auto"`` for large unweighted
+Used by :func:`privsyn_core.evaluation.distances.w1` (``method="certified"``, and ``"auto"`` for large unweighted
 inputs in d = 2). The ground metric is l-infinity (chebyshev) or l1 (cityblock). Both are an l1 norm after a
 linear map: for chebyshev in d = 2, ``max(|dx|, |dy|) = (|du| + |dv|) / 2`` with ``u = x + y``, ``v = x - y``.
 All work happens on ``q = s T p`` (``T`` the rotation and ``s = 1/2`` for chebyshev, the identity for

@@ -1,4 +1,4 @@
-"""One module per mechanism; each registers itself with :func:`privsyn_core.registry.register`.
+"""One module per mechanism; each registers itself with :func:`privsyn_core.mechanisms.base.spec.register`.
 
 Modules here are discovered automatically by :func:`privsyn_core.list_mechanisms`.
 """

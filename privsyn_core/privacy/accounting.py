@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from privsyn_core.errors import ParameterError
 
 Ledger = list[tuple[str, float]]
 
@@ -57,3 +62,16 @@ def _exact_split(epsilon: float, shares: list[float]) -> list[float]:
 def ledger_total(ledger: Ledger) -> float:
     """Exactly rounded sum of the ledger's epsilons."""
     return math.fsum(e for _, e in ledger)
+
+
+def check_epsilon(epsilon: Any) -> float:
+    """``epsilon`` as a finite positive float, or a clear error."""
+    if isinstance(epsilon, (bool, np.bool_)):
+        raise ParameterError(f"epsilon must be a number, got {epsilon!r}")
+    try:
+        eps = float(epsilon)
+    except (TypeError, ValueError):
+        raise ParameterError(f"epsilon must be a number, got {epsilon!r}") from None
+    if not (math.isfinite(eps) and eps > 0):
+        raise ParameterError(f"epsilon must be finite and > 0, got {epsilon!r}")
+    return eps

@@ -1,11 +1,12 @@
 """The Compare page's logic without Streamlit: metrics in plain words, several runs side by side, honest ranks.
 
-* :func:`metric_table`: every metric of :func:`privsyn_core.evaluation.metrics.evaluate` with "lower/higher is better",
-  its interval and its real-vs-real floor (with the floor's interval), and where the value stands against it;
+* :func:`metric_table`: every metric of :func:`privsyn_core.evaluation.scorecard.evaluate` with "lower/higher is
+  better" (as :data:`~privsyn_core.evaluation.scorecard.METRICS` declares it), its interval and its real-vs-real
+  floor (with the floor's interval), and where the value stands against it;
 * :func:`run_many`: one run per mechanism at the same epsilon and seed (the caller's ``execute`` records each
   in the ledger), each with its evaluation;
 * :func:`runs_table`: one row per run with epsilon, relation, dp_valid and a clear "NOT private" mark;
-* :func:`ranking`: the ranks of :func:`privsyn_core.evaluation.metrics.rank_runs` among the *private* runs (intervals
+* :func:`ranking`: the ranks of :func:`privsyn_core.evaluation.scorecard.rank_runs` among the *private* runs (intervals
   that overlap tie; runs without a guarantee are listed apart, never ranked);
 * :func:`comparison_html`: one small self-contained HTML report with every run.
 
@@ -23,36 +24,24 @@ import numpy as np
 import pandas as pd
 
 import privsyn_core as ps
-from privsyn_core.evaluation.metrics import rank_runs
+from privsyn_core.evaluation.scorecard import METRICS, MetricInfo, rank_runs
 from privsyn_core.reporting import figures as F, report, words
 from privsyn_core.reporting.stakeholder import REAL_DATA_BANNER
 
-#: Plain name, direction and one line of meaning of each metric (by the first part of its dotted name).
-METRICS: dict[str, tuple[str, str, str]] = {
-    "w1": ("Wasserstein distance W1", "lower",
-           "how far rows must move, on average, to turn the real table into the synthetic one"),
-    "sliced_w1": ("sliced W1", "lower", "W1 averaged over random one-dimensional views"),
-    "mmd": ("kernel distance (MMD)", "lower", "difference of smooth averages of the two tables"),
-    "marginal_tvd_1way": ("1-way marginal error (TVD)", "lower",
-                          "share of rows in the wrong bin or category, one column at a time, averaged over 16 public "
-                          "bin grids (8, 13, 20, 32 bins, 4 offsets each) so that no grid is favoured"),
-    "marginal_tvd_2way": ("2-way marginal error (TVD)", "lower",
-                          "the same for every pair of columns, on the same 16 grids: are combinations kept?"),
-    "correlation_gap": ("correlation gap", "lower", "largest difference between the two correlation matrices"),
-    "boolean_marginals": ("Boolean marginal error", "lower", "error of k-way marginals of the 0/1 columns"),
-    "coverage": ("most frequent row's share", "lower",
-                 "a collapse check: a synthetic table repeating one row has a large share (floor: the real share)"),
-    "tstr": ("model trained on synthetic, tested on real", "higher",
-             "score of a model trained on the synthetic rows and tested on held-out real rows (reference: trained on "
-             "real rows)"),
-}
-#: Metrics whose evaluation carries a sampling interval, so runs can be ranked on them honestly.
-RANKABLE = ("marginal_tvd_2way", "marginal_tvd_1way", "w1", "correlation_gap", "sliced_w1", "mmd")
+#: Metrics whose evaluation carries a sampling interval, so runs can be ranked on them honestly (in the order of
+#: the declaration: the most telling first).
+RANKABLE = tuple(name for name, info in METRICS.items() if info.interval)
+
+
+def info(metric: str) -> MetricInfo:
+    """The declaration of ``metric`` (a dotted metrics-table name: its first part); one of its own for a name the
+    evaluation does not declare (lower is better)."""
+    return METRICS.get(metric.split(".")[0]) or MetricInfo(metric, "lower", "", "")
 
 
 def better(metric: str) -> str:
     """``"lower"`` or ``"higher"``: which direction is better for ``metric`` (a dotted metrics-table name)."""
-    return METRICS.get(metric.split(".")[0], ("", "lower", ""))[1]
+    return info(metric).better
 
 
 def _number(value: Any) -> float:
@@ -93,15 +82,15 @@ def metric_table(evaluation: dict[str, Any]) -> pd.DataFrame:
     for entry in report.metrics_table(evaluation).to_dict("records"):
         key = str(entry["metric"])
         head = key.split(".")[0]
-        label, direction, meaning = METRICS.get(head, (key, "lower", ""))
-        row = {"key": key, "metric": label + key[len(head):], "better": direction,
+        declared = info(head)
+        row = {"key": key, "metric": declared.label + key[len(head):], "better": declared.better,
                "value": _number(entry["value"]), "low": _number(entry["low"]), "high": _number(entry["high"]),
                "floor": _number(entry["real-vs-real floor"]), "floor_low": _number(entry["floor low"]),
-               "floor_high": _number(entry["floor high"]), "meaning": meaning}
+               "floor_high": _number(entry["floor high"]), "meaning": declared.meaning}
         if head == "tstr" and isinstance(evaluation.get("tstr"), dict):
             tstr = evaluation["tstr"]
             row["floor"] = _number((tstr.get("train_on_real") or {}).get(tstr.get("score")))
-        row["compared with the floor"] = _standing(row, direction)
+        row["compared with the floor"] = _standing(row, declared.better)
         rows.append(row)
     return pd.DataFrame(rows, columns=["key", "metric", "better", "value", "low", "high", "floor", "floor_low",
                                        "floor_high", "compared with the floor", "meaning"])
@@ -310,10 +299,11 @@ def comparison_html(*, data_name: str, runs: dict[str, dict], tables: dict[str, 
     except ps.PrivsynError as exc:
         body.append(f"<p>No ranking: {escape(str(exc))}</p>")
     else:
-        label, direction, _ = METRICS.get(rank_metric, (rank_metric, "lower", ""))
+        declared = info(rank_metric)
         items = "".join(f"<li>{escape(line)}</li>" for line in ranking_words(ranked))
-        body.append(f"<h2>Ranks on the {escape(label)} ({direction} is better)</h2><p>Only private runs are ranked; "
-                    "runs whose intervals overlap share a rank and are not ordered.</p><ul>" + items + "</ul>"
+        body.append(f"<h2>Ranks on the {escape(declared.label)} ({declared.better} is better)</h2><p>Only private runs "
+                    "are ranked; runs whose intervals overlap share a rank and are not ordered.</p><ul>" + items
+                    + "</ul>"
                     + (f"<p>Not ranked (not private): {escape(', '.join(others['run']))}</p>" if len(others) else ""))
     schema = next(iter(runs.values()))["result"].schema if runs else {"columns": []}
     figs = []

@@ -117,10 +117,10 @@ def unit_axis(column: dict) -> dict:
     The geometry stays in the unit cube (the mechanism's coordinates); ticks sit at unit positions and name the
     data values there, and the title names the column with its public bounds or categories.  A numeric column
     ``x`` sits at ``(x - lo)/(hi - lo)`` (with public atoms: each atom at its slot's centre in ``[0, 1/2)`` and
-    the continuous part on ``[1/2, 1]``, :func:`privsyn_core.data.domain.atom_layout`); the ``i``-th of ``K``
+    the continuous part on ``[1/2, 1]``, :func:`privsyn_core.data.unit_codec.atom_layout`); the ``i``-th of ``K``
     categories at ``(i + 1/2)/K``.
     """
-    from privsyn_core.data.domain import atom_layout
+    from privsyn_core.data.unit_codec import atom_layout
 
     name = str(column["name"])
     if column.get("kind") == "categorical":
@@ -555,7 +555,7 @@ def interval_figure(ranking: pd.DataFrame, *, metric: str, better: str, floor: t
     Parameters
     ----------
     ranking : DataFrame
-        :func:`privsyn_core.evaluation.metrics.rank_runs` output (``run, value, low, high, rank, tied_with``), in
+        :func:`privsyn_core.evaluation.scorecard.rank_runs` output (``run, value, low, high, rank, tied_with``), in
         its order: rank groups, and inside a group by name, never by value.
     metric : str
         The metric's name for the title and the y axis.
@@ -716,8 +716,9 @@ def released_partition(release) -> dict | None:
 
 
 def released_path(release) -> np.ndarray | None:
-    """The folding path of a release, rebuilt by its mechanism's ``released_geometry`` hook from the release alone;
-    ``None`` when the release folds nothing (``d = 1`` or a mechanism without a path)."""
+    """The folding path of a release, rebuilt by its mechanism's ``released_geometry`` hook from the release alone:
+    ``(k, d)`` points in path order (on one column, ``(k, 1)``: the interval itself); ``None`` for a mechanism that
+    folds nothing onto a path."""
     geometry = _released_geometry(release)
     return None if geometry is None or "path" not in geometry else np.asarray(geometry["path"], dtype=float)
 

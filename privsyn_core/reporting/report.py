@@ -3,7 +3,7 @@
 * :func:`run_report` is the JSON the app offers for download: the release's metadata (schema,
   parameters, ledger), package versions and the ``python -m privsyn_core synth ...`` command
   (:func:`cli_command`); in teaching mode also a section of what was read off the raw data.
-* :func:`metrics_table` flattens whatever :func:`privsyn_core.evaluation.metrics.evaluate` returns; :func:`rank_table`
+* :func:`metrics_table` flattens whatever :func:`privsyn_core.evaluation.scorecard.evaluate` returns; :func:`rank_table`
   ranks runs on one metric, tying runs whose intervals overlap.
 * :func:`tradeoff_sweep` and :func:`theoretical_rate` feed the trade-off curve.
 * :func:`html_report` writes one HTML file with plotly.js inlined, which opens offline.
@@ -32,7 +32,7 @@ import pandas as pd
 from privsyn_core.api import synthesize
 from privsyn_core.data.domain import Schema
 from privsyn_core.data.json_values import jsonable, plain
-from privsyn_core.evaluation.metrics import w1
+from privsyn_core.evaluation.distances import w1
 from privsyn_core.registry import get_mechanism
 from privsyn_core.result import SynthResult
 
@@ -146,9 +146,9 @@ def subsample_frame(df: pd.DataFrame, max_rows: int = EVAL_ROWS, seed: int = 0) 
 
 def evaluate_subsampled(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema | None,
                         max_rows: int = EVAL_ROWS, target: str | None = None) -> dict[str, Any]:
-    """:func:`privsyn_core.evaluation.metrics.evaluate` reading at most ``max_rows`` rows of each side (stated in the
+    """:func:`privsyn_core.evaluation.scorecard.evaluate` reading at most ``max_rows`` rows of each side (stated in the
     result); ``target`` adds train-on-synthetic/test-on-real for that column."""
-    from privsyn_core.evaluation.metrics import evaluate
+    from privsyn_core.evaluation.scorecard import evaluate
 
     out = dict(evaluate(real, synthetic, schema=schema, target=target, max_rows=max_rows))
     out["_subsample"] = {"real": min(len(real), max_rows), "synthetic": min(len(synthetic), max_rows),
@@ -180,15 +180,15 @@ def metrics_table(evaluation: dict[str, Any]) -> pd.DataFrame:
 
 def rank_table(evaluations: dict[str, dict[str, Any]], metric: str = "w1", *,
                higher_is_better: bool = False) -> pd.DataFrame:
-    """Rank runs (name -> :func:`privsyn_core.evaluation.metrics.evaluate` output) on one metric; overlapping
+    """Rank runs (name -> :func:`privsyn_core.evaluation.scorecard.evaluate` output) on one metric; overlapping
     intervals tie.
 
-    Wraps :func:`privsyn_core.evaluation.metrics.rank_runs`: runs whose intervals overlap (directly or through a chain
+    Wraps :func:`privsyn_core.evaluation.scorecard.rank_runs`: runs whose intervals overlap (directly or through a chain
     of overlaps) share a rank and are never ordered. Adds the floor and whether each run's interval overlaps the
     floor's (``at floor``: indistinguishable from real data at this resolution) and the coverage flags, because a
     collapsed output can have a small W1.
     """
-    from privsyn_core.evaluation.metrics import rank_runs
+    from privsyn_core.evaluation.scorecard import rank_runs
 
     table = rank_runs({name: ev[metric] for name, ev in evaluations.items()}, higher_is_better=higher_is_better)
     floors = {name: ev[metric] for name, ev in evaluations.items()}

@@ -1,7 +1,7 @@
 """Plain-word verdicts on a synthetic table, for a manager: is each column kept, are the relationships kept, would a
 model trained on it predict like one trained on the real data, and what is lost.
 
-Every verdict reads the real data (it is built from :func:`privsyn_core.evaluation.metrics.evaluate`'s output and
+Every verdict reads the real data (it is built from :func:`privsyn_core.evaluation.scorecard.evaluate`'s output and
 the real correlations): teaching and review only, never part of a release.  Each answer comes with its evidence,
 in words, with the uncertainty the evaluation measured.  The thresholds are stated where they are defined and in
 the report:

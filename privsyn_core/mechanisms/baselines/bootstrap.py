@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from privsyn_core.registry import register
+from privsyn_core.mechanisms.base.spec import register
 from privsyn_core.result import MechanismOutput
 
 

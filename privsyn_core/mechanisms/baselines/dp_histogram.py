@@ -25,13 +25,14 @@ import numpy as np
 
 from privsyn_core.data.grid import cell_boxes, cell_counts, largest_per_axis, released_grid_cells
 from privsyn_core.data.layout import BUDGET_HINT, affordable_noise_mass, coarse_warnings, structured
-from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
 from privsyn_core.errors import ParameterError
-from privsyn_core.evaluation.audit import AuditCase, cell_features
+from privsyn_core.mechanisms.base.audit import AuditCase, cell_features
+from privsyn_core.mechanisms.base.rows import RowPlan
+from privsyn_core.mechanisms.base.spec import ParamSpec, register_staged
+from privsyn_core.mechanisms.base.stages import CellCounts, Stages
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.privacy.sampling import largest_remainder
 from privsyn_core.privacy.sensitivity import count_sensitivity
-from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
 
 MAX_CELLS = 2_000_000

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from privsyn_core.evaluation.audit import AuditCase, record_features
+from privsyn_core.mechanisms.base.audit import AuditCase, record_features
+from privsyn_core.mechanisms.base.spec import ParamSpec, register
 from privsyn_core.privacy.noise import discrete_laplace
-from privsyn_core.registry import ParamSpec, register
 from privsyn_core.result import MechanismOutput
 
 #: Noise scale (unit coordinates) from which the release is no better than uniform points on the box.

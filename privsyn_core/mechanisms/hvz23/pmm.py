@@ -45,10 +45,12 @@ import numpy as np
 
 from privsyn_core.data.grid import RELEASED_MAX_CELLS
 from privsyn_core.data.layout import coarse_warnings
-from privsyn_core.engine.resources import PMM_BYTES_PER_LEAF, max_pmm_depth, pmm_depth_limit
-from privsyn_core.engine.staged import SIZE_VARIANCE, CellCounts, RowPlan, Stages
 from privsyn_core.errors import DataError, ResourceError
-from privsyn_core.evaluation.audit import AuditCase, cell_features
+from privsyn_core.mechanisms.base.audit import AuditCase, cell_features
+from privsyn_core.mechanisms.base.resources import budget_bytes
+from privsyn_core.mechanisms.base.spec import ParamSpec, register_staged
+from privsyn_core.mechanisms.base.stages import SIZE_VARIANCE, CellCounts, Stages
+from privsyn_core.mechanisms.hvz23.leaf_rows import LeafPlan
 from privsyn_core.mechanisms.hvz23.pmm_tree import (
     HVZ23_REFERENCE,
     MAX_DEPTH,
@@ -69,11 +71,25 @@ from privsyn_core.mechanisms.hvz23.pmm_tree import (
 )
 from privsyn_core.privacy.noise import discrete_laplace, discrete_laplace_variance, fill_discrete_laplace
 from privsyn_core.privacy.sampling import largest_remainder
-from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
 
 #: Levels with more cells than this are left out of ``diagnostics`` (a figure cannot show them anyway).
 DIAGNOSTIC_MAX_CELLS = 2 ** 18
+#: PMM's bytes per leaf of its tree (measured: 1.49 GB peak at depth 24 with every level's counts, noise
+#: and consistent counts), see ``benchmarks/bench_pmm.py``.
+PMM_BYTES_PER_LEAF = 96
+
+
+def max_pmm_depth() -> int:
+    """The deepest PMM tree whose counts fit the memory budget (``2^r`` leaves at :data:`PMM_BYTES_PER_LEAF`,
+    :func:`~privsyn_core.mechanisms.base.resources.budget_bytes`)."""
+    return max(0, math.floor(math.log2(budget_bytes() / PMM_BYTES_PER_LEAF)))
+
+
+def pmm_depth_limit(d: int) -> tuple[int, str]:
+    """``ParamSpec.limit`` of a PMM depth: :func:`max_pmm_depth`, whatever the number of columns ``d``."""
+    return max_pmm_depth(), (f"2^depth leaves at {PMM_BYTES_PER_LEAF} bytes each within the memory budget of "
+                             f"{budget_bytes() / 2**20:,.0f} MB (PRIVSYN_MEMORY_BUDGET_MB)")
 
 
 def pmm_layout(n: int, d: int, epsilon: float, neighbouring: str,
@@ -93,7 +109,7 @@ def pmm_counts(unit: np.ndarray, layout: tuple[int, tuple[str, ...]]) -> CellCou
 
 def pmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
                 rng: np.random.Generator, layout: tuple[int, tuple[str, ...]],
-                params: dict[str, Any]) -> tuple[MechanismOutput, RowPlan]:
+                params: dict[str, Any]) -> tuple[MechanismOutput, LeafPlan]:
     """Steps 2-5 of the module docstring from the leaf counts: noise, consistency, the leaf row plan.
 
     Memory: one int64 heap-layout tree (:class:`HeapTree`, ``2^(r+1)`` entries, the leaves being the
@@ -254,16 +270,16 @@ def add_level_noise(tree: HeapTree, plan: NoisePlan, rng: np.random.Generator, k
     return kept
 
 
-def leaf_plan(counts: np.ndarray, r: int, d: int, how: str, rng: np.random.Generator) -> RowPlan:
+def leaf_plan(counts: np.ndarray, r: int, d: int, how: str, rng: np.random.Generator) -> LeafPlan:
     """The rows of the leaves: ``counts[t]`` points in leaf ``t``, uniform inside it or at its centre.
 
     The rows of a block are drawn grouped by leaf, in heap order, then put in a uniformly random order
-    (:func:`~privsyn_core.engine.staged.shuffle_rows`): grouped, the row number told the leaf (issue 28, item 4:
+    (:func:`~privsyn_core.mechanisms.base.rows.shuffle_rows`): grouped, the row number told the leaf (issue 28, item 4:
     a rank correlation of 0.94 between row number and the first column).  The plan holds the dense leaf counts
     and finds the leaves' corners block by block (no per-leaf table).
     """
     side = 2.0 ** -cuts_per_axis(r, d).astype(float)
-    return RowPlan("leaf", counts, np.empty((0, d)), rng, side=side, uniform=how == "uniform", depth=r)
+    return LeafPlan(counts, np.empty((0, d)), rng, side=side, uniform=how == "uniform", depth=r)
 
 
 def _checked_unit(unit: Any) -> np.ndarray:

@@ -55,15 +55,16 @@ import numpy as np
 
 from privsyn_core.data.grid import cell_boxes, cell_counts, released_grid_cells
 from privsyn_core.data.layout import BUDGET_HINT, affordable_noise_mass, coarse_warnings, structured
-from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
 from privsyn_core.errors import ParameterError
-from privsyn_core.evaluation.audit import AuditCase, cell_features
+from privsyn_core.mechanisms.base.audit import AuditCase, cell_features
+from privsyn_core.mechanisms.base.rows import RowPlan
+from privsyn_core.mechanisms.base.spec import ParamSpec, register_staged
+from privsyn_core.mechanisms.base.stages import CellCounts, Stages
 from privsyn_core.mechanisms.hvz23.dbl_lp import king_edge_count, king_edges, project_dbl, star_edges
 from privsyn_core.mechanisms.hvz23.pmm_tree import HVZ23_REFERENCE
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.privacy.sampling import largest_remainder
 from privsyn_core.privacy.sensitivity import count_sensitivity
-from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
 
 #: Size limits of the LP, measured with ``benchmarks/bench_psmm.py --limits`` on a 2-core machine so

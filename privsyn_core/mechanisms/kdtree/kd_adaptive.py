@@ -54,9 +54,11 @@ from typing import Any
 import numpy as np
 
 from privsyn_core.data.layout import coarse_warnings
-from privsyn_core.engine.staged import DENSE_FACTOR, CellCounts, RowPlan, Stages
 from privsyn_core.errors import ParameterError
-from privsyn_core.evaluation.audit import AuditCase, released_cells
+from privsyn_core.mechanisms.base.audit import AuditCase, released_cells
+from privsyn_core.mechanisms.base.rows import RowPlan
+from privsyn_core.mechanisms.base.spec import ParamSpec, register_staged
+from privsyn_core.mechanisms.base.stages import DENSE_FACTOR, CellCounts, Stages
 from privsyn_core.mechanisms.hvz23.pmm_tree import leaf_counts, leaf_ids
 from privsyn_core.mechanisms.kdtree.kd_empty import (
     KD_REFERENCE,
@@ -71,7 +73,6 @@ from privsyn_core.mechanisms.kdtree.kd_grid import auto_bins, default_rows, weig
 from privsyn_core.privacy.accounting import split_epsilon
 from privsyn_core.privacy.noise import binomial_big, discrete_laplace
 from privsyn_core.privacy.sensitivity import count_sensitivity
-from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
 
 #: Deepest supported tree (path ids are int64).
@@ -122,7 +123,7 @@ def adaptive_counts(unit: np.ndarray, layout: AdaptiveLayout) -> CellCounts:
     """Counts of the non-empty depth-``h_max`` nodes, by path id (:func:`path_codes`).
 
     Dense (``2^h_max`` counts, summed chunk by chunk, no array of ``n`` ids) when there are at most
-    :data:`~privsyn_core.engine.staged.DENSE_FACTOR` ids per row, else sorted sparse ids and counts.
+    :data:`~privsyn_core.mechanisms.base.stages.DENSE_FACTOR` ids per row, else sorted sparse ids and counts.
     """
     if 2 ** layout.h_max <= DENSE_FACTOR * len(unit) + 2 ** 16:
         return CellCounts.from_dense(leaf_counts(unit, layout.h_max, ties="lower"))

@@ -20,6 +20,10 @@ emitted empty bins, chosen uniformly without replacement, each with an independe
 weight (:func:`sample_empty_cells`).  Empty subtrees of the adaptive tree are Galton-Watson trees
 (the same thinning applied level by level) simulated node by node with fresh noise
 (:func:`empty_subtree_leaves`).
+
+:func:`tail_probability` and :func:`conditional_weights` are the law of the empty cells' noise, so they are
+declared to the privacy audit (:func:`~privsyn_core.mechanisms.base.audit.scaled_law`): its detection cases rescale
+them with ``discrete_laplace``, keeping the implicit empty cells equal in law to explicit ones.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import math
 import numpy as np
 
 from privsyn_core.errors import ParameterError
+from privsyn_core.mechanisms.base.audit import scaled_law
 from privsyn_core.privacy.noise import binomial_big, discrete_geometric, discrete_laplace
 
 #: Id spaces up to this size are enumerated (``np.setdiff1d``); larger ones use rejection sampling.
@@ -43,6 +48,7 @@ def integer_threshold(t: float) -> int:
     return max(1, math.ceil(t))
 
 
+@scaled_law(1)
 def tail_probability(threshold: int, scale: float) -> float:
     r"""``P[Lap_Z(b) >= T] = p^T / (1 + p)`` with ``p = e^{-1/b}``, for an integer ``T >= 1``."""
     if threshold < 1:
@@ -50,6 +56,7 @@ def tail_probability(threshold: int, scale: float) -> float:
     return math.exp(-threshold / scale) / (1.0 + math.exp(-1.0 / scale))
 
 
+@scaled_law(1)
 def conditional_weights(threshold: int, scale: float, size: int, rng: np.random.Generator) -> np.ndarray:
     r"""Draws of ``Lap_Z(b)`` conditioned on ``>= T`` (``T >= 1``): ``T + Geometric_0(1 - p)``.
 

@@ -46,9 +46,11 @@ import numpy as np
 
 from privsyn_core.data.grid import cell_boxes, cell_ids, released_grid_cells
 from privsyn_core.data.layout import BUDGET_HINT, affordable, coarse_warnings, structured
-from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
 from privsyn_core.errors import ParameterError
-from privsyn_core.evaluation.audit import AuditCase, released_cells
+from privsyn_core.mechanisms.base.audit import AuditCase, released_cells
+from privsyn_core.mechanisms.base.rows import CubePlan, RowPlan
+from privsyn_core.mechanisms.base.spec import ParamSpec, register_staged
+from privsyn_core.mechanisms.base.stages import CellCounts, Stages
 from privsyn_core.mechanisms.kdtree.kd_empty import (
     KD_REFERENCE,
     MAX_ID_SPACE,
@@ -60,7 +62,6 @@ from privsyn_core.mechanisms.kdtree.kd_empty import (
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.privacy.sampling import largest_remainder
 from privsyn_core.privacy.sensitivity import count_sensitivity
-from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
 
 #: Largest expected number of emitted empty bins before the mechanism refuses (Algorithm 5 emits them all).
@@ -161,7 +162,7 @@ def weighted_plan(centres: np.ndarray, weights: np.ndarray, lo: np.ndarray, hi: 
                   n_rows: int, rng: np.random.Generator) -> tuple[RowPlan, list[str]]:
     """The row plan of the released atoms: largest-remainder counts, at the centres or uniform in the bins."""
     if len(weights) == 0:
-        plan = RowPlan("cube", np.array([n_rows], dtype=np.int64), np.zeros((1, centres.shape[1])), rng)
+        plan = CubePlan(np.array([n_rows], dtype=np.int64), np.zeros((1, centres.shape[1])), rng)
         return plan, ["every noisy count was below the threshold: nothing was released, rows are uniform on the cube"]
     return RowPlan.from_counts(largest_remainder(weights, n_rows, rng), lo, hi, sample=sample, rng=rng), []
 

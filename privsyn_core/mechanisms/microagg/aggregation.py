@@ -3,7 +3,7 @@ r"""Building blocks of private microaggregation ([BSV23], seed 001).
 Section, algorithm, lemma and equation numbers below are those of [BSV23].  Geometric steps work on the
 *scaled* Boolean data ``x/sqrt(p)`` in the unit ball (the renormalisation of Thm 4.6 and Section 5.5).
 
-* parameters: :func:`alg1_params` (Alg 1 step 2), :func:`alg4_params` (Alg 4 steps 3, 8);
+* parameters: :func:`alg1_params` (Alg 1 step 2), :func:`alg4_params` (Alg 4 steps 3, 8), :func:`resolve_t`;
 * second moment and spectral projection: :func:`second_moment` (Alg 1 step 1),
   :func:`top_eigenvectors` (Lemma 3.3);
 * covering and partition: :func:`lattice_covering` (Prop 3.7),
@@ -13,8 +13,8 @@ Section, algorithm, lemma and equation numbers below are those of [BSV23].  Geom
 * projections (5.5)-(5.6): :func:`project_simplex_l1`, :func:`project_box`;
 * post-processing: :func:`bootstrap_indices` (Section 4.2/5.9), :func:`randomized_rounding`
   (Lemma 4.7);
-* accuracy quantities: :func:`covariance_loss`, :func:`moment_distance`,
-  :func:`avg_sq_marginal_error` ((1.2)), :func:`marginal_table`.
+* accuracy quantities: :func:`covariance_loss`, :func:`moment_distance` (the accuracy metric (1.2) itself,
+  :func:`~privsyn_core.evaluation.marginals.avg_sq_marginal_error`, is evaluation: it reads the true rows).
 
 References
 ----------
@@ -29,7 +29,6 @@ References
 from __future__ import annotations
 
 import math
-from itertools import combinations
 
 import numpy as np
 from scipy.optimize import brentq
@@ -76,6 +75,15 @@ def alg4_params(n: int, p: int, epsilon: float, kappa: float) -> tuple[float, in
     alpha = math.log(n) ** -0.25
     t = math.floor(kappa * math.log(n) / math.log(7 / alpha))
     return alpha, t, math.sqrt(p * n ** (1 - kappa) / epsilon)
+
+
+def resolve_t(t: int | str, t_paper: int, p: int) -> tuple[int, list[str]]:
+    """The projection rank used: the paper's ``t_paper`` (``t="paper"``) or the given ``t``, at most the dimension
+    ``p`` (with a warning when clamped)."""
+    chosen = t_paper if t == "paper" else int(t)
+    if chosen > p:
+        return p, [f"t={chosen} exceeds the dimension p={p}: clamped to t={p}"]
+    return chosen, []
 
 
 # -- second moment and PCA -------------------------------------------------------------
@@ -421,38 +429,6 @@ def moment_distance(A: np.ndarray, a: np.ndarray, B: np.ndarray, b: np.ndarray, 
 def _merge_rows(A: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     unique, inverse = np.unique(A, axis=0, return_inverse=True)
     return unique, np.bincount(inverse.ravel(), weights=a, minlength=len(unique))
-
-
-def marginal_table(X: np.ndarray, d: int, weights: np.ndarray | None = None) -> np.ndarray:
-    r"""All ``d``-way marginals ``sum_i w_i x_i(j_1)...x_i(j_d)`` over sorted distinct
-    index sets ``j_1 < ... < j_d`` (in :func:`itertools.combinations` order), ``d <= 3``.
-
-    ``weights`` default to ``1/n``.  Works for fractional ``X`` too (the weighted product
-    of coordinates).
-    """
-    X = np.asarray(X, dtype=float)
-    n, p = X.shape
-    w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, dtype=float)
-    if d == 1:
-        return w @ X
-    if d == 2:
-        M = (X.T * w) @ X
-        return M[np.triu_indices(p, 1)]
-    if d == 3:
-        index = np.array(list(combinations(range(p), 3)), dtype=np.int64).reshape(-1, 3)
-        out = np.empty(len(index))
-        for i in range(p - 2):
-            rows = index[:, 0] == i
-            M = (X.T * (w * X[:, i])) @ X
-            out[rows] = M[index[rows, 1], index[rows, 2]]
-        return out
-    raise ValueError(f"marginal_table supports d in {{1, 2, 3}}, got d={d}")
-
-
-def avg_sq_marginal_error(X: np.ndarray, Z: np.ndarray, d: int, weights_z: np.ndarray | None = None) -> float:
-    r"""The paper's accuracy metric (1.2): ``C(p,d)^{-1} sum_{i_1<...<i_d} E(i_1..i_d)^2``
-    between true rows ``X`` and synthetic rows ``Z`` (or weighted atoms ``Z``)."""
-    return float(np.mean((marginal_table(X, d) - marginal_table(Z, d, weights_z)) ** 2))
 
 
 def tensorization_constant(d: int) -> float:

@@ -43,6 +43,7 @@ import numpy as np
 
 from privsyn_core.data.boolean_codec import strict_boolean_codec
 from privsyn_core.errors import ParameterError
+from privsyn_core.mechanisms.base.spec import ParamSpec, register
 from privsyn_core.mechanisms.microagg.aggregation import (
     BSV23_REFERENCE,
     alg1_params,
@@ -53,10 +54,10 @@ from privsyn_core.mechanisms.microagg.aggregation import (
     microaggregate,
     nearest_point_labels,
     randomized_rounding,
+    resolve_t,
     second_moment,
     top_eigenvectors,
 )
-from privsyn_core.registry import ParamSpec, register
 from privsyn_core.result import MechanismOutput
 
 DEFAULT_BLOCK_SIZE = 10
@@ -99,7 +100,7 @@ def microagg_anon(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synt
     n, p = X.shape
     k = _resolve_k(k, n)
     k_prime, alpha, t_paper = alg1_params(k)
-    t_used, warnings = _resolve_t(t, t_paper, p)
+    t_used, warnings = resolve_t(t, t_paper, p)
     order_rng, boot_rng, round_rng = rng.spawn(3)
 
     S = second_moment(X)
@@ -134,13 +135,6 @@ def _resolve_k(k: int | None, n: int) -> int:
     if k > n:
         raise ParameterError(f"k={k} blocks need at least k records, the data has n={n}; choose k <= n")
     return k
-
-
-def _resolve_t(t: int | str, t_paper: int, p: int) -> tuple[int, list[str]]:
-    chosen = t_paper if t == "paper" else int(t)
-    if chosen > p:
-        return p, [f"t={chosen} exceeds the dimension p={p}: clamped to t={p}"]
-    return chosen, []
 
 
 def _order_key(order: str, scaled: np.ndarray, U: np.ndarray, t: int, rng: np.random.Generator) -> np.ndarray | None:

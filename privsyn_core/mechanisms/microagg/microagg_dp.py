@@ -46,11 +46,13 @@ from __future__ import annotations
 
 import math
 from functools import partial
+from typing import Any
 
 import numpy as np
 
 from privsyn_core.data.boolean_codec import strict_boolean_codec
-from privsyn_core.evaluation.audit import AuditCase, group_features, microagg_pair_loss
+from privsyn_core.mechanisms.base.audit import AuditCase, NeighbourPair
+from privsyn_core.mechanisms.base.spec import MechanismSpec, ParamSpec, register
 from privsyn_core.mechanisms.microagg.aggregation import (
     BSV23_REFERENCE,
     alg4_params,
@@ -62,12 +64,38 @@ from privsyn_core.mechanisms.microagg.aggregation import (
     project_box,
     project_simplex_l1,
     randomized_rounding,
+    resolve_t,
     second_moment,
 )
 from privsyn_core.privacy.accounting import split_epsilon
 from privsyn_core.privacy.noise import laplace
-from privsyn_core.registry import ParamSpec, register
 from privsyn_core.result import MechanismOutput
+
+
+def group_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
+    """Microaggregation: the largest released group centre coordinate sum, maximum and minimum, and noisy weights.
+
+    The largest per-centre minimum coordinate is the tight one when the changed record's cell is
+    the only one (``t = 0``): ``{min_i c_i >= shift}`` has ratio ``exp(sum_i shift_i / scale)``,
+    as long as the shift stays below the clip at 1.
+    """
+    groups = out.diagnostics["groups"]
+    centres = np.asarray(groups["centres"], dtype=float).reshape(-1, pair.base.shape[1])
+    weights = np.asarray(groups["noisy_weights"], dtype=float)
+    return np.array([centres.sum(axis=1).max(), centres.max(), weights.max(), weights.min(),
+                     centres.min(axis=1).max()])
+
+
+def microagg_pair_loss(spec: MechanismSpec, pair: NeighbourPair, epsilon: float, params: dict[str, Any]) -> float:
+    """The loss microagg_dp's pair realises: it moves the damped averages of [BSV23] (5.4) (one cell when
+    ``t = 0``) by an l1 distance ``Delta``, far below their sensitivity ``4 sqrt(p)/b``, so the centre
+    stage's ``Laplace(vector_noise_scale)`` spends ``Delta / scale`` (the weights of a single cell are
+    always 1, and ``t = 0`` skips the projection)."""
+    runs = [spec.run(data, epsilon, neighbouring=pair.relation, n_synthetic=None, rng=np.random.default_rng(0),
+                     **params) for data in (pair.base, pair.neighbour)]
+    delta = np.abs(runs[1].diagnostics["noise"]["damped"] - runs[0].diagnostics["noise"]["damped"]).sum()
+    return float(delta) / runs[0].params["vector_noise_scale"]
+
 
 STAGES = (("private PCA projection PROJ (Alg 3)", 1.0), ("cell weights, Laplace 6/(n eps)", 1.0),
           ("cell averages, Laplace 12 sqrt(p)/(b eps)", 1.0))
@@ -113,7 +141,7 @@ def microagg_dp(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthe
     X = np.asarray(unit)
     n, p = X.shape
     alpha, t_paper, b_paper = alg4_params(n, p, epsilon, kappa)
-    t_used, warnings = _resolve_t(t, t_paper, p)
+    t_used, warnings = resolve_t(t, t_paper, p)
     b_used = b_paper if b == "paper" else float(b)
     ledger = split_epsilon(epsilon, list(STAGES))
     proj_rng, weight_rng, vector_rng, boot_rng, round_rng = rng.spawn(5)
@@ -146,13 +174,6 @@ def microagg_dp(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthe
         params={"alpha": alpha, "t": t_used, "s": s, "b": b_used, "kappa": kappa,
                 "weight_noise_scale": weight_scale, "vector_noise_scale": vector_scale, "m": m},
         warnings=warnings)
-
-
-def _resolve_t(t: int | str, t_paper: int, p: int) -> tuple[int, list[str]]:
-    chosen = t_paper if t == "paper" else int(t)
-    if chosen > p:
-        return p, [f"t={chosen} exceeds the dimension p={p}: clamped to t={p}"]
-    return chosen, []
 
 
 def _private_projection(S: np.ndarray, n: int, epsilon: float, t: int, rng: np.random.Generator

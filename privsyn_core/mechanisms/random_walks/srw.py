@@ -68,13 +68,14 @@ from typing import Any
 import numpy as np
 
 from privsyn_core.data.grid import cell_ids
-from privsyn_core.engine.staged import EXACT_N, RowPlan
 from privsyn_core.errors import ParameterError
-from privsyn_core.evaluation.audit import AuditCase, walk_features
+from privsyn_core.mechanisms.base.audit import AuditCase, NeighbourPair, cell_features
+from privsyn_core.mechanisms.base.rows import JitterPlan, PointPlan, RowPlan
+from privsyn_core.mechanisms.base.spec import ParamSpec, register
+from privsyn_core.mechanisms.base.stages import EXACT_N
 from privsyn_core.mechanisms.random_walks import walks
 from privsyn_core.privacy.accounting import Ledger
 from privsyn_core.privacy.sensitivity import count_sensitivity
-from privsyn_core.registry import ParamSpec, register
 from privsyn_core.result import MechanismOutput
 
 #: Auto resolution cap on the interval (the paper's ``K = floor(alpha)`` of Thm 5.4, capped): accuracy is then
@@ -308,11 +309,52 @@ def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
               rng: np.random.Generator) -> RowPlan:
     """Each net point repeated ``counts`` times (optionally jittered in its cell), shuffled."""
     used = counts > 0
-    return RowPlan("jitter" if sample == "uniform" else "point", counts[used], points[used], rng, bins=bins)
+    if sample == "uniform":
+        return JitterPlan(counts[used], points[used], rng, bins=bins)
+    return PointPlan(counts[used], points[used], rng)
+
+
+
+def walk_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
+    r"""srw / srw_tsp: :func:`cell_features` and the walk's likelihood-ratio statistic.
+
+    With ``c``, ``c'`` the cell counts of ``D`` and ``D'`` in path order (the auditor builds
+    both datasets; the counts are placed by the corners' cells in the diagnostics) and ``y``
+    the released noisy counts,
+
+    .. math:: T(y) = \|\lambda(y - c')\|_1 - \|\lambda(y - c)\|_1,
+
+    ``lambda`` the Haar analysis (:func:`privsyn_core.mechanisms.random_walks.walks.haar_coefficients`, zero-padded
+    to ``2^L`` cells).  For ``K = 2^L`` cells ``T / (s b)`` is the log-likelihood ratio
+    ``log p_D(y) / p_D'(y)`` of the walk (``docs/srw_privacy.md``), so its tails reach the
+    walk's full privacy loss (Neyman-Pearson); it reads no noise scale.  ``T`` is rounded to 9
+    decimals: at its extremes ``+-S`` the float64 rounding pattern of ``y = c + s Z`` depends on
+    ``c``, and the unrounded statistic measures that (documented) floating-point exposure
+    instead of the calibration (with ``scale="paper"`` under add/remove, ``L = 1``, the event
+    ``T >= 1.5000000000000036`` gave ``eps_lower = 0.66`` against a real-number loss of 0.45).
+    """
+    cells = out.diagnostics["cells"]
+    lo, hi = np.asarray(cells["lo"]), np.asarray(cells["hi"])
+    noisy = np.asarray(cells["noisy_count"], dtype=float)
+    origin, far = np.all(lo <= 0.0, axis=1), np.all(hi >= 1.0, axis=1)
+    counts = origin * float(pair.n)
+    other = counts + far - (origin if pair.relation == "replace" else 0.0)
+    padded = np.zeros((2, 1 << walks.walk_depth(len(noisy))))
+    padded[:, :len(noisy)] = noisy - np.stack([other, counts])
+    norms = np.abs(walks.haar_coefficients(padded)).sum(axis=1)
+    return np.append(cell_features(out, pair), np.round(norms[0] - norms[1], 9))
+
+
+def released_line(release: Any) -> dict[str, np.ndarray] | None:
+    """srw's ``released_geometry``: on one column the folding path is the interval itself, through the released
+    atoms (in path order); ``None`` for a release of more columns."""
+    unit = np.asarray(release.unit, dtype=float)
+    return {"path": unit} if unit.ndim == 2 and unit.shape[1] == 1 else None
 
 
 @register(
     "srw",
+    released_geometry=released_line,
     citation=f"{WALK_REFERENCE}, Sec 3-5 (Thm 3.1, Prop 5.1-5.2, Thm 5.4)",
     order=30,
     title="Superregular random walk on the interval",
@@ -334,7 +376,8 @@ def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
 def srw(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None, rng: np.random.Generator,
         bins: int | None, scale: walks.ScaleMode, rounding: str, sample: str,
         size: int | str | None = EXACT_N) -> MechanismOutput:
-    """The walk on the interval; ``size`` is the public record count (:meth:`privsyn_core.engine.staged.Stages.run`)."""
+    """The walk on the interval; ``size`` is the public record count
+    (:meth:`privsyn_core.mechanisms.base.stages.Stages.run`)."""
     n, dim = unit.shape
     if dim != 1:
         raise ParameterError(f"srw works on one column, this data has {dim}; use mechanism 'srw_tsp' for d >= 2")

@@ -40,9 +40,11 @@ import numpy as np
 
 from privsyn_core.data.grid import RELEASED_MAX_CELLS, cell_ids, largest_per_axis
 from privsyn_core.data.layout import BUDGET_HINT, affordable_noise_mass, coarse_warnings, structured
-from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
 from privsyn_core.errors import ParameterError
-from privsyn_core.evaluation.audit import AuditCase, walk_features
+from privsyn_core.mechanisms.base.audit import AuditCase
+from privsyn_core.mechanisms.base.rows import RowPlan
+from privsyn_core.mechanisms.base.spec import ParamSpec, register_staged
+from privsyn_core.mechanisms.base.stages import CellCounts, Stages
 from privsyn_core.mechanisms.random_walks import walks
 from privsyn_core.mechanisms.random_walks.srw import (
     ROUNDING_PARAM,
@@ -56,8 +58,9 @@ from privsyn_core.mechanisms.random_walks.srw import (
     auto_bins,
     calibrate,
     release_path_counts,
+    released_line,
+    walk_features,
 )
-from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
 
 #: Snake paths are O(K), the MST path O(K log K) on a neighbour graph; 2-opt costs O(K^2) per pass.
@@ -152,17 +155,20 @@ def _fold(bins: int, dim: int, path: str, metric: str, improve: bool) -> Folding
 
 
 STAGES = Stages(layout=tsp_layout, count=tsp_counts, release=tsp_release)
-def released_path(release) -> dict | None:
+
+
+def released_path(release: Any) -> dict[str, np.ndarray] | None:
     """srw_tsp's ``released_geometry``: the folding path rebuilt from public parameters alone.
 
     The snake path through the ``M^d`` cell centres (``M = params["bins"]``) is a function of public parameters
     only ([BSV] Prop. 6.5 folding; :func:`~privsyn_core.mechanisms.random_walks.walks.snake_order`).  For the MST
     path, whose net is public too but whose tour is not declared released, the released atoms are joined in the
-    order they are listed, which is path order.  ``None`` for ``d = 1`` (the path is the interval itself).
+    order they are listed, which is path order.  On one column the path is the interval itself
+    (:func:`~privsyn_core.mechanisms.random_walks.srw.released_line`).
     """
     unit = np.asarray(release.unit, dtype=float)
     if unit.ndim != 2 or unit.shape[1] < 2:
-        return None
+        return released_line(release)
     bins = release.params.get("bins")
     if release.params.get("path", "snake") == "snake" and isinstance(bins, (int, np.integer)) \
             and int(bins) ** unit.shape[1] <= RELEASED_MAX_CELLS:

@@ -67,15 +67,14 @@ from typing import Any
 
 import numpy as np
 
-from privsyn_core.engine.resources import pmm_depth_limit
-from privsyn_core.engine.staged import EXACT_N
 from privsyn_core.errors import DataError, ParameterError
-from privsyn_core.evaluation.audit import AuditCase, NeighbourPair
+from privsyn_core.mechanisms.base.audit import AuditCase, NeighbourPair
+from privsyn_core.mechanisms.base.spec import MechanismSpec, ParamSpec, register
+from privsyn_core.mechanisms.base.stages import EXACT_N
 from privsyn_core.mechanisms.hvz23 import pmm
 from privsyn_core.mechanisms.hvz23.pmm_tree import MAX_DEPTH, accuracy_bound
 from privsyn_core.privacy.accounting import split_epsilon
 from privsyn_core.privacy.noise import discrete_laplace
-from privsyn_core.registry import MechanismSpec, ParamSpec, register
 from privsyn_core.result import MechanismOutput
 
 #: Quantisation of ``y = 2x - 1``: ``t = rint(m y)`` in ``{-m..m}`` (public; the error ``1/(4m)`` per coordinate of
@@ -277,7 +276,7 @@ AUDIT_CASE = AuditCase(d=1, params={"k": 1, "depth": 2, "sample": "center"}, fea
                                        "the rest goes to PMM in the subspace"),
         "depth": ParamSpec("paper", int, (0, MAX_DEPTH), choices=("paper", "bound_opt"),
                            help="PMM's tree depth in the subspace: 'paper' = floor(log2(eps_pmm n)), "
-                                "'bound_opt', or an integer", limit=pmm_depth_limit),
+                                "'bound_opt', or an integer", limit=pmm.pmm_depth_limit),
         "sample": ParamSpec("uniform", str, choices=("uniform", "center"),
                             help="where PMM puts the points of a leaf of the subspace's box"),
     },

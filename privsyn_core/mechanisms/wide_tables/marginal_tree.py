@@ -1,34 +1,38 @@
-r"""Marginal tree: a private spanning tree of columns, each edge a W1-accurate PMM measure on its square.
+r"""Marginal tree: private 1-way marginals and a private spanning tree of columns, each edge a 2-D histogram.
 
 For tables with many columns, where the full-dimensional mechanisms' error ``(eps n)^{-1/d}``
 is close to the diameter, the data is modelled by a tree of 2-D marginals (docs/marginal_tree.md):
 
-0. Every ``n``-dependent choice (depths, number of rows) reads the public record count of
+0. Every ``n``-dependent choice (depths, bins, number of rows) reads the public record count of
    :func:`privsyn_core.engine.pipeline.public_size`: ``n`` under replace-one, under add/remove the caller's
    ``public_n`` or a noisy count ``n~ = n + Lap_Z(1/eps_n)`` released as its own ledger stage.
-1. Pair counts: every pair of columns ``(a, b)`` is counted on the leaves of its pair tree
-   (:class:`~privsyn_core.mechanisms.wide_tables.tree_pieces.PairTree`), one pass over the data.
-2. Tree selection (``d >= 3``), as MST [MMS21]: noisy 1-way marginals on a coarse public
-   discretisation (``coarse_bits`` cuts per axis; discrete Laplace), then ``d - 1`` rounds of the
-   exponential mechanism over the pairs joining two components (Kruskal), with the integer score
-   ``q_ab = sum |n_ab - round(n~ p_a p_b)|`` (the L1 distance of the coarse 2-way counts from the
-   product of the released 1-way marginals), sensitivity 1 (add/remove) or 2 (replace).  The
-   exponential mechanism is sampled exactly in distribution with the Gumbel-max trick.
-3. Edge releases: PMM ([HVZ23] Alg. 3-4) on every chosen edge's pair tree, a share of epsilon each
-   (basic composition over the ``d - 1`` edges); while ``eps_edge n~ < flat_below`` (small tables) each edge
-   is measured flat instead: discrete Laplace on its leaves at the whole share, projected onto the
-   non-negative counts summing to ``n~`` (:func:`flat_edges`).
-4. Consistency: each column's 1-D marginal is the inverse-variance weighted average of the marginals of the
-   edges touching it (spread to the column's finest bins), moved towards the released coarse 1-way marginal
-   of step 2; every edge's histogram is raked (iterative proportional fitting) to the marginals of its two
-   columns, a row or column without mass but with a positive target starting from the product of the targets.
-5. Rows: the root column (column 0) and its first child jointly from their raked edge histogram, then
+1. Counts, one pass over the data: every pair of columns ``(a, b)`` on the leaves of its pair tree
+   (:class:`~privsyn_core.mechanisms.wide_tables.tree_pieces.PairTree`), every column on its fine 1-way bins.
+2. 1-way marginals (share ``marginals`` of epsilon, split equally over the ``d`` columns; MST spends half of
+   epsilon on them, [MMS21] Alg. 1 line 2): a column with public levels (categories, few-valued integers) one bin
+   per level, a numeric column ``2^b`` equal bins (:func:`marginal_bits`); discrete Laplace ``Lap_Z(S/eps_a)`` per
+   bin, projected onto the non-negative counts summing to ``n~``
+   (:func:`~privsyn_core.mechanisms.wide_tables.tree_pieces.release_marginal`).
+3. Tree selection (``d >= 3``), as MST [MMS21] Alg. 1 lines 3-5: ``d - 1`` rounds of the exponential mechanism
+   over the pairs joining two components (Kruskal), with the integer score :func:`pair_score` (the L1 distance of
+   the coarse 2-way counts from the product of the released 1-way marginals, each cell net of the deviation that
+   noise and sampling explain), sensitivity 1 (add/remove) or 2 (replace).  The exponential mechanism is sampled
+   exactly in distribution with the Gumbel-max trick.
+4. Edge releases, a share of epsilon each (basic composition over the ``d - 1`` edges): while
+   ``eps_edge n~ < flat_below`` each edge is measured flat, discrete Laplace on its ``2^r`` leaves at the whole
+   share, ``r = floor(log2(eps_edge n~ / 2))``, projected onto the non-negative counts summing to ``n~``; above,
+   PMM ([HVZ23] Alg. 3-4) on its pair tree of depth ``floor(log2(eps_edge n~))`` (:func:`edge_depth`).
+5. Consistency: a column's marginal is its released 1-way histogram, its coarse bins moved to the
+   inverse-variance weighted mean of it and the marginals of the edges touching the column
+   (:func:`column_marginal`); every edge's histogram is raked (iterative proportional fitting) to the marginals
+   of its two columns.
+6. Rows: the root column (column 0) and its first child jointly from their raked edge histogram, then
    each further column given its parent, along the tree from the root outward: the parent's bin picks a row of
    the raked edge histogram, the child's bin is drawn from that row, then a fine bin inside it from the child's
-   consolidated marginal, then a uniform point of the fine bin.  A categorical value is a uniform point of its
-   category's own sub-interval, so it decodes to that category.
+   marginal, then a uniform point of the fine bin.  A categorical value is a uniform point of its category's own
+   sub-interval, so it decodes to that category.
 
-Steps 4-5 read only released quantities (post-processing).  Privacy: ``eps_marginals + eps_selection +
+Steps 5-6 read only released quantities (post-processing).  Privacy: ``eps_marginals + eps_selection +
 sum_e eps_e`` is what the mechanism receives (the pipeline adds ``eps_n`` in front when it draws a noisy
 count), the ledger built by :func:`privsyn_core.privacy.accounting.split_epsilon`.
 
@@ -47,27 +51,33 @@ References
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from privsyn_core.data.levelled_codec import LevelledCodec
-from privsyn_core.engine.staged import CellCounts, RowPlan, Stages
 from privsyn_core.errors import DataError, ParameterError
-from privsyn_core.evaluation.audit import AuditCase
+from privsyn_core.mechanisms.base.audit import AuditCase, cell_features
+from privsyn_core.mechanisms.base.rows import OneAtomPlan, RowPlan
+from privsyn_core.mechanisms.base.spec import ParamSpec, register_staged
+from privsyn_core.mechanisms.base.stages import CellCounts, Stages
 from privsyn_core.mechanisms.hvz23.psmm import PsmmLayout, psmm_counts, psmm_layout, psmm_release
 from privsyn_core.mechanisms.wide_tables.tree_pieces import (
     ColumnModel,
+    MarginalRelease,
     PairRelease,
     PairTree,
+    axis_index,
     block_cdf,
     category_bits,
     coarsen,
     cut_schedule,
     rake,
+    release_marginal,
     release_pair,
     sample_blocks,
     smoothed_conditional,
@@ -75,9 +85,7 @@ from privsyn_core.mechanisms.wide_tables.tree_pieces import (
     valid_bins,
 )
 from privsyn_core.privacy.accounting import split_epsilon
-from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.privacy.sensitivity import count_sensitivity
-from privsyn_core.registry import ParamSpec, register_staged
 from privsyn_core.result import MechanismOutput
 
 #: Leaves of all pair trees counted in one pass: at most 2^24 int64 (128 MiB), depths shrink to fit.
@@ -102,11 +110,16 @@ class TreeLayout:
     joint: PsmmLayout | None = None
     #: Every edge measured flat (all its budget on the leaves) instead of by PMM's levels (:func:`flat_edges`).
     flat: bool = False
+    #: Cuts of every column's fine 1-way histogram (:func:`marginal_bits`); its counts follow the pair trees'.
+    marginal_bits: tuple[int, ...] = ()
+    #: Every column's share of the 1-way stage's epsilon (:func:`marginal_epsilons`).
+    marginal_eps: tuple[float, ...] = ()
 
     @property
     def counts_per_row(self) -> int:
-        """Every row is counted once in each pair tree, or once in the joint grid (the Dask path checks it)."""
-        return 1 if self.joint is not None else len(self.pairs)
+        """Every row is counted once in each pair tree and each column's histogram, or once in the joint grid (the
+        Dask path checks it)."""
+        return 1 if self.joint is not None else len(self.pairs) + len(self.marginal_bits)
 
     def share(self, name: str) -> float:
         return dict(self.shares).get(name, 0.0)
@@ -133,18 +146,33 @@ def joint_branch(levels: tuple[int, ...], params: dict[str, Any]) -> bool:
     return len(levels) <= params.get("joint_columns", JOINT_COLUMNS)
 
 
-#: Default of ``flat_below``: edges are measured flat while ``eps_edge n~`` is below it (PMM depth <= 6).
-FLAT_BELOW = 128
+#: Default shares of epsilon of the fine 1-way marginals and of the tree selection (the edges share the rest):
+#: docs/marginal_tree.md, "Budget".
+MARGINALS, SELECTION = 0.4, 0.1
+#: Range of the cuts of a numeric column's fine 1-way histogram (:func:`marginal_bits`).
+MARGINAL_BITS = (7, 10)
+#: Default of ``flat_below``: edges are measured flat while ``eps_edge n~`` is below it (docs/marginal_tree.md).
+FLAT_BELOW = 2048
 
 
 def flat_edges(eps_edge: float, n_hat: int, params: dict[str, Any]) -> bool:
     """Whether every edge is measured flat (a public rule: the edge budget, the public count and a parameter).
 
-    PMM spreads ``eps_edge`` over the ``r + 1`` levels of its tree; below ``eps_edge n~ = flat_below`` the
-    leaves hold a few records each and a flat measurement of the leaves at the whole ``eps_edge`` (as PSMM
-    and MST measure their tables) is more accurate (docs/marginal_tree.md, "Small tables").
+    PMM spreads ``eps_edge`` over the ``r + 1`` levels of its tree; below ``eps_edge n~ = flat_below`` a flat
+    measurement of the leaves at the whole ``eps_edge`` (as PSMM and MST measure their tables) is more accurate
+    in W1 and in 2-way TVD on the real tables (docs/marginal_tree.md, "Edges"); above, PMM's levels win in W1.
     """
     return eps_edge * max(n_hat, 0) < params.get("flat_below", FLAT_BELOW)
+
+
+def edge_depth(eps_edge: float, n_hat: int, flat: bool, params: dict[str, Any]) -> int:
+    """Leaves ``2^r`` of every pair tree: PMM's paper depth ``r = floor(log2(eps_edge n~))`` ([HVZ23], d = 2), one
+    level fewer for a flat edge (about two noise scales ``1/eps_edge`` of records per leaf on average), or the
+    ``depth`` parameter."""
+    if params["depth"] != "paper":
+        return int(params["depth"])
+    scale = eps_edge * max(n_hat, 1) / (2 if flat else 1)
+    return max(0, math.floor(math.log2(scale))) if scale >= 2 else 0
 
 
 def tree_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> TreeLayout:
@@ -160,24 +188,25 @@ def tree_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[
         grid = psmm_layout(n, d, epsilon, neighbouring, {**JOINT_PSMM_PARAMS, "cells_per_axis": k})
         return TreeLayout(levels, int(n), split_epsilon(epsilon, [("joint", 1.0)]), (), (0, grid[0] ** d), (),
                           joint=grid)
-    parts: list[tuple[str, float]] = []
-    edge_share = 1.0
+    parts: list[tuple[str, float]] = [("marginals", params["marginals"])]
+    edge_share = 1.0 - params["marginals"]
     if d >= 3:
-        sel = params["selection"]
-        parts += [("marginals", sel / 2), ("selection", sel / 2)]
-        edge_share -= sel
+        parts.append(("selection", params["selection"]))
+        edge_share -= params["selection"]
+    if edge_share <= 0:
+        raise ParameterError(f"marginal_tree: marginals ({params['marginals']}) and selection "
+                             f"({params['selection']}) leave no budget for the edges")
     parts += [(f"edge {k}", edge_share / (d - 1)) for k in range(d - 1)]
     shares = split_epsilon(epsilon, parts)
     n_hat = int(n)
     eps_edge = dict(shares)["edge 0"]
     caps = [category_bits(k) for k in levels]
     coarse = tuple(min(params["coarse_bits"], c) for c in caps)
+    column_eps = marginal_epsilons(dict(shares)["marginals"], levels)
+    fine = tuple(marginal_bits(k, e, n_hat) for k, e in zip(levels, column_eps, strict=True))
     pairs_ab = [(a, b) for a in range(d) for b in range(a + 1, d)]
-    if params["depth"] == "paper":
-        scale = eps_edge * max(n_hat, 1)
-        r = max(0, math.floor(math.log2(scale))) if scale >= 2 else 0
-    else:
-        r = int(params["depth"])
+    flat = flat_edges(eps_edge, n_hat, params)
+    r = edge_depth(eps_edge, n_hat, flat, params)
     r_budget = math.floor(math.log2(PAIR_CELL_BUDGET / len(pairs_ab)))
     warnings = []
     if r > r_budget:
@@ -187,18 +216,42 @@ def tree_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[
     for a, b in pairs_ab:
         depth = min(max(r, coarse[a] + coarse[b]), r_budget)
         pairs.append(PairTree(a, b, (levels[a], levels[b]), cut_schedule(depth, (caps[a], caps[b]))))
-    offsets = tuple(np.cumsum([0] + [2 ** p.depth for p in pairs]).tolist())
+    sizes = [2 ** p.depth for p in pairs] + [2 ** bits for bits in fine]
+    offsets = tuple(np.cumsum([0] + sizes).tolist())
     return TreeLayout(levels, n_hat, shares, tuple(pairs), offsets, coarse, tuple(warnings),
-                      flat=flat_edges(eps_edge, n_hat, params))
+                      flat=flat, marginal_bits=fine, marginal_eps=column_eps)
+
+
+def marginal_epsilons(epsilon: float, levels: tuple[int, ...]) -> tuple[float, ...]:
+    """Each column's share of the 1-way stage: ``epsilon`` split equally (a public rule: the number of columns)."""
+    return tuple(e for _, e in split_epsilon(epsilon, [(str(a), 1.0) for a in range(len(levels))]))
+
+
+def marginal_bits(levels: int, epsilon: float, n_hat: int) -> int:
+    """Cuts of a column's fine 1-way histogram (public: the schema, the column's budget, the public count).
+
+    A column with ``K`` levels is measured one bin per level (``ceil(log2 K)`` cuts, virtual indices empty).  A
+    numeric column gets ``2^b`` equal bins, ``b = floor(log2(eps_col n~ / 4))`` clipped to :data:`MARGINAL_BITS`:
+    the bins that minimised the robust 1-way TVD of a projected noisy histogram on the numeric columns of three
+    real tables (docs/marginal_tree.md, "1-way marginals").
+    """
+    if levels:
+        return category_bits(levels)
+    low, high = MARGINAL_BITS
+    scale = epsilon * max(n_hat, 1) / 4
+    return int(min(max(math.floor(math.log2(scale)) if scale >= 1 else 0, low), high))
 
 
 def tree_counts_stage(unit: np.ndarray, layout: TreeLayout) -> CellCounts:
     """Leaf-grid counts of every pair tree, concatenated (pair ``k`` at ``offsets[k]``)."""
     if layout.joint is not None:
         return psmm_counts(np.asarray(unit), layout.joint)
+    ids = itertools.chain((pair.grid_ids(unit) for pair in layout.pairs),  # one at a time: memory of one pair
+                          (axis_index(unit[:, a], layout.levels[a], bits)
+                           for a, bits in enumerate(layout.marginal_bits)))
     out = np.zeros(layout.offsets[-1], dtype=np.int64)
-    for pair, start, stop in zip(layout.pairs, layout.offsets[:-1], layout.offsets[1:], strict=True):
-        out[start:stop] = np.bincount(pair.grid_ids(unit), minlength=stop - start)
+    for cells, start, stop in zip(ids, layout.offsets[:-1], layout.offsets[1:], strict=True):
+        out[start:stop] = np.bincount(cells, minlength=stop - start)
     return CellCounts.from_dense(out)
 
 
@@ -212,13 +265,21 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
     marg_rng, select_rng, edge_rng, sample_rng = rng.spawn(4)
     dense = counts.dense(layout.offsets[-1])
     grids = [dense[s:e].reshape(2 ** p.cuts[0], 2 ** p.cuts[1])
-             for p, s, e in zip(layout.pairs, layout.offsets[:-1], layout.offsets[1:], strict=True)]
+             for p, s, e in zip(layout.pairs, layout.offsets[:-1], layout.offsets[1:], strict=False)]
+    k = len(layout.pairs)
+    histograms = [dense[s:e] for s, e in zip(layout.offsets[k:-1], layout.offsets[k + 1:], strict=True)]
     timings: dict[str, float] = {}
     sensitivity = count_sensitivity(neighbouring)
 
     start = time.perf_counter()
+    one_way = [release_marginal(h, levels, bits, eps_a, neighbouring, layout.n_hat, g) for h, levels, bits, eps_a, g
+               in zip(histograms, layout.levels, layout.marginal_bits, layout.marginal_eps, marg_rng.spawn(d),
+                      strict=True)]
+    timings["marginals"] = time.perf_counter() - start
+
+    start = time.perf_counter()
     if d >= 3:
-        selected, select_diag = select_tree(grids, layout, sensitivity, marg_rng, select_rng)
+        selected, select_diag = select_tree(grids, layout, one_way, sensitivity, select_rng)
     else:
         selected, select_diag = [0], {"scores": None}
     timings["selection"] = time.perf_counter() - start
@@ -233,24 +294,22 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
     timings["edges"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    one_way = None
-    if d >= 3:
-        variance = 2.0 * (sensitivity * d / layout.share("marginals")) ** 2
-        one_way = [(noisy, bits, variance) for noisy, bits in
-                   zip(select_diag["one_way"]["noisy_count"], select_diag["one_way"]["bits"], strict=True)]
-    sampler = build_sampler(releases, layout.levels, d, one_way)
+    sampler = build_sampler(releases, one_way, layout.levels, d)
     timings["consistency"] = time.perf_counter() - start
     total = n_synthetic if n_synthetic is not None else max(layout.n_hat, 0)
     warnings = list(layout.warnings)
     if total == 0:
         warnings.append("the noisy record count was 0: marginal_tree released no synthetic rows")
-    plan = TreePlan("tree", np.array([total], dtype=np.int64), np.zeros((1, d)), sample_rng, sampler=sampler,
+    plan = TreePlan(np.array([total], dtype=np.int64), np.zeros((1, d)), sample_rng, sampler=sampler,
                     shuffle=False)
     ledger = [(_stage_label(name, layout, releases), eps) for name, eps in layout.shares]
     edges = [[r.tree.a, r.tree.b] for r in releases]
     out = MechanismOutput(
         unit=np.empty((0, d)), ledger=ledger,
         diagnostics={"tree": {"edges": edges, **select_diag},
+                     "marginals": [{"bits": m.bits, "epsilon": eps_a, "sigma": m.sigma, "true_count": m.true_count,
+                                    "noisy_count": m.noisy, "count": m.counts}
+                                   for m, eps_a in zip(one_way, layout.marginal_eps, strict=True)],
                      "edges": [{"columns": [r.tree.a, r.tree.b], "cuts": list(r.tree.cuts),
                                 "true_count": r.true_leaves, "count": r.joint, "sigma": r.sigmas,
                                 "noisy_root": r.noisy_root,
@@ -260,7 +319,7 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
                                for r in releases]},
         params={"branch": "tree", "edge_levels": "flat" if layout.flat else "pmm", "tree_edges": edges, "root": 0,
                 "edge_depths": [r.tree.depth for r in releases],
-                "edge_cuts": [list(r.tree.cuts) for r in releases]},
+                "edge_cuts": [list(r.tree.cuts) for r in releases], "marginal_bits": list(layout.marginal_bits)},
         timings=timings, warnings=warnings)
     return out, plan
 
@@ -290,7 +349,7 @@ def _stage_label(name: str, layout: TreeLayout, releases: list[PairRelease]) -> 
     if name == "noisy n":
         return "record count n: discrete Laplace (add/remove; n is private)"
     if name == "marginals":
-        return f"coarse 1-way marginals of {len(layout.levels)} columns: discrete Laplace"
+        return f"1-way marginals of {len(layout.levels)} columns: discrete Laplace per bin"
     if name == "selection":
         return f"tree selection: {len(layout.levels) - 1} exponential-mechanism rounds (Gumbel-max)"
     k = int(name.split()[1])
@@ -300,43 +359,20 @@ def _stage_label(name: str, layout: TreeLayout, releases: list[PairRelease]) -> 
     return f"edge {tree.a}-{tree.b}: PMM, depth {tree.depth}, discrete Laplace per level"
 
 
-def select_tree(grids: list[np.ndarray], layout: TreeLayout, sensitivity: int, marg_rng: np.random.Generator,
+def select_tree(grids: list[np.ndarray], layout: TreeLayout, one_way: list[MarginalRelease], sensitivity: int,
                 select_rng: np.random.Generator) -> tuple[list[int], dict[str, Any]]:
     r"""MST's private Kruskal [MMS21]: indices of the ``d - 1`` chosen pairs, and the diagnostics.
 
-    Noisy coarse 1-way marginals: one record changes one bin of every column's histogram (add/remove;
-    two bins under replace), so the ``d`` histograms together have L1 sensitivity ``s d`` and each
-    count gets ``Lap_Z(s d / eps_marginals)``.  Score ``q_ab`` (integer): L1 distance between the true
-    coarse 2-way counts and ``round(n~ p_a p_b)`` from the released marginals; one record changes one
-    2-way cell (two under replace), so ``|q(D) - q(D')| <= s``.  Each round draws a pair joining two
-    components with probability ``proportional to exp(eps_round q / (2 s))`` (exponential mechanism,
-    McSherry-Talwar), sampled as the argmax of ``eps_round q / (2 s) + Gumbel``.
+    Each pair's integer score ``q_ab`` (:func:`pair_score`) reads the true coarse 2-way counts and released values
+    only, and one record changes one coarse 2-way cell (two under replace), so ``|q(D) - q(D')| <= s``.  Each
+    round draws a pair joining two components with probability ``proportional to exp(eps_round q / (2 s))``
+    (exponential mechanism, McSherry-Talwar), sampled as the argmax of ``eps_round q / (2 s) + Gumbel``.
     """
     d, pairs, coarse = len(layout.levels), layout.pairs, layout.coarse
-    eps_m, eps_s = layout.share("marginals"), layout.share("selection")
-    first: dict[int, tuple[int, int]] = {}  # column -> (first pair holding it, its axis there)
-    for k, p in enumerate(pairs):
-        first.setdefault(p.a, (k, 0))
-        first.setdefault(p.b, (k, 1))
-    true_1way, noisy_1way, probs = [], [], []
-    for a in range(d):
-        k, axis = first[a]
-        marginal = grids[k].sum(axis=1 - axis)
-        marginal = coarsen(marginal, coarse[a])
-        noisy = marginal + discrete_laplace(sensitivity * d / eps_m, len(marginal), marg_rng)
-        noisy[~valid_bins(layout.levels[a], coarse[a])] = 0
-        noisy = np.maximum(noisy, 0)
-        true_1way.append(marginal)
-        noisy_1way.append(noisy)
-        probs.append(noisy / noisy.sum() if noisy.sum() > 0 else valid_bins(layout.levels[a], coarse[a]) /
-                     valid_bins(layout.levels[a], coarse[a]).sum())
-    scores = np.empty(len(pairs), dtype=np.int64)
-    for k, p in enumerate(pairs):
-        joint = grids[k].reshape(2 ** coarse[p.a], 2 ** (p.cuts[0] - coarse[p.a]), 2 ** coarse[p.b], -1)
-        joint = joint.sum(axis=(1, 3))
-        expected = np.rint(max(layout.n_hat, 0) * np.outer(probs[p.a], probs[p.b])).astype(np.int64)
-        scores[k] = np.abs(joint - expected).sum()
-    round_eps = [e for _, e in split_epsilon(eps_s, [(str(i), 1.0) for i in range(d - 1)])]
+    scores = np.array([pair_score(g.reshape(2 ** coarse[p.a], 2 ** (p.cuts[0] - coarse[p.a]), 2 ** coarse[p.b], -1)
+                                  .sum(axis=(1, 3)), one_way[p.a], one_way[p.b], coarse[p.a], coarse[p.b],
+                                  layout.n_hat) for g, p in zip(grids, pairs, strict=True)], dtype=np.int64)
+    round_eps = [e for _, e in split_epsilon(layout.share("selection"), [(str(i), 1.0) for i in range(d - 1)])]
     component = list(range(d))
     chosen, utilities = [], []
     for eps_round in round_eps:
@@ -347,9 +383,47 @@ def select_tree(grids: list[np.ndarray], layout: TreeLayout, sensitivity: int, m
         utilities.append(float(utility.max()))
         old, new = component[pairs[best].b], component[pairs[best].a]
         component = [new if c == old else c for c in component]
-    diag = {"pairs": [[p.a, p.b] for p in pairs], "scores": scores, "chosen": chosen, "perturbed_utility": utilities,
-            "one_way": {"true_count": true_1way, "noisy_count": noisy_1way, "bits": list(coarse)}}
+    diag = {"pairs": [[p.a, p.b] for p in pairs], "scores": scores, "chosen": chosen, "perturbed_utility": utilities}
     return chosen, diag
+
+
+def pair_score(joint: np.ndarray, one_a: MarginalRelease, one_b: MarginalRelease, bits_a: int, bits_b: int,
+               n_hat: int) -> int:
+    r"""How far a pair's coarse 2-way counts are from independence, beyond what noise and sampling explain.
+
+    With ``p^_a`` the released noisy 1-way counts of column ``a`` summed into its ``2^bits_a`` coarse bins (clamped
+    at 0, normalised), ``e_ij = round(n~ p^_ai p^_bj)`` and
+
+    .. math:: q_{ab} = \sum_{ij} \maxig(|N_{ij} - e_{ij}| - \lceil\delta_{ij}
+ceil, 0ig), \qquad
+              \delta_{ij} = \sqrt{2/\pi}\,\sqrt{\hat p_{ai}^2 v_b + \hat p_{bj}^2 v_a
+              + 	ilde n\, \hat p_{ai}\hat p_{bj}(1 - \hat p_{ai}\hat p_{bj})},
+
+    ``v_a`` the public noise variance of one coarse bin of ``a`` (:meth:`MarginalRelease.coarse_variance`).
+    ``delta_ij`` is the mean absolute deviation of ``N_ij - e_ij`` expected from the marginals' noise and from
+    sampling alone under independence.  MST's score [MMS21] is the plain L1 term; with noisy 1-way marginals of
+    many fine bins it grows with the noise of the columns' marginals (on a 10-column table it made every column
+    with a spread marginal a hub of the tree, docs/marginal_tree.md, "Selection").  Each term is 1-Lipschitz in the
+    integer count ``N_ij`` and ``e``, ``delta`` read released values only, so ``q`` is an integer with the
+    sensitivity of the 2-way counts.
+    """
+    pa, pb = (_distribution(np.maximum(coarsen(m.noisy, bits), 0).astype(float), m.levels, bits)
+              for m, bits in ((one_a, bits_a), (one_b, bits_b)))
+    product = np.outer(pa, pb)
+    n = max(n_hat, 0)
+    expected = np.rint(n * product).astype(np.int64)
+    spread = (np.outer(pa ** 2, np.full(len(pb), one_b.coarse_variance(bits_b)))
+              + np.outer(np.full(len(pa), one_a.coarse_variance(bits_a)), pb ** 2) + n * product * (1 - product))
+    delta = np.ceil(math.sqrt(2 / math.pi) * np.sqrt(spread)).astype(np.int64)
+    return int(np.maximum(np.abs(joint - expected) - delta, 0).sum())
+
+
+def _distribution(counts: np.ndarray, levels: int, bits: int) -> np.ndarray:
+    """Released counts as probabilities (uniform over the in-domain bins when they hold nothing)."""
+    if counts.sum() > 0:
+        return counts / counts.sum()
+    valid = valid_bins(levels, bits)
+    return valid / valid.sum()
 
 
 @dataclass
@@ -383,34 +457,22 @@ class TreeSampler:
         return rows
 
 
-def build_sampler(releases: list[PairRelease], levels: tuple[int, ...], d: int,
-                  one_way: list[tuple[np.ndarray, int, float]] | None = None) -> TreeSampler:
+def build_sampler(releases: list[PairRelease], one_way: list[MarginalRelease], levels: tuple[int, ...],
+                  d: int) -> TreeSampler:
     """Consolidated column marginals, raked edge histograms and the sampling order (module docstring, 4-5).
 
-    ``one_way``: the released coarse 1-way counts of every column (counts, bits, noise variance per bin) of the
-    selection stage, or ``None`` (two columns: no selection).  A column's marginal is the inverse-variance
-    weighted mean of the marginals of the edges touching it; with ``one_way`` its coarse bins are then moved to
-    the inverse-variance weighted mean of the edges' and the 1-way's coarse distributions (the fine shape inside
-    a coarse bin is kept).  The variances are public (noise scales and shapes), so this is post-processing.
+    A column's marginal (:func:`column_marginal`) is its released fine 1-way histogram, its coarse bins moved to the
+    inverse-variance weighted mean of it and the marginals of the edges touching the column; each edge histogram is
+    raked to the marginals of its two columns.  Post-processing of released values.
     """
-    touching: dict[int, list[tuple[np.ndarray, int, float]]] = {a: [] for a in range(d)}
+    touching: dict[int, list[tuple[np.ndarray, int, PairRelease, int]]] = {a: [] for a in range(d)}
     for rel in releases:
         joint = rel.joint.astype(float)
         mass = joint.sum()
         joint = joint / mass if mass > 0 else rel.tree.valid_leaves() / rel.tree.valid_leaves().sum()
         for axis, column in enumerate((rel.tree.a, rel.tree.b)):
-            c0 = one_way[column][1] if one_way is not None else 0
-            touching[column].append((joint.sum(axis=1 - axis), rel.tree.cuts[axis], _coarse_variance(rel, axis, c0)))
-    columns = []
-    for a in range(d):
-        fine_bits = category_bits(levels[a]) if levels[a] else max(bits for _, bits, _ in touching[a])
-        valid = valid_bins(levels[a], fine_bits)
-        weights = np.array([1.0 / var for _, _, var in touching[a]])
-        marginal = np.average([spread(m, bits, fine_bits, valid) for m, bits, _ in touching[a]], axis=0,
-                              weights=weights)
-        if one_way is not None:
-            marginal = _towards_one_way(marginal, one_way[a], float(weights.sum()), valid)
-        columns.append(ColumnModel(levels[a], fine_bits, marginal))
+            touching[column].append((joint.sum(axis=1 - axis), rel.tree.cuts[axis], rel, axis))
+    columns = [column_marginal(one_way[a], touching[a]) for a in range(d)]
     neighbours: dict[int, list[tuple[int, PairRelease]]] = {a: [] for a in range(d)}
     for rel in releases:
         neighbours[rel.tree.a].append((rel.tree.b, rel))
@@ -457,20 +519,50 @@ def _coarse_variance(rel: PairRelease, axis: int, bits: int) -> float:
     return best if np.isfinite(best) else 1.0
 
 
-def _towards_one_way(marginal: np.ndarray, one_way: tuple[np.ndarray, int, float], edge_precision: float,
-                     valid: np.ndarray) -> np.ndarray:
-    """The fine marginal with its coarse bins moved to the precision-weighted mean of edges and 1-way marginal."""
-    noisy, bits, variance = one_way
-    if noisy.sum() <= 0:
-        return marginal
-    coarse = coarsen(marginal, bits)
-    target = (edge_precision * coarse + noisy / noisy.sum() / variance) / (edge_precision + 1.0 / variance)
-    step = len(marginal) // len(coarse)
-    fine = marginal.reshape(-1, step)
+def column_marginal(one_way: MarginalRelease, edges: list[tuple[np.ndarray, int, PairRelease, int]]) -> ColumnModel:
+    """A column's consolidated marginal on its finest bins.
+
+    The fine bins are those of the 1-way release, or an edge's when it cuts the axis more often (then the shape
+    inside a 1-way bin is the edges' precision-weighted mean).  At ``c``, the fewest cuts of the touching edges and
+    of the 1-way release, every coarse bin is moved to the precision-weighted mean of the 1-way's and the edges'
+    coarse distributions (inverse variances of their noisy counts before projection, public:
+    :meth:`MarginalRelease.coarse_variance`, :func:`_coarse_variance`), as MST's estimation combines its 1-way and
+    2-way measurements; a coarse bin that the projected 1-way histogram leaves empty stays empty (the edges' noise
+    would otherwise put mass on values no row holds).  Reads released values only.
+    """
+    levels, bits = one_way.levels, one_way.bits
+    total = one_way.counts.sum()
+    base = one_way.counts / total if total > 0 else valid_bins(levels, bits) / valid_bins(levels, bits).sum()
+    fine_bits = max([bits] + [cuts for _, cuts, _, _ in edges])
+    valid = valid_bins(levels, fine_bits)
+    if fine_bits > bits:  # an edge is finer: its shape inside the 1-way bins
+        finer = [(m, cuts, 1.0 / _coarse_variance(rel, axis, bits)) for m, cuts, rel, axis in edges if cuts > bits]
+        shape = np.average([spread(m, cuts, fine_bits, valid) for m, cuts, _ in finer], axis=0,
+                           weights=[w for _, _, w in finer])
+        base = _with_coarse(shape, base, valid)
+    if not edges:
+        return ColumnModel(levels, fine_bits, base)
+    c = min([bits] + [cuts for _, cuts, _, _ in edges])
+    held = coarsen(base, c)
+    weights = [1.0 / one_way.coarse_variance(c)] + [1.0 / _coarse_variance(rel, axis, c) for _, _, rel, axis in edges]
+    target = np.average([held] + [coarsen(m, c) if cuts > c else m for m, cuts, _, _ in edges], axis=0,
+                        weights=weights)
+    target = np.where(held > 0, target, 0.0)
+    if target.sum() <= 0:
+        return ColumnModel(levels, fine_bits, base)
+    return ColumnModel(levels, fine_bits, _with_coarse(base, target / target.sum(), valid))
+
+
+def _with_coarse(fine: np.ndarray, coarse: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """``fine`` rescaled inside each of the ``len(coarse)`` blocks to the block's mass ``coarse`` (uniform over the
+    in-domain bins of a block where ``fine`` has no mass)."""
+    step = len(fine) // len(coarse)
+    blocks = fine.reshape(-1, step)
+    mass = blocks.sum(axis=1)
     uniform = valid.reshape(-1, step).astype(float)
     uniform /= np.maximum(uniform.sum(axis=1, keepdims=True), 1)
-    shape = np.where(coarse[:, None] > 0, fine / np.maximum(coarse, 1e-300)[:, None], uniform)
-    return (shape * target[:, None]).ravel()
+    shape = np.where(mass[:, None] > 0, blocks / np.maximum(mass, 1e-300)[:, None], uniform)
+    return (shape * coarse[:, None]).ravel()
 
 
 def _leaf_sigma(rel: PairRelease) -> float:
@@ -480,16 +572,10 @@ def _leaf_sigma(rel: PairRelease) -> float:
 
 
 @dataclass
-class TreePlan(RowPlan):
-    """A :class:`RowPlan` whose rows come from a :class:`TreeSampler` (one atom: all rows)."""
+class TreePlan(OneAtomPlan):
+    """A row plan whose rows come from a :class:`TreeSampler` (one atom: all rows, the sampler draws a block's)."""
 
     sampler: TreeSampler = field(kw_only=True, repr=False)
-
-    def _piece(self, start: int, stop: int, rng: np.random.Generator, head: tuple | None,
-               tail: tuple | None) -> TreePlan:
-        """Rows ``[start, stop)``: the one atom's count is the block's size (the sampler draws them all)."""
-        return replace(self, counts=np.array([stop - start], dtype=np.int64), rng=rng,
-                       block_rows=max(1, stop - start))
 
     def rows(self, out: np.ndarray | None = None) -> np.ndarray:
         """The block's rows from the sampler, into ``out`` if given."""
@@ -501,14 +587,32 @@ class TreePlan(RowPlan):
 
 
 def edge_features(out: MechanismOutput, pair: Any) -> np.ndarray:
-    """Audit features: :func:`~privsyn_core.evaluation.audit.cell_features` of the first edge's measured levels (PMM's
-    noisy counts per level, or a flat edge's noisy leaves before their projection); on two columns the one edge's
-    square is the whole cube, so the corners' cells are the pair's."""
-    from privsyn_core.evaluation.audit import cell_features
-
+    """Audit features: :func:`~privsyn_core.mechanisms.base.audit.cell_features` of the first edge's measured levels
+    (PMM's noisy counts per level, or a flat edge's noisy leaves before their projection); on two columns the one
+    edge's square is the whole cube, so the corners' cells are the pair's."""
     levels = out.diagnostics["edges"][0]["levels"]
     edge = MechanismOutput(unit=out.unit, ledger=out.ledger, diagnostics={"levels": levels})
     return cell_features(edge, pair)
+
+
+def marginal_features(out: MechanismOutput, pair: Any) -> np.ndarray:
+    """Audit features of the 1-way stage: :func:`~privsyn_core.mechanisms.base.audit.cell_features` of column 0's noisy
+    histogram before its projection, its bins as slabs ``[i 2^-b, (i+1) 2^-b] x [0,1]^(d-1)`` of the cube."""
+
+    first = out.diagnostics["marginals"][0]
+    bins, d = len(first["noisy_count"]), pair.base.shape[1]
+    lo, hi = np.zeros((bins, d)), np.ones((bins, d))
+    lo[:, 0], hi[:, 0] = np.arange(bins) / bins, np.arange(1, bins + 1) / bins
+    level = {"lo": lo, "hi": hi, "noisy_count": first["noisy_count"]}
+    return cell_features(MechanismOutput(unit=out.unit, ledger=out.ledger, diagnostics={"levels": [level]}), pair)
+
+
+def marginal_pair_loss(spec: Any, pair: Any, epsilon: float, params: dict[str, Any]) -> float:
+    """The loss that :func:`marginal_features` reads: column 0's share of the 1-way stage (its histogram has L1
+    sensitivity ``S`` at noise ``S / eps_0``)."""
+    out = spec.run(pair.base, epsilon, neighbouring=pair.relation, n_synthetic=None, rng=np.random.default_rng(0),
+                   **params)
+    return float(out.diagnostics["marginals"][0]["epsilon"])
 
 
 def _prepare(unit: np.ndarray) -> np.ndarray:
@@ -530,11 +634,15 @@ SPEC = register_staged(
     neighbouring=("replace", "add_remove"),
     is_private=True,
     params={
-        "selection": ParamSpec(0.2, float, (0.01, 0.9),
-                               help="share of epsilon for the tree selection (half on the coarse 1-way marginals, "
-                                    "half on the exponential mechanism); unused with 2 columns"),
-        "coarse_bits": ParamSpec(3, int, (1, 6), help="cuts per numeric axis of the public discretisation that "
-                                                        "scores pairs (2^bits bins); categories up to 2^bits"),
+        "marginals": ParamSpec(MARGINALS, float, (0.01, 0.9),
+                               help="share of epsilon for the fine 1-way marginals of every column (split equally "
+                                    "over the columns)"),
+        "selection": ParamSpec(SELECTION, float, (0.01, 0.9),
+                               help="share of epsilon for the tree selection (exponential mechanism, d - 1 rounds); "
+                                    "unused with 2 columns"),
+        "coarse_bits": ParamSpec(3, int, (1, 6), help="cuts per axis of the public discretisation that scores pairs "
+                                                        "(2^bits bins; levels up to 2^bits); every edge cuts each "
+                                                        "axis at least this often"),
         "joint_columns": ParamSpec(JOINT_COLUMNS, int, (1, 3),
                                    help="with at most this many columns (numeric or categorical), the whole joint is "
                                         "released by PSMM at the full budget instead of a tree (1: always a tree)"),
@@ -542,15 +650,16 @@ SPEC = register_staged(
                                 help="edges are measured flat (all their budget on the leaves) while eps_edge n "
                                      "(n noisy under add/remove) is below this; 0: always PMM's levels"),
         "depth": ParamSpec("paper", int, (2, 40), choices=("paper",),
-                           help="depth of every edge's tree: 'paper' = floor(log2(eps_edge n)) (n noisy under "
-                                "add/remove), or an integer"),
+                           help="depth of every edge's tree: 'paper' = floor(log2(eps_edge n)) for PMM edges, "
+                                "floor(log2(eps_edge n / 2)) for flat ones (n noisy under add/remove), or an integer"),
     },
-    guarantee="epsilon-DP (replace-one or add/remove): noisy n (add/remove), discrete Laplace coarse 1-way marginals, "
-              "d-1 exponential-mechanism rounds and d-1 PMM edge trees (flat discrete Laplace edge histograms on "
-              "small tables), composed; ledger sums to epsilon; at most 3 columns: PSMM on the whole joint",
-    description="Chooses a tree of column pairs privately (as MST does), releases each pair's joint distribution "
-                "with PMM in its unit square (one flat noisy histogram per pair on small tables), and samples rows "
-                "along the tree. For tables with many columns; with at most 3 it releases the whole joint by PSMM.",
+    guarantee="epsilon-DP (replace-one or add/remove): noisy n (add/remove), discrete Laplace 1-way marginals of "
+              "every column, d-1 exponential-mechanism rounds and d-1 edge histograms (flat discrete Laplace, or PMM "
+              "trees on large tables), composed; ledger sums to epsilon; at most 3 columns: PSMM on the whole joint",
+    description="Releases every column's 1-way marginal, chooses a tree of column pairs privately (as MST does), "
+                "releases each pair's joint distribution (a noisy histogram, or PMM in its unit square on large "
+                "tables), and samples rows along the tree. For tables with many columns; with at most 3 it "
+                "releases the whole joint by PSMM.",
     codec=LevelledCodec,
     floating_point_exposure=SELECTION_EXPOSURE,
     citation=('McKenna, Miklau, Sheldon, "Winning the NIST contest: a scalable and general approach to '
@@ -558,10 +667,10 @@ SPEC = register_staged(
               'selection); He, Vershynin, Zhu, "Algorithmically Effective Differentially Private Synthetic '
               'Data", COLT 2023, Alg 3-4 per edge'),
     order=130,
-    released=("branch", "edge_levels", "root", "edge_depths", "edge_cuts", "cells_per_axis", "cells"),
+    released=("branch", "edge_levels", "root", "edge_depths", "edge_cuts", "marginal_bits", "cells_per_axis", "cells"),
     released_noisy=("tree_edges",),
     uses_n=lambda params: True,
     audit=AuditCase(d=2, params={"depth": 2, "coarse_bits": 1, "joint_columns": 1, "flat_below": 0},
-                    features=edge_features,
+                    features=edge_features, read_stages=("edge ",),
                     trials=5_000, selection_trials=1_500, tight_coordinates=2),
 )

@@ -244,14 +244,27 @@ def _release_flat(tree: PairTree, leaves_heap: np.ndarray, epsilon: float, neigh
 def project_counts(noisy: np.ndarray, total: int, valid: np.ndarray) -> np.ndarray:
     r"""Non-negative integer counts summing to ``total``, closest in :math:`\ell_2` to the noisy ones (in-domain).
 
-    The Euclidean projection onto ``{x >= 0, sum x = total}`` is ``x = max(y - tau, 0)`` with the threshold
-    ``tau`` that makes the sum ``total`` (sorting; Duchi et al. 2008); it keeps a noisy count only where it
-    stands above the noise floor, so empty cells do not collect the positive part of their noise as clamping
-    does.  The integer counts are the floors plus one for the largest fractional parts (ties by index).  Reads
-    released values only.
+    :func:`project_simplex`, rounded: the floors plus one for the largest fractional parts (ties by index).
+    Reads released values only.
     """
-    y = np.where(valid, noisy.astype(float), -np.inf)
-    out = np.zeros(len(y), dtype=np.int64)
+    x = project_simplex(np.asarray(noisy, dtype=float), max(int(total), 0), valid)
+    base = np.floor(x).astype(np.int64)
+    short = int(total) - int(base.sum())
+    if short > 0:
+        order = np.lexsort((np.arange(len(x)), -(x - base)))
+        base[order[:short]] += 1
+    return base
+
+
+def project_simplex(y: np.ndarray, total: float, valid: np.ndarray) -> np.ndarray:
+    r"""The Euclidean projection of ``y`` (in-domain entries) onto :math:`\{x \ge 0, \sum x = \text{total}\}`.
+
+    ``x = max(y - tau, 0)`` with the threshold ``tau`` that makes the sum ``total``, found by sorting (J. Duchi,
+    S. Shalev-Shwartz, Y. Singer, T. Chandra, "Efficient projections onto the l1-ball for learning in high
+    dimensions", ICML 2008, Fig. 1); it keeps a noisy count only where it stands above the noise floor, so empty
+    cells do not collect the positive part of their noise as clamping does.  Out-of-domain entries are 0.
+    """
+    out = np.zeros(len(y))
     if total <= 0 or not valid.any():
         return out
     z = np.sort(y[valid])[::-1]
@@ -259,13 +272,8 @@ def project_counts(noisy: np.ndarray, total: int, valid: np.ndarray) -> np.ndarr
     k = np.arange(1, len(z) + 1)
     rho = int(np.nonzero(z - cums / k > 0)[0][-1])
     tau = cums[rho] / (rho + 1)
-    x = np.where(valid, np.maximum(y - tau, 0.0), 0.0)
-    base = np.floor(x).astype(np.int64)
-    short = total - int(base.sum())
-    if short > 0:
-        order = np.lexsort((np.arange(len(x)), -(x - base)))
-        base[order[:short]] += 1
-    return base
+    out[valid] = np.maximum(y[valid] - tau, 0.0)
+    return out
 
 
 def consistent_counts(noisy: list[np.ndarray], valid_below: list[np.ndarray]) -> list[np.ndarray]:
@@ -288,6 +296,71 @@ def consistent_counts(noisy: list[np.ndarray], valid_below: list[np.ndarray]) ->
     return out
 
 
+# -- fine 1-way marginals -----------------------------------------------------------------
+#: Cuts of the blocks whose masses a numeric column's 1-way release takes from its noisy block sums
+#: (:func:`release_marginal`).
+BLOCK_BITS = 4
+
+
+@dataclass
+class MarginalRelease:
+    """One column's released 1-way histogram on ``2^bits`` bins of its axis."""
+
+    levels: int
+    bits: int
+    sigma: float
+    noisy: np.ndarray          # the discrete Laplace counts, out-of-domain bins 0 (what the audit reads)
+    counts: np.ndarray         # estimated counts: non-negative floats summing to the public total
+    true_count: np.ndarray     # teaching only
+
+    def coarse_variance(self, bits: int) -> float:
+        """Noise variance of the noisy count of one bin after ``bits`` cuts: ``2^(b - bits)`` bins of ``2 sigma^2``
+        (about the variance of a discrete Laplace of scale ``sigma``; public)."""
+        return 2.0 ** (self.bits - bits) * 2.0 * self.sigma ** 2
+
+
+def release_marginal(histogram: np.ndarray, levels: int, bits: int, epsilon: float, neighbouring: str, total: int,
+                     rng: np.random.Generator) -> MarginalRelease:
+    r"""A column's 1-way histogram: ``Lap_Z(S / epsilon)`` per in-domain bin, then non-negative counts summing to
+    ``total``.
+
+    One record changes one bin by 1 (add/remove) or two bins by 1 (replace-one), so the histogram is
+    ``epsilon``-DP with ``S = 1`` or ``2`` (as MST measures its 1-way marginals, [MMS21] Sec. 4, with discrete
+    Laplace instead of Gaussian noise); bins outside the public domain (virtual category indices) hold 0 for every
+    dataset and are released as 0.  The estimate (post-processing; ``total`` is the public ``n`` or ``n~``) is the
+    Euclidean projection of the noisy counts onto :math:`\{x \ge 0, \sum x = 	ext{total}\}`
+    (:func:`project_simplex`), which keeps a count only where it stands above the noise.  On a numeric axis the
+    projection alone strips a long tail of small bins (their mass goes to the bulk: on a zero-inflated count
+    column with a long tail, 1-D W1 2.5x that of MST's 32 bins), while the projection of the noisy sums of the
+    ``2^BLOCK_BITS`` blocks keeps the tail but spreads noise over empty blocks of a column of a few point masses;
+    each block's mass is the mean of the two estimates, the projection giving the shape inside it (a block
+    without projected mass: the positive part of its noisy counts, else uniform).
+    """
+    valid = valid_bins(levels, bits)
+    sigma = count_sensitivity(neighbouring) / epsilon
+    noisy = np.asarray(histogram, dtype=np.int64) + discrete_laplace(sigma, len(valid), rng)
+    noisy[~valid] = 0
+    total = max(int(total), 0)
+    counts = project_simplex(noisy.astype(float), total, valid)
+    if levels == 0 and bits > BLOCK_BITS:
+        blocks = noisy.reshape(2 ** BLOCK_BITS, -1).astype(float)
+        masses = (project_simplex(blocks.sum(axis=1), total, np.ones(len(blocks), dtype=bool))
+                  + counts.reshape(len(blocks), -1).sum(axis=1)) / 2
+        fallback = np.maximum(blocks, 0.0)
+        fallback[fallback.sum(axis=1) <= 0] = 1.0
+        counts = _with_block_masses(counts, masses, fallback)
+    return MarginalRelease(levels, bits, sigma, noisy, counts, np.asarray(histogram))
+
+
+def _with_block_masses(fine: np.ndarray, masses: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    """``fine`` rescaled inside each of the ``len(masses)`` blocks to the block's mass (the ``fallback`` row's shape
+    where ``fine`` has no mass in the block)."""
+    blocks = fine.reshape(len(masses), -1)
+    held = blocks.sum(axis=1, keepdims=True)
+    shape = np.where(held > 0, blocks / np.maximum(held, 1e-300), fallback / fallback.sum(axis=1, keepdims=True))
+    return (shape * masses[:, None]).ravel()
+
+
 # -- consolidation and sampling -----------------------------------------------------------
 def spread(marginal: np.ndarray, bits: int, fine_bits: int, valid_fine: np.ndarray) -> np.ndarray:
     """A marginal on ``2^bits`` bins spread over ``2^fine_bits`` fine bins, evenly over in-domain fine bins."""
@@ -302,15 +375,21 @@ def coarsen(fine: np.ndarray, bits: int) -> np.ndarray:
     return fine.reshape(2 ** bits, -1).sum(axis=1)
 
 
+#: Share of the product of the targets mixed into a table before raking (:func:`rake`).
+RAKE_PRIOR = 1e-3
+
+
 def rake(joint: np.ndarray, rows: np.ndarray, cols: np.ndarray, iterations: int = 30) -> np.ndarray:
-    """Iterative proportional fitting of a non-negative matrix to row and column sums (both sum to 1)."""
+    """Iterative proportional fitting of a non-negative matrix to row and column sums (both sum to 1).
+
+    The table is first mixed with :data:`RAKE_PRIOR` of the product of the targets, so every cell whose row and
+    column targets are positive can hold mass: a row (column) without mass but with a positive target takes the
+    product of the targets (a category that the released 1-way marginal keeps is never dropped by a pair table),
+    and the fitted table exists.  Without it a column whose mass lies only in a row with a tiny target ends the
+    iterations off that row's target (a two-valued integer column lost 2% of its rows to values no row holds).
+    """
     out = joint / joint.sum() if joint.sum() > 0 else np.outer(rows, cols)
-    # A row (column) with a positive target but no mass cannot be raked up: it takes the product of the
-    # targets there, so a category that the released 1-way marginal keeps is never dropped by a pair table.
-    empty_rows = (out.sum(axis=1) <= 0) & (rows > 0)
-    out[empty_rows] = np.outer(rows[empty_rows], cols)
-    empty_cols = (out.sum(axis=0) <= 0) & (cols > 0)
-    out[:, empty_cols] = np.outer(rows, cols[empty_cols])
+    out = (1 - RAKE_PRIOR) * out + RAKE_PRIOR * np.outer(rows, cols)
     for _ in range(iterations):
         s = out.sum(axis=1)
         out *= np.divide(rows, s, out=np.zeros_like(s), where=s > 0)[:, None]

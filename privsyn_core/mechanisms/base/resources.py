@@ -17,9 +17,6 @@ from privsyn_core.errors import ResourceError
 DEFAULT_BUDGET_MB = 1024
 #: Bytes per synthetic value in flight: the float64 rows, the decoded DataFrame and a copy while writing.
 BYTES_PER_VALUE = 32
-#: PMM's bytes per leaf of its tree (measured: 1.49 GB peak at depth 24 with every level's counts, noise
-#: and consistent counts), see ``benchmarks/bench_pmm.py``.
-PMM_BYTES_PER_LEAF = 96
 
 
 def budget_bytes() -> int:
@@ -47,13 +44,3 @@ def check_rows(rows: int, columns: int, what: str = "n_synthetic") -> None:
                             f"({budget_bytes() / 2**20:,.0f} MB: at most {limit:,} rows); ask for fewer rows or raise "
                             "PRIVSYN_MEMORY_BUDGET_MB")
 
-
-def max_pmm_depth() -> int:
-    """The deepest PMM tree whose counts fit the budget (``2^r`` leaves at :data:`PMM_BYTES_PER_LEAF`)."""
-    return max(0, math.floor(math.log2(budget_bytes() / PMM_BYTES_PER_LEAF)))
-
-
-def pmm_depth_limit(d: int) -> tuple[int, str]:
-    """``ParamSpec.limit`` of a PMM depth: :func:`max_pmm_depth`, whatever the number of columns ``d``."""
-    return max_pmm_depth(), (f"2^depth leaves at {PMM_BYTES_PER_LEAF} bytes each within the memory budget of "
-                             f"{budget_bytes() / 2**20:,.0f} MB (PRIVSYN_MEMORY_BUDGET_MB)")

@@ -64,10 +64,11 @@ def test_grid_w1_is_within_its_stated_error_bound_of_exact(seed, metric):
 
 
 def test_grid_w1_bound_in_three_dimensions_and_auto_switches_to_grid():
+    """Euclidean: no certified method, so "auto" above max_entries is the grid."""
     rng = np.random.default_rng(4)
     X, Y = rng.random((800, 3)), rng.random((800, 3)) ** 1.5
-    exact = w1(X, Y, method="exact")
-    auto = w1(X, Y, max_entries=10_000)
+    exact = w1(X, Y, metric="euclidean", method="exact")
+    auto = w1(X, Y, metric="euclidean", max_entries=10_000)
     assert auto.method == "grid_emd" and abs(auto - exact) <= auto.error_bound + 1e-12
 
 

@@ -259,7 +259,9 @@ def test_certified_w1_is_tighter_than_the_grid_flow_bound_at_the_same_resolution
     assert certified.error_bound < 0.25 * flow.error_bound
 
 
-def test_auto_picks_the_certified_interval_in_two_dimensions_only_when_unweighted():
+def test_auto_picks_the_certified_interval_when_unweighted_and_in_d_3_within_its_pair_budget(monkeypatch):
+    from privsyn_core.evaluation import distances
+
     rng = np.random.default_rng(6)
     X, Y = rng.random((2000, 2)), rng.random((1500, 2)) ** 1.5
     auto = w1(X, Y, max_entries=10_000)
@@ -267,7 +269,10 @@ def test_auto_picks_the_certified_interval_in_two_dimensions_only_when_unweighte
     assert w1(X, Y, weights_x=np.ones(2000), max_entries=10_000).method == "grid_emd"
     assert w1(X, Y, metric="euclidean", max_entries=10_000).method == "grid_emd"
     X3, Y3 = rng.random((800, 3)), rng.random((800, 3))
+    assert w1(X3, Y3, max_entries=10_000).method == "certified_flow"
+    monkeypatch.setattr(distances, "AUTO_CERTIFIED_PAIRS", 800 * 800 - 1)
     assert w1(X3, Y3, max_entries=10_000).method == "grid_emd"
+    assert w1(X, Y, max_entries=10_000).method == "certified_flow"  # d = 2 has no pair budget
     assert w1(X, X[::-1], method="certified").describe()["upper"] == 0.0  # identical clouds: all mass cancels
 
 

@@ -43,6 +43,10 @@ _MAX_CELLS_PER_AXIS = 2**16
 FLOW_NODES = 90_000  # default grid nodes of method="flow" (k = 300 in d = 2: about 14 s of OR-tools, n = m = 1e5)
 FLOW_MAX_NODES = 1_000_000  # method="flow" refuses finer grids (memory: about 8 arcs per node)
 _FLOW_SCALE = 2**40  # masses are integers in units of 2^-40 for the min-cost-flow solver
+# "auto" in d >= 3: certified while #positive x #negative atoms is at most this (10^4 a side: 1-7 s of CPU for
+# chebyshev, 1-12 s for cityblock, widths <= 9%; 1.5 x 10^4 a side 12-15 s; the grid's interval there is 1.3-5.6
+# times the value), the grid above
+AUTO_CERTIFIED_PAIRS = 100_000_000
 
 
 class W1Value(float):
@@ -126,8 +130,9 @@ def w1(X: np.ndarray, Y: np.ndarray, *, weights_x: np.ndarray | None = None, wei
       once per round, so at most ``TRANSFORM_MAX_PAIRS`` pairs; 10^4 points a side in 1-6 s).
     * ``"auto"``: the closed form in d = 1; else ``"exact"`` while the cost matrix of the cancelled atoms has at
       most ``max_entries`` entries (about 2000 points a side by default); above that ``"certified"`` for
-      unweighted chebyshev or cityblock inputs in d = 2 (``"grid"`` if its memory estimate exceeds the budget),
-      and ``"grid"`` for weighted inputs, the euclidean metric and d >= 3 (certified there is opt-in: slower).
+      unweighted chebyshev or cityblock inputs, in d = 2 while its memory estimate fits the budget and in
+      d >= 3 while #positive x #negative atoms is at most ``AUTO_CERTIFIED_PAIRS`` (about 10^4 points a side);
+      else ``"grid"`` (weighted inputs, the euclidean metric, larger inputs in d >= 3).
 
     Parameters
     ----------
@@ -182,7 +187,8 @@ def _w1(X: np.ndarray, Y: np.ndarray, weights_x: np.ndarray | None, weights_y: n
     if method == "flow":
         return _flow_w1(X, a, Y, b, metric, cells_per_axis, sizes)
     certifiable = metric != "euclidean" and sizes is not None and math.lcm(*sizes) <= _FLOW_SCALE
-    if method == "certified" or (method == "auto" and certifiable and X.shape[1] == 2 and auto_certified):
+    affordable = X.shape[1] == 2 or entries <= AUTO_CERTIFIED_PAIRS
+    if method == "certified" or (method == "auto" and certifiable and affordable and auto_certified):
         if not certifiable or sizes is None:
             raise ParameterError("method='certified' needs metric 'chebyshev' or 'cityblock' and unweighted inputs")
         k = cells_per_axis if cells_per_axis is not None else _certified_cells(len(atoms))

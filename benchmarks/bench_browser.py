@@ -1,0 +1,209 @@
+"""The journeys' times in a real browser (issue 28 item 3): a live ``streamlit run app.py`` driven by Chromium.
+
+Usage::
+
+    python -m benchmarks.bench_browser [--rows 10000] [--repeats 3]
+
+Needs Debian's Chromium (``apt-get install chromium``) and Playwright (the dev tools). The table is
+:func:`benchmarks.bench_evaluate.mixed_pair`'s real table (``--rows`` x 8 columns), its categories written as codes
+(sector 0-4, region 0-3, member 0/1) so that "Estimate DP bounds" sets every domain in both modes (release mode
+offers no other quick way; typing categories in the grid is a person's time, not the app's). Timed, in seconds of wall
+time from the click to the page being idle (connected, script not running, no skeleton left), as a person sees it:
+
+* teaching mode: upload the CSV (until "Loaded"); estimate the DP bounds (until every domain is public); Run
+  ``pmm`` at the default epsilon (until "Done in"); open Compare (until its metric table is drawn and the page is
+  idle: every metric shown with its interval); open Compare again (metrics cached); run the Trade-off page's
+  default sweep (until idle);
+* release mode (``PRIVSYN_RELEASE_ONLY=1``, budget 1000): the same upload, bounds and run, then open Compare.
+
+Each journey runs ``--repeats`` times in a fresh browser context against one server per mode; the median and the
+range are printed, with the 1-minute load average (the figures are meaningful on an otherwise idle machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pandas as pd
+from playwright.sync_api import Page, sync_playwright
+
+from benchmarks.bench_evaluate import mixed_pair
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
+MECHANISM = "pmm"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+            return bool(response.read().strip() == b"ok")
+    except OSError:
+        return False
+
+
+@contextmanager
+def served(env: dict[str, str]) -> Iterator[str]:
+    """The app on a free port with its own data folder (never the repository's ``app-data/``)."""
+    port = _free_port()
+    with tempfile.TemporaryDirectory(prefix="privsyn-bench-") as data_dir, tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port",
+             str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+             "--server.fileWatcherType", "none"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            env={**os.environ, "PRIVSYN_DATA_DIR": data_dir, **env})
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while not _healthy(url):
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                log.seek(0)
+                raise SystemExit(f"streamlit did not start:\n{log.read().decode(errors='replace')[-2000:]}")
+            time.sleep(0.3)
+        try:
+            yield url
+        finally:
+            process.terminate()
+            process.wait(timeout=15)
+
+
+def wait_idle(tab: Page) -> None:
+    """Connected, the script not running, no skeleton left (Streamlit's end-to-end convention)."""
+    tab.wait_for_selector("[data-testid='stApp'][data-test-connection-state='CONNECTED']")
+    time.sleep(0.2)  # the click's rerun has started
+    tab.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']")
+    tab.wait_for_function("document.querySelectorAll('[data-testid=\"stSkeleton\"]').length === 0")
+
+
+def timed(action: Callable[[], None], tab: Page) -> float:
+    start = time.perf_counter()
+    action()
+    wait_idle(tab)
+    return time.perf_counter() - start
+
+
+def goto(tab: Page, title: str) -> Callable[[], None]:
+    def action() -> None:
+        tab.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
+        tab.wait_for_selector(f"h1:has-text('{title.split()[0]}')")
+    return action
+
+
+def journey(tab: Page, url: str, csv: Path, *, release_mode: bool) -> dict[str, float]:
+    """One person's way from the CSV to the Compare page (and the sweep in teaching mode): seconds per step."""
+
+    def upload() -> None:
+        tab.locator("[data-testid='stFileUploaderDropzoneInput']").set_input_files(str(csv))
+        tab.get_by_text(f"Loaded {csv.name}").wait_for()
+
+    def bounds() -> None:
+        tab.get_by_role("button", name="Estimate DP bounds").click()
+        tab.get_by_text("every domain is public").wait_for()
+
+    def run() -> None:
+        tab.get_by_role("button", name="Run", exact=True).click()
+        tab.get_by_text(re.compile(r"Done( in [0-9.]+ s)?$")).first.wait_for()  # release mode shows no timing
+
+    def compare() -> None:
+        goto(tab, "Compare")()
+        # teaching mode: the metric table; release mode computes no metric, its last figure is the marginal
+        tab.locator("[data-testid='stPlotlyChart']" if release_mode else "[data-testid='stTable']").first.wait_for()
+
+    def sweep() -> None:
+        tab.get_by_role("button", name="Run the sweep").click()
+        tab.get_by_text("Measurements", exact=True).wait_for()  # the sweep's expander, drawn when it is done
+
+    tab.goto(url)
+    wait_idle(tab)
+    goto(tab, "Data")()
+    wait_idle(tab)
+    tab.get_by_text("Upload a CSV", exact=True).click()
+    wait_idle(tab)
+    out = {"upload": timed(upload, tab), "bounds": timed(bounds, tab)}
+    goto(tab, "Synthesize")()
+    wait_idle(tab)
+    out["run"] = timed(run, tab)
+    out["compare"] = timed(compare, tab)
+    if not release_mode:
+        goto(tab, "Synthesize")()
+        wait_idle(tab)
+        out["compare again"] = timed(compare, tab)
+        goto(tab, "Trade-off")()
+        wait_idle(tab)
+        out["sweep"] = timed(sweep, tab)
+    return out
+
+
+def run_mode(csv: Path, repeats: int, *, release_mode: bool) -> dict[str, list[float]]:
+
+    env = {"PRIVSYN_RELEASE_ONLY": "1", "PRIVSYN_BUDGET": "1000"} if release_mode else {}
+    times: dict[str, list[float]] = {}
+    with served(env) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+        for _ in range(repeats):
+            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            tab = context.new_page()
+            tab.set_default_timeout(300_000)
+            try:
+                steps = journey(tab, url, csv, release_mode=release_mode)
+            except Exception:
+                tab.screenshot(path=str(ROOT / "test-output" / "bench_browser_failure.png"), full_page=True)
+                print(tab.locator("[data-testid='stMain']").inner_text()[:3000], file=sys.stderr)
+                raise
+            for step, seconds in steps.items():
+                times.setdefault(step, []).append(seconds)
+            context.close()
+        browser.close()
+    return times
+
+
+def numeric_codes(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table with each categorical column written as the integer codes of its sorted values."""
+    out = frame.copy()
+    for name in ("sector", "region", "member"):
+        out[name] = pd.Categorical(out[name]).codes
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    if not Path(CHROMIUM).exists():
+        raise SystemExit(f"Chromium not found at {CHROMIUM}: apt-get install chromium (or set CHROMIUM)")
+    real = numeric_codes(mixed_pair(args.rows)[0])
+    with tempfile.TemporaryDirectory() as folder:
+        csv = Path(folder) / f"mixed_{args.rows}.csv"
+        real.to_csv(csv, index=False)
+        print(f"{args.rows:,} rows x {real.shape[1]} mixed columns, {MECHANISM}, {args.repeats} journeys per mode, "
+              f"load {os.getloadavg()[0]:.2f}")
+        print("| mode | step | median s | min-max s |\n| --- | --- | --- | --- |")
+        for release_mode in (False, True):
+            for step, values in run_mode(csv, args.repeats, release_mode=release_mode).items():
+                mode = "release" if release_mode else "teaching"
+                print(f"| {mode} | {step} | {statistics.median(values):.2f} | {min(values):.2f}-{max(values):.2f} |")
+        print(f"load after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -7,19 +7,17 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from privsyn_core.data.codec import Codec, stage_params as codec_stage_params
+from privsyn_core.data.codec import Codec
 from privsyn_core.data.domain import Schema, as_frame
-from privsyn_core.engine.pipeline import PublicSize, assemble, check_width, public_size, size_params
+from privsyn_core.engine.pipeline import PublicSize, Request, Synthetic, run_sequence
 from privsyn_core.errors import DataError, ParameterError, SchemaError
 from privsyn_core.mechanisms.base.resources import check_rows
 from privsyn_core.mechanisms.base.rows import shuffle_rows
-from privsyn_core.mechanisms.base.spec import MechanismSpec
 from privsyn_core.privacy import budget
 from privsyn_core.privacy.accounting import check_epsilon
 from privsyn_core.privacy.noise import RandomLike, resolve_rng
@@ -92,10 +90,7 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
             raise ParameterError("a Dask DataFrame released against a ledger needs dataset='<its name>' (its "
                                  "content is not hashed: that would read every partition once more)")
         guard = _BudgetGuard.of(ledger, dataset, request, rng, content=None)
-        return dask_backend.synthesize_dask(data, request.spec, request.epsilon, schema=schema,
-                                            neighbouring=request.neighbouring, n_synthetic=request.n_synthetic,
-                                            rng=rng, params=request.resolved, public_n=request.public_n,
-                                            before_noise=guard)
+        return dask_backend.synthesize_dask(data, request, schema=schema, rng=rng, before_noise=guard)
     from privsyn_core.validation import resolve_schema
     frame = as_frame(data)
     schema = resolve_schema(schema, frame)
@@ -152,27 +147,15 @@ def synthesize_chunks(chunks: Iterable[pd.DataFrame], mechanism: str, epsilon: f
     return _release(request, schema, lambda codec: _encode_chunks(codec, chunks, capacity), rng, guard)
 
 
-@dataclass(frozen=True)
-class _Request:
-    """The checked arguments every entry point shares."""
-
-    spec: MechanismSpec
-    epsilon: float
-    neighbouring: str
-    public_n: int | None
-    resolved: dict[str, Any]
-    n_synthetic: int | None
-
-
 def _request(mechanism: str, epsilon: float, neighbouring: str, public_n: int | None, n_synthetic: int | None,
-             params: dict[str, Any]) -> _Request:
+             params: dict[str, Any]) -> Request:
     """The mechanism looked up and every public argument checked, in the order the messages promise."""
     spec = get_mechanism(mechanism)
     epsilon = check_epsilon(epsilon)
     neighbouring = check_neighbouring(spec, neighbouring)
     public_n = check_public_n(public_n, neighbouring)
     resolved = spec.resolve_params(params)
-    return _Request(spec, epsilon, neighbouring, public_n, resolved, check_count("n_synthetic", n_synthetic))
+    return Request(spec, epsilon, neighbouring, public_n, resolved, check_count("n_synthetic", n_synthetic))
 
 
 Encoder = Callable[[Codec], tuple[np.ndarray, dict[str, int], list[str]]]
@@ -182,11 +165,11 @@ class _BudgetGuard:
     """The ledger's reservation of one release, taken when called: after the input is checked and encoded, before
     the mechanism draws anything (:meth:`~privsyn_core.privacy.budget.PrivacyLedger.reserve`)."""
 
-    def __init__(self, ledger: budget.PrivacyLedger, dataset: str, request: _Request, run_key: str | None) -> None:
+    def __init__(self, ledger: budget.PrivacyLedger, dataset: str, request: Request, run_key: str | None) -> None:
         self.ledger, self.dataset, self.request, self.run_key = ledger, dataset, request, run_key
 
     @classmethod
-    def of(cls, ledger: LedgerLike, dataset: str | None, request: _Request, rng: RandomLike,
+    def of(cls, ledger: LedgerLike, dataset: str | None, request: Request, rng: RandomLike,
            content: str | None) -> Callable[[Schema], AbstractContextManager[object]]:
         """A reservation factory (a no-op without a ledger)."""
         if ledger is None:
@@ -208,12 +191,12 @@ class _BudgetGuard:
                                                                                                     sort_keys=True))
 
 
-def _release(request: _Request, schema: Schema, encode: Encoder, rng: RandomLike,
+def _release(request: Request, schema: Schema, encode: Encoder, rng: RandomLike,
              guard: Callable[[Schema], AbstractContextManager[object]]) -> SynthResult:
-    """Steps 1-4 of :mod:`privsyn_core.engine.pipeline` on records that ``encode`` turns into the unit cube.
+    """The in-memory path: the checks on the public inputs, then :func:`~privsyn_core.engine.pipeline.run_sequence`
+    on the records that ``encode`` turns into the unit cube.
 
     ``encode(codec)`` returns the encoded records, the clip counts per column and the input's column names.
-    The encoding is dropped before decoding, so it and the decoded table are never held together.
     ``guard(schema)`` reserves the release's epsilon in the ledger around the mechanism and the decoding.
     """
     spec = request.spec
@@ -226,19 +209,55 @@ def _release(request: _Request, schema: Schema, encode: Encoder, rng: RandomLike
     generator, seed = resolve_rng(rng)
 
     start = time.perf_counter()
-    unit, clipped, columns = encode(codec)
+    records = _Encoded(*encode(codec), schema=schema, codec=codec)
     timings = {"encode": time.perf_counter() - start}
-    check_width(spec, unit.shape[1])
-    with guard(schema):
-        out, size = _run(spec, codec, unit, epsilon=request.epsilon, neighbouring=request.neighbouring,
-                         n_synthetic=request.n_synthetic, generator=generator, public_n=request.public_n,
-                         resolved=request.resolved, timings=timings)
-        n_records = len(unit)
-        del unit
-        return _finish(spec, codec, schema, out, size, epsilon=request.epsilon, neighbouring=request.neighbouring,
-                       n_synthetic=request.n_synthetic, seed=seed, resolved=request.resolved, clipped=clipped,
-                       n_records=n_records, timings=timings, left_out=[c for c in columns if c not in schema.names],
-                       generator=generator)
+    return run_sequence(request, schema, codec, records, rng=generator, seed=seed, before_noise=guard, timings=timings)
+
+
+class _Encoded:
+    """The in-memory path's :class:`~privsyn_core.engine.pipeline.Records`: the encoded array.
+
+    The array is dropped once the mechanism has run, so it and the decoded table are never held together.
+    """
+
+    def __init__(self, unit: np.ndarray, clipped: dict[str, int], columns: list[str], *, schema: Schema,
+                 codec: Codec) -> None:
+        self.unit = unit
+        self.n, self.width = unit.shape
+        self.clipped = clipped
+        self.left_out = [c for c in columns if c not in schema.names]
+        self.codec = codec
+
+    def release(self, request: Request, size: PublicSize, params: dict[str, Any],
+                rng: np.random.Generator) -> tuple[MechanismOutput, np.ndarray]:
+        """The mechanism's run function on the array; its output and its unit rows (its ``unit`` when it has no
+        separate rows)."""
+        spec = request.spec
+        unit = self.unit
+        del self.unit  # the records are released once; the array goes when the run returns
+        out = spec.run(unit, size.mechanism_epsilon, neighbouring=request.neighbouring,
+                       n_synthetic=request.n_synthetic, rng=rng, size=size.value, **params)
+        if out.weights is not None and out.rows is None:
+            raise RuntimeError(f"internal error: weighted mechanism {spec.name} returned no rows")
+        return out, out.rows if out.rows is not None else out.unit
+
+    def synthetic(self, out: MechanismOutput, rows: np.ndarray, rng: np.random.Generator) -> Synthetic:
+        """The rows in random order, decoded with the schema.
+
+        Rows drawn through a row plan are in random order already (``out.rows_shuffled``; every staged
+        mechanism, also on Dask, and srw: :mod:`privsyn_core.mechanisms.base.rows`); the rows of every other
+        mechanism are put in a uniformly random order here, in place, with the run's generator
+        (:func:`~privsyn_core.mechanisms.base.rows.shuffle_rows`), so that no row order carries information
+        about the values.
+        """
+        if not out.rows_shuffled:
+            rows = np.require(rows, requirements=["W", "O"])  # never reorder an array the mechanism did not allocate
+            shuffle_rows(rows, rng)
+            if out.rows is None:
+                out.unit = rows
+            else:
+                out.rows = rows
+        return Synthetic(self.codec.decode(rows), rows, {})
 
 
 def _encode_chunks(codec: Codec, chunks: Iterable[pd.DataFrame],
@@ -272,47 +291,3 @@ def _encode_chunks(codec: Codec, chunks: Iterable[pd.DataFrame],
         raise DataError("the table has no rows")
     return unit[:rows], clipped, columns
 
-
-def _run(spec: MechanismSpec, codec: Codec, unit: np.ndarray, *, epsilon: float, neighbouring: str,
-         n_synthetic: int | None, generator: np.random.Generator, public_n: int | None, resolved: dict[str, Any],
-         timings: dict[str, float]) -> tuple[MechanismOutput, PublicSize]:
-    """Steps 1-2 of :mod:`privsyn_core.engine.pipeline` on the encoded records: the public size, the mechanism."""
-    size = public_size(spec, resolved, len(unit), epsilon, neighbouring, public_n, generator)
-    start = time.perf_counter()
-    stage_params = codec_stage_params(codec)  # public facts of the schema (e.g. category counts)
-    out = spec.run(unit, size.mechanism_epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=generator,
-                   size=size.value, **resolved, **stage_params, **size_params(spec, size))
-    timings["mechanism"] = time.perf_counter() - start
-    timings.update({f"mechanism.{k}": v for k, v in out.timings.items()})
-    if out.weights is not None and out.rows is None:
-        raise RuntimeError(f"internal error: weighted mechanism {spec.name} returned no rows")
-    return out, size
-
-
-def _finish(spec: MechanismSpec, codec: Codec, schema: Schema, out: MechanismOutput, size: PublicSize, *,
-            epsilon: float, neighbouring: str, n_synthetic: int | None, seed: int | None, resolved: dict[str, Any],
-            clipped: dict[str, int], n_records: int, timings: dict[str, float], left_out: list[str],
-            generator: np.random.Generator) -> SynthResult:
-    """Steps 3-4 of :mod:`privsyn_core.engine.pipeline`: row order, decoding and the result (the input's encoding
-    is not needed any more: the callers drop it first, so it and the decoded table are never held together).
-
-    Row order: rows drawn through a row plan are in random order already (``out.rows_shuffled``; every staged
-    mechanism, also on Dask, and srw: :mod:`privsyn_core.mechanisms.base.rows`); the rows of every other mechanism
-    are put in a uniformly random order here, in place, with the run's generator
-    (:func:`~privsyn_core.mechanisms.base.rows.shuffle_rows`), so that no row order carries information about the
-    values.
-    """
-    rows = out.rows if out.rows is not None else out.unit
-    if not out.rows_shuffled:
-        rows = np.require(rows, requirements=["W", "O"])  # never reorder an array the mechanism did not allocate
-        shuffle_rows(rows, generator)
-        if out.rows is None:
-            out.unit = rows
-        else:
-            out.rows = rows
-    start = time.perf_counter()
-    synthetic = codec.decode(rows)
-    timings["decode"] = time.perf_counter() - start
-    return assemble(spec, out, data=synthetic, schema=schema, epsilon=epsilon, neighbouring=neighbouring,
-                    resolved=resolved, size=size, n_synthetic=n_synthetic, seed=seed, unit_rows=rows,
-                    clipped=clipped, timings=timings, n_records=n_records, left_out=left_out)

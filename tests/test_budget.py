@@ -271,7 +271,7 @@ def test_synthesize_reserves_before_the_mechanism_and_refuses_over_the_budget(le
     ps.synthesize(X, "pmm", 1.0, schema=schema, ledger=ledger)
     assert ledger.totals(data) == {"replace": 1.0}
     ran = []
-    monkeypatch.setattr(api, "_run", lambda *a, **k: ran.append(1))
+    monkeypatch.setattr(api._Encoded, "release", lambda *a, **k: ran.append(1))
     with pytest.raises(BudgetExceeded):
         ps.synthesize(X, "pmm", 1.0, schema=schema, ledger=ledger)
     assert ran == [], "a refused release never reaches the mechanism"

@@ -238,7 +238,7 @@ def test_the_check_detects_a_layout_read_off_the_exact_n(monkeypatch):
     honest = [_run(data, "pmm", "add_remove", schema, PUBLIC_N) for data in (before, after)]
     assert _without(honest[0], "result") == _without(honest[1], "result")
     exact = pipeline.PublicSize("exact", "declared", [], EPSILON)  # the mechanism then reads len(unit)
-    monkeypatch.setattr("privsyn_core.api.public_size", lambda *args: exact)
+    monkeypatch.setattr(pipeline, "public_size", lambda *args: exact)
     leaky = [_run(data, "pmm", "add_remove", schema, PUBLIC_N) for data in (before, after)]
     assert leaky[0]["release"]["params"]["depth"] == 8 and leaky[1]["release"]["params"]["depth"] == 9
 

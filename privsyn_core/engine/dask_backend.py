@@ -1,12 +1,14 @@
 """Scale-out on Dask: :func:`privsyn_core.synthesize` with a Dask DataFrame (many Parquet/CSV files).
 
 Only the count-based mechanisms run here, those registered with their stages
-(:mod:`privsyn_core.mechanisms.base.stages`): ``pmm``, ``psmm``, ``dp_histogram``, ``kd_grid``, ``kd_adaptive`` and
-``srw_tsp``.  The run is
+(:mod:`privsyn_core.mechanisms.base.stages`): ``pmm``, ``psmm``, ``dp_histogram``, ``kd_grid``, ``kd_adaptive``,
+``marginal_tree`` and ``srw_tsp``.  The run is the in-memory run's sequence
+(:func:`privsyn_core.engine.pipeline.run_sequence`) on the partitions (:class:`Partitions`):
 
 1. the record count ``n`` (one pass; from the Parquet metadata when Dask can read it there);
 2. the public record count (:func:`privsyn_core.engine.pipeline.public_size`: ``n`` under replace-one,
-   ``public_n`` or a noisy count under add/remove) and ``layout`` on the client, exactly as in memory;
+   ``public_n`` or a noisy count under add/remove) and ``layout`` on the client, exactly as in memory
+   (:meth:`~privsyn_core.mechanisms.base.stages.Stages.release_counted` with the counting of step 3);
 3. per partition, on the workers: encode with the schema, ``prepare``, ``count`` -> sparse
    :class:`CellCounts`; the client adds them up as they arrive (:class:`RunningSum`; the total
    must be ``n``), so worker memory stays bounded by the partition size whatever ``n``;
@@ -27,7 +29,8 @@ What differs from the in-memory :class:`SynthResult`: ``data`` is a lazy Dask Da
 with ``result.data.to_parquet(path)`` or bring it home with ``.compute()``); ``unit_rows`` is
 ``None`` (the rows are never gathered on the client); ``unit``/``weights`` are the released atoms
 (for ``pmm``, which releases rows only, ``unit`` is empty); ``diagnostics["dask"]`` gives the
-partition and block counts; ``timings`` has ``n``, ``count`` and ``release`` (row generation is lazy).
+partition and block counts; ``timings`` has ``n``, ``mechanism`` (counting and release), ``mechanism.count`` and
+``decode`` (building the lazy table: row generation is lazy).
 """
 
 from __future__ import annotations
@@ -35,22 +38,21 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from privsyn_core.data.codec import stage_params as codec_stage_params
 from privsyn_core.data.domain import Schema
-from privsyn_core.engine.pipeline import assemble, check_width, public_size, size_params
+from privsyn_core.engine.pipeline import PublicSize, Request, Synthetic, run_sequence
 from privsyn_core.errors import ClusterError, DataError, ParameterError, SchemaError
 from privsyn_core.mechanisms.base.rows import RowPlan
 from privsyn_core.mechanisms.base.spec import MechanismSpec
 from privsyn_core.mechanisms.base.stages import CellCounts, Stages, merge_counts
 from privsyn_core.privacy.noise import resolve_rng
 from privsyn_core.registry import list_mechanisms
-from privsyn_core.result import SynthResult
+from privsyn_core.result import MechanismOutput, SynthResult
 from privsyn_core.validation import resolve_schema
 
 #: Partitions' counts computed per batch without a distributed client (with one, batches follow completion).
@@ -69,53 +71,65 @@ def staged_mechanisms() -> list[str]:
     return [spec.name for spec in list_mechanisms() if spec.stages is not None]
 
 
-def synthesize_dask(ddf: Any, spec: MechanismSpec, epsilon: float, *, schema: Schema | dict | None,
-                    neighbouring: str, n_synthetic: int | None, rng: Any, params: dict[str, Any],
-                    public_n: int | None = None,
-                    before_noise: Callable[[Schema], AbstractContextManager[object]] | None = None) -> SynthResult:
-    """The Dask path of :func:`privsyn_core.synthesize` (module docstring); arguments already checked there.
+def synthesize_dask(ddf: Any, request: Request, *, schema: Schema | dict | None, rng: Any,
+                    before_noise: Callable[[Schema], AbstractContextManager[object]]) -> SynthResult:
+    """The Dask path of :func:`privsyn_core.synthesize` (module docstring); ``request`` already checked there.
 
-    ``before_noise(schema)`` (the ledger's reservation) is entered once the input is checked and counted rows
-    exist, before the first noise is drawn, and left when the result is assembled.
+    The input is checked and its rows counted here, then :func:`~privsyn_core.engine.pipeline.run_sequence` runs
+    on the partitions (:class:`Partitions`); ``before_noise(schema)`` (the ledger's reservation) is entered there,
+    before the first noise is drawn, and left when the result is assembled.
     """
     columns = list(ddf.columns)
-    stages, schema, codec, ddf = _checked_input(ddf, spec, schema)
-    stage_params = {**params, **codec_stage_params(codec)}  # public facts of the schema for the stages
+    stages, schema, codec, ddf = _checked_input(ddf, request.spec, schema)
     generator, seed = resolve_rng(rng)
-    timings: dict[str, float] = {}
 
     start = time.perf_counter()
     _require_workers(_distributed_client())  # else len(ddf) below would wait for a worker forever
     n = len(ddf)
-    timings["n"] = time.perf_counter() - start
+    timings = {"n": time.perf_counter() - start}
     if n == 0:
         raise DataError("the table has no rows")
-    d = len(schema.names)
-    check_width(spec, d)
-    with (before_noise or (lambda _: nullcontext()))(schema):
-        size = public_size(spec, params, n, epsilon, neighbouring, public_n, generator)
-        stage_params.update(size_params(spec, size))
-        layout = stages.layout(size.value, d, size.mechanism_epsilon, neighbouring, stage_params)
+    records = Partitions(ddf, stages, codec, n=n, width=len(schema.names),
+                         left_out=[str(c) for c in columns if c not in schema.names])
+    return run_sequence(request, schema, codec, records, rng=generator, seed=seed, before_noise=before_noise,
+                        timings=timings)
 
-        start = time.perf_counter()
-        counts, clipped = count_partitions(ddf, codec, stages, layout, n)
-        timings["count"] = time.perf_counter() - start
+
+class Partitions:
+    """The Dask path's :class:`~privsyn_core.engine.pipeline.Records`: the partitions of the schema's columns.
+
+    The mechanism's stages run with the counts summed over the partitions (steps 2-4 of the module docstring);
+    the synthetic rows are a lazy Dask DataFrame of the row plan's blocks (step 5).
+    """
+
+    def __init__(self, ddf: Any, stages: Stages, codec: Any, *, n: int, width: int, left_out: list[str]) -> None:
+        self.ddf, self.stages, self.codec = ddf, stages, codec
+        self.n, self.width, self.left_out = n, width, left_out
+        self.clipped: dict[str, int] = {}
+
+    def release(self, request: Request, size: PublicSize, params: dict[str, Any],
+                rng: np.random.Generator) -> tuple[MechanismOutput, RowPlan]:
+        """The stages with the partitions' summed counts: the output without rows and its row plan."""
+        return self.stages.release_counted(self._count, size.value, self.width, size.mechanism_epsilon,
+                                           neighbouring=request.neighbouring, n_synthetic=request.n_synthetic,
+                                           rng=rng, params=params)
+
+    def _count(self, layout: Any) -> CellCounts:
+        """The finest counts of all partitions (their clip counts kept); their total must be ``n`` per row."""
+        counts, self.clipped = count_partitions(self.ddf, self.codec, self.stages, layout, self.n)
         per_row = getattr(layout, "counts_per_row", 1)  # a layout that counts every row in several partitions says so
-        if counts.total != n * per_row:
-            raise RuntimeError(f"internal error: the partitions' counts sum to {counts.total}, not {per_row} n={n}")
+        if counts.total != self.n * per_row:
+            raise RuntimeError(f"internal error: the partitions' counts sum to {counts.total}, not {per_row} "
+                               f"n={self.n}")
+        return counts
 
-        start = time.perf_counter()
-        out, plan = stages.release(counts, size.value, d, size.mechanism_epsilon, neighbouring=neighbouring,
-                                   n_synthetic=n_synthetic, rng=generator, layout=layout, params=stage_params)
-        timings["release"] = time.perf_counter() - start
-        timings.update({f"mechanism.{k}": v for k, v in out.timings.items()})
-        data = synthetic_frame(plan, codec)
-        dask_info = {"input_partitions": ddf.npartitions, "row_blocks": data.npartitions, "n": n,
+    def synthetic(self, out: MechanismOutput, plan: RowPlan, rng: np.random.Generator) -> Synthetic:
+        """The plan's rows as a lazy Dask DataFrame (:func:`synthetic_frame`; ``rng`` is not read: every block
+        has its own generator)."""
+        data = synthetic_frame(plan, self.codec)
+        dask_info = {"input_partitions": self.ddf.npartitions, "row_blocks": data.npartitions, "n": self.n,
                      "synthetic_rows": plan.total}
-        return assemble(spec, out, data=data, schema=schema, epsilon=epsilon, neighbouring=neighbouring,
-                        resolved=params, size=size, n_synthetic=n_synthetic, seed=seed, unit_rows=None,
-                        clipped=clipped, timings=timings, n_records=n, diagnostics={"dask": dask_info},
-                        left_out=[str(c) for c in columns if c not in schema.names])
+        return Synthetic(data, None, {"dask": dask_info})
 
 
 def _checked_input(ddf: Any, spec: MechanismSpec, schema: Schema | dict | None) -> tuple[Stages, Schema, Any, Any]:

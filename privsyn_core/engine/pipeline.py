@@ -1,19 +1,23 @@
-"""The one pipeline below :func:`privsyn_core.synthesize`, shared by the in-memory and the Dask paths.
+"""The one run sequence below :func:`privsyn_core.synthesize`, shared by the in-memory and the Dask paths.
 
-Every run goes through the same steps:
+Both paths call :func:`run_sequence` once their records are checked and encoded (in memory) or counted (on
+Dask); what differs between them is passed in as :class:`Records`: how the mechanism reads the records and
+how the synthetic rows are materialised.  Every run goes through the same steps:
 
-1. :func:`public_size`: the record count the mechanism may read.  Under replace-one ``n`` is public
+1. :func:`check_width`: the encoded width against ``MechanismSpec.max_dim``; then the ledger's reservation
+   (``before_noise``) is entered, before anything is drawn, and left once the result is assembled;
+2. :func:`public_size`: the record count the mechanism may read.  Under replace-one ``n`` is public
    (the relation fixes it).  Under add/remove ``n`` is private, so a mechanism that reads it
    (``MechanismSpec.uses_n``) gets the caller's ``public_n`` (a public declaration, which need not be
    exact) or, without one, a noisy count ``max(1, n + Lap_Z(1/epsilon_n))`` released as its own
    ledger stage with the share :data:`SIZE_SHARE` of epsilon; the mechanism runs on the rest.  A
-   mechanism that does not read ``n`` costs nothing extra.
-2. :func:`check_width` (the encoded width against ``MechanismSpec.max_dim``), then the mechanism (its run
-   function, or its stages on Dask);
-3. :func:`check_ledger`: the ledger sums exactly to the epsilon claimed;
-4. decoding with the schema alone (dtypes and integrality are public declarations, never read off the
-   input's dtypes) and :func:`assemble`, which builds the :class:`SynthResult` whose
-   :meth:`~SynthResult.release` is all that may be published.
+   mechanism that does not read ``n`` costs nothing extra;
+3. the mechanism (:meth:`Records.release`: its run function in memory, its stages over the partitions on
+   Dask) with the user's parameters, the codec's public facts and :func:`size_params`;
+4. the synthetic rows (:meth:`Records.synthetic`), decoded with the schema alone (dtypes and integrality are
+   public declarations, never read off the input's dtypes);
+5. :func:`assemble`: :func:`check_ledger` (the ledger sums exactly to the epsilon claimed) and the
+   :class:`SynthResult` whose :meth:`~SynthResult.release` is all that may be published.
 
 The noisy count is the discrete Laplace mechanism on a count of sensitivity 1 under add/remove, so it
 is ``epsilon_n``-DP and, by basic composition with the ``(epsilon - epsilon_n)``-DP mechanism, the
@@ -23,12 +27,16 @@ whole run is epsilon-DP.  Everything the mechanism derives from it is post-proce
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 import pandas as pd
 
+from privsyn_core.data.codec import Codec, stage_params as codec_stage_params
 from privsyn_core.data.domain import Schema
 from privsyn_core.errors import ParameterError
 from privsyn_core.mechanisms.base.spec import MechanismSpec
@@ -41,6 +49,137 @@ from privsyn_core.result import MechanismOutput, SynthResult
 SIZE_SHARE = 0.05
 #: Share of a column's values outside its public bounds above which the (teaching) warning says so loudly.
 CLIP_WARN_SHARE = 0.01
+
+
+@dataclass(frozen=True)
+class Request:
+    """The checked arguments of one run (:func:`privsyn_core.synthesize` checks them, in the order its messages
+    promise).
+
+    Attributes
+    ----------
+    spec : MechanismSpec
+        The mechanism.
+    epsilon : float
+        The total budget of the run.
+    neighbouring : {"replace", "add_remove"}
+        The relation the noise is calibrated for.
+    public_n : int or None
+        A record count the caller declared public (add/remove only).
+    resolved : dict
+        The mechanism's parameters, defaults filled in and validated.
+    n_synthetic : int or None
+        The number of synthetic rows asked for (``None``: the mechanism's default).
+    """
+
+    spec: MechanismSpec
+    epsilon: float
+    neighbouring: str
+    public_n: int | None
+    resolved: dict[str, Any]
+    n_synthetic: int | None
+
+
+#: What a path's mechanism step hands to its row step: the drawn unit rows in memory, a row plan on Dask.
+Drawn = TypeVar("Drawn")
+
+
+class Synthetic(NamedTuple):
+    """A path's synthetic rows (step 4 of the module docstring).
+
+    Attributes
+    ----------
+    data : DataFrame or Dask DataFrame
+        The synthetic table decoded with the schema (lazy on Dask).
+    unit_rows : ndarray or None
+        The synthetic rows in unit coordinates, when the path holds them (in memory).
+    diagnostics : dict
+        The path's own teaching diagnostics.
+    """
+
+    data: Any
+    unit_rows: np.ndarray | None
+    diagnostics: dict[str, Any]
+
+
+class Records(Protocol[Drawn]):
+    """The private records of one path, as :func:`run_sequence` reads them.
+
+    Attributes
+    ----------
+    n : int
+        The exact record count (private: only :func:`public_size` and the teaching warnings read it).
+    width : int
+        The encoded width (public: a function of the schema).
+    clipped : dict of str to int
+        Values clipped into the public bounds, per column (teaching only); complete once :meth:`release`
+        has returned (on Dask the partitions are encoded while they are counted).
+    left_out : list of str
+        The table's columns that the schema does not have.
+    """
+
+    n: int
+    width: int
+    clipped: dict[str, int]
+    left_out: list[str]
+
+    def release(self, request: Request, size: PublicSize, params: dict[str, Any],
+                rng: np.random.Generator) -> tuple[MechanismOutput, Drawn]:
+        """Step 3: the mechanism on the records with ``size.mechanism_epsilon``; its output and its rows."""
+        ...
+
+    def synthetic(self, out: MechanismOutput, drawn: Drawn, rng: np.random.Generator) -> Synthetic:
+        """Step 4: the synthetic table from the mechanism's rows (``rng``: the run's generator)."""
+        ...
+
+
+def run_sequence(request: Request, schema: Schema, codec: Codec, records: Records[Drawn], *,
+                 rng: np.random.Generator, seed: int | None,
+                 before_noise: Callable[[Schema], AbstractContextManager[object]],
+                 timings: dict[str, float]) -> SynthResult:
+    """Steps 1-5 of the module docstring on either path's records.
+
+    Parameters
+    ----------
+    request : Request
+        The checked arguments.
+    schema : Schema
+        The public schema; ``codec`` is the mechanism's codec of it.
+    records : Records
+        The path's records and its two steps (module docstring).
+    rng : numpy.random.Generator
+        The run's generator (the noisy count, the mechanism, the row order); ``seed`` is the caller's explicit
+        seed or ``None``.
+    before_noise : callable
+        ``before_noise(schema)`` is the ledger's reservation, entered before the first draw and left once the
+        result is assembled (a run that fails inside it stays counted).
+    timings : dict
+        The path's timings so far; ``mechanism``, ``mechanism.*`` and ``decode`` are added (on Dask ``decode``
+        builds the lazy table: its rows are decoded when it is computed).
+
+    Returns
+    -------
+    SynthResult
+        The run's result.
+    """
+    spec = request.spec
+    check_width(spec, records.width)
+    with before_noise(schema):
+        size = public_size(spec, request.resolved, records.n, request.epsilon, request.neighbouring, request.public_n,
+                           rng)
+        params = {**request.resolved, **codec_stage_params(codec), **size_params(spec, size)}
+        start = time.perf_counter()
+        out, drawn = records.release(request, size, params, rng)
+        timings["mechanism"] = time.perf_counter() - start
+        timings.update({f"mechanism.{k}": v for k, v in out.timings.items()})
+        start = time.perf_counter()
+        synthetic = records.synthetic(out, drawn, rng)
+        timings["decode"] = time.perf_counter() - start
+        return assemble(spec, out, data=synthetic.data, schema=schema, epsilon=request.epsilon,
+                        neighbouring=request.neighbouring, resolved=request.resolved, size=size,
+                        n_synthetic=request.n_synthetic, seed=seed, unit_rows=synthetic.unit_rows,
+                        clipped=records.clipped, timings=timings, n_records=records.n, left_out=records.left_out,
+                        diagnostics=synthetic.diagnostics)
 
 
 @dataclass(frozen=True)
@@ -72,7 +211,7 @@ class PublicSize:
 
 def public_size(spec: MechanismSpec, params: dict[str, Any], n: int, epsilon: float, neighbouring: str,
                 public_n: int | None, rng: np.random.Generator) -> PublicSize:
-    """The count of step 1 of the module docstring (``rng`` is used only for the noisy count)."""
+    """The count of step 2 of the module docstring (``rng`` is used only for the noisy count)."""
     if neighbouring == "replace":
         return PublicSize(n, "replace", [], epsilon)
     if public_n is not None:

@@ -14,9 +14,10 @@ partition (grid cells, tree leaves).  It is written as
    a function of the counts only.  A release may consume its counts (:meth:`CellCounts.take_dense`
    hands their memory over), so counts are passed to one release only.
 
-The in-memory run function calls exactly these stages (:meth:`Stages.run`), and the Dask path
-(:mod:`privsyn_core.engine.dask_backend`) calls the same ``layout`` and ``release`` with the counts summed
-over partitions, so both paths give the same release for the same data and seed by construction.
+Both paths call the stages through one method, :meth:`Stages.release_counted`, which is given how to count:
+the in-memory run function (:meth:`Stages.run`) counts all rows as one block, the Dask path
+(:mod:`privsyn_core.engine.dask_backend`) sums the counts over partitions, so both paths give the same release
+for the same data and seed by construction.
 Synthetic rows come from the release's :class:`~privsyn_core.mechanisms.base.rows.RowPlan`.
 """
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -178,21 +179,33 @@ class Stages:
         decided (``None`` when the parameters need none).
         """
         unit = self.prepare(unit)
-        d = unit.shape[1]
-        n = len(unit) if size == EXACT_N else size
-        layout = self.layout(n, d, epsilon, neighbouring, params)
-        start = time.perf_counter()
-        counts = self.count(unit, layout)
-        seconds = time.perf_counter() - start
-        out, plan = self.release(counts, n, d, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
-                                 layout=layout, params=params)
-        out.timings["count"] = seconds
+        n = len(unit) if size == EXACT_N else cast(int | None, size)  # EXACT_N is the only string size
+        out, plan = self.release_counted(lambda layout: self.count(unit, layout), n, unit.shape[1], epsilon,
+                                         neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng, params=params)
         rows = finish_rows(out, plan)
         if self.rows_as_unit:
             out.unit = rows
         else:
             out.rows = rows
         return out
+
+    def release_counted(self, count: Callable[[Any], CellCounts], n: int | None, d: int, epsilon: float, *,
+                        neighbouring: str, n_synthetic: int | None, rng: np.random.Generator,
+                        params: dict[str, Any]) -> tuple[MechanismOutput, RowPlan]:
+        """Layout, count, release (stages 1-3 of the module docstring), wherever the rows are.
+
+        ``count(layout)`` gives the finest counts of all the rows: one block in memory (:meth:`run`), the sum
+        over the partitions on Dask (:mod:`privsyn_core.engine.dask_backend`); its time is
+        ``out.timings["count"]``.  ``n`` is the public record count (``None`` when the parameters read none).
+        """
+        layout = self.layout(n, d, epsilon, neighbouring, params)
+        start = time.perf_counter()
+        counts = count(layout)
+        seconds = time.perf_counter() - start
+        out, plan = self.release(counts, n, d, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
+                                 layout=layout, params=params)
+        out.timings["count"] = seconds
+        return out, plan
 
 
 def finish_rows(out: MechanismOutput, plan: RowPlan) -> np.ndarray:

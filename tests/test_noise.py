@@ -291,13 +291,14 @@ def test_ties_are_decided_by_the_next_bits_of_the_threshold():
     c_k = int(table.upper[k - 1])
     following = table.exact_bits(k, 63 + 64) & (2 ** 64 - 1)  # bits 64..127 of T_k after the first 63
     after = table.exact_bits(k, 63 + 128) & (2 ** 64 - 1)
-    cases = [([following - 1], k), ([following + 1], k - 1), ([following, after - 1], k), ([following, after + 1], k - 1)]
+    cases = [([following - 1], k), ([following + 1], k - 1), ([following, after - 1], k),
+             ([following, after + 1], k - 1)]
     for words, expected in cases:
         u = np.array([c_k, c_k - 1], dtype=np.int64)
         m = table.count_above(u)
         assert m.tolist() == [k - 1, k]  # the tie is not counted yet; c_k - 1 is below c_k
         supply = iter(words)
-        laplace_tables.resolve_ties(table, u, m, lambda count: np.array([next(supply)], dtype=np.uint64))
+        laplace_tables.resolve_ties(table, u, m, lambda count, supply=supply: np.array([next(supply)], np.uint64))
         assert m.tolist() == [expected, k]
         assert next(supply, None) is None  # every word was read, no more
 

@@ -152,7 +152,8 @@ def threshold_table(kind: str, t: int, s: int) -> ThresholdTable | None:
     one = 1 << work
     p_lo, p_hi = exp_neg_bounds(s, t, work)
     stop = 1 << (U_BITS - TAIL_BITS)
-    pk_lo, pk_hi, values = one, one, []
+    pk_lo, pk_hi = one, one
+    values: list[int] = []
     magnitude_stop = False
     while not magnitude_stop:
         if len(values) == MAX_THRESHOLDS:

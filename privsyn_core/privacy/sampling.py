@@ -34,7 +34,7 @@ def largest_remainder(weights: np.ndarray, total: int, rng: np.random.Generator)
     if total == 0 or weight_sum <= 0:
         return np.zeros(len(w), dtype=np.int64)
     share = np.multiply(w, total / weight_sum, out=w)
-    counts = np.floor(share).astype(np.int64)
+    counts = share.astype(np.int64)  # floor: the shares are >= 0
     left = int(total - counts.sum())
     if left > 0:
         remainder = np.subtract(share, counts, out=share)
@@ -63,7 +63,8 @@ def kth_largest(values: np.ndarray, k: int) -> float:
     keys = np.ascontiguousarray(values, dtype=np.float64).view(np.int64)
     mask = (1 << _DIGIT_BITS) - 1
     for shift in range(64 - _DIGIT_BITS, -1, -_DIGIT_BITS):
-        digits = (keys >> shift) & mask
+        digits = np.right_shift(keys, shift)
+        np.bitwise_and(digits, mask, out=digits)
         at_least = np.cumsum(np.bincount(digits, minlength=mask + 1)[::-1])  # keys with digit >= mask - i
         top = int(np.searchsorted(at_least, k))  # the k-th largest key has digit mask - top
         k -= int(at_least[top - 1]) if top else 0

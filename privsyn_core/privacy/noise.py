@@ -161,13 +161,17 @@ def scale_fraction(sigma: float) -> tuple[int, int]:
 
 
 def fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False,
-                          clip_at_zero: bool = False) -> None:
+                          clip_at_zero: bool = False, sampler: str = "inversion") -> None:
     r"""Write (or, with ``add=True``, add) i.i.d. :math:`\mathrm{Lap}_\mathbb{Z}(\sigma)` draws into ``out``.
 
     ``out`` is a contiguous 1-D int64 array; no full-size temporary is allocated (the draws go
     through chunks of :data:`NOISE_CHUNK` entries).  ``clip_at_zero=True`` then replaces the negative
     entries of ``out`` by 0, chunk by chunk while the chunk is in the CPU caches (``(n + lambda)_+`` of a
     noisy count in one pass over the counts); the draws are the same.
+
+    ``sampler="cks20"`` keeps the rejection sampler at every scale: the same generator then gives the draws of the
+    versions before the inversion sampler (a stream re-draws a node's noise from its own generator, and a state
+    restored across an upgrade must get the same noise, :mod:`privsyn_core.mechanisms.online.continual`).
 
     Two exact samplers of the scale ``t/s`` (``(t, s)`` from :func:`scale_fraction`), both with integer arithmetic
     only.  Up to :data:`~privsyn_core.privacy.laplace_tables.MAX_THRESHOLDS` thresholds (``sigma`` up to about 3900,
@@ -207,7 +211,7 @@ def fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generato
     privacy audit (:func:`privsyn_core.evaluation.audit.scaled_noise`) can rebind each public name and no draw is
     scaled twice.
     """
-    _fill_discrete_laplace(out, sigma, rng, add=add, clip_at_zero=clip_at_zero)
+    _fill_discrete_laplace(out, sigma, rng, add=add, clip_at_zero=clip_at_zero, sampler=sampler)
 
 
 def discrete_geometric(sigma: float, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -229,7 +233,7 @@ def discrete_geometric(sigma: float, size: int, rng: np.random.Generator) -> np.
 
 
 def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False,
-                           clip_at_zero: bool = False) -> None:
+                           clip_at_zero: bool = False, sampler: str = "inversion") -> None:
     """The sampler of :func:`fill_discrete_laplace` (see there)."""
     if out.dtype != np.int64 or out.ndim != 1 or not out.flags.c_contiguous:
         raise ValueError("fill_discrete_laplace needs a contiguous 1-D int64 array")
@@ -242,7 +246,9 @@ def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generat
             np.maximum(out, 0, out=out)
         return
     t, s = scale_fraction(sigma)
-    magnitude = threshold_table("magnitude", t, s)
+    if sampler not in ("inversion", "cks20"):
+        raise ValueError(f"unknown discrete Laplace sampler {sampler!r}")
+    magnitude = threshold_table("magnitude", t, s) if sampler == "inversion" else None
     geometric = None if magnitude is None else threshold_table("geometric", t, s)
     chunk = min(NOISE_CHUNK, len(out))
     draw = np.empty(chunk if add else 0, dtype=np.int64)  # scratch for the draws added to ``out``

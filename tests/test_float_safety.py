@@ -109,7 +109,7 @@ def count_noise_scope() -> Iterator[None]:
 
 
 def float_sampler(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False,
-                  clip_at_zero: bool = False) -> None:
+                  clip_at_zero: bool = False, sampler: str = "inversion") -> None:
     """The previous implementation (detection case): magnitudes ``ceil(E / L) - 1`` from float exponentials."""
     rate = -math.log1p(math.expm1(-1.0 / sigma))
     index = np.arange(len(out))
@@ -125,7 +125,7 @@ def float_sampler(out: np.ndarray, sigma: float, rng: np.random.Generator, *, ad
 
 
 def uniform_sampler(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False,
-                    clip_at_zero: bool = False) -> None:
+                    clip_at_zero: bool = False, sampler: str = "inversion") -> None:
     """A sampler calling ``random()`` (detection case): inverse CDF of the discrete Laplace law in floats."""
     u = rng.random(len(out))
     p = math.exp(-1.0 / sigma)

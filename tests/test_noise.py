@@ -1,5 +1,6 @@
 """Noise primitives: exact laws (chi-square / KS at alpha = 1e-6), variances, seeding."""
 
+import dataclasses
 import math
 from fractions import Fraction
 
@@ -9,7 +10,7 @@ from scipy import stats
 
 from goodness_of_fit import ALPHA, chi_square_pvalue
 from privsyn_core.errors import ParameterError
-from privsyn_core.privacy import noise
+from privsyn_core.privacy import laplace_tables, noise
 
 
 @pytest.mark.parametrize("sigma", [0.3, 1.0, 5.0])
@@ -253,3 +254,79 @@ def test_fill_clip_at_zero_is_the_clamped_sum_of_the_same_draws(sigma):
     noise.fill_discrete_laplace(clamped, sigma, np.random.default_rng(8), add=True, clip_at_zero=True)
     assert np.array_equal(clamped, np.maximum(plain, 0))
     assert sigma == 0.0 or (plain < 0).any()  # the clamp had something to do
+
+
+# -- the inversion sampler of privsyn_core.privacy.laplace_tables ---------------------------------------------
+
+
+@pytest.mark.parametrize("sigma", [0.25, 1 / 0.3, 6.72173295, 50.0])
+@pytest.mark.parametrize("kind", ["magnitude", "geometric"])
+def test_threshold_tables_are_the_exact_floors(kind, sigma):
+    """Every table entry is ``floor(2^63 T_k)`` exactly, against mpmath at 400 bits (``T_k = 2p^k/(1+p)`` or
+    ``p^k``, ``p = e^{-s/t}``), the sentinel is 0, the table stops at the first ``T_L < 2^-TAIL_BITS``; and the
+    refinement bits (:func:`threshold_bits` at 63 + 64 + 64 bits) are exact too.  Deterministic."""
+    mpmath = pytest.importorskip("mpmath")
+    t, s = noise.scale_fraction(sigma)
+    table = laplace_tables.threshold_table(kind, t, s)
+    with mpmath.workprec(400):
+        p = mpmath.exp(-mpmath.mpf(s) / t)
+
+        def exact(k, bits):
+            value = 2 * p ** k / (1 + p) if kind == "magnitude" else p ** k
+            return int(mpmath.floor(value * mpmath.mpf(2) ** bits))
+
+        assert table.upper.tolist() == [exact(k, 63) for k in range(1, table.length + 1)] + [0]
+        last = 2 * p ** table.length / (1 + p)
+        assert last < mpmath.mpf(2) ** -laplace_tables.TAIL_BITS <= 2 * p ** (table.length - 1) / (1 + p)
+        assert laplace_tables.threshold_bits(kind, 2, t, s, 191) == exact(2, 191)
+
+
+def test_ties_are_decided_by_the_next_bits_of_the_threshold():
+    """``u = c_k`` (probability 2^-63, so forced here): the next 64-bit words are compared with the next bits of
+    ``T_k``; a word below them gives the count ``k``, above them ``k - 1``, and an equal word defers to the next
+    one.  Deterministic."""
+    t, s = noise.scale_fraction(6.72173295)
+    table = laplace_tables.threshold_table("magnitude", t, s)
+    k = 3
+    c_k = int(table.upper[k - 1])
+    following = table.exact_bits(k, 63 + 64) & (2 ** 64 - 1)  # bits 64..127 of T_k after the first 63
+    after = table.exact_bits(k, 63 + 128) & (2 ** 64 - 1)
+    cases = [([following - 1], k), ([following + 1], k - 1), ([following, after - 1], k),
+             ([following, after + 1], k - 1)]
+    for words, expected in cases:
+        u = np.array([c_k, c_k - 1], dtype=np.int64)
+        m = table.count_above(u)
+        assert m.tolist() == [k - 1, k]  # the tie is not counted yet; c_k - 1 is below c_k
+        supply = iter(words)
+        laplace_tables.resolve_ties(table, u, m, lambda count, supply=supply: np.array([next(supply)], np.uint64))
+        assert m.tolist() == [expected, k]
+        assert next(supply, None) is None  # every word was read, no more
+
+
+@pytest.mark.parametrize("sigma", [1.0, 20.0])
+def test_short_tables_reach_the_geometric_tail_g_test(monkeypatch, sigma):
+    """With ``TAIL_BITS = 1`` about half the draws go on to the geometric tail (and some through it more than
+    once): 10^6 draws, G-test at ALPHA (false-failure rate 1e-6 per scale)."""
+    monkeypatch.setattr(laplace_tables, "TAIL_BITS", 1)
+    laplace_tables.threshold_table.cache_clear()
+    try:
+        t, s = noise.scale_fraction(sigma)
+        assert laplace_tables.threshold_table("magnitude", t, s).length <= sigma + 1
+        z = noise.discrete_laplace(sigma, 1_000_000, np.random.default_rng(41))
+    finally:
+        laplace_tables.threshold_table.cache_clear()
+    assert _g_test_pvalue(z, sigma) > ALPHA
+
+
+def test_g_test_detects_a_table_one_percent_off(monkeypatch):
+    """Detection case: the table of Lap_Z(3) with its first threshold ``P(|Z| >= 1)`` lowered by 1% (so P(Z = 0)
+    up by 0.8 points) fails the same G-test on 10^6 draws."""
+    t, s = noise.scale_fraction(3.0)
+    table = laplace_tables.threshold_table("magnitude", t, s)
+    upper = table.upper.copy()
+    upper[0] = int(upper[0] * 0.99)
+    wrong = dataclasses.replace(table, upper=upper, guide=np.minimum(table.guide, 0), rounds=table.length + 1)
+    real = laplace_tables.threshold_table
+    monkeypatch.setattr(noise, "threshold_table", lambda kind, t, s: wrong if kind == "magnitude" else real(kind, t, s))
+    z = noise.discrete_laplace(3.0, 1_000_000, np.random.default_rng(42))
+    assert _g_test_pvalue(z, 3.0) < ALPHA

@@ -124,15 +124,16 @@ def test_three_atom_counterexample_shows_the_printed_lp_is_wrong():
 def test_corrected_lp_beats_printed_lp_on_random_2d_cases():
     rng = np.random.default_rng(2024)
     gaps = []
-    for _ in range(10):
+    for _ in range(40):
         atoms, nu = rng.random((32, 2)), psmm_like_measure(32, rng)
         corrected = dbl_distance(project_dbl(nu, atoms).tau, nu, atoms)
         printed = dbl_distance(project_dbl_printed(nu, atoms).tau, nu, atoms)
         gaps.append(printed - corrected)
     # the corrected LP is optimal, so the printed one is never better; it is strictly worse on most random
-    # cases, but can reach the optimum on some (1 of these 10 with numpy 2.4 and this seed)
+    # cases, but reaches the optimum on about a quarter of them (measured with this seed: strictly worse on 31 of
+    # these 40 with the CKS20 noise sampler, 27 with the inversion sampler; 8 and 7 of the first 10)
     assert min(gaps) > -1e-9
-    assert sum(gap > 1e-6 for gap in gaps) >= 8
+    assert sum(gap > 1e-6 for gap in gaps) >= 24
 
 
 @pytest.mark.slow

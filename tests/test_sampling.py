@@ -4,9 +4,22 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privsyn_core.privacy.sampling import largest_remainder
+from privsyn_core.privacy.sampling import kth_largest, largest_remainder
 
 ALPHA = 1e-6  # false-failure rate of each statistical test
+
+
+@pytest.mark.parametrize("kind", ["continuous", "few_values", "mostly_zero", "constant", "subnormal"])
+def test_kth_largest_equals_the_sorted_entry(kind):
+    """The radix selection returns the k-th largest value exactly, for every k, on values with long runs of ties
+    (the remainders of a sparse PMM tree are three quarters zeros) and on tiny ones (keys differing in low bits)."""
+    rng = np.random.default_rng(7)
+    m = 300
+    values = {"continuous": rng.random(m), "few_values": rng.integers(0, 4, m) * 0.25,
+              "mostly_zero": np.where(rng.random(m) < 0.75, 0.0, rng.integers(1, 9, m) * 1e-3),
+              "constant": np.full(m, 0.3), "subnormal": rng.integers(0, 2**20, m) * 5e-324}[kind]
+    ordered = np.sort(values)[::-1]
+    assert [kth_largest(values, k) for k in range(1, m + 1)] == ordered.tolist()
 
 
 @pytest.mark.parametrize("seed", range(20))

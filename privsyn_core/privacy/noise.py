@@ -25,6 +25,7 @@ import secrets
 import numpy as np
 
 from privsyn_core.errors import ParameterError
+from privsyn_core.privacy.laplace_tables import fill_table_laplace, threshold_table
 
 RandomLike = None | int | np.integer | np.random.Generator | str
 
@@ -160,7 +161,7 @@ def scale_fraction(sigma: float) -> tuple[int, int]:
 
 
 def fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False,
-                          clip_at_zero: bool = False) -> None:
+                          clip_at_zero: bool = False, sampler: str = "inversion") -> None:
     r"""Write (or, with ``add=True``, add) i.i.d. :math:`\mathrm{Lap}_\mathbb{Z}(\sigma)` draws into ``out``.
 
     ``out`` is a contiguous 1-D int64 array; no full-size temporary is allocated (the draws go
@@ -168,8 +169,17 @@ def fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generato
     entries of ``out`` by 0, chunk by chunk while the chunk is in the CPU caches (``(n + lambda)_+`` of a
     noisy count in one pass over the counts); the draws are the same.
 
-    Algorithm: Canonne, Kamath, Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020
-    ([CKS20]), Algorithm 2 (discrete Laplace of scale ``t/s``), with ``(t, s)`` from :func:`scale_fraction`,
+    ``sampler="cks20"`` keeps the rejection sampler at every scale: the same generator then gives the draws of the
+    versions before the inversion sampler (a stream re-draws a node's noise from its own generator, and a state
+    restored across an upgrade must get the same noise, :mod:`privsyn_core.mechanisms.online.continual`).
+
+    Two exact samplers of the scale ``t/s`` (``(t, s)`` from :func:`scale_fraction`), both with integer arithmetic
+    only.  Up to :data:`~privsyn_core.privacy.laplace_tables.MAX_THRESHOLDS` thresholds (``sigma`` up to about 3900,
+    every scale of a PMM level with many cells): inversion of ``|Z|`` against the exact integers
+    ``floor(2^63 P(|Z| >= k))`` with one raw 64-bit word per draw and exact refinement of the rare ties
+    (:mod:`privsyn_core.privacy.laplace_tables`; 8 ns a draw against 60 ns, ``benchmarks/bench_noise.py``).
+    Larger scales: Canonne, Kamath, Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020
+    ([CKS20]), Algorithm 2 (discrete Laplace of scale ``t/s``),
     built on their Algorithm 1 (``Bernoulli(exp(-gamma))`` for a rational ``gamma``), with integer
     arithmetic only: every random choice is ``Generator.integers`` or raw bits of the bit generator, no
     float is drawn or rounded.  One attempt, for all pending entries at once (numpy arrays, rounds over the
@@ -201,7 +211,7 @@ def fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generato
     privacy audit (:func:`privsyn_core.evaluation.audit.scaled_noise`) can rebind each public name and no draw is
     scaled twice.
     """
-    _fill_discrete_laplace(out, sigma, rng, add=add, clip_at_zero=clip_at_zero)
+    _fill_discrete_laplace(out, sigma, rng, add=add, clip_at_zero=clip_at_zero, sampler=sampler)
 
 
 def discrete_geometric(sigma: float, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -223,7 +233,7 @@ def discrete_geometric(sigma: float, size: int, rng: np.random.Generator) -> np.
 
 
 def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False,
-                           clip_at_zero: bool = False) -> None:
+                           clip_at_zero: bool = False, sampler: str = "inversion") -> None:
     """The sampler of :func:`fill_discrete_laplace` (see there)."""
     if out.dtype != np.int64 or out.ndim != 1 or not out.flags.c_contiguous:
         raise ValueError("fill_discrete_laplace needs a contiguous 1-D int64 array")
@@ -236,16 +246,22 @@ def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generat
             np.maximum(out, 0, out=out)
         return
     t, s = scale_fraction(sigma)
+    if sampler not in ("inversion", "cks20"):
+        raise ValueError(f"unknown discrete Laplace sampler {sampler!r}")
+    magnitude = threshold_table("magnitude", t, s) if sampler == "inversion" else None
+    geometric = None if magnitude is None else threshold_table("geometric", t, s)
     chunk = min(NOISE_CHUNK, len(out))
     draw = np.empty(chunk if add else 0, dtype=np.int64)  # scratch for the draws added to ``out``
     for start in range(0, len(out), chunk):
         size = min(chunk, len(out) - start)
         target = out[start:start + size]
-        if add:
-            _lap_chunk(draw[:size], t, s, rng)
-            target += draw[:size]
+        into = draw[:size] if add else target
+        if magnitude is not None and geometric is not None:
+            fill_table_laplace(into, magnitude, geometric, rng)
         else:
-            _lap_chunk(target, t, s, rng)
+            _lap_chunk(into, t, s, rng)
+        if add:
+            target += into
         if clip_at_zero:
             np.maximum(target, 0, out=target)
 

@@ -36,10 +36,13 @@ class LeafPlan(RowPlan):
     uniform: bool = field(default=True, kw_only=True)
     first_leaf: int = field(default=0, kw_only=True)
 
+    def __post_init__(self) -> None:
+        self.counts = _compact(self.counts)  # one byte a leaf at most depths instead of eight while rows are drawn
+
     def _piece(self, start: int, stop: int, rng: np.random.Generator, head: tuple | None,
                tail: tuple | None) -> RowPlan:
         first, _, counts = self._cut(start, stop, head, tail)
-        return replace(self, counts=_compact(counts), rng=rng, block_rows=max(1, stop - start),
+        return replace(self, counts=counts, rng=rng, block_rows=max(1, stop - start),
                        first_leaf=self.first_leaf + first)
 
     def rows(self, out: np.ndarray | None = None) -> np.ndarray:

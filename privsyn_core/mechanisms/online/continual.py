@@ -159,7 +159,9 @@ def advance(state: CounterState, x: np.ndarray, segments: Segments, node_rng: No
 
 def _add_noise(values: np.ndarray, segments: Segments, scales: Sequence[float], rng: np.random.Generator) -> None:
     for part, scale in zip(segments.slices(), scales, strict=True):
-        fill_discrete_laplace(values[part], float(scale), rng, add=True)
+        # CKS20's sampler: a node's noise is re-drawn from its label's generator, and must stay the same across
+        # versions for a restored state (tests/test_stream.py, the version 1 state)
+        fill_discrete_laplace(values[part], float(scale), rng, add=True, sampler="cks20")
 
 
 def error_variance(t: int, eps_log: float, eps_bin: float) -> float:

@@ -412,73 +412,21 @@ def marginal_panels(synthetic: pd.DataFrame, schema: dict, *, real: pd.DataFrame
     return panels
 
 
-def marginals_grid(panels: Sequence[dict], *, cols: int = 3, max_columns: int = MARGINAL_MAX_COLUMNS) -> go.Figure:
-    """Small multiples: every column's marginal at once, one subplot per column (from :func:`marginal_panels`).
-
-    A numeric column is drawn as overlaid histograms on its public bins (real and synthetic over each other,
-    half transparent, each bar as wide as its bin); a categorical column as grouped bars, one group per
-    category in the public order.  Each subplot is titled by its column, its x axis in the column's units and
-    its y axis in share of rows; the one-line caption (:data:`MARGINALS_CAPTION`, with :data:`COMPARE_HINT` when
-    real and synthetic are drawn) is the figure's subtitle.
-
-    Parameters
-    ----------
-    panels : sequence of dict
-        :func:`marginal_panels` output.
-    cols : int
-        Subplots per row.
-    max_columns : int
-        At most this many columns are drawn (the title says how many were left out).
-
-    Returns
-    -------
-    Figure
-    """
-    shown = list(panels)[:max_columns]
-    cols = max(1, min(cols, len(shown)))
-    rows = max(1, math.ceil(len(shown) / cols))
-    gap_x, gap_y = 0.06, min(0.12, 0.35 / rows)
-    width, height = (1 - gap_x * (cols - 1)) / cols, (1 - gap_y * (rows - 1)) / rows
-    traces, layout, titles = [], {}, []
-    for i, panel in enumerate(shown):  # the grid laid out here in one go: make_subplots' updates are slow
-        suffix, row, col = ("" if i == 0 else str(i + 1)), i // cols, i % cols
-        x0, y1 = col * (width + gap_x), 1 - row * (height + gap_y)
-        for what, share in panel["shares"].items():
-            colour = SYNTH_COLOUR if what == "synthetic" else REAL_COLOUR
-            common = dict(y=np.asarray(share, dtype=np.float32), name=what, legendgroup=what, showlegend=i == 0,
-                          marker_color=colour, xaxis=f"x{suffix}", yaxis=f"y{suffix}",
-                          hovertemplate=f"{what}<br>%{{x}}: %{{y:.3f}}<extra></extra>")
-            if panel["edges"] is None:
-                traces.append(go.Bar(x=panel["labels"], opacity=0.85, **common))
-            else:  # an explicit offset takes the bar out of the grouping: histograms overlay on their bins
-                edges = np.asarray(panel["edges"], dtype=float)
-                traces.append(go.Bar(x=edges[:-1], width=np.diff(edges), offset=0, opacity=0.55, **common))
-        xaxis = (dict(type="category", categoryorder="array", categoryarray=panel["labels"])
-                 if panel["edges"] is None else dict(range=[float(panel["edges"][0]), float(panel["edges"][-1])]))
-        layout[f"xaxis{suffix}"] = dict(domain=[x0, min(x0 + width, 1.0)], anchor=f"y{suffix}",
-                                        title=dict(text=panel["unit"], font=dict(size=11)), **xaxis)
-        layout[f"yaxis{suffix}"] = dict(domain=[max(y1 - height, 0.0), y1], anchor=f"x{suffix}", rangemode="tozero",
-                                        title=dict(text="share of rows" if col == 0 else None))
-        titles.append(dict(text=panel["name"], x=x0 + width / 2, y=y1, xref="paper", yref="paper", showarrow=False,
-                           xanchor="center", yanchor="bottom", font=dict(size=14)))
-    left_out = len(panels) - len(shown)
-    title = "Every column's distribution" + (f" (the first {len(shown)}; {left_out} more not drawn)" if left_out
-                                            else "")
-    caption = MARGINALS_CAPTION + (COMPARE_HINT if any(len(p["shares"]) > 1 for p in shown) else "")
-    top, bottom, plot_height = 130, 40, 290 * rows  # the legend sits at the right of the title
-    fig = go.Figure(data=traces, layout=dict(
-        layout, annotations=titles, barmode="group", bargap=0.15, height=top + bottom + plot_height,
-        title=dict(text=title, subtitle=dict(text=caption, font=dict(size=12))),
-        margin=dict(l=50, r=10, t=top, b=bottom),
-        legend=dict(orientation="h", y=1 + (top - 50) / plot_height, yanchor="top", x=1.0, xanchor="right")))
-    return fig
-
-
 def svg_marginals(panels: Sequence[dict]) -> list[str]:
-    """The small multiples of :func:`marginals_grid` as inline SVG charts (one per column) for a report without
-    JavaScript: the same public bins, order, titles and units."""
+    """Every column's marginal at once, as inline SVG charts (one per column, from :func:`marginal_panels`): the
+    Compare page's small multiples and the report's, without JavaScript (cheap to draw, small to send).
+
+    Each chart is titled by its column, its x axis in the column's units (``unit``) and its y axis in share of
+    rows; a numeric column's bars are its public bins, a categorical column's its categories in public order, the
+    series (synthetic first, then the real data in teaching mode) grouped side by side.
+    """
     return [svg_bars(p["labels"], {k: p["shares"][k] for k in sorted(p["shares"], key=lambda k: k != "synthetic")},
                      title=p["name"], x_label=p["unit"]) for p in panels]
+
+
+def svg_grid(svgs: Sequence[str]) -> str:
+    """Inline SVG charts side by side, wrapping onto new rows (the Compare page's small multiples)."""
+    return "<div style='display:flex;flex-wrap:wrap;gap:12px'>" + "".join(svgs) + "</div>"
 
 
 def correlation_matrix(unit: np.ndarray) -> np.ndarray:

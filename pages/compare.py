@@ -66,7 +66,7 @@ if found:
     left_out = len(panels) - len(figs)
     st.caption(F.MARGINALS_CAPTION + (F.COMPARE_HINT if teaching else "") + "."
                + (f" The first {len(figs)} columns are drawn; {left_out} more are not." if left_out else ""))
-    st.html(F.svg_grid(figs))
+    st.markdown(F.svg_grid(figs), unsafe_allow_html=True)  # svg_bars escapes every text (st.html drops SVG)
     st.caption(F.MARGINALS_NOTE + ("" if teaching else " Release mode: the release alone."))
 
     if len(names) > 1:

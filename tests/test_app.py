@@ -646,7 +646,7 @@ def test_stakeholder_report_stays_under_1_mb_at_the_widest_table_it_draws():
 
 # -- Compare: every column's marginal at once (issue 16, item 3) ----------------------------------------------
 def marginals_svgs(at: AppTest) -> list[str]:
-    found = [h.proto.body for h in at.get("html") if "<svg" in h.proto.body]
+    found = [m.value for m in at.markdown if "<svg" in m.value]
     assert len(found) == 1, "Compare draws one grid of small multiples"
     return found[0].split("<svg")[1:]
 

@@ -772,15 +772,22 @@ def released_tree_figure(release) -> go.Figure | None:
     return fig
 
 # -- small static figures for self-contained reports -------------------------------------------
+def _svg_text(text: str) -> str:
+    """``text`` for an SVG element: XML-escaped, and ``[``, ``]``, ``$`` as character references, so that no
+    Markdown link, image or formula can form when the SVG is shown through ``st.markdown`` (same glyphs)."""
+    from html import escape
+
+    return escape(text).replace("[", "&#91;").replace("]", "&#93;").replace("$", "&#36;")
+
+
 def svg_bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, title: str = "", x_label: str = "",
              y_label: str = "share of rows", colours: Sequence[str] = (SYNTH_COLOUR, REAL_COLOUR),
              width: int = 420, height: int = 220) -> str:
     """A grouped bar chart as an inline SVG string (no JavaScript: a report stays small and opens offline).
 
     ``series`` maps a legend name to one value per label (e.g. shares of rows per bin or category).
-    Text is XML-escaped, so labels and titles from user data cannot inject markup.
+    Text is XML-escaped (:func:`_svg_text`), so labels and titles from user data cannot inject markup.
     """
-    from html import escape
 
     names = list(series)
     values = np.asarray([np.asarray(series[n], dtype=float) for n in names]).reshape(len(names), len(labels))
@@ -791,13 +798,13 @@ def svg_bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, title
     slot = plot_w / max(len(labels), 1)
     bar = slot * 0.8 / max(len(names), 1)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'font-family="sans-serif" font-size="10"><title>{escape(title)}</title>',
-             f'<text x="{width / 2:.0f}" y="14" text-anchor="middle" font-size="12">{escape(title)}</text>',
+             f'font-family="sans-serif" font-size="10"><title>{_svg_text(title)}</title>',
+             f'<text x="{width / 2:.0f}" y="14" text-anchor="middle" font-size="12">{_svg_text(title)}</text>',
              f'<line x1="{left}" y1="{upper + plot_h}" x2="{left + plot_w}" y2="{upper + plot_h}" stroke="#555"/>',
              f'<text x="{left - 4}" y="{upper + 4}" text-anchor="end">{top:.3g}</text>',
              f'<text x="{left - 4}" y="{upper + plot_h}" text-anchor="end">0</text>',
              f'<text x="10" y="{upper + plot_h / 2:.0f}" transform="rotate(-90 10 {upper + plot_h / 2:.0f})" '
-             f'text-anchor="middle">{escape(y_label)}</text>']
+             f'text-anchor="middle">{_svg_text(y_label)}</text>']
     for s, name in enumerate(names):
         colour = colours[s % len(colours)]
         for i, v in enumerate(values[s]):
@@ -805,16 +812,17 @@ def svg_bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, title
                 continue
             h = plot_h * v / top
             x = left + i * slot + slot * 0.1 + s * bar
+            tip = f"{_svg_text(name)}, {_svg_text(str(labels[i]))}: {v:.3g}"
             parts.append(f'<rect x="{x:.1f}" y="{upper + plot_h - h:.1f}" width="{bar:.1f}" height="{h:.1f}" '
-                         f'fill="{colour}"><title>{escape(name)}, {escape(str(labels[i]))}: {v:.3g}</title></rect>')
+                         f'fill="{colour}"><title>{tip}</title></rect>')
         parts.append(f'<rect x="{left + 4 + 110 * s}" y="{height - 12}" width="8" height="8" fill="{colour}"/>'
-                     f'<text x="{left + 15 + 110 * s}" y="{height - 4}">{escape(name)}</text>')
+                     f'<text x="{left + 15 + 110 * s}" y="{height - 4}">{_svg_text(name)}</text>')
     step = max(1, int(np.ceil(len(labels) / 8)))
     for i in range(0, len(labels), step):
         parts.append(f'<text x="{left + (i + 0.5) * slot:.1f}" y="{upper + plot_h + 12}" text-anchor="middle">'
-                     f'{escape(str(labels[i]))[:12]}</text>')
+                     f'{_svg_text(str(labels[i])[:12])}</text>')
     parts.append(f'<text x="{left + plot_w / 2:.0f}" y="{upper + plot_h + 26}" text-anchor="middle">'
-                 f'{escape(x_label)}</text></svg>')
+                 f'{_svg_text(x_label)}</text></svg>')
     return "".join(parts)
 
 

@@ -8,8 +8,11 @@ judged by W1 and the resolution-robust 2-way and 1-way marginal TVD with their i
 :func:`recommend` takes the :data:`NEAREST` measured tables closest to the table's public shape (distance
 :func:`shape_distance`: number of columns and rows on log scales, share of categorical and of few-valued integer
 columns) at the measured epsilon nearest on a log scale. On each of them it ranks the candidates by 2-way TVD and
-by W1 with :func:`~privsyn_core.evaluation.scorecard.rank_runs` (runs whose intervals overlap share a rank), and
-recommends the candidate with the lowest mean rank (ties: the lower mean 2-way TVD). Candidates are the
+by W1 with :func:`~privsyn_core.evaluation.scorecard.rank_runs` (runs whose intervals overlap share a rank). The
+candidates whose mean rank is within :data:`RANK_SLACK` of the lowest are equally good on this evidence (they
+differ by less than one rank position in half of the comparisons: no ordering), and of them the guide recommends
+the fastest measured (mean seconds of a synthesis on those tables; ties: the lower mean rank, then the lower mean
+2-way TVD): a mechanism a thousand times slower is not worth a difference the evidence cannot show. Candidates are the
 registered private mechanisms that accept a table of this shape (``MechanismSpec.accepts`` on a stand-in schema
 of the same kinds) and have evidence. The expected ranges are the union of the pick's intervals on those tables:
 measured figures with their uncertainty, not bounds. The benchmark page checks the guide table by table
@@ -38,6 +41,8 @@ NEAREST = 3
 Evidence = tuple[dict[str, tuple[int, int, int, int]], list[tuple]]
 #: The metrics ranked (lower is better), in the order that breaks ties.
 RANKED = ("tvd2", "w1")
+#: Candidates within this much of the lowest mean rank are not ordered by it (the fastest of them is picked).
+RANK_SLACK = 0.5
 
 
 @dataclass(frozen=True)
@@ -146,10 +151,13 @@ def recommend(n_columns: int, n_rows: int, column_kinds: Sequence[str], epsilon:
     entries = {(t, m): {r[2]: r[4:7] for r in runs if r[0] == t and r[1] == eps and r[3] == m}
                for t in tables for m in RANKED}
     ranks = _ranks(entries)
-    best = min(ranks, key=lambda m: (mean(ranks[m]), _mean_value(entries, m, "tvd2")))
+    lowest = min(mean(r) for r in ranks.values())
+    equal = [m for m in ranks if mean(ranks[m]) <= lowest + RANK_SLACK]
+    best = min(equal, key=lambda m: (_seconds(runs, tables, eps, m), mean(ranks[m]), _mean_value(entries, m, "tvd2")))
     return Recommendation(best, _range(runs, tables, eps, best, "tvd2"), _range(runs, tables, eps, best, "w1"),
                           _range(runs, tables, eps, best, "tvd1"), (*tables, f"epsilon {eps:g}"),
-                          _why(best, [(t, shapes[t]) for t in tables], eps, epsilon, ranks[best]))
+                          _why(best, [(t, shapes[t]) for t in tables], eps, epsilon, ranks[best])
+                          + _why_fastest(best, [m for m in equal if m != best], _seconds(runs, tables, eps, best)))
 
 
 def _ranks(entries: dict) -> dict[str, list[int]]:
@@ -173,10 +181,24 @@ def _mean_value(entries: dict, mechanism: str, metric: str) -> float:
     return mean(values) if values else math.inf
 
 
+def _seconds(runs: list[tuple], tables: list[str], eps: float, mechanism: str) -> float:
+    """Mean seconds of a synthesis by ``mechanism`` on ``tables`` at ``eps`` (infinite when never timed)."""
+    found = [r[4] for r in runs if r[0] in tables and r[1] == eps and r[2] == mechanism and r[3] == "seconds"]
+    return mean(found) if found else math.inf
+
+
 def _range(runs: list[tuple], tables: list[str], eps: float, mechanism: str,
            metric: str) -> tuple[float, float] | None:
     found = [r for r in runs if r[0] in tables and r[1] == eps and r[2] == mechanism and r[3] == metric]
     return (min(r[5] for r in found), max(r[6] for r in found)) if found else None
+
+
+def _why_fastest(best: str, others: list[str], seconds: float) -> str:
+    """The second sentence when candidates as good on the evidence were passed over for speed."""
+    if not others:
+        return ""
+    timed = f" (about {seconds:.2g} s a run there)" if math.isfinite(seconds) else ""
+    return f" As good on this evidence: {', '.join(sorted(others))}; {best} is the fastest of them{timed}."
 
 
 def _why(best: str, tables: list[tuple[str, tuple[int, ...]]], eps: float, epsilon: float, ranks: list[int]) -> str:
@@ -187,5 +209,5 @@ def _why(best: str, tables: list[tuple[str, tuple[int, ...]]], eps: float, epsil
             f"2-way marginal TVD and W1 on the most similar measured tables, {where}, at {at}.")
 
 
-__all__ = ["KINDS", "NEAREST", "Recommendation", "Shape", "candidates", "recommend", "shape_distance",
+__all__ = ["KINDS", "NEAREST", "RANK_SLACK", "Recommendation", "Shape", "candidates", "recommend", "shape_distance",
            "stand_in_schema"]

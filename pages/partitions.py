@@ -45,7 +45,9 @@ if found:
     elif cells is None and not levels:
         st.info(f"{result.mechanism} releases no partition"
                 + (" whose cells can be drawn from the release alone" if release_mode else "")
-                + ". Choose pmm, psmm, kd_grid or dp_histogram on the Synthesize page to see one.")
+                + ". The mechanisms whose release this page or the TSP folding page draws: "
+                + ", ".join(s.name for s in state.mechanisms() if s.released_geometry)
+                + "; choose one on the Synthesize page.")
     else:
         @st.fragment
         def view() -> None:

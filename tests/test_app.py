@@ -191,7 +191,8 @@ def test_partition_chart_draws_every_cell_as_one_trace_per_colour(uploaded_app):
     fig = figures(at)[0]
     fills = [t for t in fig["data"] if t.get("fill") == "toself"]
     drawn = sum(int(np.isnan(values(t["x"])).sum()) for t in fills)
-    assert drawn == len(cells["lo"])
+    boxes = F.project_cells(cells, (0, 1), "count")[0]  # the module's shared app may hold more than 2 columns
+    assert drawn == len(boxes) and len(boxes) > 1
     assert not fig["layout"].get("shapes")
 
 

@@ -7,7 +7,7 @@ record there.  Every text the app then shows (Markdown, captions, alerts, metric
 widgets, the JSON report preview) on every page must be identical between the two, except
 
 * the synthetic rows themselves (the table equal to the release's first rows) and the charts,
-  which are drawn from the noisy release;
+  which are drawn from the noisy release (the SVG small multiples must equal those drawn from the Release alone);
 * numbers equal to a number either Release carries (its row count, atom count, weight total, the
   values of its declared parameters): those are functions of the noisy release.
 
@@ -103,6 +103,9 @@ def surface(at: AppTest, release: ps.Release | None) -> list[str]:
         for el in _elements(at._tree):
             if el.type == "plotly_chart":
                 continue
+            if el.type == "markdown" and "<svg" in el.value and release is not None:
+                assert el.value == _release_svgs(release), f"{page}: small multiples not drawn from the release alone"
+                continue
             if el.type in ("dataframe", "arrow_data_frame"):
                 df = el.value.reset_index(drop=True)
                 if rows is not None and list(df.columns) == list(rows.columns) and len(df) <= len(rows) and \
@@ -114,6 +117,15 @@ def surface(at: AppTest, release: ps.Release | None) -> list[str]:
                 text = re.sub(r"\$\$ID-[0-9a-f]+-", "$$ID-", text)  # widget ids hash the same labels and keys
             out.append(f"{page} {el.type}: {text}")
     return out
+
+
+def _release_svgs(release: ps.Release) -> str:
+    """Compare's small multiples drawn from the release alone, shaped as shown (integers, no declared decimals)."""
+    from pages._support import output
+    from privsyn_core.reporting import figures as F
+
+    panels = F.marginal_panels(output.shaped(release.data, release.schema, {}), release.schema)  # as the page shows
+    return F.svg_grid(F.svg_marginals(panels[:F.MARGINAL_MAX_COLUMNS]))
 
 
 def app_on(df: pd.DataFrame, mechanism: str, relation: str, release_mode: bool, monkeypatch) -> AppTest:

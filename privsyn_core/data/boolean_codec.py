@@ -200,8 +200,9 @@ def strict_boolean_codec(schema: Schema, mechanism: str) -> BooleanCodec:
     """
     bad = [col.name for col in schema.columns if not is_boolean_column(col)]
     if bad:
+        shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
         raise SchemaError(f"{mechanism} works on Boolean columns only (numeric 0/1 with lo=0, hi=1, integer, or two "
-                          f"categories); {bad[:5]} {'is' if len(bad) == 1 else 'are'} not: choose Boolean columns, "
+                          f"categories); {shown} {'is' if len(bad) == 1 else 'are'} not: choose Boolean columns, "
                           f"or use pmm (any numeric or categorical table) or psmm (few columns)")
     return BooleanCodec(schema)
 

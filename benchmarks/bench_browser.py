@@ -25,13 +25,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,50 +37,25 @@ import pandas as pd
 from playwright.sync_api import Page, sync_playwright
 
 from benchmarks.bench_evaluate import mixed_pair
+from tests.browser.conftest import CHROMIUM, LAUNCH_ARGS, AppDidNotStart, serve
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 MECHANISM = "pmm"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-            return bool(response.read().strip() == b"ok")
-    except OSError:
-        return False
 
 
 @contextmanager
 def served(env: dict[str, str]) -> Iterator[str]:
-    """The app on a free port with its own data folder (never the repository's ``app-data/``)."""
-    port = _free_port()
-    with tempfile.TemporaryDirectory(prefix="privsyn-bench-") as data_dir, tempfile.TemporaryFile() as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port",
-             str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-             "--server.fileWatcherType", "none"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-            env={**os.environ, "PRIVSYN_DATA_DIR": data_dir, **env})
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
-        while not _healthy(url):
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                log.seek(0)
-                raise SystemExit(f"streamlit did not start:\n{log.read().decode(errors='replace')[-2000:]}")
-            time.sleep(0.3)
-        try:
-            yield url
-        finally:
-            process.terminate()
-            process.wait(timeout=15)
+    """The app on a free port with its own data folder, as the browser tests start it
+    (:func:`tests.browser.conftest.serve`); a clear exit if it does not start."""
+    server = serve(env)
+    try:
+        url = next(server)
+    except AppDidNotStart as exc:
+        raise SystemExit(str(exc)) from None
+    try:
+        yield url
+    finally:
+        server.close()
 
 
 def wait_idle(tab: Page) -> None:

@@ -6,12 +6,14 @@ The tests FAIL (never skip) when Chromium is missing: install it with ``apt-get 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
@@ -48,18 +50,25 @@ def chromium_path() -> str:
 @pytest.fixture(scope="module")
 def app_url():
     """Start the app on a free port (output to a temp file, never a pipe) and wait for /_stcore/health."""
-    yield from _serve({})
+    yield from _started({})
 
 
 @pytest.fixture(scope="module")
 def release_only_url():
     """The app as a release-only deployment (``PRIVSYN_RELEASE_ONLY=1``)."""
-    yield from _serve({"PRIVSYN_RELEASE_ONLY": "1", "PRIVSYN_BUDGET": "1000"})
+    yield from _started({"PRIVSYN_RELEASE_ONLY": "1", "PRIVSYN_BUDGET": "1000"})
 
 
-def _serve(env: dict):
+class AppDidNotStart(RuntimeError):
+    """``streamlit run app.py`` exited or did not answer its health check in time (the message holds its log)."""
+
+
+def serve(env: dict) -> Generator[str, None, None]:
+    """Start the app on a free port with its own ledger folder (never the repository's ``app-data/``), output to
+    a temp file (never a pipe), and yield its URL once /_stcore/health answers; stop it when closed. Also used by
+    ``benchmarks/bench_browser.py``."""
     port = _free_port()
-    data_dir = tempfile.mkdtemp(prefix="privsyn-ledger-")  # never the repo's app-data/
+    data_dir = tempfile.mkdtemp(prefix="privsyn-ledger-")
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port",
@@ -72,14 +81,27 @@ def _serve(env: dict):
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
                 log.seek(0)
-                pytest.fail(f"streamlit did not start on {url}:\n{log.read().decode(errors='replace')[-3000:]}")
+                raise AppDidNotStart(f"streamlit did not start on {url}:\n"
+                                     f"{log.read().decode(errors='replace')[-3000:]}")
             time.sleep(0.3)
-        yield url
-        process.terminate()
         try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _started(env: dict) -> Generator[str, None, None]:
+    try:
+        url = next(server := serve(env))
+    except AppDidNotStart as exc:
+        pytest.fail(str(exc))
+    yield url
+    server.close()
 
 
 @pytest.fixture()

@@ -116,9 +116,10 @@ def test_boolean_mechanisms_refuse_non_boolean_columns_from_the_schema_alone(mec
     for column in (ps.Column("senior", "numeric", lo=0, hi=1),  # not integer: continuous in [0, 1]
                    ps.Column("senior", "numeric", lo=0, hi=2, integer=True),
                    ps.Column("smoker", "categorical", categories=("no", "yes", "unknown"))):
-        with pytest.raises(SchemaError, match=rf"{mechanism} works on Boolean columns only.*\['{column.name}'\].*pmm"):
+        refusal = rf"{mechanism} works on Boolean columns only.*; {column.name} is not:.*pmm"
+        with pytest.raises(SchemaError, match=refusal):
             ps.synthesize(df, mechanism, 1.0, schema=_replaced(BOOLEAN_SCHEMA, column), rng=0)
-    with pytest.raises(SchemaError, match=r"\['age', 'kids', 'income', 'colour'\] are not"):
+    with pytest.raises(SchemaError, match=r"; age, kids, income, colour are not: choose"):
         ps.synthesize(mixed_table(100), mechanism, 1.0, schema=SCHEMA, rng=0)
 
 

@@ -32,6 +32,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -67,15 +68,18 @@ def run_section(title: str, command: list[str]) -> str:
     """The section's output (stdout, with stderr's last lines on failure), echoed as it comes."""
     load_before = os.getloadavg()[0]
     print(f"\n== {title}: {' '.join(command[1:])} (load {load_before:.2f}) ==", flush=True)
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": str(ROOT)})
     lines = []
-    assert process.stdout is not None
-    for line in process.stdout:
-        print(line, end="", flush=True)
-        lines.append(line)
-    stderr = process.stderr.read() if process.stderr else ""
-    if process.wait() != 0:
+    with tempfile.TemporaryFile(mode="w+") as errors:  # a file, not a pipe: a chatty stderr cannot block the child
+        process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=errors, text=True,
+                                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert process.stdout is not None
+        for line in process.stdout:
+            print(line, end="", flush=True)
+            lines.append(line)
+        code = process.wait()
+        errors.seek(0)
+        stderr = errors.read()
+    if code != 0:
         tail = "\n".join(stderr.strip().splitlines()[-15:])
         raise SystemExit(f"{title} failed (exit {process.returncode}):\n{tail}")
     body = "".join(lines).rstrip()

@@ -97,8 +97,9 @@ def journey(tab: Page, url: str, csv: Path, *, release_mode: bool) -> dict[str, 
 
     def compare() -> None:
         goto(tab, "Compare")()
-        # teaching mode: the metric table; release mode computes no metric, its last figure is the marginal
-        tab.locator("[data-testid='stPlotlyChart']" if release_mode else "[data-testid='stTable']").first.wait_for()
+        # teaching mode: the metric table; release mode computes no metric, its last figure is the correlations
+        tab.locator("svg[role='img']" if release_mode else "[data-testid='stTable']").filter(
+            has_text="Correlations between columns" if release_mode else "w1").first.wait_for()
 
     def sweep() -> None:
         tab.get_by_role("button", name="Run the sweep").click()

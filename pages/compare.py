@@ -6,7 +6,6 @@ The logic lives in :mod:`pages._support.comparison` (metrics in words, runs, hon
 
 import json
 
-import numpy as np
 import streamlit as st
 
 import privsyn_core as ps
@@ -38,22 +37,26 @@ if found:
         labels = [names[axes[0]], names[axes[1]]]
         panels = ([("real", data_state.real_of(result), F.REAL_COLOUR)] if teaching else []) + \
             [("synthetic", synthetic_table(result), F.SYNTH_COLOUR)]
+        zoomable = state.keep(st.toggle, "Zoomable scatter (interactive, slower to draw)", "w_cmp_zoom", False)
         for column_slot, (what, frame, colour) in zip(st.columns(len(panels)), panels, strict=True):
             points, settings = F.plot_coordinates(frame, result.schema, names)
-            fig = F.units_scatter(points, settings, axes=axes, labels=labels, name=what, colour=colour,
-                                  title=f"{what}: {len(frame):,} rows")
-            column_slot.plotly_chart(fig, key=f"compare_scatter_{what}")
+            title = f"{what}: {len(frame):,} rows"
+            if zoomable:
+                column_slot.plotly_chart(F.units_scatter(points, settings, axes=axes, labels=labels, name=what,
+                                                         colour=colour, title=title), key=f"compare_scatter_{what}")
+            else:  # static SVG: two Plotly panels took ~1 s to draw in the browser
+                column_slot.markdown(F.svg_scatter(points, settings, axes=axes, labels=labels, colour=colour,
+                                                   title=title), unsafe_allow_html=True)
         st.caption("Each panel in the columns' own units on their public ranges, side by side so neither hides the "
                    "other; categories are in their public order, spread a little (jitter) so that points show.")
         column = state.keep(st.selectbox, "Marginal of", "w_cmp_marginal", names[0], options=names)
-        col = schema[column]
-        edges = None if col.kind == "categorical" else np.linspace(float(col.lo or 0.0), float(col.hi or 1.0), 31)
-        real_col = data_state.real_of(result)[column] if teaching else None
-        st.plotly_chart(F.marginal_figure(real_col, result.data[column], edges=edges, name=column,
-                                          categories=col.categories if col.kind == "categorical" else None),
-                        key="compare_marginal")
-        st.caption("Categories in their public order." if col.kind == "categorical"
-                   else "Histograms share 30 equal bins of the public range.")
+        one = {"columns": [c for c in result.schema["columns"] if c["name"] == column]}
+        (panel,) = F.marginal_panels(synthetic_table(result)[[column]], one, bins=F.MARGINAL_DETAIL_BINS,
+                                     real=data_state.real_of(result)[[column]] if teaching else None)
+        st.markdown(F.svg_marginals([panel], width=720, height=260)[0], unsafe_allow_html=True)
+        st.caption("Categories in their public order." if schema[column].kind == "categorical" else
+                   f"Shares of rows in {F.MARGINAL_DETAIL_BINS} bins of the public range (whole integers for an "
+                   "integer column).")
 
     views()
 
@@ -75,7 +78,7 @@ if found:
         real_corr = F.correlation_matrix(data_state.unit_real(result)) if teaching else None
         if teaching:
             widgets.not_private("the real correlations")
-        st.plotly_chart(F.correlation_heatmap(synthetic_corr, names, real=real_corr), key="compare_correlations")
+        st.markdown(F.svg_correlations(synthetic_corr, names, real=real_corr), unsafe_allow_html=True)
         st.caption("Red: the columns rise together; blue: one rises as the other falls; white: no linear relation. "
                    + ("The right panel is the difference: the paler, the better kept." if teaching else ""))
 

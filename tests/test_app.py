@@ -22,7 +22,7 @@ import privsyn_core as ps
 from privsyn_core.data.datasets import two_blobs
 from privsyn_core.errors import ResourceError
 from privsyn_core.reporting import comparison, figures as F
-from privsyn_core.reporting.figures import MAX_POINTS, NOT_PRIVATE
+from privsyn_core.reporting.figures import NOT_PRIVATE
 
 PAGES = ["pages/data.py", "pages/synthesize.py", "pages/partitions.py", "pages/tsp.py", "pages/compare.py",
          "pages/tradeoff.py", "pages/learn.py"]
@@ -56,6 +56,11 @@ def problems(at: AppTest) -> list[str]:
 
 def figures(at: AppTest) -> list[dict]:
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def svgs(at: AppTest) -> list[str]:
+    """The inline SVG figures a page draws (Compare's scatter, marginals and correlations)."""
+    return [m.value for m in at.markdown if m.value.startswith("<svg")]
 
 
 def values(array) -> np.ndarray:
@@ -172,13 +177,13 @@ def test_each_registered_mechanism_runs_and_compare_shows_metrics_and_points(upl
     table = at.table[0].value
     assert W1 in table.index
     assert np.isfinite(float(table.loc[W1, "value"]))
-    real_panel, synthetic_panel = figures(at)[:2]  # side by side, in the columns' own units
-    synthetic = synthetic_panel["data"][0]
-    assert synthetic["name"] == "synthetic" and len(values(synthetic["x"])) == min(len(result.data), MAX_POINTS)
-    real = real_panel["data"][0]
-    assert real["name"] == "real" and len(values(real["x"])) == 300
-    low, high = (0.0, 1.0) if spec.data_kind == "boolean" else (-2.0, 8.0)  # the first column's public bounds
-    assert real_panel["layout"]["xaxis"]["range"][0] < low < high < real_panel["layout"]["xaxis"]["range"][1]
+    real_panel, synthetic_panel = [m for m in svgs(at) if "h0" in m][:2]  # side by side, in the columns' units
+    assert f"synthetic: {len(result.data):,} rows" in synthetic_panel and "real: 300 rows" in real_panel
+    assert synthetic_panel.count("h0") == min(len(result.data), F.SVG_MAX_POINTS) and real_panel.count("h0") == 300
+    low, high = (0, 1) if spec.data_kind == "boolean" else (-2, 8)  # the first column's public bounds
+    ticks = [float(t) for t in re.findall(r'y="369" text-anchor="middle">([-0-9.e+]+)<', real_panel)]
+    assert len(ticks) >= 2 and low - 0.05 * (high - low) < min(ticks) < max(ticks) < high + 0.05 * (high - low), \
+        "x ticks in the first column's units, on its public range"
     for page in ("pages/partitions.py", "pages/tsp.py"):
         at.switch_page(page).run()
         assert not at.exception, f"{page} after {mechanism}: {at.exception}"
@@ -647,7 +652,7 @@ def test_stakeholder_report_stays_under_1_mb_at_the_widest_table_it_draws():
 
 # -- Compare: every column's marginal at once (issue 16, item 3) ----------------------------------------------
 def marginals_svgs(at: AppTest) -> list[str]:
-    found = [m.value for m in at.markdown if "<svg" in m.value]
+    found = [m.value for m in at.markdown if m.value.startswith("<div") and "<svg" in m.value]
     assert len(found) == 1, "Compare draws one grid of small multiples"
     return found[0].split("<svg")[1:]
 

@@ -1,8 +1,9 @@
-"""The Compare page's logic without a browser: correlation heatmaps, metrics in words, honest ranks, the report."""
+"""The Compare page's logic without a browser: correlation matrices, metrics in words, honest ranks, the report."""
 
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -36,22 +37,24 @@ def test_correlation_matrix_is_pearson_and_marks_constant_columns():
     assert np.isnan(C[3, :3]).all() and np.isnan(C[:3, 3]).all() and C[3, 3] == 1.0
 
 
-def test_correlation_heatmap_shows_real_synthetic_and_difference_on_one_scale():
+def test_svg_correlations_show_real_synthetic_and_difference_on_one_scale():
     real = np.array([[1.0, 0.8], [0.8, 1.0]])
     synthetic = np.array([[1.0, 0.2], [0.2, 1.0]])
-    fig = F.correlation_heatmap(synthetic, ["a", "b"], real=real)
-    assert [t.type for t in fig.data] == ["heatmap"] * 3
-    assert [t.name for t in fig.data][1:] == ["synthetic", "synthetic minus real"]
-    assert fig.data[0].name.startswith("real") and F.NOT_PRIVATE in fig.data[0].name
-    assert np.allclose(np.asarray(fig.data[2].z), synthetic - real)
-    assert {t.coloraxis for t in fig.data} == {"coloraxis"}
-    assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (-1, 1)
-    assert list(fig.data[0].x) == ["a", "b"] and fig.layout.title.text
+    svg = F.svg_correlations(synthetic, ["a", "<b>"], real=real)
+    cells = re.findall(r'<rect x="\d+" y="\d+" width="\d+" height="\d+" fill="(#[0-9a-f]{6})"><title>([^<]*): '
+                       r'([^<]*?) / ([^<]*?): ([-0-9.]+)</title>', svg)
+    assert [c[1] for c in cells[::4]] == [f"real ({F.NOT_PRIVATE})", "synthetic", "synthetic minus real"]
+    values = np.array([float(c[4]) for c in cells]).reshape(3, 2, 2)
+    np.testing.assert_allclose(values, [real, synthetic, synthetic - real], atol=5e-4)
+    assert cells[0][0] == F.rdbu(np.array([1.0]))[0] == "#67001f", "+1 is the scale's darkest red"
+    assert F.rdbu(np.array([-1.0, 0.0, np.nan])) == ["#053061", "#f7f7f7", "#cccccc"]
+    assert "&lt;b&gt;" in svg and "<b>" not in svg and "<script" not in svg
+    assert ">0.80<" in svg and ">-0.60<" in svg, "cells carry their values"
 
 
-def test_correlation_heatmap_in_release_mode_has_the_synthetic_panel_only():
-    fig = F.correlation_heatmap(np.eye(3), ["a", "b", "c"])
-    assert [t.name for t in fig.data] == ["synthetic"]
+def test_svg_correlations_in_release_mode_have_the_synthetic_panel_only():
+    svg = F.svg_correlations(np.eye(3), ["a", "b", "c"])
+    assert "synthetic" in svg and "real" not in svg and "minus" not in svg
 
 
 # -- ranks -------------------------------------------------------------------------------------

@@ -89,15 +89,32 @@ def test_release_scatter_has_only_synthetic_points():
     assert [t.name for t in fig.data] == ["synthetic"]
 
 
-def test_marginal_histograms_share_bins_and_sum_to_one():
-    rng = np.random.default_rng(2)
-    edges = np.linspace(0, 1, 11)
-    fig = F.marginal_figure(pd.Series(rng.random(300)), pd.Series(rng.random(50)), edges=edges, name="x")
-    for trace in fig.data:
-        np.testing.assert_allclose(np.asarray(trace.x), (edges[:-1] + edges[1:]) / 2)
-        assert float(np.sum(trace.y)) == pytest.approx(1.0)
-    categorical = F.marginal_figure(pd.Series(list("aab")), pd.Series(list("bcc")), name="c")
-    assert [list(t.x) for t in categorical.data] == [["a", "b", "c"]] * 2
+def test_svg_scatter_draws_every_point_in_the_columns_units_up_to_its_cap():
+    frame = pd.DataFrame({"age": [17.0, 90.0, 53.5, 200.0], "sex": ["M", "F", "F", "M"]})
+    schema = {"columns": [{"name": "age", "kind": "numeric", "lo": 17.0, "hi": 90.0},
+                          {"name": "sex", "kind": "categorical", "categories": ["M", "F"]}]}
+    points, settings = F.plot_coordinates(frame, schema, ["age", "sex"], jitter=0.0)
+    svg = F.svg_scatter(points, settings, axes=(0, 1), labels=["age", "<sex>"], colour="#123456", title="t",
+                        width=440, height=400)
+    dots = [tuple(map(float, m)) for m in re.findall(r"M([-0-9.]+) ([-0-9.]+)h0", svg)]
+    assert len(dots) == 4 and "&lt;sex&gt;" in svg and "<sex>" not in svg and "<script" not in svg
+    left, plot_w = 58, 440 - 58 - 12
+    x_lo, x_hi = settings[0]["range"]
+    assert dots[0][0] == pytest.approx(left + (17 - x_lo) / (x_hi - x_lo) * plot_w, abs=0.06)
+    assert dots[3][0] == left + plot_w > dots[1][0], "a value beyond the drawn range sits on its edge"
+    assert dots[0][1] == dots[3][1] and dots[1][1] == dots[2][1] and dots[0][1] > dots[1][1], "M below F"
+    assert ">M<" in svg and ">F<" in svg and ">20<" in svg and ">80<" in svg, "ticks in the columns' units"
+    many = np.random.default_rng(0).random((5000, 2))
+    capped = F.svg_scatter(many, [{"range": [0, 1]}] * 2, axes=(0, 1), labels=["a", "b"], colour="red",
+                           title="big", max_points=1000)
+    assert capped.count("h0") == 1000 and "(1,000 drawn at random)" in capped
+    assert capped.count("<path") == 1000 // F.SVG_POINTS_PER_PATH
+
+
+def test_nice_ticks_are_round_and_inside_the_range():
+    assert F.nice_ticks(15.54, 91.46).tolist() == [20.0, 40.0, 60.0, 80.0]
+    assert F.nice_ticks(-0.5, 1.5).tolist() == [-0.5, 0.0, 0.5, 1.0, 1.5]
+    assert F.nice_ticks(3.0, 3.0).tolist() == [3.0]
 
 
 def test_tradeoff_is_log_log_with_error_bars_rates_and_floor():
@@ -203,8 +220,6 @@ def test_plot_coordinates_keep_units_and_the_public_category_order():
     assert points[:, 0].tolist() == [20.0, 60.0]
     assert np.all(np.abs(points[:, 1] - [0, 1]) <= 0.3)
     assert settings[1]["ticktext"] == ["M", "F"] and settings[0]["range"][0] < 17.0
-    fig = F.marginal_figure(None, frame["sex"], categories=["M", "F"])
-    assert list(fig.data[0].x) == ["M", "F"]
 
 
 def test_tree_positions_put_each_node_one_level_below_its_parent_and_parents_over_their_children():

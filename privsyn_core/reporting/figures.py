@@ -307,34 +307,11 @@ def units_scatter(points: np.ndarray, settings: Sequence[dict], *, axes: tuple[i
     return fig
 
 
-def marginal_figure(real: pd.Series | None, synthetic: pd.Series, *, edges: np.ndarray | None = None,
-                    name: str = "", categories: Sequence[str] | None = None) -> go.Figure:
-    """Histograms (as shares) of one column on shared bins: the public bin edges or the categories
-    (in the public order ``categories`` when given)."""
-    fig = go.Figure()
-    series = {"synthetic": synthetic} if real is None else {f"real ({NOT_PRIVATE})": real, "synthetic": synthetic}
-    colours = {"synthetic": SYNTH_COLOUR}
-    if edges is None:
-        categories = ([str(c) for c in categories] if categories is not None
-                      else sorted({str(v) for s in series.values() for v in pd.unique(s)}))
-        for label, s in series.items():
-            share = s.astype(str).value_counts(normalize=True).reindex(categories, fill_value=0.0)
-            fig.add_trace(go.Bar(x=categories, y=share.to_numpy(), name=label,
-                                 marker_color=colours.get(label, REAL_COLOUR), opacity=0.6))
-    else:
-        centres = (edges[:-1] + edges[1:]) / 2
-        for label, s in series.items():
-            counts, _ = np.histogram(np.clip(s.to_numpy(dtype=float), edges[0], edges[-1]), bins=edges)
-            fig.add_trace(go.Bar(x=centres, y=counts / max(counts.sum(), 1), width=np.diff(edges), name=label,
-                                 marker_color=colours.get(label, REAL_COLOUR), opacity=0.6))
-    fig.update_layout(barmode="overlay", title=f"marginal of {name}", yaxis_title="share",
-                      margin=dict(l=40, r=10, t=50, b=40), legend=dict(orientation="h", y=-0.2))
-    return fig
-
-
 #: Equal bins of a numeric column's public range in the small multiples (an integer column with fewer values
 #: than this gets one bar per integer instead).
 MARGINAL_BINS = 20
+#: Equal bins of one column's public range in Compare's larger single-column marginal.
+MARGINAL_DETAIL_BINS = 30
 #: At most this many columns are drawn as small multiples (the figure says when more were left out).
 MARGINAL_MAX_COLUMNS = 36
 #: At most this many categories of one column are drawn, the first ones in the public order (a public cut).
@@ -412,7 +389,7 @@ def marginal_panels(synthetic: pd.DataFrame, schema: dict, *, real: pd.DataFrame
     return panels
 
 
-def svg_marginals(panels: Sequence[dict]) -> list[str]:
+def svg_marginals(panels: Sequence[dict], *, width: int = 420, height: int = 220) -> list[str]:
     """Every column's marginal at once, as inline SVG charts (one per column, from :func:`marginal_panels`): the
     Compare page's small multiples and the report's, without JavaScript (cheap to draw, small to send).
 
@@ -421,7 +398,7 @@ def svg_marginals(panels: Sequence[dict]) -> list[str]:
     series (synthetic first, then the real data in teaching mode) grouped side by side.
     """
     return [svg_bars(p["labels"], {k: p["shares"][k] for k in sorted(p["shares"], key=lambda k: k != "synthetic")},
-                     title=p["name"], x_label=p["unit"]) for p in panels]
+                     title=p["name"], x_label=p["unit"], width=width, height=height) for p in panels]
 
 
 def svg_grid(svgs: Sequence[str]) -> str:
@@ -450,50 +427,6 @@ def correlation_matrix(unit: np.ndarray) -> np.ndarray:
         out[np.ix_(ok, ok)] = np.clip(z.T @ z, -1.0, 1.0)
     np.fill_diagonal(out, 1.0)
     return out
-
-
-def correlation_heatmap(synthetic: np.ndarray, names: Sequence[str], *, real: np.ndarray | None = None,
-                        annotate_max: int = 12) -> go.Figure:
-    """Correlation matrices side by side on one colour scale: real (teaching only), synthetic, and their difference.
-
-    Parameters
-    ----------
-    synthetic, real : ndarray (d, d)
-        Matrices from :func:`correlation_matrix`; ``real`` is ``None`` in release mode (only the release shown).
-    names : sequence of str
-        Column names, in the order of the matrices.
-    annotate_max : int
-        Cells carry their value as text up to this many columns.
-
-    Returns
-    -------
-    Figure
-        One heatmap per panel, colour scale -1 (blue) to 1 (red) shared by every panel (differences beyond
-        +-1 saturate), titled with what to look for.
-    """
-    from plotly.subplots import make_subplots
-
-    panels = [("synthetic", np.asarray(synthetic, dtype=float))]
-    if real is not None:
-        real = np.asarray(real, dtype=float)
-        panels = [(f"real ({NOT_PRIVATE})", real), panels[0], ("synthetic minus real", panels[0][1] - real)]
-    labels = [str(n) for n in names]
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[t for t, _ in panels], horizontal_spacing=0.08)
-    # readable cell numbers: one decimal and a smaller font when the cells are narrow (three panels of 8 columns)
-    text = None if len(labels) > annotate_max else "%{z:.2f}" if len(labels) <= 5 else "%{z:.1f}"
-    font = dict(size=max(8, min(12, int(150 / (len(labels) * len(panels) ** 0.5)))))
-    for i, (title, matrix) in enumerate(panels, start=1):
-        fig.add_trace(go.Heatmap(z=matrix, x=labels, y=labels, coloraxis="coloraxis", name=title,
-                                 texttemplate=text, textfont=font,
-                                 hovertemplate=f"{title}<br>%{{y}} / %{{x}}: %{{z:.3f}}<extra></extra>"),
-                      row=1, col=i)
-        fig.update_yaxes(autorange="reversed", row=1, col=i, showticklabels=i == 1)
-    fig.update_layout(coloraxis=dict(colorscale="RdBu", reversescale=True, cmin=-1, cmax=1,
-                                     colorbar=dict(title="correlation")),
-                      title="Correlations between columns (Pearson, categories in their public order): look for "
-                            "the same pattern" + (", and a pale difference panel" if real is not None else ""),
-                      height=380 + 24 * len(labels), margin=dict(l=60, r=10, t=80, b=40))
-    return fig
 
 
 def interval_figure(ranking: pd.DataFrame, *, metric: str, better: str, floor: tuple[float, float, float] | None = None,
@@ -823,6 +756,167 @@ def svg_bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, title
                      f'{_svg_text(str(labels[i])[:12])}</text>')
     parts.append(f'<text x="{left + plot_w / 2:.0f}" y="{upper + plot_h + 26}" text-anchor="middle">'
                  f'{_svg_text(x_label)}</text></svg>')
+    return "".join(parts)
+
+
+#: Most points an SVG scatter draws (a random subset beyond; the title says so): ~15 bytes each.
+SVG_MAX_POINTS = 3000
+#: Points per ``<path>`` of an SVG scatter: overlapping paths darken where points crowd, one path does not.
+SVG_POINTS_PER_PATH = 250
+#: ColorBrewer's RdBu, from red (+1) to blue (-1), as RGB rows: the correlation scale of :func:`svg_correlations`.
+RDBU = np.array([[103, 0, 31], [178, 24, 43], [214, 96, 77], [244, 165, 130], [253, 219, 199], [247, 247, 247],
+                 [209, 229, 240], [146, 197, 222], [67, 147, 195], [33, 102, 172], [5, 48, 97]], dtype=float)
+
+
+def nice_ticks(lo: float, hi: float, count: int = 5) -> np.ndarray:
+    r"""About ``count`` round tick values in ``[lo, hi]``: multiples of a step :math:`\{1, 2, 5\} \times 10^k`."""
+    if not hi > lo:
+        return np.array([lo])
+    raw = (hi - lo) / max(count - 1, 1)
+    power = 10.0 ** np.floor(np.log10(raw))
+    step = power * min((m for m in (1.0, 2.0, 5.0, 10.0) if m * power >= raw), default=10.0)
+    return np.arange(np.ceil(lo / step), np.floor(hi / step) + 1) * step
+
+
+def _svg_axis_ticks(setting: dict) -> tuple[np.ndarray, list[str]]:
+    """Tick positions and texts of one scatter axis (:func:`plot_coordinates`'s settings)."""
+    if "tickvals" in setting:
+        step = max(1, -(-len(setting["tickvals"]) // MAX_CATEGORY_TICKS))
+        return (np.asarray(setting["tickvals"][::step], dtype=float),
+                [str(t)[:10] for t in setting["ticktext"][::step]])
+    values = nice_ticks(*setting["range"])
+    return values, [f"{v:.4g}" for v in values]
+
+
+def svg_scatter(points: np.ndarray, settings: Sequence[dict], *, axes: tuple[int, int], labels: Sequence[str],
+                colour: str, title: str, max_points: int = SVG_MAX_POINTS, width: int = 440,
+                height: int = 400) -> str:
+    """One point cloud in the columns' own units as an inline SVG string (no JavaScript: drawn at once).
+
+    The static twin of :func:`units_scatter`: ``points`` and ``settings`` come from :func:`plot_coordinates`
+    (each axis's public range, and its categories as tick texts).  At most ``max_points`` rows are drawn, a
+    random subset with a fixed seed (display only; the title says how many); points outside a range sit on its
+    edge.  Each point is a round dot, a zero-length segment of a ``<path>``; :data:`SVG_POINTS_PER_PATH` per
+    path, half transparent, so that crowded places look darker.  Text is escaped (:func:`_svg_text`).
+    """
+    points = np.asarray(points, dtype=float)
+    shown = downsample(points, max_points)
+    if len(shown) < len(points):
+        title = f"{title} ({len(shown):,} drawn at random)"
+    left, right, upper, lower = 58, 12, 28, 44
+    plot_w, plot_h = width - left - right, height - upper - lower
+    (x_lo, x_hi), (y_lo, y_hi) = (tuple(map(float, settings[a]["range"])) for a in axes)
+    x_hi, y_hi = max(x_hi, x_lo + 1e-12), max(y_hi, y_lo + 1e-12)
+
+    def to_x(v: np.ndarray) -> np.ndarray:
+        return left + (np.clip(v, x_lo, x_hi) - x_lo) / (x_hi - x_lo) * plot_w
+
+    def to_y(v: np.ndarray) -> np.ndarray:
+        return upper + plot_h - (np.clip(v, y_lo, y_hi) - y_lo) / (y_hi - y_lo) * plot_h
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+             f'font-family="sans-serif" font-size="10"><title>{_svg_text(title)}</title>',
+             f'<text x="{width / 2:.0f}" y="16" text-anchor="middle" font-size="12">{_svg_text(title)}</text>',
+             f'<rect x="{left}" y="{upper}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>']
+    if len(shown):
+        xy = np.round(np.column_stack([to_x(shown[:, axes[0]]), to_y(shown[:, axes[1]])]), 1)
+        for start in range(0, len(xy), SVG_POINTS_PER_PATH):
+            d = "".join(f"M{x:g} {y:g}h0" for x, y in xy[start:start + SVG_POINTS_PER_PATH].tolist())
+            parts.append(f'<path d="{d}" stroke="{colour}" stroke-opacity="0.5" stroke-width="3.5" '
+                         f'stroke-linecap="round"/>')
+    x_ticks, x_text = _svg_axis_ticks(settings[axes[0]])
+    for position, text in zip(to_x(x_ticks).tolist(), x_text, strict=True):
+        parts.append(f'<text x="{position:.1f}" y="{upper + plot_h + 13}" text-anchor="middle">'
+                     f'{_svg_text(text)}</text>')
+    y_ticks, y_text = _svg_axis_ticks(settings[axes[1]])
+    for position, text in zip(to_y(y_ticks).tolist(), y_text, strict=True):
+        parts.append(f'<text x="{left - 4}" y="{position + 3:.1f}" text-anchor="end">{_svg_text(text)}</text>')
+    middle = upper + plot_h / 2
+    parts.append(f'<text x="{left + plot_w / 2:.0f}" y="{height - 8}" text-anchor="middle" font-size="11">'
+                 f'{_svg_text(labels[0])}</text>'
+                 f'<text x="11" y="{middle:.0f}" transform="rotate(-90 11 {middle:.0f})" text-anchor="middle" '
+                 f'font-size="11">{_svg_text(labels[1])}</text></svg>')
+    return "".join(parts)
+
+
+def rdbu(values: np.ndarray) -> list[str]:
+    """Hex colours of values on the correlation scale: -1 blue, 0 white, +1 red (saturating beyond; NaN grey)."""
+    values = np.asarray(values, dtype=float)
+    position = (1 - np.clip(np.nan_to_num(values), -1, 1)) / 2 * (len(RDBU) - 1)
+    below = np.minimum(np.floor(position).astype(int), len(RDBU) - 2)
+    weight = (position - below)[:, None]
+    rgb = np.rint(RDBU[below] * (1 - weight) + RDBU[below + 1] * weight).astype(int)
+    return ["#cccccc" if np.isnan(v) else f"#{r:02x}{g:02x}{b:02x}" for v, (r, g, b) in zip(values, rgb.tolist(),
+                                                                                            strict=True)]
+
+
+def svg_correlations(synthetic: np.ndarray, names: Sequence[str], *, real: np.ndarray | None = None,
+                     annotate_max: int = 12) -> str:
+    """Correlation matrices side by side as one inline SVG: real (teaching only), synthetic, and their difference.
+
+    Parameters
+    ----------
+    synthetic, real : ndarray (d, d)
+        Matrices from :func:`correlation_matrix`; ``real`` is ``None`` in release mode (only the release drawn).
+    names : sequence of str
+        Column names, in the order of the matrices (escaped; cut to 14 characters on the axes).
+    annotate_max : int
+        Cells carry their value as text up to this many columns; every cell names its pair and value on hover.
+
+    Returns
+    -------
+    str
+        One SVG: a panel per matrix on one colour scale, -1 (blue) to 1 (red) (differences beyond +-1 saturate,
+        a column without spread is grey), with a legend of the scale.
+    """
+    panels = [("synthetic", np.asarray(synthetic, dtype=float))]
+    if real is not None:
+        real = np.asarray(real, dtype=float)
+        panels = [(f"real ({NOT_PRIVATE})", real), panels[0], ("synthetic minus real", panels[0][1] - real)]
+    labels = [str(n) for n in names]
+    d = len(labels)
+    cell = int(np.clip(300 // max(d, 1), 12, 44))
+    left, upper, legend = 100, 50, 70
+    side = cell * d
+    slot = max(side + 24, 200)  # room for the panel's title
+    width, height = left + len(panels) * slot + legend, upper + side + 96
+    font, digits = max(7, min(11, int(cell * 0.34))), 1 if d > 5 else 2
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+             f'font-family="sans-serif" font-size="10"><title>Correlations between columns</title>']
+    pairs = [divmod(k, d) for k in range(d * d)]  # (row, column) of each cell, row by row
+    for p, (title, matrix) in enumerate(panels):
+        x0 = left + p * slot
+        head, _, tail = title.partition(" (")  # "real (uses the real data: not private)" on two lines
+        parts.append(f'<text x="{x0 + side / 2:.0f}" y="{upper - 22}" text-anchor="middle" font-size="11">'
+                     f'{_svg_text(head)}</text>')
+        if tail:
+            parts.append(f'<text x="{x0 + side / 2:.0f}" y="{upper - 8}" text-anchor="middle" font-size="9">'
+                         f'({_svg_text(tail)}</text>')
+        values = matrix.reshape(-1)
+        for (i, j), v, fill in zip(pairs, values.tolist(), rdbu(values), strict=True):
+            tip = f"{_svg_text(title)}: {_svg_text(labels[i])} / {_svg_text(labels[j])}: " + \
+                ("no spread" if np.isnan(v) else f"{v:.3f}")
+            parts.append(f'<rect x="{x0 + j * cell}" y="{upper + i * cell}" width="{cell}" height="{cell}" '
+                         f'fill="{fill}"><title>{tip}</title></rect>')
+            if d <= annotate_max and not np.isnan(v):
+                ink = "white" if abs(v) > 0.6 else "black"
+                parts.append(f'<text x="{x0 + (j + 0.5) * cell:.1f}" y="{upper + (i + 0.5) * cell + font / 3:.1f}" '
+                             f'text-anchor="middle" font-size="{font}" fill="{ink}" pointer-events="none">'
+                             f'{round(v, digits) + 0.0:.{digits}f}</text>')  # + 0.0: never "-0.0"
+        for j, name in enumerate(labels):
+            x, y = x0 + (j + 0.5) * cell, upper + side + 6
+            parts.append(f'<text x="{x:.1f}" y="{y}" transform="rotate(-45 {x:.1f} {y})" text-anchor="end">'
+                         f'{_svg_text(name[:14])}</text>')
+    for i, name in enumerate(labels):
+        parts.append(f'<text x="{left - 4}" y="{upper + (i + 0.5) * cell + 3:.1f}" text-anchor="end">'
+                     f'{_svg_text(name[:14])}</text>')
+    scale = np.linspace(1, -1, 11)
+    x_legend = width - legend + 10
+    for k, fill in enumerate(rdbu(scale)):
+        parts.append(f'<rect x="{x_legend}" y="{upper + k * 12}" width="14" height="12" fill="{fill}"/>')
+    parts.append(f'<text x="{x_legend + 18}" y="{upper + 9}">+1</text>'
+                 f'<text x="{x_legend + 18}" y="{upper + 5 * 12 + 9}">0</text>'
+                 f'<text x="{x_legend + 18}" y="{upper + 10 * 12 + 9}">-1</text></svg>')
     return "".join(parts)
 
 

@@ -7,6 +7,7 @@ Also measures the time from clicking Run to the Compare page showing its metric 
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -83,7 +84,10 @@ def test_upload_run_and_visit_every_page(tab, app_url, tmp_path, screenshots):
         assert_no_errors(tab, title)
         shoot(tab, screenshots, title.lower().replace(" ", "_").replace("-", ""))
     goto(tab, "Compare")
-    assert tab.locator(".js-plotly-plot").count() >= 1, "the Compare page shows no Plotly chart"
+    figures = tab.locator("[data-testid='stMain'] svg[role='img']")
+    scatter = figures.filter(has_text=re.compile(r"synthetic: [0-9,]+ rows"))
+    assert scatter.count() == 1, "the Compare page shows no scatter"
+    assert figures.filter(has_text="synthetic minus real").count() == 1, "the Compare page shows no correlations"
     assert "w1" in tab.locator("[data-testid='stTable']").first.inner_text().lower()
     html = download(tab, "Export stakeholder report (HTML)")
     print(f"[browser] HTML stakeholder report: {len(html.encode()) / 2**20:.2f} MB")

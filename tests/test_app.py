@@ -723,3 +723,15 @@ def test_the_mechanism_ledger_table_lists_every_stage_and_its_epsilon():
     ledger = at.session_state["result"].ledger
     assert list(shown["stage"]) == [stage for stage, _ in ledger] and len(ledger) > 2
     assert list(shown["epsilon"]) == [epsilon for _, epsilon in ledger], "the exact epsilons, as released"
+
+
+def test_compare_draws_static_figures_and_a_zoomable_scatter_on_demand():
+    at = new_app()
+    run_mechanism(at, "dp_histogram")
+    at.switch_page("pages/compare.py").run()
+    assert not figures(at), "the first view loads no Plotly (its JavaScript took ~1.4 s per session)"
+    assert sum("h0" in m for m in svgs(at)) == 2 and any("synthetic minus real" in m for m in svgs(at))
+    at.toggle(key="w_cmp_zoom").set_value(True).run()
+    assert not problems(at)
+    assert [f["data"][0]["name"] for f in figures(at)] == ["real", "synthetic"]
+    assert sum("h0" in m for m in svgs(at)) == 0

@@ -141,18 +141,20 @@ def test_shuffled_rows_keep_every_atoms_row_count():
     assert not np.array_equal(np.sort(rows[:, 0]), rows[:, 0])  # shuffled, not grouped by atom
 
 
-def test_leaf_rows_fall_in_their_leaves():
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_leaf_rows_fall_in_their_leaves(d):
     """PMM's leaf rows: ``counts[t]`` rows in leaf ``t``, also when one leaf holds more rows than a chunk, when many
     leaves hold thousands, and when the rows are cut into several blocks (each with its own first leaf), a
-    deterministic check of the row layout.  The rows are drawn from shuffled leaf labels (issue 28, item 4), so the
-    check is on the sorted leaf ids; the order itself is tested in tests/test_row_order.py."""
+    deterministic check of the row layout (columns drawn in complex pairs and a last odd column alone).  The rows
+    are drawn from shuffled leaf labels (issue 28, item 4), so the check is on the sorted leaf ids; the order
+    itself is tested in tests/test_row_order.py."""
     from dataclasses import replace
 
     from privsyn_core.mechanisms.base.rows import ROW_CHUNK
     from privsyn_core.mechanisms.hvz23.pmm import leaf_plan
-    from privsyn_core.mechanisms.hvz23.pmm_tree import leaf_ids
+    from privsyn_core.mechanisms.hvz23.pmm_tree import cuts_per_axis, leaf_ids
 
-    r, d = 15, 2
+    r = 15
     rng = np.random.default_rng(5)
     counts = rng.integers(0, 3, 2 ** r)
     counts[3] = ROW_CHUNK + 17  # one leaf over a chunk
@@ -165,5 +167,5 @@ def test_leaf_rows_fall_in_their_leaves():
             assert np.array_equal(np.sort(ids), np.repeat(np.arange(2 ** r), counts))
             assert not np.array_equal(ids, np.sort(ids))  # shuffled, not in heap order
             if how == "center":  # every row at its leaf's centre, exactly
-                side = 2.0 ** -np.array([8, 7])
+                side = 2.0 ** -cuts_per_axis(r, d).astype(float)
                 assert np.array_equal(rows % side, np.broadcast_to(side / 2, rows.shape))

@@ -63,16 +63,19 @@ class LeafPlan(RowPlan):
         """Row ``i`` of ``out`` is ``(U_i + c_{labels[i]}) * side`` (``U_i = 0.5`` without ``uniform``).
 
         Chunk by chunk (:data:`~privsyn_core.mechanisms.base.rows.ROW_CHUNK` rows, in the CPU caches): the ``U``
-        of all columns in one draw into the chunk of ``out``, scaled by ``side``, then per column the scaled corner
+        of all columns in one draw into the chunk of ``out``, scaled by ``side``, then the scaled corner
         ``c_t side = high[t >> k] side + low[t & (2^k - 1)] side`` added (tables of a few thousand entries,
-        :func:`privsyn_core.mechanisms.hvz23.pmm_tree.leaf_corner_tables`).  ``side`` is a power of two per
-        column, so ``U side + c side`` is exactly the float ``(U + c) side``.
+        :func:`privsyn_core.mechanisms.hvz23.pmm_tree.leaf_corner_tables`).  Columns go in pairs: two adjacent
+        float64 columns of a row are read as one complex128, so one lookup and one addition serve both (a last
+        odd column alone).  ``side`` is a power of two per column, so ``U side + c side`` is exactly the float
+        ``(U + c) side``.
         """
-        k, tables = leaf_corner_tables(self.depth, out.shape[1])
-        scaled = [(high * s, low * s) for (high, low), s in zip(tables, self.side.tolist(), strict=True)]
+        d = out.shape[1]
+        paired = d - d % 2
         size = min(ROW_CHUNK, max(len(labels), 1))
         high_ids, low_ids = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
-        corner, part = np.empty(size), np.empty(size)
+        corner, part = np.empty(size, dtype=complex), np.empty(size, dtype=complex)
+        k, tables = _scaled_corner_tables(self.depth, self.side)
         for start in range(0, len(labels), size):
             chunk, block = labels[start:start + size], out[start:start + size]
             n = len(chunk)
@@ -83,10 +86,28 @@ class LeafPlan(RowPlan):
                 block *= self.side
             else:
                 block[:] = 0.5 * self.side
-            for a, (high, low) in enumerate(scaled):
-                np.take(high, high_ids[:n], out=corner[:n], mode="clip")
-                corner[:n] += np.take(low, low_ids[:n], out=part[:n], mode="clip")
-                block[:, a] += corner[:n]
+            columns = [block[:, :paired].view(complex)[:, p] for p in range(paired // 2)] + [block[:, d - 1]] * (d % 2)
+            for column, (high, low) in zip(columns, tables, strict=True):
+                sum_, add = corner[:n].view(high.dtype)[:n], part[:n].view(high.dtype)[:n]
+                np.take(high, high_ids[:n], out=sum_, mode="clip")
+                sum_ += np.take(low, low_ids[:n], out=add, mode="clip")
+                column += sum_
+
+
+def _scaled_corner_tables(r: int, side: np.ndarray) -> tuple[int, list[tuple[np.ndarray, np.ndarray]]]:
+    """``k`` and the tables ``(high, low)`` of :func:`~privsyn_core.mechanisms.hvz23.pmm_tree.leaf_corner_tables`
+    times ``side`` (exact: powers of two), per pair of columns as complex128 (column ``2p`` the real part, ``2p + 1``
+    the imaginary part) and for a last odd column as float64."""
+    d = len(side)
+    k, tables = leaf_corner_tables(r, d)
+    scaled = [(high * s, low * s) for (high, low), s in zip(tables, side.tolist(), strict=True)]
+    pairs = []
+    for a in range(0, d - 1, 2):
+        pair = tuple(np.empty(len(scaled[a][i]), dtype=complex) for i in range(2))
+        for i in range(2):
+            pair[i].real, pair[i].imag = scaled[a][i], scaled[a + 1][i]
+        pairs.append(pair)
+    return k, pairs + scaled[d - d % 2:]
 
 
 def _compact(counts: np.ndarray) -> np.ndarray:

@@ -101,13 +101,16 @@ def _scaled_corner_tables(r: int, side: np.ndarray) -> tuple[int, list[tuple[np.
     d = len(side)
     k, tables = leaf_corner_tables(r, d)
     scaled = [(high * s, low * s) for (high, low), s in zip(tables, side.tolist(), strict=True)]
-    pairs = []
-    for a in range(0, d - 1, 2):
-        pair = tuple(np.empty(len(scaled[a][i]), dtype=complex) for i in range(2))
-        for i in range(2):
-            pair[i].real, pair[i].imag = scaled[a][i], scaled[a + 1][i]
-        pairs.append(pair)
+    pairs = [(_complex(scaled[a][0], scaled[a + 1][0]), _complex(scaled[a][1], scaled[a + 1][1]))
+             for a in range(0, d - 1, 2)]
     return k, pairs + scaled[d - d % 2:]
+
+
+def _complex(real: np.ndarray, imag: np.ndarray) -> np.ndarray:
+    """The complex128 array with these real and imaginary parts (exactly: no arithmetic)."""
+    out = np.empty(len(real), dtype=complex)
+    out.real, out.imag = real, imag
+    return out
 
 
 def _compact(counts: np.ndarray) -> np.ndarray:

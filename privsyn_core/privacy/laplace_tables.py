@@ -99,15 +99,6 @@ def threshold_bits(kind: str, k: int, t: int, s: int, bits: int) -> int:
         extra *= 2
 
 
-class LaplaceWork:
-    """Scratch of :func:`fill_table_laplace` for up to ``size`` draws (three int64 arrays and a bool one), reused
-    chunk after chunk: fresh temporaries of a chunk's size are returned to the system and faulted in again."""
-
-    def __init__(self, size: int) -> None:
-        self.count, self.looked, self.sign = (np.empty(size, dtype=np.int64) for _ in range(3))
-        self.flags = np.empty(size, dtype=np.bool_)
-
-
 @dataclass(frozen=True)
 class ThresholdTable:
     """``c_k = floor(T_k 2^63)`` for ``k = 1..L`` (decreasing), the guide table and the rounds it needs.
@@ -127,25 +118,19 @@ class ThresholdTable:
     def length(self) -> int:
         return len(self.upper) - 1
 
-    def count_above(self, u: np.ndarray, work: LaplaceWork | None = None) -> np.ndarray:
+    def count_above(self, u: np.ndarray) -> np.ndarray:
         """``#{k <= L : u < c_k}`` for 63-bit integers ``u`` (int64), exact; ``u`` equal to a threshold counts it
-        as not above (the caller resolves those, :func:`resolve_ties`).
-
-        The guide gives the thresholds above ``u``'s whole bucket; at most :attr:`rounds` thresholds lie inside a
-        bucket, so ``rounds`` passes of ``m += [u < upper[m]]`` over all draws finish the count (a finished draw
-        stays finished: ``upper`` decreases).  With ``work`` (:class:`LaplaceWork`, at least ``len(u)`` entries)
-        the count is written into ``work.count`` and nothing of the draws' size is allocated.
-        """
-        work = LaplaceWork(len(u)) if work is None else work
-        m, looked, step = work.count[:len(u)], work.looked[:len(u)], work.flags[:len(u)]
-        np.right_shift(u, U_BITS - GUIDE_BITS, out=looked)
-        np.take(self.guide, looked, out=m, mode="clip")  # indices below 2^GUIDE_BITS
-        for passes in range(self.rounds):
-            np.take(self.upper, m, out=looked, mode="clip")  # m <= L: indices in range
-            np.less(u, looked, out=step)
-            m += step
-            if passes + 1 < self.rounds and not step.any():
-                break
+        as not above (the caller resolves those, :func:`resolve_ties`)."""
+        m = self.guide.take(u >> (U_BITS - GUIDE_BITS))
+        step = np.less(u, self.upper.take(m))
+        m += step
+        if self.rounds > 1:  # further thresholds in the bucket: only the draws that passed one may pass another
+            active = np.flatnonzero(step)
+            while len(active):
+                at = m[active]
+                passed = u[active] < self.upper.take(at)
+                m[active] = at + passed
+                active = active[passed]
         return m
 
     def exact_bits(self, k: int, bits: int) -> int:
@@ -190,8 +175,7 @@ def threshold_table(kind: str, t: int, s: int) -> ThresholdTable | None:
     return ThresholdTable(kind, t, s, upper, guide.astype(np.int64), int(inside.max()))
 
 
-def resolve_ties(table: ThresholdTable, u: np.ndarray, m: np.ndarray, more_words: Callable[[int], np.ndarray],
-                 work: LaplaceWork | None = None) -> None:
+def resolve_ties(table: ThresholdTable, u: np.ndarray, m: np.ndarray, more_words: Callable[[int], np.ndarray]) -> None:
     """Decide, in place, the counts ``m`` of the draws whose ``u`` equals the threshold ``c_{m+1}``.
 
     ``U < T_{m+1}`` is read off the next 64-bit words of ``U`` (``more_words(1)``, one word at a time) against
@@ -199,14 +183,8 @@ def resolve_ties(table: ThresholdTable, u: np.ndarray, m: np.ndarray, more_words
     ``m + 1`` (``c_{m+2} < c_{m+1} = u`` as the thresholds are strictly decreasing, so no further threshold is
     above ``U``).  Probability ``2^-63`` per draw and threshold: a Python loop over those draws.
     """
-    work = LaplaceWork(len(u)) if work is None else work
-    looked, equal = work.looked[:len(u)], work.flags[:len(u)]
-    np.take(table.upper, m, out=looked, mode="clip")
-    np.equal(u, looked, out=equal)
-    if not equal.any():
-        return
-    tied = np.flatnonzero(equal)  # then those below the table's end (upper[L] = 0 is no threshold)
-    for i in tied[m[tied] < table.length].tolist():
+    tied = np.flatnonzero((m < table.length) & (u == table.upper.take(m)))
+    for i in tied.tolist():
         k, prefix, bits = int(m[i]) + 1, int(u[i]), U_BITS
         while True:
             prefix, bits = (prefix << 64) | int(more_words(1)[0]), bits + 64
@@ -217,24 +195,19 @@ def resolve_ties(table: ThresholdTable, u: np.ndarray, m: np.ndarray, more_words
 
 
 def fill_table_laplace(out: np.ndarray, magnitude: ThresholdTable, geometric: ThresholdTable,
-                       rng: np.random.Generator, work: LaplaceWork | None = None) -> None:
+                       rng: np.random.Generator) -> None:
     """``len(out)`` i.i.d. ``Lap_Z(t/s)`` draws into the int64 array ``out`` (module docstring), from the raw
-    64-bit words of ``rng``'s bit generator, one per draw (more for the tail and the ties).  ``work``
-    (:class:`LaplaceWork` of at least ``len(out)`` entries) is the scratch, so that only the raw words are
-    allocated."""
+    64-bit words of ``rng``'s bit generator, one per draw (more for the tail and the ties)."""
     def more_words(count: int) -> np.ndarray:
         return rng.bit_generator.random_raw(count)
 
-    work = LaplaceWork(len(out)) if work is None else work
     raw = more_words(len(out))
-    negative = work.sign[:len(out)]
-    np.bitwise_and(raw, 1, out=negative.view(np.uint64))
+    negative = np.bitwise_and(raw, 1).view(np.int64)
     np.negative(negative, out=negative)  # -B: all ones where the sign bit B is 1
     u = np.right_shift(raw, 1, out=raw).view(np.int64)
-    m = magnitude.count_above(u, work)
-    resolve_ties(magnitude, u, m, more_words, work)
-    at_end = np.equal(m, magnitude.length, out=work.flags[:len(out)])
-    tail = np.flatnonzero(at_end) if at_end.any() else np.empty(0, dtype=np.int64)
+    m = magnitude.count_above(u)
+    resolve_ties(magnitude, u, m, more_words)
+    tail = np.flatnonzero(m == magnitude.length)
     while len(tail):
         v = np.right_shift(more_words(len(tail)), 1).view(np.int64)
         g = geometric.count_above(v)

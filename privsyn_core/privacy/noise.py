@@ -25,7 +25,7 @@ import secrets
 import numpy as np
 
 from privsyn_core.errors import ParameterError
-from privsyn_core.privacy.laplace_tables import LaplaceWork, fill_table_laplace, threshold_table
+from privsyn_core.privacy.laplace_tables import fill_table_laplace, threshold_table
 
 RandomLike = None | int | np.integer | np.random.Generator | str
 
@@ -252,13 +252,12 @@ def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generat
     geometric = None if magnitude is None else threshold_table("geometric", t, s)
     chunk = min(NOISE_CHUNK, len(out))
     draw = np.empty(chunk if add else 0, dtype=np.int64)  # scratch for the draws added to ``out``
-    work = LaplaceWork(chunk) if magnitude is not None else None  # the inversion's scratch, reused chunk by chunk
     for start in range(0, len(out), chunk):
         size = min(chunk, len(out) - start)
         target = out[start:start + size]
         into = draw[:size] if add else target
         if magnitude is not None and geometric is not None:
-            fill_table_laplace(into, magnitude, geometric, rng, work)
+            fill_table_laplace(into, magnitude, geometric, rng)
         else:
             _lap_chunk(into, t, s, rng)
         if add:

@@ -14,6 +14,7 @@ Detection cases: the same test fails on PMM's rows sorted by a column and on PMM
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ import privsyn_core as ps
 from goodness_of_fit import ALPHA
 from privsyn_core.data.datasets import two_blobs
 from privsyn_core.mechanisms.base import rows as row_plans
-from privsyn_core.mechanisms.hvz23 import leaf_rows
+from privsyn_core.mechanisms.hvz23 import pmm
 
 ROWS = 3000
 
@@ -71,7 +72,8 @@ def test_the_order_test_detects_sorted_rows():
 
 def test_the_order_test_detects_pmm_rows_left_in_tree_order(monkeypatch):
     """PMM's rows as they were before the shuffle (grouped by leaf, heap order) fail the same test."""
-    monkeypatch.setattr(leaf_rows, "shuffle_rows", lambda rows, rng: None)
+    unshuffled = pmm.leaf_plan
+    monkeypatch.setattr(pmm, "leaf_plan", lambda *args: replace(unshuffled(*args), shuffle=False))
     with pytest.raises(AssertionError, match="row order"):
         assert_no_order(_pmm_rows())
 

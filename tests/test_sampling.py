@@ -59,6 +59,41 @@ def test_selection_equals_the_sorted_rule_when_remainders_are_distinct(seed):
     assert np.array_equal(largest_remainder(weights, total, rng), expected)
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_integer_weights_follow_the_exact_sorted_rule(seed):
+    """Integer weights (counts) are rounded by value with exact rational remainders: the atoms given a leftover row
+    are those of the sorted rule in exact arithmetic, up to the uniformly random choice among exactly equal
+    remainders (also between different values: 100 rows on weights 1 and 4 of sum 75 have remainders 1/3 and 1/3,
+    which float64 ranks apart)."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(seed)
+    weights = rng.integers(0, int(rng.integers(1, 12)), 200)
+    weights[0] += 1  # a positive sum
+    total = int(rng.integers(0, 3000))
+    counts = largest_remainder(weights, total, rng)
+    share = [Fraction(int(w) * total, int(weights.sum())) for w in weights]
+    floor = np.array([s.numerator // s.denominator for s in share])
+    remainder = [s - int(f) for s, f in zip(share, floor, strict=True)]
+    extra = counts - floor
+    assert counts.sum() == total and set(np.unique(extra).tolist()) <= {0, 1}
+    given = [remainder[i] for i in np.flatnonzero(extra)]
+    refused = [remainder[i] for i in np.flatnonzero(extra == 0)]
+    assert not given or not refused or min(given) >= max(refused)
+
+
+def test_exactly_equal_remainders_of_different_weights_are_ties():
+    """Weights (1, 4, 1) and 4 rows: shares 2/3, 8/3, 2/3, all three remainders exactly 2/3, so the 2 leftover rows go
+    to 2 of the 3 atoms uniformly, each atom's with probability 2/3 (binomial tests); float64 ranks 8/3's remainder
+    apart by rounding error."""
+    weights = np.array([1, 4, 1])
+    reps = 3000
+    extra = sum(largest_remainder(weights, 4, np.random.default_rng(seed)) for seed in range(reps)) - [0, 2 * reps, 0]
+    assert extra.sum() == 2 * reps
+    for atom in range(3):
+        assert stats.binomtest(int(extra[atom]), reps, 2 / 3).pvalue > ALPHA
+
+
 # -- row order and leaf rows of privsyn_core.mechanisms.base.rows.RowPlan ---------------------------------------
 @pytest.mark.parametrize(("counts", "pile_rows"), [((2, 1, 1), 2), ((3, 3), 2), ((1, 1, 1, 1), 1), ((2, 1, 1), 64)])
 def test_shuffled_piles_give_every_arrangement_of_the_labels_with_equal_probability(monkeypatch, counts, pile_rows):
@@ -106,23 +141,31 @@ def test_shuffled_rows_keep_every_atoms_row_count():
     assert not np.array_equal(np.sort(rows[:, 0]), rows[:, 0])  # shuffled, not grouped by atom
 
 
-def test_leaf_rows_fall_in_their_leaves():
-    """PMM's leaf rows: ``counts[t]`` rows in leaf ``t``, also when one leaf holds more rows than a chunk and when a
-    group of leaves is split (a deterministic check of the row layout).  They are drawn grouped by leaf in heap
-    order and then shuffled (issue 28, item 4), so the check is on the sorted leaf ids; the order itself is tested in
-    tests/test_row_order.py."""
-    from privsyn_core.mechanisms.base.rows import ROW_CHUNK
-    from privsyn_core.mechanisms.hvz23.leaf_rows import LEAF_GROUP
-    from privsyn_core.mechanisms.hvz23.pmm import leaf_plan
-    from privsyn_core.mechanisms.hvz23.pmm_tree import leaf_ids
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_leaf_rows_fall_in_their_leaves(d):
+    """PMM's leaf rows: ``counts[t]`` rows in leaf ``t``, also when one leaf holds more rows than a chunk, when many
+    leaves hold thousands, and when the rows are cut into several blocks (each with its own first leaf), a
+    deterministic check of the row layout (columns drawn in complex pairs and a last odd column alone).  The rows
+    are drawn from shuffled leaf labels (issue 28, item 4), so the check is on the sorted leaf ids; the order
+    itself is tested in tests/test_row_order.py."""
+    from dataclasses import replace
 
-    r, d = 15, 2
+    from privsyn_core.mechanisms.base.rows import ROW_CHUNK
+    from privsyn_core.mechanisms.hvz23.pmm import leaf_plan
+    from privsyn_core.mechanisms.hvz23.pmm_tree import cuts_per_axis, leaf_ids
+
+    r = 15
     rng = np.random.default_rng(5)
     counts = rng.integers(0, 3, 2 ** r)
     counts[3] = ROW_CHUNK + 17  # one leaf over a chunk
-    counts[LEAF_GROUP + 1: LEAF_GROUP + 40] = 2000  # a group of leaves over a chunk
+    counts[2 ** 14 + 1: 2 ** 14 + 40] = 2000  # many leaves over a chunk together
     for how in ("uniform", "center"):
-        rows = leaf_plan(counts, r, d, how, rng).all_rows()
-        ids = leaf_ids(rows, r)
-        assert np.array_equal(np.sort(ids), np.repeat(np.arange(2 ** r), counts))
-        assert not np.array_equal(ids, np.sort(ids))  # shuffled, not in heap order
+        plan = leaf_plan(counts, r, d, how, rng)
+        for blocks in (plan, replace(plan, block_rows=30_000)):  # one block, then several blocks
+            rows = blocks.all_rows()
+            ids = leaf_ids(rows, r)
+            assert np.array_equal(np.sort(ids), np.repeat(np.arange(2 ** r), counts))
+            assert not np.array_equal(ids, np.sort(ids))  # shuffled, not in heap order
+            if how == "center":  # every row at its leaf's centre, exactly
+                side = 2.0 ** -cuts_per_axis(r, d).astype(float)
+                assert np.array_equal(rows % side, np.broadcast_to(side / 2, rows.shape))

@@ -333,8 +333,9 @@ def _batch40(t: int) -> pd.DataFrame:
 
 
 def test_a_version_1_state_continues_with_the_same_noise_and_is_written_as_version_2(tmp_path):
-    """A state written by format version 1 (fixed depth, one counter): step 4 releases exactly the counters and rows
-    that version 1 released (recorded with it), so a backup restored across the upgrade gets no fresh noise."""
+    """A state written by format version 1 (fixed depth, one counter): step 4 releases exactly the counters that
+    version 1 released (recorded with it), so a backup restored across the upgrade gets no fresh noise; its rows,
+    post-processing of those counters, are pinned by the hash of the current leaf sampler."""
     expected = json.loads(V1.with_suffix(".expected.json").read_text())
     state = tmp_path / "v1.json"
     state.write_bytes(V1.read_bytes())

@@ -21,15 +21,21 @@ def largest_remainder(weights: np.ndarray, total: int, rng: np.random.Generator)
     leftover rows of a flat histogram to its first cells, a systematic shift of the
     synthetic data towards the origin corner.
 
-    Only the ``left`` largest remainders matter, so they are selected in ``O(m)`` (:func:`kth_largest`):
-    every remainder above the ``left``-th largest value gets a row, and the rows left over go to a
-    uniformly random subset of the atoms whose remainder equals it, the same law as sorting all
-    atoms by remainder with i.i.d. uniform tie-breaking keys, without the ``O(m log m)`` sort.
+    Only the ``left`` largest remainders matter, so they are selected in ``O(m)``: every remainder above the
+    ``left``-th largest value gets a row, and the rows left over go to a uniformly random subset of the atoms
+    whose remainder equals it (``rng.choice`` of their indices, in index order), the same law as sorting all
+    atoms by remainder with i.i.d. uniform tie-breaking keys, without the ``O(m log m)`` sort.  Non-negative
+    integer weights (counts) below ``max(m, 2^16)`` are rounded by value (:func:`_largest_remainder_by_value`:
+    exact rational shares, no float array of the atoms); other weights in float64 (:func:`kth_largest`).
     """
-    w = np.array(weights, dtype=float)  # a copy: modified in place below
-    np.maximum(w, 0.0, out=w)
     if total < 0:
         raise ValueError("total must be >= 0")
+    weights = np.asarray(weights)
+    if weights.dtype.kind in "iu" and len(weights) and int(weights.min()) >= 0 \
+            and int(weights.max()) < max(len(weights), 2 ** 16):
+        return _largest_remainder_by_value(weights, total, rng)
+    w = np.array(weights, dtype=float)  # a copy: modified in place below
+    np.maximum(w, 0.0, out=w)
     weight_sum = w.sum()
     if total == 0 or weight_sum <= 0:
         return np.zeros(len(w), dtype=np.int64)
@@ -43,6 +49,46 @@ def largest_remainder(weights: np.ndarray, total: int, rng: np.random.Generator)
         ties = np.flatnonzero(remainder == cut)
         counts[above] += 1
         counts[rng.choice(ties, left - len(above), replace=False)] += 1
+    return counts
+
+
+def _largest_remainder_by_value(weights: np.ndarray, total: int, rng: np.random.Generator) -> np.ndarray:
+    """:func:`largest_remainder` of non-negative integer weights (below ``max(m, 2^16)``), grouped by value.
+
+    Atoms of equal weight ``v`` have the same share ``v T / S`` (``T = total``, ``S = sum w``), so the floors
+    ``v T // S`` and remainders ``(v T mod S) / S`` are computed once per distinct value, exactly in Python
+    integers (a PMM tree's ``2^23`` leaf counts take a few dozen values).  The values are ranked by remainder;
+    the atoms of the values above the cut get a row, and the leftover rows go to a uniformly random subset of
+    the atoms whose remainder equals the cut (``rng.choice`` of their indices in index order, as the float
+    path).  Passes over the atoms: one ``bincount``, one table lookup, one scan for the tied atoms.
+    """
+    atoms_of = np.bincount(weights)
+    values = np.flatnonzero(atoms_of).tolist()
+    sizes = atoms_of[values].tolist()
+    weight_sum = sum(v * k for v, k in zip(values, sizes, strict=True))
+    if total == 0 or weight_sum == 0:
+        return np.zeros(len(weights), dtype=np.int64)
+    parts = [divmod(v * total, weight_sum) for v in values]
+    left = total - sum(q * k for (q, _), k in zip(parts, sizes, strict=True))
+    table = np.zeros(len(atoms_of), dtype=np.int64)
+    table[values] = [q for q, _ in parts]
+    tied: list[int] = []
+    if left > 0:
+        ranked = sorted(range(len(values)), key=lambda i: parts[i][1], reverse=True)
+        reached = 0
+        for cut_at in ranked:  # the value holding the left-th largest remainder
+            reached += sizes[cut_at]
+            if reached >= left:
+                break
+        cut = parts[cut_at][1]
+        above = [i for i in ranked if parts[i][1] > cut]
+        tied = [values[i] for i in ranked if parts[i][1] == cut]
+        table[[values[i] for i in above]] += 1
+        left -= sum(sizes[i] for i in above)
+    counts = table[weights]
+    if left > 0:
+        ties = np.flatnonzero(weights == tied[0]) if len(tied) == 1 else np.flatnonzero(np.isin(weights, tied))
+        counts[rng.choice(ties, left, replace=False)] += 1
     return counts
 
 

@@ -12,11 +12,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from privsyn_core.mechanisms.base.rows import ROW_CHUNK, RowPlan, shuffle_rows
+from privsyn_core.mechanisms.base.rows import ROW_CHUNK, RowPlan
 from privsyn_core.mechanisms.hvz23.pmm_tree import leaf_corner_tables
-
-#: Leaves per group of a plan's rows (:meth:`LeafPlan.rows`).
-LEAF_GROUP = 2 ** 14
 
 
 @dataclass
@@ -27,8 +24,8 @@ class LeafPlan(RowPlan):
     partition (heap order) and ``c_t`` is leaf ``t``'s integer corner
     (:func:`privsyn_core.mechanisms.hvz23.pmm_tree.leaf_axis_coordinates`); with ``uniform=False`` the row is
     ``(0.5 + c_t) * side``.  ``points`` is an empty ``(0, d)`` array and ``counts`` are dense (zeros included), so
-    no per-leaf table is held.  The rows of a block are drawn grouped by leaf and then shuffled
-    (:func:`~privsyn_core.mechanisms.base.rows.shuffle_rows`).
+    no per-leaf table is held.  A block's rows are labelled by their leaves, the labels put in a uniformly random
+    order, and the rows drawn from the labels (:meth:`rows`).
     """
 
     side: np.ndarray = field(kw_only=True)
@@ -46,68 +43,74 @@ class LeafPlan(RowPlan):
                        first_leaf=self.first_leaf + first)
 
     def rows(self, out: np.ndarray | None = None) -> np.ndarray:
+        """The block's rows in a uniformly random order (``shuffle``), into ``out`` (C-contiguous) if given.
+
+        Every row gets the heap index of its leaf (``counts[t]`` labels ``first_leaf + t``, int64 by
+        ``numpy.repeat``), the labels are put in a uniformly random order (Fisher-Yates, ``Generator.shuffle``, 8
+        bytes a row: no float row is moved), and row ``i`` is then drawn in the leaf of label ``i``
+        (:meth:`_fill`).  The ``U`` are i.i.d. and independent of the labels, so the rows are those of the leaves
+        in a uniformly random order.
+        """
         out = np.empty((self.total, self.dim)) if out is None else out
-        self._fill_leaves(out)
+        first = self.first_leaf
+        labels = np.repeat(np.arange(first, first + len(self.counts), dtype=np.int64), self.counts)
         if self.shuffle:
-            shuffle_rows(out, self.rng)
+            self.rng.shuffle(labels)
+        self._fill(out, labels)
         return out
 
-    def _fill_leaves(self, out: np.ndarray) -> None:
-        """The rows ``(U + c_t) * side`` (``(0.5 + c_t) * side`` without ``uniform``), grouped by leaf.
+    def _fill(self, out: np.ndarray, labels: np.ndarray) -> None:
+        """Row ``i`` of ``out`` is ``(U_i + c_{labels[i]}) * side`` (``U_i = 0.5`` without ``uniform``).
 
-        Leaves are taken in groups of :data:`LEAF_GROUP` consecutive leaves, a group halved until its rows fit
-        :data:`~privsyn_core.mechanisms.base.rows.ROW_CHUNK` (or it is one leaf, whose rows are then drawn chunk by
-        chunk).  A leaf's corner ``c_t`` is ``high[t >> k] + low[t & (2^k - 1)]`` with tables of at most a few
-        thousand entries (:func:`privsyn_core.mechanisms.hvz23.pmm_tree.leaf_corner_tables`), so the corners of a
-        group's consecutive leaves are a slice of the outer sum of a few ``high`` entries and the whole ``low``
-        table; the group's rows take them by ``numpy.repeat`` with the leaves' counts.  Every pass stays in the CPU
-        caches and nothing of the size of the leaves or the rows is allocated.  The ``U`` are i.i.d. uniform, drawn
-        group by group and column by column.
+        Chunk by chunk (:data:`~privsyn_core.mechanisms.base.rows.ROW_CHUNK` rows, in the CPU caches): the ``U``
+        of all columns in one draw into the chunk of ``out``, scaled by ``side``, then the scaled corner
+        ``c_t side = high[t >> k] side + low[t & (2^k - 1)] side`` added (tables of a few thousand entries,
+        :func:`privsyn_core.mechanisms.hvz23.pmm_tree.leaf_corner_tables`).  Columns go in pairs: two adjacent
+        float64 columns of a row are read as one complex128, so one lookup and one addition serve both (a last
+        odd column alone).  ``side`` is a power of two per column, so ``U side + c side`` is exactly the float
+        ``(U + c) side``.
         """
-        counts, d, rng, side = self.counts, out.shape[1], self.rng, self.side
-        k, tables = leaf_corner_tables(self.depth, d)
-        mask = (1 << k) - 1
-        column = np.empty(ROW_CHUNK)
-
-        def draw(col: np.ndarray) -> None:
+        d = out.shape[1]
+        paired = d - d % 2
+        size = min(ROW_CHUNK, max(len(labels), 1))
+        high_ids, low_ids = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
+        corner, part = np.empty(size, dtype=complex), np.empty(size, dtype=complex)
+        k, tables = _scaled_corner_tables(self.depth, self.side)
+        for start in range(0, len(labels), size):
+            chunk, block = labels[start:start + size], out[start:start + size]
+            n = len(chunk)
+            np.right_shift(chunk, k, out=high_ids[:n])
+            np.bitwise_and(chunk, (1 << k) - 1, out=low_ids[:n])
             if self.uniform:
-                rng.random(out=col)
+                self.rng.random(out=block)
+                block *= self.side
             else:
-                col[:] = 0.5
+                block[:] = 0.5 * self.side
+            columns = [block[:, :paired].view(complex)[:, p] for p in range(paired // 2)] + [block[:, d - 1]] * (d % 2)
+            for column, (high, low) in zip(columns, tables, strict=True):
+                sum_, add = corner[:n].view(high.dtype)[:n], part[:n].view(high.dtype)[:n]
+                np.take(high, high_ids[:n], out=sum_, mode="clip")
+                sum_ += np.take(low, low_ids[:n], out=add, mode="clip")
+                column += sum_
 
-        row = 0
-        groups = [(g, min(len(counts), g + LEAF_GROUP)) for g in range(0, len(counts), LEAF_GROUP)][::-1]
-        while groups:
-            first, last = groups.pop()
-            size = int(counts[first:last].sum(dtype=np.int64))
-            if size == 0:
-                continue
-            if size > ROW_CHUNK and last - first > 1:
-                middle = (first + last) // 2
-                groups += [(middle, last), (first, middle)]
-                continue
-            if last - first == 1:  # one leaf: a constant corner, rows in chunks
-                leaf = self.first_leaf + first
-                for a in range(d):
-                    corner = tables[a][0][leaf >> k] + tables[a][1][leaf & mask]
-                    for start in range(0, size, ROW_CHUNK):
-                        col = column[:min(ROW_CHUNK, size - start)]
-                        draw(col)
-                        col += corner
-                        col *= side[a]
-                        out[row + start:row + start + len(col), a] = col
-                row += size
-                continue
-            lead, stop = self.first_leaf + first, self.first_leaf + last
-            top, col = lead >> k, column[:size]
-            for a in range(d):
-                high, low = tables[a]
-                corners = np.add.outer(high[top:((stop - 1) >> k) + 1], low).reshape(-1)  # leaves top * 2^k, ...
-                draw(col)
-                col += np.repeat(corners[lead - (top << k):stop - (top << k)], counts[first:last])
-                col *= side[a]
-                out[row:row + size, a] = col
-            row += size
+
+def _scaled_corner_tables(r: int, side: np.ndarray) -> tuple[int, list[tuple[np.ndarray, np.ndarray]]]:
+    """``k`` and the tables ``(high, low)`` of :func:`~privsyn_core.mechanisms.hvz23.pmm_tree.leaf_corner_tables`
+    times ``side`` (exact: powers of two), per pair of columns as complex128 (column ``2p`` the real part, ``2p + 1``
+    the imaginary part) and for a last odd column as float64."""
+    d = len(side)
+    k, tables = leaf_corner_tables(r, d)
+    scaled = [(high * s, low * s) for (high, low), s in zip(tables, side.tolist(), strict=True)]
+    pairs = [(_complex(scaled[a][0], scaled[a + 1][0]), _complex(scaled[a][1], scaled[a + 1][1]))
+             for a in range(0, d - 1, 2)]
+    return k, pairs + scaled[d - d % 2:]
+
+
+def _complex(real: np.ndarray, imag: np.ndarray) -> np.ndarray:
+    """The complex128 array with these real and imaginary parts (exactly: no arithmetic)."""
+    out = np.empty(len(real), dtype=complex)
+    out.real, out.imag = real, imag
+    return out
 
 
 def _compact(counts: np.ndarray) -> np.ndarray:

@@ -273,10 +273,10 @@ def add_level_noise(tree: HeapTree, plan: NoisePlan, rng: np.random.Generator, k
 def leaf_plan(counts: np.ndarray, r: int, d: int, how: str, rng: np.random.Generator) -> LeafPlan:
     """The rows of the leaves: ``counts[t]`` points in leaf ``t``, uniform inside it or at its centre.
 
-    The rows of a block are drawn grouped by leaf, in heap order, then put in a uniformly random order
-    (:func:`~privsyn_core.mechanisms.base.rows.shuffle_rows`): grouped, the row number told the leaf (issue 28, item 4:
-    a rank correlation of 0.94 between row number and the first column).  The plan holds the dense leaf counts
-    and finds the leaves' corners block by block (no per-leaf table).
+    The rows of a block come in a uniformly random order: its leaf labels (``counts[t]`` copies of ``t``) are
+    shuffled and each row is drawn in its label's leaf (:meth:`LeafPlan.rows`); grouped by leaf, the row number told
+    the leaf (issue 28, item 4: a rank correlation of 0.94 between row number and the first column).  The plan holds
+    the dense leaf counts and finds the leaves' corners from tables of a few thousand entries (no per-leaf table).
     """
     side = 2.0 ** -cuts_per_axis(r, d).astype(float)
     return LeafPlan(counts, np.empty((0, d)), rng, side=side, uniform=how == "uniform", depth=r)

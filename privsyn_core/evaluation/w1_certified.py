@@ -204,18 +204,18 @@ def _start(q: np.ndarray, supply: np.ndarray, k: int, neighbours: int, error: fl
     pos, neg = np.flatnonzero(supply > 0), np.flatnonzero(supply < 0)
     corners = [count + (cell + corner) @ (1, side) for corner in _CORNERS]
     pairs = _neighbour_pairs(q, pos, neg, neighbours)
-    lattice_flow, phi = lattice.result()
     tails = np.concatenate([count + lattice_tails, *(np.r_[pos, node[neg]] for node in corners), pairs[:, 0]])
     heads = np.concatenate([count + lattice_heads, *(np.r_[node[pos], neg] for node in corners), pairs[:, 1]])
+    length = np.abs(points[tails] - points[heads]).sum(axis=1)
     flow = np.zeros(len(tails))
-    flow[:len(lattice_flow)] = lattice_flow
-    arc_to_nearest = len(lattice_flow) + ((nearest - cell) @ (1, 2)) * (len(pos) + len(neg))
+    arc_to_nearest = len(lattice_tails) + ((nearest - cell) @ (1, 2)) * (len(pos) + len(neg))
     flow[arc_to_nearest[pos] + np.arange(len(pos))] = supply[pos]
     flow[arc_to_nearest[neg] + len(pos) + np.arange(len(neg))] = -supply[neg]
+    lattice_flow, phi = lattice.result()
+    flow[:len(lattice_tails)] = lattice_flow
     mcshane = np.min([phi[node - count] + np.abs(q - points[node]).sum(axis=1) for node in corners], axis=0)
     return _Network(count, points, np.r_[supply, np.zeros(side * side, dtype=np.int64)],
-                    np.r_[nearest, lattice_place], tails, heads, np.abs(points[tails] - points[heads]).sum(axis=1),
-                    flow, np.r_[mcshane, phi], error)
+                    np.r_[nearest, lattice_place], tails, heads, length, flow, np.r_[mcshane, phi], error)
 
 
 def _lattice_arcs(k: int) -> tuple[np.ndarray, np.ndarray]:

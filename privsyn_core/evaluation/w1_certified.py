@@ -253,9 +253,10 @@ def _block_ids(net: _Network, offset: int) -> np.ndarray:
 
 
 def _groups(keys: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """Indices sorted by ``keys`` (values below ``count``) and the start of each key's run."""
-    order = np.argsort(keys, kind="stable")
-    return order, np.searchsorted(keys[order], np.arange(count + 1))
+    """Indices sorted by ``keys`` (values below ``count``) and the start of each key's run (numpy's stable sort
+    is a radix sort on 16-bit keys: several times faster than on 64-bit ones)."""
+    order = np.argsort(keys.astype(np.uint16) if count <= 2**16 else keys, kind="stable")
+    return order, np.r_[0, np.cumsum(np.bincount(keys, minlength=count))]
 
 
 def _primal_sweep(net: _Network, offset: int, pool: Executor) -> None:

@@ -74,7 +74,8 @@ from privsyn_core.evaluation.w1_flow import transshipment
 from privsyn_core.evaluation.w1_sparse import TRANSFORM_MAX_PAIRS, sparse_certified_w1
 from privsyn_core.evaluation.w1_transform import planar_c_transform
 
-CERTIFIED_CELLS = 200  # lattice cells per axis (the start and the blocks)
+CERTIFIED_CELLS = 200  # at most this many lattice cells per axis (the start and the blocks) ...
+CERTIFIED_CELLS_PER_ROOT = 90  # ... by default about this many lattice cells (in all) per sqrt(#atoms)
 CERTIFIED_NEIGHBOURS = 12  # arcs from each atom to its nearest atoms of the other sign
 CERTIFIED_BLOCK = 10  # lattice cells per side of a block of the decomposition
 CERTIFIED_ROUNDS = 4  # at most this many rounds (two primal sweeps, a dual sweep, the transforms)

@@ -18,8 +18,7 @@ per side in the other ``--dims``:
 
 Printed per input: n, d, wall seconds, CPU seconds (this process and its child processes, psutil), the
 1-minute load average after the call (the machine is shared: wall time depends on it, CPU time much less), the
-method, ``[L, U]`` and ``(U - L) / value`` (value = the midpoint). The first call of a process also starts the
-worker process of the d = 2 method (about 1 s of its CPU time).
+method, ``[L, U]`` and ``(U - L) / value`` (value = the midpoint). The d = 2 method runs on two threads.
 """
 
 from __future__ import annotations
@@ -76,7 +75,7 @@ def main() -> None:
     if args.table:
         command = "python -m benchmarks.bench_w1 " + " ".join(sys.argv[1:])
         write_table("w1_certified", "2 cores shared with other jobs: wall seconds depend on the load average "
-                    "printed; CPU seconds are this process and its worker.\n\n```text\n" + "\n".join(lines) + "\n```",
+                    "printed; CPU seconds are this process's (two threads).\n\n```text\n" + "\n".join(lines) + "\n```",
                     command)
 
 

@@ -24,6 +24,7 @@ from scipy.stats import wasserstein_distance
 from privsyn_core.errors import DataError, ParameterError
 from privsyn_core.evaluation.w1_certified import (
     CERTIFIED_CELLS,
+    CERTIFIED_CELLS_PER_ROOT,
     CERTIFIED_MAX_BYTES,
     CERTIFIED_NEIGHBOURS,
     certified_bytes,
@@ -123,8 +124,9 @@ def w1(X: np.ndarray, Y: np.ndarray, *, weights_x: np.ndarray | None = None, wei
       (Kantorovich-Rubinstein duality), refined until its width is at most 10% of ``lower`` (or a round limit);
       the value is the midpoint and ``error_bound`` the half-width. In d = 2 by domain decomposition of a
       min-cost flow through the atoms and a lattice of ``cells_per_axis`` cells per axis (default
-      ``min(CERTIFIED_CELLS, sqrt(#atoms))``; :mod:`privsyn_core.evaluation.w1_certified`; 10^5 points a side
-      in 5-12 s of CPU, two processes); its memory is estimated first, and above ``CERTIFIED_MAX_BYTES`` it
+      ``min(CERTIFIED_CELLS, sqrt(#atoms), sqrt(CERTIFIED_CELLS_PER_ROOT sqrt(#atoms)))``;
+      :mod:`privsyn_core.evaluation.w1_certified`; 10^5 points a side in 7-9 s of CPU on two threads, 4-5 s
+      wall); its memory is estimated first, and above ``CERTIFIED_MAX_BYTES`` it
       refuses. In other d on a nearest-neighbour graph with column generation
       (:mod:`privsyn_core.evaluation.w1_sparse`; ``cells_per_axis`` unused; chebyshev visits every pair of atoms
       once per round, so at most ``TRANSFORM_MAX_PAIRS`` pairs; 10^4 points a side in 1-6 s).
@@ -352,8 +354,11 @@ def _flow_w1(X: np.ndarray, a: np.ndarray, Y: np.ndarray, b: np.ndarray, metric:
 
 
 def _certified_cells(atoms: int) -> int:
-    """Default lattice of the certified method: about one cell per atom, at most CERTIFIED_CELLS per axis."""
-    return int(min(CERTIFIED_CELLS, max(2, math.isqrt(atoms))))
+    """Default lattice of the certified method: about one cell per atom up to 8100 atoms, then
+    ``CERTIFIED_CELLS_PER_ROOT`` x the square root of #atoms cells (the lattice problem, solved whole, grows faster
+    than the blocks' sweeps shrink), at most ``CERTIFIED_CELLS`` per axis."""
+    by_root = round(math.sqrt(CERTIFIED_CELLS_PER_ROOT * math.sqrt(atoms)))
+    return int(min(CERTIFIED_CELLS, max(2, math.isqrt(atoms)), by_root))
 
 
 def _certified(X: np.ndarray, a: np.ndarray, Y: np.ndarray, b: np.ndarray, metric: str, k: int,

@@ -43,10 +43,11 @@ potentials):
 The start is the lattice problem: W1 of the atoms moved to their nearest lattice node, a min-cost flow on the
 lattice alone (solved whole, once). Its flow, plus each atom's arc to its nearest node, is the first feasible
 flow; its potentials, extended to the atoms by McShane through the cell's corners, the first feasible dual. A
-round is two primal sweeps (one per partition), a dual sweep and the transforms; from ``PARALLEL_MIN_ATOMS``
-atoms (outside daemonic processes such as Dask's workers) the primal sweeps run in a joblib worker process
-meanwhile. The minimisers of ``F`` and ``G`` (the pairs whose dual constraint binds) then join the network as
-arcs (column generation, as in Gottschlich and Schuhmacher, "The shortlist method for fast computation of the
+round is two primal sweeps (one per partition), a dual sweep and the transforms, on ``_THREADS`` threads (POT's
+network simplex releases the GIL): the dual sweep and the transforms in one, the primal sweeps' blocks
+(independent, largest first) in whichever is free; the lattice problem is solved in one while the other finds
+the nearest neighbours. The minimisers of ``F`` and ``G`` (the pairs whose dual constraint binds) then join the
+network as arcs (column generation, as in Gottschlich and Schuhmacher, "The shortlist method for fast computation of the
 Earth Mover's Distance and finding optimal solutions to transportation problems", 2014) and the positive atoms'
 potentials drop to feasible again (they only have arcs out).
 Rounds stop once ``U - L <= tolerance * L``, or after ``rounds``; every round's ``[L, U]`` is certified and the
@@ -62,15 +63,10 @@ of the largest magnitude in its transform, and ``L`` lowered by 1e-9 of the sum 
 
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from multiprocessing import current_process
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass
 
-import joblib
 import numpy as np
-from joblib import Parallel, delayed
 from scipy.spatial import cKDTree
 
 from privsyn_core.errors import ParameterError
@@ -78,21 +74,19 @@ from privsyn_core.evaluation.w1_flow import transshipment
 from privsyn_core.evaluation.w1_sparse import TRANSFORM_MAX_PAIRS, sparse_certified_w1
 from privsyn_core.evaluation.w1_transform import planar_c_transform
 
-CERTIFIED_CELLS = 150  # lattice cells per axis (the start and the blocks)
-CERTIFIED_NEIGHBOURS = 16  # arcs from each atom to its nearest atoms of the other sign
+CERTIFIED_CELLS = 200  # at most this many lattice cells per axis (the start and the blocks) ...
+CERTIFIED_CELLS_PER_ROOT = 90  # ... by default about this many lattice cells (in all) per sqrt(#atoms)
+CERTIFIED_NEIGHBOURS = 12  # arcs from each atom to its nearest atoms of the other sign
 CERTIFIED_BLOCK = 10  # lattice cells per side of a block of the decomposition
 CERTIFIED_ROUNDS = 4  # at most this many rounds (two primal sweeps, a dual sweep, the transforms)
 CERTIFIED_TOLERANCE = 0.1  # ... stopping once U - L <= this fraction of L
 CERTIFIED_MAX_BYTES = 1_000_000_000  # memory budget of one certified call
-PARALLEL_MIN_ATOMS = 100_000  # from this many atoms the primal sweeps run in a worker process meanwhile (below,
-# the sweeps take under 2 s of CPU: less than starting and importing two joblib workers on a process's first call)
-_SHARED_MEMORY = "/dev/shm"  # the network for the worker goes there when it exists (else the temporary folder)
 _BYTES_PER_ARC = 120  # estimate: tails, heads, lengths, flows (32 B), sweeps' temporaries here and in the worker
 _BYTES_PER_NODE = 200  # coordinates, supplies, places, potentials, block ids, the transforms' arrays
 _REL_MARGIN, _LENGTH_ERROR, _TRANSFORM_MARGIN = 1e-9, 1e-14, 1e-12
 _COORDINATE_ERROR = 2.0**-48  # |computed - exact| of a centred rotated coordinate, per unit of the largest input one
 _CORNERS = ((0, 0), (1, 0), (0, 1), (1, 1))  # in the order (dx + 2 dy)
-_THREADS = 2  # k-d tree queries (scipy releases the GIL)
+_THREADS = 2  # threads: k-d tree queries and the network simplex solves (scipy and POT release the GIL)
 
 
 def certified_bytes(atoms: int, k: int, neighbours: int) -> int:
@@ -134,29 +128,23 @@ def certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric: str, 
             raise ParameterError(f"method='certified' in d = {atoms.shape[1]} (chebyshev) visits every pair of "
                                  f"atoms: {pairs:.3g} pairs exceed the budget of {TRANSFORM_MAX_PAIRS:.3g}")
         return sparse_certified_w1(atoms, supply, unit, metric)
-    in_worker = len(atoms) >= PARALLEL_MIN_ATOMS and not current_process().daemon
-    # both of joblib's worker processes start and import this module meanwhile (a task must not wait for that)
-    warm = Parallel(n_jobs=2, return_as="generator")([delayed(_ready)()] * 2) if in_worker else iter([])
     q = 0.5 * np.c_[atoms[:, 0] + atoms[:, 1], atoms[:, 0] - atoms[:, 1]] if metric == "chebyshev" else atoms
-    net = _start(q - q.min(axis=0), supply.astype(np.int64), k, neighbours,
-                 _COORDINATE_ERROR * float(np.abs(atoms).max()))
     lower, upper = 0.0, np.inf
-    potential = net.potential
-    with tempfile.TemporaryDirectory(dir=_SHARED_MEMORY if os.path.isdir(_SHARED_MEMORY) else None) as folder:
+    with ThreadPoolExecutor(_THREADS) as pool:
+        net = _start(q - q.min(axis=0), supply.astype(np.int64), k, neighbours,
+                     _COORDINATE_ERROR * float(np.abs(atoms).max()), pool)
+        potential = net.potential
         for round_number in range(max(rounds, 1)):
             offsets = ((round_number % 2) * (CERTIFIED_BLOCK // 2), ((round_number + 1) % 2) * (CERTIFIED_BLOCK // 2))
-            primal = _start_primal_sweeps(net, offsets, os.path.join(folder, f"{round_number}.pkl") if in_worker
-                                          else None)
-            potential = _dual_sweep(net, potential, offsets[0])
-            low, binding = _lower_end(net, potential)
-            net.flow = next(primal)
+            dual = pool.submit(_dual_sweep_and_lower_end, net, potential, offsets[0])
+            for offset in offsets:
+                _primal_sweep(net, offset, pool)
+            potential, low, binding = dual.result()
             upper, lower = min(upper, net.certified_cost()), max(lower, low)
             if upper - lower <= tolerance * lower or round_number >= rounds - 1:
                 break
             net.add_arcs(binding)
             potential = _tightest_on_positive_atoms(net, potential)
-    for _ in warm:  # collected, so joblib does not report them as wasted
-        pass
     return max(lower, 0.0) / unit, upper / unit
 
 
@@ -201,33 +189,34 @@ class _Network:
         return (float(self.flow @ self.length) + arc_error * float(self.flow.sum())) * (1 + _REL_MARGIN)
 
 
-def _start(q: np.ndarray, supply: np.ndarray, k: int, neighbours: int, error: float) -> _Network:
-    """The network with its first flow and potential, from the lattice problem (``error``: see ``_Network``)."""
+def _start(q: np.ndarray, supply: np.ndarray, k: int, neighbours: int, error: float, pool: Executor) -> _Network:
+    """The network with its first flow and potential, from the lattice problem (``error``: see ``_Network``; the
+    lattice problem is solved in ``pool`` while this thread finds the nearest neighbours)."""
     lo = q.min(axis=0)
     width = float(np.max(q.max(axis=0) - lo)) / k or 1.0 / k
     side, count = k + 1, len(q)
     cell = np.clip(np.floor((q - lo) / width), 0, k - 1).astype(np.int64)
     nearest = np.clip(np.rint((q - lo) / width), 0, k).astype(np.int64)  # one of the cell's corners
-    lattice = np.arange(side * side)
-    lattice_place = np.c_[lattice % side, lattice // side]
+    lattice_place = np.c_[np.arange(side * side) % side, np.arange(side * side) // side]
     points = np.r_[q, lo + width * lattice_place]
     lattice_tails, lattice_heads = _lattice_arcs(k)
     node_supply = np.bincount(nearest @ (1, side), weights=supply, minlength=side * side).astype(np.int64)
-    lattice_flow, phi = _lattice_solution(node_supply, lattice_tails, lattice_heads, width)
+    lattice = pool.submit(_lattice_solution, node_supply, lattice_tails, lattice_heads, width)
     pos, neg = np.flatnonzero(supply > 0), np.flatnonzero(supply < 0)
     corners = [count + (cell + corner) @ (1, side) for corner in _CORNERS]
     pairs = _neighbour_pairs(q, pos, neg, neighbours)
     tails = np.concatenate([count + lattice_tails, *(np.r_[pos, node[neg]] for node in corners), pairs[:, 0]])
     heads = np.concatenate([count + lattice_heads, *(np.r_[node[pos], neg] for node in corners), pairs[:, 1]])
+    length = np.abs(points[tails] - points[heads]).sum(axis=1)
     flow = np.zeros(len(tails))
-    flow[:len(lattice_flow)] = lattice_flow
-    arc_to_nearest = len(lattice_flow) + ((nearest - cell) @ (1, 2)) * (len(pos) + len(neg))
+    arc_to_nearest = len(lattice_tails) + ((nearest - cell) @ (1, 2)) * (len(pos) + len(neg))
     flow[arc_to_nearest[pos] + np.arange(len(pos))] = supply[pos]
     flow[arc_to_nearest[neg] + len(pos) + np.arange(len(neg))] = -supply[neg]
+    lattice_flow, phi = lattice.result()
+    flow[:len(lattice_tails)] = lattice_flow
     mcshane = np.min([phi[node - count] + np.abs(q - points[node]).sum(axis=1) for node in corners], axis=0)
     return _Network(count, points, np.r_[supply, np.zeros(side * side, dtype=np.int64)],
-                    np.r_[nearest, lattice_place], tails, heads, np.abs(points[tails] - points[heads]).sum(axis=1),
-                    flow, np.r_[mcshane, phi], error)
+                    np.r_[nearest, lattice_place], tails, heads, length, flow, np.r_[mcshane, phi], error)
 
 
 def _lattice_arcs(k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -265,41 +254,15 @@ def _block_ids(net: _Network, offset: int) -> np.ndarray:
 
 
 def _groups(keys: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """Indices sorted by ``keys`` (values below ``count``) and the start of each key's run."""
-    order = np.argsort(keys, kind="stable")
-    return order, np.searchsorted(keys[order], np.arange(count + 1))
+    """Indices sorted by ``keys`` (values below ``count``) and the start of each key's run (numpy's stable sort
+    is a radix sort on 16-bit keys: several times faster than on 64-bit ones)."""
+    order = np.argsort(keys.astype(np.uint16) if count <= 2**16 else keys, kind="stable")
+    return order, np.r_[0, np.cumsum(np.bincount(keys, minlength=count))]
 
 
-def _ready() -> None:
-    """A task whose unpickling in a worker process imports this module."""
-
-
-def _start_primal_sweeps(net: _Network, offsets: tuple[int, ...], path: str | None) -> Iterator[np.ndarray]:
-    """The flow after the primal sweeps, as an iterator: computed here when ``path`` is None, else in a joblib
-    worker process meanwhile. The network is written to ``path`` here first (a joblib file the worker maps):
-    joblib would pickle 10^2 MB of arguments in a background thread of this process, which the dual sweep (many
-    small numpy calls) starves of the GIL for seconds."""
-    if path is None:
-        return iter([_primal_sweeps(net, offsets)])
-    joblib.dump(net, path)
-    return Parallel(n_jobs=2, return_as="generator")([delayed(_primal_sweeps_from_file)(path, offsets)])
-
-
-def _primal_sweeps_from_file(path: str, offsets: tuple[int, ...]) -> np.ndarray:
-    """:func:`_primal_sweeps` in the worker, on the network written to ``path``."""
-    return _primal_sweeps(joblib.load(path, mmap_mode="r"), offsets)
-
-
-def _primal_sweeps(net: _Network, offsets: tuple[int, ...]) -> np.ndarray:
-    """The flow after a primal sweep at each offset in turn (of a copy: the network may be a read-only map)."""
-    net = replace(net, flow=np.array(net.flow))
-    for offset in offsets:
-        _primal_sweep(net, offset)
-    return net.flow
-
-
-def _primal_sweep(net: _Network, offset: int) -> None:
-    """Each block's flow re-solved with the flow between blocks held fixed (in place)."""
+def _primal_sweep(net: _Network, offset: int, pool: Executor) -> None:
+    """Each block's flow re-solved with the flow between blocks held fixed (in place; the blocks, independent,
+    are solved in ``pool``, the largest first)."""
     block = _block_ids(net, offset)
     tail_block, head_block = block[net.tails], block[net.heads]
     cut = tail_block != head_block
@@ -311,15 +274,18 @@ def _primal_sweep(net: _Network, offset: int) -> None:
     inside = np.flatnonzero(~cut)
     arc_order, arc_start = _groups(tail_block[inside], blocks)
     arc_order = inside[arc_order]
-    local = np.empty(size, dtype=np.int64)
-    for b in range(blocks):
+    local = np.empty(size, dtype=np.int64)  # written at each block's own nodes only
+
+    def solve(b: int) -> None:
         nodes, arcs = node_order[node_start[b]:node_start[b + 1]], arc_order[arc_start[b]:arc_start[b + 1]]
-        if len(arcs) == 0:
-            continue
         local[nodes] = np.arange(len(nodes))
         solution = transshipment(corrected[nodes], local[net.tails[arcs]], local[net.heads[arcs]], net.length[arcs])
         if solution is not None:
             net.flow[arcs] = solution[0]
+
+    busy = np.flatnonzero(np.diff(arc_start))
+    for job in [pool.submit(solve, int(b)) for b in busy[np.argsort(-np.diff(arc_start)[busy], kind="stable")]]:
+        job.result()
 
 
 def _dual_sweep(net: _Network, potential: np.ndarray, offset: int) -> np.ndarray:
@@ -355,6 +321,14 @@ def _dual_sweep(net: _Network, potential: np.ndarray, offset: int) -> np.ndarray
         if solution is not None:
             potential[nodes] = solution[1][:outside] - solution[1][outside]
     return potential
+
+
+def _dual_sweep_and_lower_end(net: _Network, potential: np.ndarray,
+                              offset: int) -> tuple[np.ndarray, float, np.ndarray]:
+    """:func:`_dual_sweep` at ``offset``, then :func:`_lower_end` of its potential: the potential, ``L``, the
+    binding pairs."""
+    potential = _dual_sweep(net, potential, offset)
+    return (potential, *_lower_end(net, potential))
 
 
 def _cheapest(local_ends: np.ndarray, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

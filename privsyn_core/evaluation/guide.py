@@ -8,11 +8,11 @@ judged by W1 and the resolution-robust 2-way and 1-way marginal TVD with their i
 :func:`recommend` takes the :data:`NEAREST` measured tables closest to the table's public shape (distance
 :func:`shape_distance`: number of columns and rows on log scales, share of categorical and of few-valued integer
 columns) at the measured epsilon nearest on a log scale. On each of them it ranks the candidates by 2-way TVD and
-by W1 with :func:`~privsyn_core.evaluation.scorecard.rank_runs` (runs whose intervals overlap share a rank). The
-candidates whose mean rank is within :data:`RANK_SLACK` of the lowest are equally good on this evidence (they
-differ by less than one rank position in half of the comparisons: no ordering), and of them the guide recommends
-the fastest measured (mean seconds of a synthesis on those tables; ties: the lower mean rank, then the lower mean
-2-way TVD): a mechanism a thousand times slower is not worth a difference the evidence cannot show. Candidates are the
+by W1 with :func:`~privsyn_core.evaluation.scorecard.rank_runs` (runs whose intervals overlap share a rank: the
+evidence's uncertainty enters there, once). The candidates with the lowest mean rank (within :data:`RANK_SLACK`)
+are equally good on this evidence, and of them the guide recommends the fastest measured (mean seconds of a
+synthesis on those tables; ties: the lower mean 2-way TVD): a mechanism a thousand times slower is not worth a
+difference the evidence cannot show. The why names the pick's measured seconds. Candidates are the
 registered private mechanisms that accept a table of this shape (``MechanismSpec.accepts`` on a stand-in schema
 of the same kinds) and have evidence. The expected ranges are the union of the pick's intervals on those tables:
 measured figures with their uncertainty, not bounds. The benchmark page checks the guide table by table
@@ -34,15 +34,18 @@ from privsyn_core.registry import list_mechanisms
 
 #: Column kinds the guide reads: ``integer`` is an integer column with at most 32 public values.
 KINDS = ("numeric", "integer", "categorical", "boolean")
-#: How many of the nearest measured tables the recommendation rests on.
-NEAREST = 3
+#: How many of the nearest measured tables the recommendation rests on (4 of the 8: by the benchmark's
+#: leave-one-table-out check, 3 tables gave 7, 7, 8 right picks by 2-way TVD at eps 0.5, 1, 4 and 4 gives 8, 8, 8).
+NEAREST = 4
 #: The guide's evidence: table -> (columns, rows, categorical, integer), and the runs
 #: (table, epsilon, system, metric, value, low, high).
 Evidence = tuple[dict[str, tuple[int, int, int, int]], list[tuple]]
 #: The metrics ranked (lower is better), in the order that breaks ties.
 RANKED = ("tvd2", "w1")
 #: Candidates within this much of the lowest mean rank are not ordered by it (the fastest of them is picked).
-RANK_SLACK = 0.5
+#: 0: the ranks already tie runs whose intervals overlap; a slack of 0.5 on top passed over AIM's measurably better
+#: marginals at eps 0.5 (2-way TVD right on 4 of 8 tables in the leave-one-table-out check, 8 of 8 without).
+RANK_SLACK = 0.0
 
 
 @dataclass(frozen=True)
@@ -154,10 +157,11 @@ def recommend(n_columns: int, n_rows: int, column_kinds: Sequence[str], epsilon:
     lowest = min(mean(r) for r in ranks.values())
     equal = [m for m in ranks if mean(ranks[m]) <= lowest + RANK_SLACK]
     best = min(equal, key=lambda m: (_seconds(runs, tables, eps, m), mean(ranks[m]), _mean_value(entries, m, "tvd2")))
+    seconds = _seconds(runs, tables, eps, best)
     return Recommendation(best, _range(runs, tables, eps, best, "tvd2"), _range(runs, tables, eps, best, "w1"),
                           _range(runs, tables, eps, best, "tvd1"), (*tables, f"epsilon {eps:g}"),
-                          _why(best, [(t, shapes[t]) for t in tables], eps, epsilon, ranks[best])
-                          + _why_fastest(best, [m for m in equal if m != best], _seconds(runs, tables, eps, best)))
+                          _why(best, [(t, shapes[t]) for t in tables], eps, epsilon, ranks[best], seconds)
+                          + _why_fastest(best, [m for m in equal if m != best]))
 
 
 def _ranks(entries: dict) -> dict[str, list[int]]:
@@ -193,20 +197,21 @@ def _range(runs: list[tuple], tables: list[str], eps: float, mechanism: str,
     return (min(r[5] for r in found), max(r[6] for r in found)) if found else None
 
 
-def _why_fastest(best: str, others: list[str], seconds: float) -> str:
+def _why_fastest(best: str, others: list[str]) -> str:
     """The second sentence when candidates as good on the evidence were passed over for speed."""
     if not others:
         return ""
-    timed = f" (about {seconds:.2g} s a run there)" if math.isfinite(seconds) else ""
-    return f" As good on this evidence: {', '.join(sorted(others))}; {best} is the fastest of them{timed}."
+    return f" As good on this evidence: {', '.join(sorted(others))}; {best} is the fastest of them."
 
 
-def _why(best: str, tables: list[tuple[str, tuple[int, ...]]], eps: float, epsilon: float, ranks: list[int]) -> str:
+def _why(best: str, tables: list[tuple[str, tuple[int, ...]]], eps: float, epsilon: float, ranks: list[int],
+         seconds: float) -> str:
     firsts = sum(rank == 1 for rank in ranks)
     where = ", ".join(f"{t} ({shape[1]:,} rows, {shape[0]} columns)" for t, shape in tables)
     at = f"epsilon {eps:g}" + ("" if eps == epsilon else f", the measured epsilon nearest to {epsilon:g}")
+    timed = f"; about {seconds:.2g} s a run there" if math.isfinite(seconds) else ""
     return (f"{best} ranked first (ties within the intervals included) in {firsts} of {len(ranks)} comparisons by "
-            f"2-way marginal TVD and W1 on the most similar measured tables, {where}, at {at}.")
+            f"2-way marginal TVD and W1 on the most similar measured tables, {where}, at {at}{timed}.")
 
 
 __all__ = ["KINDS", "NEAREST", "RANK_SLACK", "Recommendation", "Shape", "candidates", "recommend", "shape_distance",

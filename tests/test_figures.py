@@ -114,6 +114,8 @@ def test_svg_scatter_draws_every_point_in_the_columns_units_up_to_its_cap():
 def test_nice_ticks_are_round_and_inside_the_range():
     assert F.nice_ticks(15.54, 91.46).tolist() == [20.0, 40.0, 60.0, 80.0]
     assert F.nice_ticks(-0.5, 1.5).tolist() == [-0.5, 0.0, 0.5, 1.0, 1.5]
+    assert F.nice_ticks(15.4, 100.6).tolist() == [20.0, 40.0, 60.0, 80.0, 100.0], "5 ticks, not 50 and 100 alone"
+    assert [f"{v:g}" for v in F.nice_ticks(-0.5, 4.5)] == ["0", "1", "2", "3", "4"], "never -0"
     assert F.nice_ticks(3.0, 3.0).tolist() == [3.0]
 
 

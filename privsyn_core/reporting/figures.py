@@ -769,13 +769,17 @@ RDBU = np.array([[103, 0, 31], [178, 24, 43], [214, 96, 77], [244, 165, 130], [2
 
 
 def nice_ticks(lo: float, hi: float, count: int = 5) -> np.ndarray:
-    r"""About ``count`` round tick values in ``[lo, hi]``: multiples of a step :math:`\{1, 2, 5\} \times 10^k`."""
+    r"""Round tick values in ``[lo, hi]``, multiples of a step :math:`\{1, 2, 5\} \times 10^k`: of the steps near
+    ``(hi - lo) / (count - 1)``, the one whose number of ticks is closest to ``count`` (the larger step on a tie)."""
     if not hi > lo:
         return np.array([lo])
-    raw = (hi - lo) / max(count - 1, 1)
-    power = 10.0 ** np.floor(np.log10(raw))
-    step = power * min((m for m in (1.0, 2.0, 5.0, 10.0) if m * power >= raw), default=10.0)
-    return np.arange(np.ceil(lo / step), np.floor(hi / step) + 1) * step
+    power = 10.0 ** np.floor(np.log10((hi - lo) / max(count - 1, 1)))
+    steps = [m * power for m in (0.5, 1.0, 2.0, 5.0, 10.0)]
+
+    def ticks(step: float) -> np.ndarray:
+        return np.arange(np.ceil(lo / step), np.floor(hi / step) + 1) * step
+
+    return ticks(min(steps, key=lambda step: (abs(len(ticks(step)) - count), -step))) + 0.0  # never -0
 
 
 def _svg_axis_ticks(setting: dict) -> tuple[np.ndarray, list[str]]:

@@ -713,6 +713,14 @@ def _svg_text(text: str) -> str:
     return escape(text).replace("[", "&#91;").replace("]", "&#93;").replace("$", "&#36;")
 
 
+def _svg_open(width: int, height: int, title: str) -> str:
+    """An SVG chart's opening tag and title: ``width`` x ``height`` pixels at most, shrunk with its aspect ratio
+    kept to fit a narrower container (``viewBox``, ``max-width: 100%``)."""
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+            f'style="max-width:100%;height:auto" role="img" font-family="sans-serif" font-size="10">'
+            f'<title>{_svg_text(title)}</title>')
+
+
 def svg_bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, title: str = "", x_label: str = "",
              y_label: str = "share of rows", colours: Sequence[str] = (SYNTH_COLOUR, REAL_COLOUR),
              width: int = 420, height: int = 220) -> str:
@@ -730,8 +738,7 @@ def svg_bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, title
     plot_w, plot_h = width - left - right, height - upper - lower
     slot = plot_w / max(len(labels), 1)
     bar = slot * 0.8 / max(len(names), 1)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'font-family="sans-serif" font-size="10"><title>{_svg_text(title)}</title>',
+    parts = [_svg_open(width, height, title),
              f'<text x="{width / 2:.0f}" y="14" text-anchor="middle" font-size="12">{_svg_text(title)}</text>',
              f'<line x1="{left}" y1="{upper + plot_h}" x2="{left + plot_w}" y2="{upper + plot_h}" stroke="#555"/>',
              f'<text x="{left - 4}" y="{upper + 4}" text-anchor="end">{top:.3g}</text>',
@@ -818,8 +825,7 @@ def svg_scatter(points: np.ndarray, settings: Sequence[dict], *, axes: tuple[int
     def to_y(v: np.ndarray) -> np.ndarray:
         return upper + plot_h - (np.clip(v, y_lo, y_hi) - y_lo) / (y_hi - y_lo) * plot_h
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'font-family="sans-serif" font-size="10"><title>{_svg_text(title)}</title>',
+    parts = [_svg_open(width, height, title),
              f'<text x="{width / 2:.0f}" y="16" text-anchor="middle" font-size="12">{_svg_text(title)}</text>',
              f'<rect x="{left}" y="{upper}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>']
     if len(shown):
@@ -885,8 +891,7 @@ def svg_correlations(synthetic: np.ndarray, names: Sequence[str], *, real: np.nd
     slot = max(side + 24, 200)  # room for the panel's title
     width, height = left + len(panels) * slot + legend, upper + side + 96
     font, digits = max(7, min(11, int(cell * 0.34))), 1 if d > 5 else 2
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'font-family="sans-serif" font-size="10"><title>Correlations between columns</title>']
+    parts = [_svg_open(width, height, "Correlations between columns")]
     pairs = [divmod(k, d) for k in range(d * d)]  # (row, column) of each cell, row by row
     for p, (title, matrix) in enumerate(panels):
         x0 = left + p * slot

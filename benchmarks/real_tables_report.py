@@ -336,29 +336,22 @@ def _guide_check(c: _Context) -> list[str]:
              "2-way TVD and the best by W1 differ beyond their intervals and no pick can be right on both).", "",
              "| eps | 2-way TVD | exact W1 | both | both possible |", "|---|---|---|---|---|"]
     for eps in c.epsilons:
-        right: dict[str, list[bool]] = {}
-        for metric in ("tvd2", "w1"):
-            for t in c.tables:
-                best = best_private(c.agg, t, eps, metric)
-                pick = c.entry(t, eps, c.pick[(t, eps)]).get(metric)
-                if best is not None and pick:
-                    right.setdefault(metric, []).append(verdict(pick, c.entry(t, eps, best)[metric]) != "worse")
-        both = [a and b for a, b in zip(right.get("tvd2", []), right.get("w1", []), strict=False)]
-        possible = [any(_right_on_both(c, t, eps, s) for (u, x, s) in c.agg if u == t and x == eps
-                        and s not in NOT_PRIVATE and s not in BOOLEAN_SYSTEMS) for t in c.tables]
-        cells = [f"{sum(v)} of {len(v)}" for v in (right.get("tvd2", []), right.get("w1", []), both, possible)]
+        picked = {t: {m: _ties_best(c, t, eps, c.pick[(t, eps)], m) for m in ("tvd2", "w1")} for t in c.tables}
+        counts = [[right[m] for right in picked.values() if right[m] is not None] for m in ("tvd2", "w1")]
+        both = [all(right.values()) for right in picked.values() if None not in right.values()]
+        possible = [any(all(_ties_best(c, t, eps, s, m) for m in ("tvd2", "w1")) for (u, x, s) in c.agg
+                        if u == t and x == eps and s not in NOT_PRIVATE and s not in BOOLEAN_SYSTEMS)
+                    for t in c.tables]
+        cells = [f"{sum(v)} of {len(v)}" for v in (*counts, both, possible)]
         lines.append(f"| {eps:g} | " + " | ".join(cells) + " |")
     return lines + [""]
 
 
-def _right_on_both(c: _Context, table: str, eps: float, system: str) -> bool:
-    """``system`` ties the best private system on ``table`` by 2-way TVD and by W1 (intervals overlap)."""
-    for metric in ("tvd2", "w1"):
-        best = best_private(c.agg, table, eps, metric)
-        mine = c.entry(table, eps, system).get(metric)
-        if best is None or not mine or verdict(mine, c.entry(table, eps, best)[metric]) == "worse":
-            return False
-    return True
+def _ties_best(c: _Context, table: str, eps: float, system: str, metric: str) -> bool | None:
+    """``system``'s ``metric`` on ``table`` overlaps the best private system's there (``None``: not measured)."""
+    best = best_private(c.agg, table, eps, metric)
+    mine = c.entry(table, eps, system).get(metric)
+    return None if best is None or not mine else verdict(mine, c.entry(table, eps, best)[metric]) != "worse"
 
 
 def best_private(agg: dict, table: str, eps: float, metric: str) -> str | None:

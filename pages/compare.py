@@ -65,10 +65,8 @@ if found:
         widgets.not_private("the real distributions")
     panels = F.marginal_panels(synthetic_table(result), result.schema,
                                real=data_state.real_of(result) if teaching else None)
-    figs = F.svg_marginals(panels[:F.MARGINAL_MAX_COLUMNS])  # static SVG: a Plotly grid took ~0.5 s to draw
-    left_out = len(panels) - len(figs)
-    st.caption(F.MARGINALS_CAPTION + (F.COMPARE_HINT if teaching else "") + "."
-               + (f" The first {len(figs)} columns are drawn; {left_out} more are not." if left_out else ""))
+    figs, left_out = F.svg_small_multiples(panels)  # static SVG: a Plotly grid took ~0.5 s to draw
+    st.caption(F.MARGINALS_CAPTION + (F.COMPARE_HINT if teaching else "") + "." + left_out)
     st.markdown(F.svg_grid(figs), unsafe_allow_html=True)  # svg_bars escapes every text (st.html drops SVG)
     st.caption(F.MARGINALS_NOTE + ("" if teaching else " Release mode: the release alone."))
 

@@ -135,7 +135,7 @@ def _release_svgs(release: ps.Release) -> set[str]:
     return {F.svg_scatter(points, settings, axes=axes, labels=[names[a] for a in axes], colour=F.SYNTH_COLOUR,
                           title=f"synthetic: {len(shown):,} rows"),
             F.svg_marginals([marginal], width=720, height=260)[0],
-            F.svg_grid(F.svg_marginals(F.marginal_panels(shown, release.schema)[:F.MARGINAL_MAX_COLUMNS])),
+            F.svg_grid(F.svg_small_multiples(F.marginal_panels(shown, release.schema))[0]),
             F.svg_correlations(correlations, names)}
 
 

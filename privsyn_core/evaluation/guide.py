@@ -154,14 +154,14 @@ def recommend(n_columns: int, n_rows: int, column_kinds: Sequence[str], epsilon:
     entries = {(t, m): {r[2]: r[4:7] for r in runs if r[0] == t and r[1] == eps and r[3] == m}
                for t in tables for m in RANKED}
     ranks = _ranks(entries)
-    lowest = min(mean(r) for r in ranks.values())
-    equal = [m for m in ranks if mean(ranks[m]) <= lowest + RANK_SLACK]
-    best = min(equal, key=lambda m: (_seconds(runs, tables, eps, m), mean(ranks[m]), _mean_value(entries, m, "tvd2")))
-    seconds = _seconds(runs, tables, eps, best)
+    mean_rank = {m: mean(r) for m, r in ranks.items()}
+    lowest = min(mean_rank.values())
+    seconds_of = {m: _seconds(runs, tables, eps, m) for m in ranks if mean_rank[m] <= lowest + RANK_SLACK}
+    best = min(seconds_of, key=lambda m: (seconds_of[m], mean_rank[m], _mean_value(entries, m, "tvd2")))
     return Recommendation(best, _range(runs, tables, eps, best, "tvd2"), _range(runs, tables, eps, best, "w1"),
                           _range(runs, tables, eps, best, "tvd1"), (*tables, f"epsilon {eps:g}"),
-                          _why(best, [(t, shapes[t]) for t in tables], eps, epsilon, ranks[best], seconds)
-                          + _why_fastest(best, [m for m in equal if m != best]))
+                          _why(best, [(t, shapes[t]) for t in tables], eps, epsilon, ranks[best], seconds_of[best])
+                          + _why_fastest(best, [m for m in seconds_of if m != best]))
 
 
 def _ranks(entries: dict) -> dict[str, list[int]]:

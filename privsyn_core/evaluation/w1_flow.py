@@ -69,6 +69,7 @@ def network_simplex(a: np.ndarray, b: np.ndarray, src: np.ndarray, dst: np.ndarr
     carried = plan.row * len(b) + plan.col  # the few arcs with flow, looked up from every arc (no sort of all arcs)
     order = np.argsort(carried)
     carried, data = carried[order], np.asarray(plan.data)[order]
-    at = np.searchsorted(carried, src * len(b) + dst).clip(max=max(len(carried) - 1, 0))
-    flow = np.where(carried[at] == src * len(b) + dst, data[at], 0.0) if len(carried) else np.zeros(len(src))
+    key = src * len(b) + dst
+    at = np.searchsorted(carried, key).clip(max=max(len(carried) - 1, 0))
+    flow = np.where(carried[at] == key, data[at], 0.0) if len(carried) else np.zeros(len(src))
     return flow, np.asarray(log["u"]), np.asarray(log["v"])

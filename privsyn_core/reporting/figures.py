@@ -401,6 +401,14 @@ def svg_marginals(panels: Sequence[dict], *, width: int = 420, height: int = 220
                      title=p["name"], x_label=p["unit"], width=width, height=height) for p in panels]
 
 
+def svg_small_multiples(panels: Sequence[dict]) -> tuple[list[str], str]:
+    """The first :data:`MARGINAL_MAX_COLUMNS` panels as SVG charts (:func:`svg_marginals`), and the sentence that
+    says how many columns were left out (empty when none was): Compare's small multiples and the report's."""
+    figs = svg_marginals(panels[:MARGINAL_MAX_COLUMNS])
+    left_out = len(panels) - len(figs)
+    return figs, f" The first {len(figs)} columns are drawn; {left_out} more are not." if left_out else ""
+
+
 def svg_grid(svgs: Sequence[str]) -> str:
     """Inline SVG charts side by side, wrapping onto new rows (the Compare page's small multiples)."""
     return "<div style='display:flex;flex-wrap:wrap;gap:12px'>" + "".join(svgs) + "</div>"

@@ -69,12 +69,10 @@ def build(*, release: Release, data_name: str, totals: dict[str, float], budget:
     if teaching:
         body.append(_verdict_section(release, names, real, evaluation))
     panels = F.marginal_panels(rows, release.schema, real=real)
-    figs = F.svg_marginals(panels[:F.MARGINAL_MAX_COLUMNS])
-    left_out = len(panels) - len(figs)
+    figs, left_out = F.svg_small_multiples(panels)
     caption = F.MARGINALS_CAPTION + (F.COMPARE_HINT + " (real data shown for review only)" if real is not None
                                      else "") + ". " + F.MARGINALS_NOTE
-    body.append("<h2>Each column</h2><p>" + escape(caption, quote=False)
-                + (f" The first {len(figs)} columns are drawn; {left_out} more are not." if left_out else "") + "</p>")
+    body.append("<h2>Each column</h2><p>" + escape(caption + left_out, quote=False) + "</p>")
     body.append(f"<div class='figs'>{''.join(figs)}</div>")
     synthetic_corr = _correlations(rows, release.schema)
     if synthetic_corr is not None:

@@ -49,7 +49,9 @@ class LeafPlan(RowPlan):
         ``numpy.repeat``), the labels are put in a uniformly random order (Fisher-Yates, ``Generator.shuffle``, 8
         bytes a row: no float row is moved), and row ``i`` is then drawn in the leaf of label ``i``
         (:meth:`_fill`).  The ``U`` are i.i.d. and independent of the labels, so the rows are those of the leaves
-        in a uniformly random order.
+        in a uniformly random order.  One shuffle of the block, not the row plans' cache-sized piles
+        (:func:`~privsyn_core.mechanisms.base.rows.shuffled_piles`): with PMM's millions of leaves the piles' sort
+        and int32-to-int64 labels cost more than they save (10^7 rows: drawing 0.60 s with piles, 0.52 s without).
         """
         out = np.empty((self.total, self.dim)) if out is None else out
         first = self.first_leaf

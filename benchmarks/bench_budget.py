@@ -34,7 +34,8 @@ import pandas as pd
 
 import privsyn_core as ps
 from privsyn_core.data.datasets import two_blobs
-from privsyn_core.privacy.budget import BudgetExceeded, PrivacyLedger, dataset_id
+from privsyn_core.errors import BudgetExceeded
+from privsyn_core.privacy.budget import PrivacyLedger, dataset_id
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,7 @@ from pages._support import code_panel, data_state, guide_panel, offer, output, s
 from pages._support.downloads import downloads, synthetic_table
 from pages._support.runs import execute, run_key
 from pages._support.text import md
-from privsyn_core.privacy.budget import BudgetExceeded, LedgerError
+from privsyn_core.errors import BudgetExceeded, LedgerError
 from privsyn_core.reporting import words
 from privsyn_core.result import noise_statement
 

@@ -21,12 +21,26 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from privsyn_core.api import synthesize
     from privsyn_core.data.domain import Column, Schema, unit_schema
-    from privsyn_core.errors import DataError, ParameterError, PrivsynError, SchemaError
+    from privsyn_core.errors import (
+        BudgetExceeded,
+        ClusterError,
+        DataError,
+        InputError,
+        LedgerError,
+        OutputError,
+        ParameterError,
+        PrivsynError,
+        ResourceError,
+        SchemaError,
+        StreamError,
+        UsageError,
+    )
     metrics: types.ModuleType
     from privsyn_core.mechanisms.base.spec import MechanismSpec, ParamSpec
-    from privsyn_core.privacy.budget import BudgetExceeded, LedgerError, PrivacyLedger
+    from privsyn_core.privacy.budget import PrivacyLedger
     from privsyn_core.registry import get_mechanism, list_mechanisms
-    from privsyn_core.result import MechanismOutput, SynthResult
+    from privsyn_core.result import MechanismOutput, Release, SynthResult
+    from privsyn_core.stream import Stream, open_stream
 
 #: The one place the version is written (pyproject.toml reads it: ``[tool.setuptools.dynamic]``).
 __version__ = "0.1.0"
@@ -38,16 +52,19 @@ _PUBLIC = {
     "unit_schema": "privsyn_core.data.domain",
     "list_mechanisms": "privsyn_core.registry", "get_mechanism": "privsyn_core.registry",
     "MechanismSpec": "privsyn_core.mechanisms.base.spec", "ParamSpec": "privsyn_core.mechanisms.base.spec",
-    "SynthResult": "privsyn_core.result", "MechanismOutput": "privsyn_core.result",
-    "PrivsynError": "privsyn_core.errors", "DataError": "privsyn_core.errors", "SchemaError": "privsyn_core.errors",
-    "ParameterError": "privsyn_core.errors",
-    "PrivacyLedger": "privsyn_core.privacy.budget", "BudgetExceeded": "privsyn_core.privacy.budget",
-    "LedgerError": "privsyn_core.privacy.budget",
+    "SynthResult": "privsyn_core.result", "MechanismOutput": "privsyn_core.result", "Release": "privsyn_core.result",
+    "open_stream": "privsyn_core.stream", "Stream": "privsyn_core.stream",
+    "PrivacyLedger": "privsyn_core.privacy.budget",
+    **dict.fromkeys(("PrivsynError", "InputError", "DataError", "SchemaError", "ParameterError", "UsageError",
+                     "ResourceError", "OutputError", "BudgetExceeded", "LedgerError", "StreamError", "ClusterError"),
+                    "privsyn_core.errors"),
 }
 
 __all__ = ["synthesize", "Schema", "Column", "unit_schema", "list_mechanisms", "get_mechanism",
-           "MechanismSpec", "ParamSpec", "SynthResult", "MechanismOutput", "PrivsynError", "DataError",
-           "SchemaError", "ParameterError", "PrivacyLedger", "BudgetExceeded", "LedgerError", "metrics", "__version__"]
+           "MechanismSpec", "ParamSpec", "SynthResult", "MechanismOutput", "Release", "open_stream", "Stream",
+           "PrivacyLedger", "PrivsynError", "InputError", "DataError", "SchemaError", "ParameterError", "UsageError",
+           "ResourceError", "OutputError", "BudgetExceeded", "LedgerError", "StreamError", "ClusterError",
+           "metrics", "__version__"]
 
 #: The modules whose public names (``__all__``) make up ``ps.metrics``.
 _METRICS_MODULES = ("privsyn_core.evaluation.distances", "privsyn_core.evaluation.marginals",

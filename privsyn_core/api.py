@@ -69,7 +69,7 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
         The persistent privacy ledger (:class:`~privsyn_core.privacy.budget.PrivacyLedger`, or its file) that
         counts this release against the dataset's budget: the epsilon is reserved, in one transaction that
         checks the budget, after the input is validated and encoded and before the mechanism draws anything
-        (:class:`~privsyn_core.privacy.budget.BudgetExceeded` when it would exceed the budget).  A run that
+        (:class:`~privsyn_core.errors.BudgetExceeded` when it would exceed the budget).  A run that
         fails once the mechanism has started stays counted.  ``None`` (the default) records nothing.
     dataset : str, optional
         The dataset's identity in the ledger.  Default: the SHA-256 of the table's content

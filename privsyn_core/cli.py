@@ -30,17 +30,13 @@ from typing import Any, NoReturn
 from privsyn_core.api import synthesize, synthesize_chunks
 from privsyn_core.data.domain import Schema
 from privsyn_core.data.io import atomic_open, iter_csv, read_csv, read_schema, write_csv
-from privsyn_core.errors import OutputError, PrivsynError
+from privsyn_core.errors import OutputError, PrivsynError, UsageError
 from privsyn_core.privacy import budget
 from privsyn_core.registry import get_mechanism, list_mechanisms
 
 EXIT_USAGE = 2
 #: Exit statuses after a signal, ``128 + signal number`` as shells report them.
 EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM
-
-
-class UsageError(PrivsynError):
-    """A malformed command line (unknown option, missing argument, a value of the wrong type)."""
 
 
 class Terminated(BaseException):

@@ -55,7 +55,7 @@ import numpy as np
 import pandas as pd
 
 from privsyn_core.data.domain import Schema, as_frame
-from privsyn_core.errors import DataError, OutputError, ParameterError, PrivsynError, SchemaError
+from privsyn_core.errors import DataError, OutputError, ParameterError, PrivsynError, SchemaError, StreamError
 from privsyn_core.mechanisms.online import online_pmm
 from privsyn_core.mechanisms.online.continual import CounterState, keyed_rng
 from privsyn_core.mechanisms.online.online_pmm import LevelGroup, StreamCounters, StreamPlan, growing_plan, plan_stream
@@ -70,10 +70,6 @@ VERSION = 2
 #: Versions this library reads (1: fixed depth, one counter; 2: groups of levels).
 READABLE = (1, 2)
 MECHANISM = "online_pmm"
-
-
-class StreamError(PrivsynError):
-    """A stream's state cannot be used as asked (missing, corrupted, busy, of another schema or epsilon)."""
 
 
 def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: float | None = None, *,

@@ -21,8 +21,9 @@ import pytest
 import privsyn_core as ps
 from privsyn_core import api
 from privsyn_core.data.datasets import two_blobs
+from privsyn_core.errors import BudgetExceeded, LedgerError
 from privsyn_core.privacy import budget
-from privsyn_core.privacy.budget import BudgetExceeded, LedgerError, PrivacyLedger
+from privsyn_core.privacy.budget import PrivacyLedger
 
 ROOT = Path(__file__).resolve().parents[1]
 

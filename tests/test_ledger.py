@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from pages._support import ledger
-from privsyn_core.privacy.budget import LedgerError
+from privsyn_core.errors import LedgerError
 
 
 def spend(data: str, epsilon: float, *, private: bool = True, relation: str = "replace", key: str | None = None):

@@ -17,9 +17,9 @@ import pytest
 
 import privsyn_core as ps
 from privsyn_core.cli import main as cli_main
-from privsyn_core.errors import DataError, ParameterError, PrivsynError
+from privsyn_core.errors import DataError, ParameterError, PrivsynError, StreamError
 from privsyn_core.result import Release
-from privsyn_core.stream import StreamError, open_stream
+from privsyn_core.stream import open_stream
 
 SCHEMA = {"columns": [{"name": "a", "kind": "numeric", "lo": 0, "hi": 10},
                       {"name": "b", "kind": "numeric", "lo": 0, "hi": 1}]}

@@ -78,7 +78,7 @@ def one_connection() -> Iterator[None]:
     """Let the ledger calls of this thread inside the block (a script run) share one connection.
 
     A ledger that cannot be opened (missing after it existed, empty, damaged) shares nothing: the block runs,
-    and every ledger call in it raises the ledger's one-sentence :class:`~privsyn_core.privacy.budget.LedgerError`,
+    and every ledger call in it raises the ledger's one-sentence :class:`~privsyn_core.errors.LedgerError`,
     which the sidebar and the Run button show (every release refused) instead of Streamlit's error page.
     """
     try:

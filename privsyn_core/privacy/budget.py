@@ -45,7 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from privsyn_core.errors import DataError, PrivsynError
+from privsyn_core.errors import BudgetExceeded, DataError, LedgerError, PrivsynError
 
 #: Environment variables: the ledger's file, the data folder it lives in by default, the operator's default budget.
 LEDGER_ENV, DATA_DIR_ENV, BUDGET_ENV = "PRIVSYN_LEDGER", "PRIVSYN_DATA_DIR", "PRIVSYN_BUDGET"
@@ -69,15 +69,6 @@ create table budgets (data text primary key, epsilon real not null, owner text n
 T = TypeVar("T")
 #: Statuses of a spend; every one of them counts in the totals.
 RESERVED, SPENT, FAILED = "reserved", "spent", "failed"
-
-
-class BudgetExceeded(PrivsynError):
-    """A release would take the private spends on a dataset above its budget (or no budget is set where one is
-    required)."""
-
-
-class LedgerError(PrivsynError):
-    """The ledger cannot be trusted (missing after it existed, empty, damaged): every release is refused."""
 
 
 def default_path() -> Path:

@@ -8,7 +8,7 @@ imported inside a run, never at discovery.
 
 OpenDP 0.16's AIM failed under pure epsilon-DP on most tables of three or more columns (its last round
 spent a rounding residue of the budget, asking ``make_noisy_max`` for a negative scale); here it runs as
-:class:`~privsyn_core.mechanisms.peers._opendp_aim.FinishingAIM`, which ends at the residue, on up to
+:func:`~privsyn_core.mechanisms.peers._opendp_aim.finishing_aim_class`, which ends at the residue, on up to
 :data:`AIM_MAX_COLUMNS` columns (the widest measured; see docs/opendp_peers.md for its times).
 """
 

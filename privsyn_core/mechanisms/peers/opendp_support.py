@@ -367,7 +367,7 @@ def _run_opendp(dp: Any, codes: np.ndarray, sizes: list[int], epsilon: float, al
     """OpenDP's contingency table of the keys under ``algorithm``, and rows sampled from its model."""
     import polars as pl
 
-    from privsyn_core.mechanisms.peers._opendp_aim import FinishingAIM
+    from privsyn_core.mechanisms.peers._opendp_aim import finishing_aim
 
     dp.enable_features("contrib")
     names = [f"c{j}" for j in range(codes.shape[1])]
@@ -376,7 +376,7 @@ def _run_opendp(dp: Any, codes: np.ndarray, sizes: list[int], epsilon: float, al
     context = dp.Context.compositor(data=frame, privacy_unit=unit, privacy_loss=dp.loss_of(epsilon=epsilon),
                                     split_evenly_over=1)
     keys = {name: list(range(size)) for name, size in zip(names, sizes, strict=True)}
-    model = (FinishingAIM() if plan is None else
+    model = (finishing_aim() if plan is None else
              dp.mbi.MST(num_selections=plan.selections, measure_split=plan.measure_split))
     table = context.query().select(names).contingency_table(keys=keys, algorithm=model).release()
     if rows is None:

@@ -277,8 +277,10 @@ def _setup(c: _Context) -> list[str]:
 
 def _configurations(c: _Context) -> list[str]:
     import privsyn_core as ps
+    from privsyn_core.registry import missing_mechanisms
 
     specs = {s.name: s for s in ps.list_mechanisms()}
+    missing = missing_mechanisms()
     ours = sorted({r["system"] for r in c.rows if r["system"] not in NOT_OURS})
     lines = [f"* **Ours**, each on its defaults: {', '.join(f'`{s}`' for s in ours)} "
              f"({', '.join(f'{SHORT[s]} = {s}' for s in ours if s in SHORT and SHORT[s] != s)}); add/remove one "
@@ -294,6 +296,8 @@ def _configurations(c: _Context) -> list[str]:
                                if k in specs[system].params)
             lines.append(f"* **{label}**: `{system}` through the registry on its defaults"
                          f"{f' ({params})' if params else ''}; {specs[system].guarantee}.")
+        elif system in missing:  # a registered peer whose library is not installed where the page is written
+            lines.append(f"* **{label}**: `{system}` through the registry on its defaults ({missing[system]}).")
         elif run:
             lines.append(f"* **{label}**: {run['configuration'].split('; public keys')[0]}, on the keys "
                          f"`opendp_mst` cuts (same bins and levels); {run['guarantee']}.")

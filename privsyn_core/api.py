@@ -13,7 +13,9 @@ import numpy as np
 import pandas as pd
 
 from privsyn_core.data.codec import Codec
+from privsyn_core.data.conform import DomainPolicy, conform
 from privsyn_core.data.domain import Schema, as_frame
+from privsyn_core.data.identity import table_identity
 from privsyn_core.engine.pipeline import PublicSize, Request, Synthetic, run_sequence
 from privsyn_core.errors import DataError, ParameterError, SchemaError
 from privsyn_core.mechanisms.base.resources import check_rows
@@ -34,7 +36,7 @@ __all__ = ["synthesize", "synthesize_chunks", "check_epsilon", "MAX_SYNTHETIC_RO
 def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | dict | None = None,
                neighbouring: str = "replace", n_synthetic: int | None = None, rng: RandomLike = None,
                public_n: int | None = None, ledger: LedgerLike = None, dataset: str | None = None,
-               **params: Any) -> SynthResult:
+               release_mode: bool = False, fallbacks: dict[str, Any] | None = None, **params: Any) -> SynthResult:
     """Release a differentially private synthetic version of ``data``.
 
     Parameters
@@ -72,9 +74,20 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
         (:class:`~privsyn_core.privacy.budget.BudgetExceeded` when it would exceed the budget).  A run that
         fails once the mechanism has started stays counted.  ``None`` (the default) records nothing.
     dataset : str, optional
-        The dataset's identity in the ledger.  Default: the SHA-256 of the table's content
-        (:func:`~privsyn_core.privacy.budget.dataset_id`); name it yourself when you release on versions of a
-        table that changes (required for a Dask DataFrame).
+        The dataset's name in the ledger.  Default: the identity of the records as the schema reads them
+        (:func:`~privsyn_core.data.identity.table_identity`: the same for the table's CSV file through the CLI, in any
+        row order, float format or line endings, with or without columns the schema does not use); name it yourself
+        when you release on versions of a table that changes (required for a Dask DataFrame).
+    release_mode : bool
+        Whoever sees this call's messages may not see the data (a release-only server): nothing is refused on the
+        data's content and no message quotes a value, a row number or a count read off the records; values outside
+        the schema's domain follow the public rule of :mod:`privsyn_core.data.conform` (clipped, or replaced by the
+        column's fallback), stated in the release (``Release.domain_policy``).  Requires a schema.  Without it
+        (teaching, the data holder's own session) a value the schema does not admit is refused with a message that
+        quotes it, so that the holder can fix the data.
+    fallbacks : dict, optional
+        Release mode: per column, the value a missing or out-of-domain value becomes (public; default
+        :func:`~privsyn_core.data.conform.default_fallback`).
     **params
         Mechanism parameters (see ``MechanismSpec.params``).
 
@@ -86,27 +99,38 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
     request = _request(mechanism, epsilon, neighbouring, public_n, n_synthetic, params)
     from privsyn_core.engine import dask_backend
     if dask_backend.is_dask_frame(data):
+        if release_mode:
+            raise ParameterError("release_mode is not available for a Dask DataFrame; conform its partitions first "
+                                 "(privsyn_core.data.conform)")
         if ledger is not None and dataset is None:
             raise ParameterError("a Dask DataFrame released against a ledger needs dataset='<its name>' (its "
                                  "content is not hashed: that would read every partition once more)")
         guard = _BudgetGuard.of(ledger, dataset, request, rng, content=None)
         return dask_backend.synthesize_dask(data, request, schema=schema, rng=rng, before_noise=guard)
     from privsyn_core.validation import resolve_schema
+    if release_mode and schema is None:
+        raise ParameterError("release_mode needs a public schema (a domain read off the data is not private)")
     frame = as_frame(data)
     schema = resolve_schema(schema, frame)
+    columns = [str(c) for c in frame.columns]
+    content = table_identity(frame, schema.names) if ledger is not None else None
+    policy = DomainPolicy.of(schema, fallbacks) if release_mode else None
+    if policy is not None:
+        frame = conform(frame, schema, policy)
 
     def encode(codec: Codec) -> tuple[np.ndarray, dict[str, int], list[str]]:
         unit, clipped = codec.encode(frame)
-        return unit, clipped, [str(c) for c in frame.columns]
+        return unit, clipped, columns
 
-    content = budget.dataset_id(frame) if ledger is not None else None
-    return _release(request, schema, encode, rng, _BudgetGuard.of(ledger, dataset or content, request, rng, content))
+    guard = _BudgetGuard.of(ledger, dataset or content, request, rng, content)
+    return _release(request, schema, encode, rng, guard, policy)
 
 
 def synthesize_chunks(chunks: Iterable[pd.DataFrame], mechanism: str, epsilon: float, *, schema: Schema | dict,
                       capacity: int = 0, neighbouring: str = "replace", n_synthetic: int | None = None,
                       rng: RandomLike = None, public_n: int | None = None, ledger: LedgerLike = None,
-                      dataset: str | None = None, content: str | None = None, **params: Any) -> SynthResult:
+                      dataset: str | None = None, content: str | None = None, release_mode: bool = False,
+                      fallbacks: dict[str, Any] | None = None, **params: Any) -> SynthResult:
     """:func:`synthesize` on a table given as blocks of rows, never held whole (the CLI's large files).
 
     Each block is checked against the public ``schema`` and encoded (the codec maps each record on its
@@ -129,7 +153,7 @@ def synthesize_chunks(chunks: Iterable[pd.DataFrame], mechanism: str, epsilon: f
         :attr:`~privsyn_core.data.io.CsvChunks.max_rows` avoids any copy); ``0``: the first block's size.
     dataset : str, optional
         Required with a ``ledger``: the blocks are never held whole, so their content is not hashed here
-        (the CLI passes the input file's SHA-256, :func:`~privsyn_core.privacy.budget.file_id`).
+        (the CLI passes the file's identity, :func:`~privsyn_core.data.identity.file_identity`).
     content : str, optional
         The content's identity when ``dataset`` is a name (lets a seeded run already in the ledger spend
         nothing new: the same seed on the same content gives the same output).
@@ -137,14 +161,18 @@ def synthesize_chunks(chunks: Iterable[pd.DataFrame], mechanism: str, epsilon: f
         As for :func:`synthesize`.
     """
     if ledger is not None and dataset is None:
-        raise ParameterError("synthesize_chunks with a ledger needs dataset= (for a file: budget.file_id(path))")
+        raise ParameterError("synthesize_chunks with a ledger needs dataset= (for a file: "
+                             "privsyn_core.data.identity.file_identity(path, schema.names))")
     request = _request(mechanism, epsilon, neighbouring, public_n, n_synthetic, params)
     if not isinstance(schema, (Schema, dict)):
         raise SchemaError(f"synthesize_chunks needs a public schema (a Schema or a dict), got {type(schema).__name__}; "
                           "to propose one from the data, read the whole table and call synthesize")
     schema = Schema.from_dict(schema) if isinstance(schema, dict) else schema
     guard = _BudgetGuard.of(ledger, dataset, request, rng, content)
-    return _release(request, schema, lambda codec: _encode_chunks(codec, chunks, capacity), rng, guard)
+    policy = DomainPolicy.of(schema, fallbacks) if release_mode else None
+    if policy is not None:
+        chunks = (conform(chunk, schema, policy) for chunk in chunks)
+    return _release(request, schema, lambda codec: _encode_chunks(codec, chunks, capacity), rng, guard, policy)
 
 
 def _request(mechanism: str, epsilon: float, neighbouring: str, public_n: int | None, n_synthetic: int | None,
@@ -192,12 +220,13 @@ class _BudgetGuard:
 
 
 def _release(request: Request, schema: Schema, encode: Encoder, rng: RandomLike,
-             guard: Callable[[Schema], AbstractContextManager[object]]) -> SynthResult:
+             guard: Callable[[Schema], AbstractContextManager[object]], policy: DomainPolicy | None) -> SynthResult:
     """The in-memory path: the checks on the public inputs, then :func:`~privsyn_core.engine.pipeline.run_sequence`
     on the records that ``encode`` turns into the unit cube.
 
     ``encode(codec)`` returns the encoded records, the clip counts per column and the input's column names.
     ``guard(schema)`` reserves the release's epsilon in the ledger around the mechanism and the decoding.
+    ``policy`` is release mode's rule for out-of-domain values, already applied by ``encode``.
     """
     spec = request.spec
     codec = spec.codec(schema)  # a codec refuses what it cannot encode with its own error
@@ -211,7 +240,8 @@ def _release(request: Request, schema: Schema, encode: Encoder, rng: RandomLike,
     start = time.perf_counter()
     records = _Encoded(*encode(codec), schema=schema, codec=codec)
     timings = {"encode": time.perf_counter() - start}
-    return run_sequence(request, schema, codec, records, rng=generator, seed=seed, before_noise=guard, timings=timings)
+    return run_sequence(request, schema, codec, records, rng=generator, seed=seed, before_noise=guard, timings=timings,
+                        domain_policy=None if policy is None else policy.to_dict())
 
 
 class _Encoded:

@@ -136,7 +136,7 @@ class Records(Protocol[Drawn]):
 def run_sequence(request: Request, schema: Schema, codec: Codec, records: Records[Drawn], *,
                  rng: np.random.Generator, seed: int | None,
                  before_noise: Callable[[Schema], AbstractContextManager[object]],
-                 timings: dict[str, float]) -> SynthResult:
+                 timings: dict[str, float], domain_policy: dict[str, Any] | None = None) -> SynthResult:
     """Steps 1-5 of the module docstring on either path's records.
 
     Parameters
@@ -156,6 +156,9 @@ def run_sequence(request: Request, schema: Schema, codec: Codec, records: Record
     timings : dict
         The path's timings so far; ``mechanism``, ``mechanism.*`` and ``decode`` are added (on Dask ``decode``
         builds the lazy table: its rows are decoded when it is computed).
+    domain_policy : dict, optional
+        Release mode's rule for out-of-domain values (:meth:`privsyn_core.data.conform.DomainPolicy.to_dict`),
+        applied to the records before this step and stated in the release.
 
     Returns
     -------
@@ -179,7 +182,7 @@ def run_sequence(request: Request, schema: Schema, codec: Codec, records: Record
                         neighbouring=request.neighbouring, resolved=request.resolved, size=size,
                         n_synthetic=request.n_synthetic, seed=seed, unit_rows=synthetic.unit_rows,
                         clipped=records.clipped, timings=timings, n_records=records.n, left_out=records.left_out,
-                        diagnostics=synthetic.diagnostics)
+                        diagnostics=synthetic.diagnostics, domain_policy=domain_policy)
 
 
 @dataclass(frozen=True)
@@ -273,12 +276,13 @@ def assemble(spec: MechanismSpec, out: MechanismOutput, *, data: Any, schema: Sc
              neighbouring: str, resolved: dict[str, Any], size: PublicSize, n_synthetic: int | None,
              seed: int | None, unit_rows: np.ndarray | None, clipped: dict[str, int], timings: dict[str, float],
              n_records: int, left_out: list[str] | None = None,
-             diagnostics: dict[str, Any] | None = None) -> SynthResult:
+             diagnostics: dict[str, Any] | None = None, domain_policy: dict[str, Any] | None = None) -> SynthResult:
     """The :class:`SynthResult` of a run (both paths); checks the whole ledger first.
 
     ``n_records`` (the exact input size) and ``clipped`` only feed teaching warnings; ``left_out`` names
     the table's columns that the schema does not have (the column set is not private: neighbouring
-    tables differ in one record, never in their columns).
+    tables differ in one record, never in their columns); ``domain_policy`` is release mode's public rule for
+    out-of-domain values, stated in the release.
     """
     ledger = [*size.ledger, *out.ledger]
     total = check_ledger(spec, ledger, epsilon)
@@ -297,7 +301,7 @@ def assemble(spec: MechanismSpec, out: MechanismOutput, *, data: Any, schema: Sc
         diagnostics={**out.diagnostics, **(diagnostics or {}), "teaching_warnings": teaching_warnings},
         timings=timings, mechanism=spec.name, schema=schema.to_dict(), unit_rows=unit_rows, clipped=clipped,
         warnings=warnings, release_params=released_params(spec, resolved, out, size, n_synthetic, seed),
-        seed=seed, floating_point_exposure=spec.floating_point_exposure)
+        seed=seed, floating_point_exposure=spec.floating_point_exposure, domain_policy=domain_policy)
 
 
 def collapse_warnings(data: Any, schema: Schema) -> list[str]:

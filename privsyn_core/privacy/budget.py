@@ -127,20 +127,16 @@ def file_id(path: str | os.PathLike[str]) -> str:
 
 
 def dataset_id(data: Any) -> str:
-    """The identity of an in-memory table: the SHA-256 of its column names and of pandas' per-row hashes.
+    """The identity of an in-memory table (:func:`privsyn_core.data.identity.table_identity` on all its columns):
+    the same for its rows in any order, and for its CSV file read by the CLI.
 
-    Two tables with the same columns and the same rows in the same order have the same identity.  A table
-    that differs in one record is another dataset: releases on *versions* of a table that grows or changes
+    A table that differs in one record is another dataset: releases on *versions* of a table that grows or changes
     should be named by the operator (``dataset="..."``), so that they meet one budget.
     """
-    import pandas as pd
-
     from privsyn_core.data.domain import as_frame  # the frame synthesize reads: an array's columns get its names
+    from privsyn_core.data.identity import table_identity
 
-    frame = as_frame(data)
-    digest = hashlib.sha256(repr([str(c) for c in frame.columns]).encode("utf-8"))
-    digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
-    return digest.hexdigest()
+    return table_identity(as_frame(data))
 
 
 @dataclass(frozen=True)

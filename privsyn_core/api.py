@@ -30,7 +30,7 @@ from privsyn_core.validation import MAX_SYNTHETIC_ROWS, check_count, check_neigh
 #: What ``ledger=`` takes: a ledger, the path of its file, or ``None`` (nothing recorded).
 LedgerLike = budget.PrivacyLedger | str | os.PathLike[str] | None
 
-__all__ = ["synthesize", "synthesize_chunks", "check_epsilon", "MAX_SYNTHETIC_ROWS"]
+__all__ = ["synthesize", "synthesize_chunks", "count_replay", "check_epsilon", "MAX_SYNTHETIC_ROWS"]
 
 
 def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | dict | None = None,
@@ -173,6 +173,24 @@ def synthesize_chunks(chunks: Iterable[pd.DataFrame], mechanism: str, epsilon: f
     if policy is not None:
         chunks = (conform(chunk, schema, policy) for chunk in chunks)
     return _release(request, schema, lambda codec: _encode_chunks(codec, chunks, capacity), rng, guard, policy)
+
+
+def count_replay(data: Any, mechanism: str, epsilon: float, *, schema: Schema | dict | None, ledger: LedgerLike,
+                 neighbouring: str = "replace", n_synthetic: int | None = None, rng: RandomLike = None,
+                 public_n: int | None = None, dataset: str | None = None, **params: Any) -> None:
+    """Count in ``ledger`` a run of :func:`synthesize` whose result the caller kept (the app's cache of runs).
+
+    The reservation :func:`synthesize` takes for the same arguments, confirmed at once (no noise is drawn: the
+    output exists): a seeded run already in the ledger spends nothing new, any other is charged, and a run over
+    the budget is refused (:class:`~privsyn_core.privacy.budget.BudgetExceeded`) before the kept result is used.
+    """
+    request = _request(mechanism, epsilon, neighbouring, public_n, n_synthetic, params)
+    from privsyn_core.validation import resolve_schema
+    frame = as_frame(data)
+    schema = resolve_schema(schema, frame)
+    content = table_identity(frame, schema.names)
+    with _BudgetGuard.of(ledger, dataset or content, request, rng, content)(schema):
+        pass
 
 
 def _request(mechanism: str, epsilon: float, neighbouring: str, public_n: int | None, n_synthetic: int | None,

@@ -16,6 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from privsyn_core.data.datasets import two_blobs
+from privsyn_core.data.identity import table_identity
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 BUDGET_LABEL = "Budget for this data"
@@ -60,7 +61,7 @@ def release(at: AppTest, mechanism: str = "dp_histogram", epsilon: float = 1.0) 
 def spent(at: AppTest) -> float:
     from pages._support import ledger
 
-    return ledger.store().spent(at.session_state["data"]["sha256"])
+    return ledger.store().spent(table_identity(table()))
 
 
 def budget_fields(at: AppTest) -> list:
@@ -109,21 +110,22 @@ def test_2_a_session_opened_earlier_never_writes_its_stale_budget():
 
 
 def test_3_the_run_is_reserved_before_the_mechanism_runs(monkeypatch):
-    """Check, run, record were three steps: the page now reserves in the library before the mechanism runs, so a
-    second session checking while the first runs sees the first's epsilon already counted."""
-    import privsyn_core as ps
+    """Check, run, record were three steps: the page's run reserves in the library's release path before the
+    mechanism draws anything, so a second session checking while the first runs sees the first's epsilon already
+    counted."""
     from pages._support import ledger
+    from privsyn_core.engine import pipeline
 
     at = upload(new_app())
     budget_fields(at)[0].set_value(1.5).run()
     seen = []
-    real = ps.synthesize
+    real = pipeline.public_size  # the path's first step inside the reservation, before the mechanism
 
     def observing(*args, **kwargs):
-        seen.append(ledger.store().spent(at.session_state["data"]["sha256"]))
+        seen.append(ledger.store().spent(table_identity(table())))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ps, "synthesize", observing)
+    monkeypatch.setattr(pipeline, "public_size", observing)
     monkeypatch.setenv("PRIVSYN_RELEASE_ONLY", "1")  # release mode: a fresh synthesize per run
     monkeypatch.setenv("PRIVSYN_BUDGET", "1.5")
     at = reload_of(at)

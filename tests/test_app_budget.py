@@ -37,10 +37,13 @@ def table() -> pd.DataFrame:
     return pd.DataFrame(two_blobs(300, 2, rng=0) * 10 - 2, columns=["x", "y"])
 
 
-def upload(at: AppTest) -> AppTest:
+def upload(at: AppTest, text: str | None = None) -> AppTest:
+    """Upload ``text`` (default: :func:`table` as CSV) with a typed schema of its columns ``x`` and ``y``."""
     at.switch_page("pages/data.py").run()
     at.radio(key="w_source").set_value("Upload a CSV").run()
-    at.file_uploader[0].set_value(("mine.csv", table().to_csv(index=False).encode(), "text/csv")).run()
+    text = table().to_csv(index=False) if text is None else text
+    at.file_uploader[0].set_value(("mine.csv", text.encode(), "text/csv")).run()
+    at.multiselect(key="w_columns").set_value(["x", "y"]).run()
     at.session_state["schema_entries"] = {
         name: {"name": name, "kind": "numeric", "lo": -2.0, "hi": 8.0, "integer": False, "public": True,
                "source": "typed by the user"} for name in ("x", "y")}
@@ -187,3 +190,39 @@ def test_6_a_mechanism_calibrated_for_another_relation_is_not_run_until_the_user
     assert at.radio(key="w_neighbouring").value == "add_remove"
     assert next(b for b in at.button if b.label == "Run").disabled
     assert any("choose that relation above" in w.value for w in at.warning)
+
+
+def versions(frame: pd.DataFrame) -> list[str]:
+    """Seven CSV texts of the same records (line endings, trailing newline, row order, an unused column, float
+    format, column order)."""
+    text = frame.to_csv(index=False)
+    return [text, text.replace("\n", "\r\n"), text.rstrip("\n"), frame.iloc[::-1].to_csv(index=False),
+            frame.assign(note="unused").to_csv(index=False), frame.to_csv(index=False, float_format="%.17g"),
+            frame[["y", "x"]].to_csv(index=False)]
+
+
+def test_8_the_versions_of_one_table_share_one_budget(monkeypatch):
+    """Issue 37: the app keyed an upload by its bytes, so the same rows in another order started at "0 of 2
+    spent".  The seven versions of one table now meet one budget of 1.0 (two releases of 0.5 in all)."""
+    monkeypatch.setenv("PRIVSYN_RELEASE_ONLY", "1")
+    monkeypatch.setenv("PRIVSYN_BUDGET", "1")
+    passed = []
+    for k, text in enumerate(versions(table())):
+        at = release(upload(new_app(), text), epsilon=0.5)
+        if not errors(at):
+            passed.append(k)
+    assert len(passed) == 2, passed
+
+
+def test_9_an_operator_names_the_servers_one_dataset(monkeypatch):
+    """``PRIVSYN_DATASET``: every upload counts against one budget, whatever its records."""
+    from pages._support import ledger
+
+    monkeypatch.setenv("PRIVSYN_RELEASE_ONLY", "1")
+    monkeypatch.setenv("PRIVSYN_BUDGET", "1.5")
+    monkeypatch.setenv("PRIVSYN_DATASET", "clinic")
+    other = table().iloc[:200] * 0.5
+    first = release(upload(new_app()))
+    second = release(upload(new_app(), other.to_csv(index=False)))
+    assert not errors(first) and any("exceed its budget of 1.5" in e for e in errors(second))
+    assert ledger.store().spent("clinic") == 1.0

@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -119,16 +120,16 @@ def table_identity(frame: pd.DataFrame, columns: Iterable[str] | None = None) ->
     return digest.hexdigest()
 
 
-def file_identity(path: str | os.PathLike[str], columns: Iterable[str] | None = None) -> str:
-    """The identity of a CSV file's table, read in blocks of rows (:func:`privsyn_core.data.io.iter_csv`) as the
-    CLI's ``synth`` reads it; ``columns`` default to the file's."""
+def file_identity(path: str | os.PathLike[str] | bytes, columns: Iterable[str] | None = None) -> str:
+    """The identity of a CSV file's table (its path or its bytes), read in blocks of rows
+    (:func:`privsyn_core.data.io.iter_csv`) as the CLI's ``synth`` reads it; ``columns`` default to the file's."""
     from privsyn_core.data.io import iter_csv
 
-    with iter_csv(path) as chunks:
+    with iter_csv(path if isinstance(path, (str, bytes)) else Path(path)) as chunks:
         digest: IdentityDigest | None = None
         for block in chunks:
             digest = digest or IdentityDigest(list(block.columns) if columns is None else list(columns))
             digest.update(block)
     if digest is None:
-        raise DataError(f"{path} has no rows")
+        raise DataError("the table has no rows")
     return digest.hexdigest()

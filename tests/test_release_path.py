@@ -143,3 +143,25 @@ def test_release_mode_maps_each_record_by_the_declared_rule():
         ps.synthesize(table, "pmm", 1.0, schema=SCHEMA, release_mode=True, fallbacks={"city": "z"})
     with pytest.raises(ps.ParameterError, match="public schema"):
         ps.synthesize(table, "pmm", 1.0, release_mode=True)
+
+
+def test_a_stream_release_is_assembled_with_the_ledger_check_of_every_release(tmp_path, monkeypatch):
+    """The stream built its Release by hand, with no check that its ledger sums to its epsilon; it now goes through
+    the batch path's assemble step, which refuses a ledger that does not."""
+    import dataclasses
+
+    from privsyn_core import stream
+
+    schema = {"columns": [{"name": "a", "kind": "numeric", "lo": 0, "hi": 1}]}
+    opened = stream.open_stream(tmp_path / "s.json", schema, 1.0, create=True, depth=3, rng=1)
+    release = opened.add(pd.DataFrame({"a": np.linspace(0, 1, 50)}))
+    assert release.epsilon == 1.0 and release.neighbouring == "add_remove" and release.dp_valid
+    refresh = stream.Stream._refresh
+
+    def one_stage_lost(self, state):  # a plan whose ledger lost a stage, past the state file's own checks
+        refresh(self, state)
+        self.plan = dataclasses.replace(self.plan, ledger=self.plan.ledger[1:])
+
+    monkeypatch.setattr(stream.Stream, "_refresh", one_stage_lost)
+    with pytest.raises(RuntimeError, match="ledger sums to"):
+        opened.release()

@@ -251,7 +251,31 @@ def check_width(spec: MechanismSpec, d: int) -> None:
         raise ParameterError(f"{spec.name} {reason}")
 
 
-def check_ledger(spec: MechanismSpec, ledger: Ledger, epsilon: float) -> float:
+@dataclass(frozen=True)
+class Publisher:
+    """What :func:`assemble` reads of a mechanism that is not in the registry (the stream's online PMM); a
+    :class:`~privsyn_core.mechanisms.base.spec.MechanismSpec` has the same attributes.
+
+    Attributes
+    ----------
+    name : str
+        The mechanism's name in the release.
+    is_private : bool
+        Whether its ledger must sum to the epsilon claimed.
+    released, released_noisy : tuple of str
+        The names of its output parameters that may be published (see :func:`released_params`).
+    floating_point_exposure : str or None
+        ``None`` when every noise draw is exact integer noise.
+    """
+
+    name: str
+    is_private: bool
+    released: tuple[str, ...] = ()
+    released_noisy: tuple[str, ...] = ()
+    floating_point_exposure: str | None = None
+
+
+def check_ledger(spec: MechanismSpec | Publisher, ledger: Ledger, epsilon: float) -> float:
     """The ledger's exact sum; an internal error when a private mechanism's differs from ``epsilon``."""
     total = ledger_total(ledger)
     if spec.is_private and total != epsilon:
@@ -259,7 +283,7 @@ def check_ledger(spec: MechanismSpec, ledger: Ledger, epsilon: float) -> float:
     return total
 
 
-def released_params(spec: MechanismSpec, resolved: dict[str, Any], out: MechanismOutput, size: PublicSize,
+def released_params(spec: MechanismSpec | Publisher, resolved: dict[str, Any], out: MechanismOutput, size: PublicSize,
                     n_synthetic: int | None, seed: int | None) -> dict[str, Any]:
     """What of the parameters may be published: the user's (resolved), the mechanism's declared ones,
     the public count when it was declared or released noisily, and an explicit seed."""
@@ -272,7 +296,7 @@ def released_params(spec: MechanismSpec, resolved: dict[str, Any], out: Mechanis
     return params
 
 
-def assemble(spec: MechanismSpec, out: MechanismOutput, *, data: Any, schema: Schema, epsilon: float,
+def assemble(spec: MechanismSpec | Publisher, out: MechanismOutput, *, data: Any, schema: Schema, epsilon: float,
              neighbouring: str, resolved: dict[str, Any], size: PublicSize, n_synthetic: int | None,
              seed: int | None, unit_rows: np.ndarray | None, clipped: dict[str, int], timings: dict[str, float],
              n_records: int, left_out: list[str] | None = None,

@@ -16,7 +16,7 @@ from privsyn_core.data.codec import Codec
 from privsyn_core.data.conform import DomainPolicy, conform
 from privsyn_core.data.domain import Schema, as_frame
 from privsyn_core.data.identity import table_identity
-from privsyn_core.engine.pipeline import PublicSize, Request, Synthetic, run_sequence
+from privsyn_core.engine.pipeline import PublicSize, Request, Synthetic, run_on_array, run_sequence
 from privsyn_core.errors import DataError, ParameterError, SchemaError
 from privsyn_core.mechanisms.base.resources import check_rows
 from privsyn_core.mechanisms.base.rows import shuffle_rows
@@ -280,13 +280,11 @@ class _Encoded:
                 rng: np.random.Generator) -> tuple[MechanismOutput, np.ndarray]:
         """The mechanism's run function on the array; its output and its unit rows (its ``unit`` when it has no
         separate rows)."""
-        spec = request.spec
         unit = self.unit
         del self.unit  # the records are released once; the array goes when the run returns
-        out = spec.run(unit, size.mechanism_epsilon, neighbouring=request.neighbouring,
-                       n_synthetic=request.n_synthetic, rng=rng, size=size.value, **params)
+        out = run_on_array(request, unit, size, params, rng)
         if out.weights is not None and out.rows is None:
-            raise RuntimeError(f"internal error: weighted mechanism {spec.name} returned no rows")
+            raise RuntimeError(f"internal error: weighted mechanism {request.spec.name} returned no rows")
         return out, out.rows if out.rows is not None else out.unit
 
     def synthetic(self, out: MechanismOutput, rows: np.ndarray, rng: np.random.Generator) -> Synthetic:

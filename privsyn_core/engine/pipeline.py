@@ -168,9 +168,7 @@ def run_sequence(request: Request, schema: Schema, codec: Codec, records: Record
     spec = request.spec
     check_width(spec, records.width)
     with before_noise(schema):
-        size = public_size(spec, request.resolved, records.n, request.epsilon, request.neighbouring, request.public_n,
-                           rng)
-        params = {**request.resolved, **codec_stage_params(codec), **size_params(spec, size)}
+        size, params = mechanism_inputs(request, records.n, codec_stage_params(codec), rng)
         start = time.perf_counter()
         out, drawn = records.release(request, size, params, rng)
         timings["mechanism"] = time.perf_counter() - start
@@ -183,6 +181,28 @@ def run_sequence(request: Request, schema: Schema, codec: Codec, records: Record
                         n_synthetic=request.n_synthetic, seed=seed, unit_rows=synthetic.unit_rows,
                         clipped=records.clipped, timings=timings, n_records=records.n, left_out=records.left_out,
                         diagnostics=synthetic.diagnostics, domain_policy=domain_policy)
+
+
+def mechanism_inputs(request: Request, n: int, codec_params: dict[str, Any],
+                     rng: np.random.Generator) -> tuple[PublicSize, dict[str, Any]]:
+    """Step 2 of the module docstring and the parameters of step 3: the public count (:func:`public_size`) and
+    what the mechanism runs with (the user's parameters, the codec's public facts ``codec_params`` and
+    :func:`size_params`).  Shared by both paths and the privacy audit (:mod:`privsyn_core.evaluation.audit`)."""
+    spec = request.spec
+    size = public_size(spec, request.resolved, n, request.epsilon, request.neighbouring, request.public_n, rng)
+    return size, {**request.resolved, **codec_params, **size_params(spec, size)}
+
+
+def run_on_array(request: Request, unit: np.ndarray, size: PublicSize, params: dict[str, Any],
+                 rng: np.random.Generator) -> MechanismOutput:
+    """Step 3 on an encoded array: the mechanism's run function with what is left of epsilon after the count."""
+    return request.spec.run(unit, size.mechanism_epsilon, neighbouring=request.neighbouring,
+                            n_synthetic=request.n_synthetic, rng=rng, size=size.value, **params)
+
+
+def run_ledger(size: PublicSize, out: MechanismOutput) -> Ledger:
+    """The run's whole ledger: the noisy count's stage (if any), then the mechanism's."""
+    return [*size.ledger, *out.ledger]
 
 
 @dataclass(frozen=True)
@@ -308,7 +328,7 @@ def assemble(spec: MechanismSpec | Publisher, out: MechanismOutput, *, data: Any
     tables differ in one record, never in their columns); ``domain_policy`` is release mode's public rule for
     out-of-domain values, stated in the release.
     """
-    ledger = [*size.ledger, *out.ledger]
+    ledger = run_ledger(size, out)
     total = check_ledger(spec, ledger, epsilon)
     warnings = list(out.warnings) + collapse_warnings(data, schema)
     if left_out:

@@ -6,8 +6,9 @@ schema does not list) is refused with a message that quotes it to the data holde
 refused on the data's content and no message reads it; instead each value goes through a declared map
 (:func:`conform`) before the mechanism:
 
-* a numeric column: a number is clipped into the public bounds ``[lo, hi]`` (``±inf`` to the bound); a missing or
-  non-numeric value becomes the column's fallback;
+* a numeric column: a missing or non-numeric value becomes the column's fallback, ``±inf`` the bound on its side;
+  a finite number is left for the codec, which clips it into the public bounds ``[lo, hi]`` as in teaching mode
+  (and counts the clipped values for the teaching diagnostics only);
 * a categorical column: a value the category list does not name (compared as text, as the codecs do) or a
   missing value becomes the column's fallback category.
 
@@ -122,8 +123,10 @@ def _numeric(series: pd.Series, lo: float, hi: float, fallback: float) -> np.nda
         x = series.to_numpy(dtype=float, na_value=np.nan)
     else:
         x = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-    x = np.clip(x, lo, hi)  # NaN stays NaN
-    x[np.isnan(x)] = fallback
+    if np.isfinite(x).all():
+        return x  # may be a view of the caller's column: never written
+    x = x.copy()
+    x[np.isposinf(x)], x[np.isneginf(x)], x[np.isnan(x)] = hi, lo, fallback
     return x
 
 

@@ -165,3 +165,22 @@ def test_a_stream_release_is_assembled_with_the_ledger_check_of_every_release(tm
     monkeypatch.setattr(stream.Stream, "_refresh", one_stage_lost)
     with pytest.raises(RuntimeError, match="ledger sums to"):
         opened.release()
+
+
+def test_a_kept_run_is_counted_as_the_library_counts_a_replay(tmp_path):
+    """The app's cache of teaching runs counts a kept run through the library's reservation
+    (``api.count_replay``): free when the seeded run is in this dataset's ledger, charged on another dataset, and
+    refused over the budget."""
+    from privsyn_core.api import count_replay
+
+    ledger = budget.PrivacyLedger.create(tmp_path / "ledger.sqlite")
+    table, arguments = people(), {"schema": SCHEMA, "rng": 3, "ledger": ledger}
+    ps.synthesize(table, "pmm", 0.5, **arguments)
+    identity = table_identity(table, NAMES)
+    count_replay(table.iloc[::-1], "pmm", 0.5, **arguments)
+    assert ledger.spent(identity) == 0.5
+    count_replay(table, "pmm", 0.5, dataset="another session's ledger", **arguments)
+    assert ledger.spent("another session's ledger") == 0.5
+    ledger.set_budget(identity, 0.75)
+    with pytest.raises(budget.BudgetExceeded):
+        count_replay(table, "pmm", 0.5, **{**arguments, "rng": 4})

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import privsyn_core as ps
-from privsyn_core.engine import release
 from privsyn_core.data.datasets import two_blobs
+from privsyn_core.engine import release
 from privsyn_core.privacy import budget
 from privsyn_core.privacy.budget import BudgetExceeded, LedgerError, PrivacyLedger
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from privsyn_core.data.codec import Codec
-from privsyn_core.data.conform import DomainPolicy, conform
+from privsyn_core.data.conform import DomainPolicy, conform, conform_partition
 from privsyn_core.data.domain import Schema, as_frame
 from privsyn_core.data.identity import table_identity
 from privsyn_core.engine.pipeline import Request
@@ -74,9 +74,10 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
         Whoever sees this call's messages may not see the data (a release-only server): nothing is refused on the
         data's content and no message quotes a value, a row number or a count read off the records; values outside
         the schema's domain follow the public rule of :mod:`privsyn_core.data.conform` (clipped, or replaced by the
-        column's fallback), stated in the release (``Release.domain_policy``).  Requires a schema.  Without it
-        (teaching, the data holder's own session) a value the schema does not admit is refused with a message that
-        quotes it, so that the holder can fix the data.
+        column's fallback), stated in the release (``Release.domain_policy``).  Requires a schema (a Dask
+        DataFrame's partitions are mapped where they lie).  With ``False`` (teaching, the data holder's own
+        session) a value the schema does not admit is refused with a message that quotes it, so that the holder
+        can fix the data.
     fallbacks : dict, optional
         Release mode: per column, the value a missing or out-of-domain value becomes (public; default
         :func:`~privsyn_core.data.conform.default_fallback`).
@@ -91,14 +92,17 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
     request = _request(mechanism, epsilon, neighbouring, public_n, n_synthetic, params)
     from privsyn_core.engine import dask_backend
     if dask_backend.is_dask_frame(data):
-        if release_mode:
-            raise ParameterError("release_mode is not available for a Dask DataFrame; conform its partitions first "
-                                 "(privsyn_core.data.conform)")
         if ledger is not None and dataset is None:
             raise ParameterError("a Dask DataFrame released against a ledger needs dataset='<its name>' (its "
                                  "content is not hashed: that would read every partition once more)")
         guard = BudgetGuard.of(ledger, dataset, request, rng, content=None)
-        return dask_backend.synthesize_dask(data, request, schema=schema, rng=rng, before_noise=guard)
+        policy = None
+        if release_mode and schema is not None:  # (a missing schema is named by the Dask path)
+            schema = Schema.from_dict(schema) if isinstance(schema, dict) else schema
+            policy = DomainPolicy.of(schema, fallbacks)
+            data = data.map_partitions(conform_partition, schema, policy, meta=policy.meta(schema))
+        return dask_backend.synthesize_dask(data, request, schema=schema, rng=rng, before_noise=guard,
+                                            domain_policy=None if policy is None else policy.to_dict())
     from privsyn_core.validation import resolve_schema
     if release_mode and schema is None:
         raise ParameterError("release_mode needs a public schema (a domain read off the data is not private)")

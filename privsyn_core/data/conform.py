@@ -33,7 +33,7 @@ from privsyn_core.data.domain import Column, Schema
 from privsyn_core.data.values import check_frame
 from privsyn_core.errors import SchemaError
 
-__all__ = ["DomainPolicy", "conform", "default_fallback"]
+__all__ = ["DomainPolicy", "conform", "conform_partition", "default_fallback"]
 
 
 def default_fallback(column: Column) -> Any:
@@ -72,6 +72,12 @@ class DomainPolicy:
             value = given.get(column.name, default_fallback(column))
             chosen[column.name] = _checked_fallback(column, value)
         return cls(chosen)
+
+    def meta(self, schema: Schema) -> pd.DataFrame:
+        """The empty table :func:`conform` gives on ``schema`` (a Dask partition's meta): float64 numeric columns,
+        object categorical ones."""
+        return pd.DataFrame({c.name: pd.Series(dtype=float if c.kind == "numeric" else object)
+                             for c in schema.columns})
 
     def to_dict(self) -> dict[str, Any]:
         """The rule as the release states it."""
@@ -116,6 +122,11 @@ def conform(frame: pd.DataFrame, schema: Schema, policy: DomainPolicy) -> pd.Dat
         else:
             out[column.name] = _categorical(series, column.category_list, fallback)
     return pd.DataFrame(out, columns=schema.names)
+
+
+def conform_partition(frame: pd.DataFrame, schema: Schema, policy: DomainPolicy) -> pd.DataFrame:
+    """:func:`conform` on one partition of a Dask table, which may be empty (then :meth:`DomainPolicy.meta`)."""
+    return policy.meta(schema) if len(frame) == 0 else conform(frame, schema, policy)
 
 
 def _numeric(series: pd.Series, lo: float, hi: float, fallback: float) -> np.ndarray:

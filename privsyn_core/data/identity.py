@@ -55,25 +55,32 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
+def _number_hashes(numbers: np.ndarray) -> np.ndarray:
+    """The cell hashes of float64 numbers (``-0.0`` as ``0.0``; NaN is left to the caller)."""
+    return _mix((numbers + 0.0).view(np.uint64))
+
+
 def cell_hashes(series: pd.Series) -> np.ndarray:
     """One uint64 per value of a column: a number by its float64 bits, text by pandas' SipHash of its UTF-8 bytes
-    (:func:`pandas.util.hash_array`, fixed key), a missing value by a marker."""
+    (:func:`pandas.util.hash_array`, fixed key), a missing value by a marker.
+
+    A column that is not numeric is read through its distinct values (:func:`pandas.factorize`): each is parsed
+    and hashed once.
+    """
     if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
         numbers = series.to_numpy(dtype=float, na_value=np.nan)
-        text = None
-    else:
-        numbers = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-        text = series
-    numbers = numbers + 0.0  # -0.0 is 0.0
-    hashes = _mix(numbers.view(np.uint64).copy())
-    unparsed = np.isnan(numbers)
-    if unparsed.any():
-        hashes[unparsed] = _MISSING
-        if text is not None:
-            words = text[unparsed & text.notna().to_numpy()]
-            if len(words):
-                hashes[unparsed & text.notna().to_numpy()] = _mix(
-                    pd.util.hash_array(words.astype(str).to_numpy(dtype=object)) ^ _TEXT)
+        hashes = _number_hashes(numbers)
+        hashes[np.isnan(numbers)] = _MISSING
+        return hashes
+    codes, distinct = pd.factorize(series)  # a missing value: code -1
+    values = pd.Series(np.asarray(distinct, dtype=object), dtype=object)
+    numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    text = np.isnan(numbers)
+    distinct_hashes = _number_hashes(np.where(text, 0.0, numbers))
+    if text.any():
+        distinct_hashes[text] = _mix(pd.util.hash_array(values[text].astype(str).to_numpy(dtype=object)) ^ _TEXT)
+    hashes = distinct_hashes[codes]
+    hashes[codes < 0] = _MISSING
     return hashes
 
 

@@ -3,7 +3,8 @@ arguments checked, then the release path (:mod:`privsyn_core.engine.release`, :m
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,7 @@ import pandas as pd
 from privsyn_core.data.codec import Codec
 from privsyn_core.data.conform import DomainPolicy, conform, conform_partition
 from privsyn_core.data.domain import Schema, as_frame
-from privsyn_core.data.identity import table_identity
+from privsyn_core.data.identity import IdentityDigest, table_identity
 from privsyn_core.engine.pipeline import Request
 from privsyn_core.engine.release import BudgetGuard, LedgerLike, encode_chunks, release_encoded
 from privsyn_core.errors import ParameterError, SchemaError
@@ -125,8 +126,9 @@ def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | di
 def synthesize_chunks(chunks: Iterable[pd.DataFrame], mechanism: str, epsilon: float, *, schema: Schema | dict,
                       capacity: int = 0, neighbouring: str = "replace", n_synthetic: int | None = None,
                       rng: RandomLike = None, public_n: int | None = None, ledger: LedgerLike = None,
-                      dataset: str | None = None, content: str | None = None, release_mode: bool = False,
-                      fallbacks: dict[str, Any] | None = None, **params: Any) -> SynthResult:
+                      dataset: str | None = None, identity: IdentityDigest | None = None,
+                      release_mode: bool = False, fallbacks: dict[str, Any] | None = None,
+                      **params: Any) -> SynthResult:
     """:func:`synthesize` on a table given as blocks of rows, never held whole (the CLI's large files).
 
     Each block is checked against the public ``schema`` and encoded (the codec maps each record on its
@@ -148,27 +150,39 @@ def synthesize_chunks(chunks: Iterable[pd.DataFrame], mechanism: str, epsilon: f
         Rows to allocate before the first block (an upper bound such as
         :attr:`~privsyn_core.data.io.CsvChunks.max_rows` avoids any copy); ``0``: the first block's size.
     dataset : str, optional
-        Required with a ``ledger``: the blocks are never held whole, so their content is not hashed here
-        (the CLI passes the file's identity, :func:`~privsyn_core.data.identity.file_identity`).
-    content : str, optional
-        The content's identity when ``dataset`` is a name (lets a seeded run already in the ledger spend
-        nothing new: the same seed on the same content gives the same output).
+        The dataset's name in the ledger; default: the identity of the blocks' records, computed as they are
+        encoded (:class:`~privsyn_core.data.identity.IdentityDigest`, the identity :func:`synthesize` gives the
+        whole table), before the reservation.
+    identity : IdentityDigest, optional
+        The digest to update with the blocks (on the schema's columns), for a caller that needs the identity
+        afterwards (the CLI prints the dataset's budget); a new one when not given.
     **others
         As for :func:`synthesize`.
     """
-    if ledger is not None and dataset is None:
-        raise ParameterError("synthesize_chunks with a ledger needs dataset= (for a file: "
-                             "privsyn_core.data.identity.file_identity(path, schema.names))")
     request = _request(mechanism, epsilon, neighbouring, public_n, n_synthetic, params)
     if not isinstance(schema, (Schema, dict)):
         raise SchemaError(f"synthesize_chunks needs a public schema (a Schema or a dict), got {type(schema).__name__}; "
                           "to propose one from the data, read the whole table and call synthesize")
     schema = Schema.from_dict(schema) if isinstance(schema, dict) else schema
-    guard = BudgetGuard.of(ledger, dataset, request, rng, content)
     policy = DomainPolicy.of(schema, fallbacks) if release_mode else None
+    digest = identity or IdentityDigest(schema.names)
+    if ledger is not None or identity is not None:
+        chunks = _hashed(chunks, digest)
+
+    def guard(schema: Schema) -> AbstractContextManager[object]:  # called once every block is encoded
+        content = digest.hexdigest() if ledger is not None else None
+        return BudgetGuard.of(ledger, dataset or content, request, rng, content)(schema)
+
     if policy is not None:
         chunks = (conform(chunk, schema, policy) for chunk in chunks)
     return release_encoded(request, schema, lambda codec: encode_chunks(codec, chunks, capacity), rng, guard, policy)
+
+
+def _hashed(chunks: Iterable[pd.DataFrame], digest: IdentityDigest) -> Iterator[pd.DataFrame]:
+    """The blocks as they come, each added to ``digest`` first (on its raw values, before any release-mode map)."""
+    for chunk in chunks:
+        digest.update(chunk)
+        yield chunk
 
 
 def count_replay(data: Any, mechanism: str, epsilon: float, *, schema: Schema | dict | None, ledger: LedgerLike,

@@ -37,7 +37,7 @@ from typing import Any, NoReturn
 
 from privsyn_core.api import synthesize, synthesize_chunks
 from privsyn_core.data.domain import Schema
-from privsyn_core.data.identity import file_identity
+from privsyn_core.data.identity import IdentityDigest, file_identity
 from privsyn_core.data.io import atomic_open, iter_csv, read_csv, read_schema, write_csv
 from privsyn_core.errors import OutputError, PrivsynError
 from privsyn_core.privacy import budget
@@ -262,7 +262,8 @@ def _spec_dict(spec) -> dict[str, Any]:
 _OPTIONS_NOT_PARAMS: dict[str, str | None] = {"epsilon": "--epsilon", "schema": "--schema", "mechanism": "--mechanism",
                        "neighbouring": "--neighbouring", "n_synthetic": "--n-synthetic", "rng": "--seed",
                        "seed": "--seed", "public_n": "--public-n", "ledger": "--ledger", "dataset": "--dataset",
-                       "content": "--dataset", "capacity": None}
+                       "identity": "--dataset", "capacity": None, "release_mode": "--release-mode",
+                       "fallbacks": "--fallback"}
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
@@ -288,11 +289,11 @@ def _cmd_synth(args: argparse.Namespace) -> int:
         result = synthesize(table, args.mechanism, args.epsilon, schema=None, dataset=dataset, **params)
     else:  # the file is read in blocks of rows, each encoded into the mechanism's array and dropped
         schema = read_schema(args.schema)
-        content = file_identity(args.input, schema.names)  # one pass over the file before the release's pass
-        dataset = args.dataset or content
+        identity = IdentityDigest(schema.names)  # the records' identity, computed in the same pass
         with iter_csv(args.input) as chunks:
             result = synthesize_chunks(chunks, args.mechanism, args.epsilon, schema=schema, capacity=chunks.max_rows,
-                                       content=content, dataset=dataset, **params)
+                                       dataset=args.dataset, identity=identity, **params)
+        dataset = args.dataset or identity.hexdigest()
     release = result.release()
     # Both files are complete on disk before either is renamed into place; any failure removes both.
     with contextlib.ExitStack() as stack:

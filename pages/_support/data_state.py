@@ -223,17 +223,17 @@ DATASET_ENV = "PRIVSYN_DATASET"
 def ledger_id() -> str:
     """The current dataset's identity in the privacy ledger (never shown).
 
-    The operator's ``PRIVSYN_DATASET`` name when set (a release-only server serving one population: every upload
-    counts against one budget).  Else an upload: the identity of its records on the chosen columns
+    An upload: the operator's ``PRIVSYN_DATASET`` name when set (a release-only server serving one population:
+    every upload counts against one budget), else the identity of its records on the chosen columns
     (:func:`privsyn_core.data.identity.table_identity`, as the library and the CLI's ``budget set DATA.csv
-    --schema S.json`` compute it: any row order, float format or line endings).  A bundled sample: that identity
+    --schema S.json`` compute it: any row order, float format or line endings).  A bundled sample: its identity
     qualified by this browser session, so a classroom of sessions on one sample does not share one ledger (a
     reload is a new session and starts a new one).
     """
-    named = os.environ.get(DATASET_ENV, "").strip()
-    if named:
-        return named
     data = st.session_state.data
+    named = os.environ.get(DATASET_ENV, "").strip()
+    if named and not data.get("sample"):
+        return named
     identity = _identity(data["sha256"], tuple(columns()))
     if not data.get("sample"):
         return identity

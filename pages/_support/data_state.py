@@ -230,6 +230,7 @@ def ledger_id() -> str:
     qualified by this browser session, so a classroom of sessions on one sample does not share one ledger (a
     reload is a new session and starts a new one).
     """
+    table()  # a clear error when there is no data
     data = st.session_state.data
     named = os.environ.get(DATASET_ENV, "").strip()
     if named and not data.get("sample"):

@@ -113,7 +113,7 @@ if found:
                                              "(the last run keeps its own); each new run is a release in the ledger."):
             progress = st.progress(0.0)
             st.session_state.compare = cmp.run_many(
-                chosen, key, execute=lambda k: execute(k, label=", Compare"), evaluate=evaluate_result,
+                chosen, key, execute=execute, evaluate=evaluate_result,
                 progress=lambda share, text: progress.progress(share, text=text))
         compare = st.session_state.compare
         if compare:

@@ -2,7 +2,15 @@
 
 ``synth`` counts every release in the persistent privacy ledger (:mod:`privsyn_core.privacy.budget`; ``--ledger``,
 default :func:`~privsyn_core.privacy.budget.default_path`) before any output is written, and is refused when the
-release would exceed the dataset's budget.  The budget is the operator's: ``budget init | set | show``.
+release would exceed the dataset's budget.  The budget is the operator's: ``budget init | set | show``.  A dataset
+is keyed by the identity of its records as the schema reads them (:mod:`privsyn_core.data.identity`: ``budget set
+DATA.csv --schema S.json`` binds ``synth DATA.csv ... --schema S.json`` and a script's ``synthesize(pd.read_csv(
+"DATA.csv"), schema=S)`` alike), or by the operator's ``--dataset`` name.
+
+A value the schema does not admit is refused with a message that quotes it, for the data holder at the terminal.
+With ``--release-mode`` (whoever reads the output may not see the data) nothing is refused on the data's content
+and no message reads it: out-of-domain values follow the declared rule of :mod:`privsyn_core.data.conform`, which
+the release's ``--report`` states.
 
 Bad input, including a bad command line, ends with a one-line error naming the problem and
 exit status 2, never a traceback.  With ``--schema``, ``synth`` reads its input in blocks of rows
@@ -29,6 +37,7 @@ from typing import Any, NoReturn
 
 from privsyn_core.api import synthesize, synthesize_chunks
 from privsyn_core.data.domain import Schema
+from privsyn_core.data.identity import IdentityDigest, file_identity
 from privsyn_core.data.io import atomic_open, iter_csv, read_csv, read_schema, write_csv
 from privsyn_core.errors import OutputError, PrivsynError, UsageError
 from privsyn_core.privacy import budget
@@ -117,6 +126,12 @@ def _parser() -> argparse.ArgumentParser:
     synth.add_argument("--report", type=Path, help="also write the release's JSON metadata (ledger, parameters, "
                                                    "schema): safe to publish with the rows")
     synth.add_argument("--force", action="store_true", help="overwrite the output and report files if they exist")
+    synth.add_argument("--release-mode", action="store_true",
+                       help="whoever reads this command's output may not see the data: no value is refused or quoted; "
+                            "out-of-domain values are clipped or replaced by each column's fallback (needs --schema)")
+    synth.add_argument("--fallback", action="append", default=[], metavar="COLUMN=VALUE",
+                       help="--release-mode: the value a missing or out-of-domain value of COLUMN becomes (default: "
+                            "the midpoint of its bounds, or its first category)")
     _ledger_options(synth)
     synth.set_defaults(handler=_cmd_synth)
 
@@ -152,13 +167,13 @@ def _parser() -> argparse.ArgumentParser:
     bset = bud_sub.add_parser("set", help="set a dataset's budget (total epsilon of every release on it)")
     bset.add_argument("data", type=Path, help="the dataset's CSV file (identified by its content)")
     bset.add_argument("epsilon", help="the total epsilon, or 'none' to remove the dataset's own budget")
-    _ledger_options(bset)
+    _identity_options(bset)
     bset.set_defaults(handler=_cmd_budget_set)
     show = bud_sub.add_parser("show", help="a dataset's budget, totals per relation and last releases")
     show.add_argument("data", type=Path, help="the dataset's CSV file (identified by its content)")
     show.add_argument("--last", type=int, default=10, help="how many of the last releases to list (default 10)")
     show.add_argument("--json", action="store_true", help="print JSON")
-    _ledger_options(show)
+    _identity_options(show)
     show.set_defaults(handler=_cmd_budget_show)
     from privsyn_core import stream_cli  # stream open|add|release|status: handlers in their own module
 
@@ -172,8 +187,22 @@ def _default_ledger_words() -> str:
 
 def _ledger_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ledger", type=Path, help=f"the privacy ledger's file (default: {_default_ledger_words()})")
-    parser.add_argument("--dataset", help="the dataset's name in the ledger (default: the SHA-256 of the input "
-                                          "file's bytes); name versions of a changing table alike")
+    parser.add_argument("--dataset", help="the dataset's name in the ledger (default: the identity of the records "
+                                          "as the schema reads them, in any row order or float format); name "
+                                          "versions of a changing table alike")
+
+
+def _identity_options(parser: argparse.ArgumentParser) -> None:
+    """A ``budget`` command's options: the ledger's, and the schema whose columns the dataset's identity reads."""
+    _ledger_options(parser)
+    parser.add_argument("--schema", type=Path, help="the schema the releases use: the identity reads its columns "
+                                                    "(default: every column of the file)")
+
+
+def _dataset(args: argparse.Namespace, path: Path, schema: Schema | None) -> str:
+    """The dataset's key in the ledger: the operator's ``--dataset``, else the identity of the file's records
+    on the schema's columns (:func:`~privsyn_core.data.identity.file_identity`, as ``synthesize`` computes it)."""
+    return args.dataset or file_identity(path, None if schema is None else schema.names)
 
 
 #: Options whose value may look like an option to argparse (``--epsilon -inf``, ``--epsilon -1``).
@@ -229,7 +258,8 @@ def _spec_dict(spec) -> dict[str, Any]:
 _OPTIONS_NOT_PARAMS: dict[str, str | None] = {"epsilon": "--epsilon", "schema": "--schema", "mechanism": "--mechanism",
                        "neighbouring": "--neighbouring", "n_synthetic": "--n-synthetic", "rng": "--seed",
                        "seed": "--seed", "public_n": "--public-n", "ledger": "--ledger", "dataset": "--dataset",
-                       "content": "--dataset", "capacity": None}
+                       "identity": "--dataset", "capacity": None, "release_mode": "--release-mode",
+                       "fallbacks": "--fallback"}
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
@@ -240,20 +270,26 @@ def _cmd_synth(args: argparse.Namespace) -> int:
             option = _OPTIONS_NOT_PARAMS[key]
             raise UsageError(f"--param {key}=... is not a mechanism parameter" + (f"; use {option}" if option else ""))
     get_mechanism(args.mechanism)  # an unknown name is named before the input is read
+    if args.release_mode and (args.schema is None or args.diagnostics):
+        raise UsageError("--release-mode needs --schema (a domain read off the data is not private) and refuses "
+                         "--diagnostics (read off the raw data)")
+    if args.fallback and not args.release_mode:
+        raise UsageError("--fallback applies with --release-mode only")
     ledger = budget.PrivacyLedger(args.ledger)
     params.update(neighbouring=args.neighbouring, n_synthetic=args.n_synthetic, public_n=args.public_n,
-                  rng=_seed(args.seed), ledger=ledger)
+                  rng=_seed(args.seed), ledger=ledger, release_mode=args.release_mode,
+                  fallbacks=dict(_split_param(f, "--fallback") for f in args.fallback) or None)
     if args.schema is None:  # a schema proposed from the data needs the whole table
         table = read_csv(args.input)
-        content = budget.file_id(args.input)  # hashed once the reader accepted the file
-        result = synthesize(table, args.mechanism, args.epsilon, schema=None, dataset=args.dataset or content,
-                            **params)
+        dataset = _dataset(args, args.input, None)
+        result = synthesize(table, args.mechanism, args.epsilon, schema=None, dataset=dataset, **params)
     else:  # the file is read in blocks of rows, each encoded into the mechanism's array and dropped
+        schema = read_schema(args.schema)
+        identity = IdentityDigest(schema.names)  # the records' identity, computed in the same pass
         with iter_csv(args.input) as chunks:
-            schema = read_schema(args.schema)
-            content = budget.file_id(args.input)
             result = synthesize_chunks(chunks, args.mechanism, args.epsilon, schema=schema, capacity=chunks.max_rows,
-                                       content=content, dataset=args.dataset or content, **params)
+                                       dataset=args.dataset, identity=identity, **params)
+        dataset = args.dataset or identity.hexdigest()
     release = result.release()
     # Both files are complete on disk before either is renamed into place; any failure removes both.
     with contextlib.ExitStack() as stack:
@@ -270,7 +306,7 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     print(f"wrote {release.n_synthetic} synthetic rows to {args.output} "
           f"({release.mechanism}, epsilon={release.epsilon:g}, {release.neighbouring}, "
           f"dp_valid={release.dp_valid}{seed})")
-    print(_budget_line(ledger, args.dataset or content))
+    print(_budget_line(ledger, dataset))
     return 0
 
 
@@ -289,7 +325,7 @@ def _cmd_budget_init(args: argparse.Namespace) -> int:
 
 def _cmd_budget_set(args: argparse.Namespace) -> int:
     ledger = budget.PrivacyLedger(args.ledger)
-    dataset = args.dataset or budget.file_id(args.data)
+    dataset = _dataset(args, args.data, _load_schema(args.schema))
     if args.epsilon.strip().lower() == "none":
         ledger.set_budget(dataset, None)
     else:
@@ -300,7 +336,7 @@ def _cmd_budget_set(args: argparse.Namespace) -> int:
 
 def _cmd_budget_show(args: argparse.Namespace) -> int:
     ledger = budget.PrivacyLedger(args.ledger)
-    dataset = args.dataset or budget.file_id(args.data)
+    dataset = _dataset(args, args.data, _load_schema(args.schema))
     spends = ledger.spends(dataset, last=max(args.last, 0))
     if args.json:
         print(json.dumps({"ledger": str(ledger.path), "budget": ledger.budget(dataset),
@@ -420,10 +456,10 @@ def _same_file(a: Path, b: Path) -> bool:
     return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
-def _split_param(text: str) -> tuple[str, str]:
+def _split_param(text: str, option: str = "--param") -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise PrivsynError(f"--param expects K=V, got {text!r}")
+        raise PrivsynError(f"{option} expects K=V, got {text!r}")
     return key.strip(), value.strip()
 
 

@@ -92,6 +92,9 @@ class SynthResult:
     floating_point_exposure : str or None
         The mechanism's declaration (``MechanismSpec.floating_point_exposure``): ``None`` when every noise
         draw is exact integer noise, else the continuous noise it samples in floating point.
+    domain_policy : dict or None
+        Release mode only: the public rule the records went through before the mechanism (out-of-domain values
+        clipped or replaced by declared fallbacks, :mod:`privsyn_core.data.conform`); ``None`` otherwise.
     """
 
     data: pd.DataFrame
@@ -112,6 +115,7 @@ class SynthResult:
     release_params: dict[str, Any] = field(default_factory=dict)
     seed: int | None = None
     floating_point_exposure: str | None = None
+    domain_policy: dict[str, Any] | None = None
 
     def release(self) -> Release:
         """What may be published, and nothing else (see :class:`Release`): each of its fields is the field of the
@@ -166,6 +170,8 @@ class Release:
     floating_point_exposure : str or None
         ``None`` when every noise draw is exact integer noise; else the continuous noise the mechanism
         samples in floating point (public: a property of the mechanism, never of the data).
+    domain_policy : dict or None
+        As on :class:`SynthResult` (public: the rule and the declared fallbacks, never what they changed).
     """
 
     data: pd.DataFrame
@@ -181,6 +187,7 @@ class Release:
     warnings: tuple[str, ...]
     seed: int | None = None
     floating_point_exposure: str | None = None
+    domain_policy: dict[str, Any] | None = None
 
     @property
     def n_synthetic(self) -> int:
@@ -201,5 +208,6 @@ class Release:
             "n_synthetic": self.n_synthetic,
             "warnings": warnings,
             "floating_point_exposure": self.floating_point_exposure,
+            "domain_policy": self.domain_policy,
             "noise": noise_statement(self.floating_point_exposure),
         }

@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from privsyn_core.data.domain import Schema, as_frame
+from privsyn_core.engine.pipeline import PublicSize, Publisher, assemble
 from privsyn_core.errors import DataError, OutputError, ParameterError, PrivsynError, SchemaError, StreamError
 from privsyn_core.mechanisms.online import online_pmm
 from privsyn_core.mechanisms.online.continual import CounterState, keyed_rng
@@ -62,7 +63,7 @@ from privsyn_core.mechanisms.online.online_pmm import LevelGroup, StreamCounters
 from privsyn_core.privacy.accounting import check_epsilon
 from privsyn_core.privacy.budget import PrivacyLedger
 from privsyn_core.privacy.noise import RandomLike, resolve_rng
-from privsyn_core.result import Release
+from privsyn_core.result import MechanismOutput, Release
 from privsyn_core.validation import MAX_SYNTHETIC_ROWS, check_count
 
 FORMAT = "privsyn-stream"
@@ -70,6 +71,11 @@ VERSION = 2
 #: Versions this library reads (1: fixed depth, one counter; 2: groups of levels).
 READABLE = (1, 2)
 MECHANISM = "online_pmm"
+#: The relation of every stream release (event level: ``online_pmm.RELATION`` says it in words).
+NEIGHBOURING = "add_remove"
+#: What a stream release says of its mechanism (:func:`~privsyn_core.engine.pipeline.assemble`): private, exact
+#: integer noise (the counters' discrete Laplace draws).
+STREAM_PUBLISHER = Publisher(MECHANISM, is_private=True)
 
 
 def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: float | None = None, *,
@@ -245,6 +251,9 @@ class Stream:
         return _partition_leaves(batch, self.schema, depth)
 
     def _release(self, counters: StreamCounters, n_synthetic: int | None, state: dict[str, Any]) -> Release:
+        """The step's release, assembled as every batch release is (:func:`~privsyn_core.engine.pipeline.assemble`:
+        the ledger summed against the stream's epsilon, the release's warnings); its parameters are public (the
+        stream's settings and functions of the released counts)."""
         step, depth = counters.step, counters.depth
         label = f"sample/{step}" + ("" if n_synthetic is None else f"/{n_synthetic}")
         plan = online_pmm.synthetic_plan(counters.released(), self.plan.d, keyed_rng(_key(state))(label),
@@ -253,18 +262,16 @@ class Stream:
         warnings = []
         if plan.total == 0:
             warnings.append(f"the noisy total count at step {step} is 0: no synthetic rows were released")
-        if not self.schema.dp_valid:
-            warnings.append("the domain (bounds/categories) was read off the data: the result is not "
-                            "differentially private")
         params = {**state["params"], **self._depth_params(depth, counters.opened), "step": step, "leaves": 2 ** depth,
                   "resolution": online_pmm.level_diameter(depth, self.plan.d),
                   "counter": "hybrid binary tree (Chan, Shi, Song 2011)", "consistency": "proportional",
-                  "sample": "uniform", "synthetic_size": int(plan.total), "n_synthetic": n_synthetic,
-                  "privacy_unit": online_pmm.RELATION}
-        return Release(data=self.schema.decode(rows), unit=rows, weights=None, mechanism=MECHANISM,
-                       epsilon=self.epsilon, ledger=list(self.plan.ledger), neighbouring="add_remove",
-                       dp_valid=self.schema.dp_valid, schema=self.schema.to_dict(), params=params,
-                       warnings=tuple(warnings), seed=state["seed"])
+                  "sample": "uniform", "synthetic_size": int(plan.total), "privacy_unit": online_pmm.RELATION}
+        out = MechanismOutput(unit=rows, ledger=list(self.plan.ledger), warnings=warnings)
+        result = assemble(STREAM_PUBLISHER, out, data=self.schema.decode(rows), schema=self.schema,
+                          epsilon=self.epsilon, neighbouring=NEIGHBOURING, resolved=params,
+                          size=PublicSize(None, "unused", [], self.epsilon), n_synthetic=n_synthetic,
+                          seed=state["seed"], unit_rows=rows, clipped={}, timings={}, n_records=0)
+        return result.release()
 
 
 def _partition_leaves(batch: Any, schema: Schema, depth: int) -> np.ndarray:

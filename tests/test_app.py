@@ -20,6 +20,8 @@ from streamlit.testing.v1 import AppTest
 
 import privsyn_core as ps
 from privsyn_core.data.datasets import two_blobs
+from privsyn_core.data.identity import table_identity
+from privsyn_core.data.io import read_csv
 from privsyn_core.errors import ResourceError
 from privsyn_core.reporting import comparison, figures as F
 from privsyn_core.reporting.figures import NOT_PRIVATE
@@ -32,11 +34,13 @@ W1 = comparison.info("w1").label  # the metric tables are indexed by plain names
 
 
 def ledger_key(at: AppTest) -> str:
-    """The app's current data in the ledger: an upload by its content, a bundled sample per session."""
+    """The app's current data in the ledger (every column chosen): an upload by the identity of its records, a
+    bundled sample per session."""
     data = at.session_state["data"]
+    identity = table_identity(read_csv(data["bytes"]))
     if not data.get("sample"):
-        return data["sha256"]
-    return f"{data['sha256']}:session:{at.session_state['ledger_session']}"
+        return identity
+    return f"{identity}:session:{at.session_state['ledger_session']}"
 
 
 def spends(at: AppTest) -> list[dict]:

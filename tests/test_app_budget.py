@@ -16,6 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from privsyn_core.data.datasets import two_blobs
+from privsyn_core.data.identity import table_identity
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 BUDGET_LABEL = "Budget for this data"
@@ -36,10 +37,13 @@ def table() -> pd.DataFrame:
     return pd.DataFrame(two_blobs(300, 2, rng=0) * 10 - 2, columns=["x", "y"])
 
 
-def upload(at: AppTest) -> AppTest:
+def upload(at: AppTest, text: str | None = None) -> AppTest:
+    """Upload ``text`` (default: :func:`table` as CSV) with a typed schema of its columns ``x`` and ``y``."""
     at.switch_page("pages/data.py").run()
     at.radio(key="w_source").set_value("Upload a CSV").run()
-    at.file_uploader[0].set_value(("mine.csv", table().to_csv(index=False).encode(), "text/csv")).run()
+    text = table().to_csv(index=False) if text is None else text
+    at.file_uploader[0].set_value(("mine.csv", text.encode(), "text/csv")).run()
+    at.multiselect(key="w_columns").set_value(["x", "y"]).run()
     at.session_state["schema_entries"] = {
         name: {"name": name, "kind": "numeric", "lo": -2.0, "hi": 8.0, "integer": False, "public": True,
                "source": "typed by the user"} for name in ("x", "y")}
@@ -60,7 +64,7 @@ def release(at: AppTest, mechanism: str = "dp_histogram", epsilon: float = 1.0) 
 def spent(at: AppTest) -> float:
     from pages._support import ledger
 
-    return ledger.store().spent(at.session_state["data"]["sha256"])
+    return ledger.store().spent(table_identity(table()))
 
 
 def budget_fields(at: AppTest) -> list:
@@ -109,21 +113,22 @@ def test_2_a_session_opened_earlier_never_writes_its_stale_budget():
 
 
 def test_3_the_run_is_reserved_before_the_mechanism_runs(monkeypatch):
-    """Check, run, record were three steps: the page now reserves in the library before the mechanism runs, so a
-    second session checking while the first runs sees the first's epsilon already counted."""
-    import privsyn_core as ps
+    """Check, run, record were three steps: the page's run reserves in the library's release path before the
+    mechanism draws anything, so a second session checking while the first runs sees the first's epsilon already
+    counted."""
     from pages._support import ledger
+    from privsyn_core.engine import pipeline
 
     at = upload(new_app())
     budget_fields(at)[0].set_value(1.5).run()
     seen = []
-    real = ps.synthesize
+    real = pipeline.public_size  # the path's first step inside the reservation, before the mechanism
 
     def observing(*args, **kwargs):
-        seen.append(ledger.store().spent(at.session_state["data"]["sha256"]))
+        seen.append(ledger.store().spent(table_identity(table())))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ps, "synthesize", observing)
+    monkeypatch.setattr(pipeline, "public_size", observing)
     monkeypatch.setenv("PRIVSYN_RELEASE_ONLY", "1")  # release mode: a fresh synthesize per run
     monkeypatch.setenv("PRIVSYN_BUDGET", "1.5")
     at = reload_of(at)
@@ -185,3 +190,39 @@ def test_6_a_mechanism_calibrated_for_another_relation_is_not_run_until_the_user
     assert at.radio(key="w_neighbouring").value == "add_remove"
     assert next(b for b in at.button if b.label == "Run").disabled
     assert any("choose that relation above" in w.value for w in at.warning)
+
+
+def versions(frame: pd.DataFrame) -> list[str]:
+    """Seven CSV texts of the same records (line endings, trailing newline, row order, an unused column, float
+    format, column order)."""
+    text = frame.to_csv(index=False)
+    return [text, text.replace("\n", "\r\n"), text.rstrip("\n"), frame.iloc[::-1].to_csv(index=False),
+            frame.assign(note="unused").to_csv(index=False), frame.to_csv(index=False, float_format="%.17g"),
+            frame[["y", "x"]].to_csv(index=False)]
+
+
+def test_8_the_versions_of_one_table_share_one_budget(monkeypatch):
+    """Issue 37: the app keyed an upload by its bytes, so the same rows in another order started at "0 of 2
+    spent".  The seven versions of one table now meet one budget of 1.0 (two releases of 0.5 in all)."""
+    monkeypatch.setenv("PRIVSYN_RELEASE_ONLY", "1")
+    monkeypatch.setenv("PRIVSYN_BUDGET", "1")
+    passed = []
+    for k, text in enumerate(versions(table())):
+        at = release(upload(new_app(), text), epsilon=0.5)
+        if not errors(at):
+            passed.append(k)
+    assert len(passed) == 2, passed
+
+
+def test_9_an_operator_names_the_servers_one_dataset(monkeypatch):
+    """``PRIVSYN_DATASET``: every upload counts against one budget, whatever its records."""
+    from pages._support import ledger
+
+    monkeypatch.setenv("PRIVSYN_RELEASE_ONLY", "1")
+    monkeypatch.setenv("PRIVSYN_BUDGET", "1.5")
+    monkeypatch.setenv("PRIVSYN_DATASET", "clinic")
+    other = table().iloc[:200] * 0.5
+    first = release(upload(new_app()))
+    second = release(upload(new_app(), other.to_csv(index=False)))
+    assert not errors(first) and any("exceed its budget of 1.5" in e for e in errors(second))
+    assert ledger.store().spent("clinic") == 1.0

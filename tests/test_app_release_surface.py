@@ -34,6 +34,8 @@ from streamlit.testing.v1 import AppTest
 
 import privsyn_core as ps
 from privsyn_core.data.datasets import two_blobs
+from privsyn_core.data.identity import table_identity
+from privsyn_core.data.io import read_csv
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGES = ["pages/data.py", "pages/synthesize.py", "pages/partitions.py", "pages/tsp.py", "pages/compare.py",
@@ -108,8 +110,7 @@ def surface(at: AppTest, release: ps.Release | None) -> list[str]:
                 continue
             if el.type in ("dataframe", "arrow_data_frame"):
                 df = el.value.reset_index(drop=True)
-                if rows is not None and list(df.columns) == list(rows.columns) and len(df) <= len(rows) and \
-                        np.allclose(df.to_numpy(float), rows.head(len(df)).to_numpy(float), rtol=0, atol=1e-3):
+                if rows is not None and _first_rows(df, rows):
                     continue  # the synthetic rows (rounded to the shown decimals)
                 text = df.to_csv(index=False)
             else:  # the proto, less the per-session ids of files served on click
@@ -117,6 +118,21 @@ def surface(at: AppTest, release: ps.Release | None) -> list[str]:
                 text = re.sub(r"\$\$ID-[0-9a-f]+-", "$$ID-", text)  # widget ids hash the same labels and keys
             out.append(f"{page} {el.type}: {text}")
     return out
+
+
+def _first_rows(shown: pd.DataFrame, rows: pd.DataFrame) -> bool:
+    """Whether ``shown`` is the first rows of the synthetic table ``rows`` (numbers to the shown decimals)."""
+    if list(shown.columns) != list(rows.columns) or len(shown) > len(rows):
+        return False
+    head = rows.head(len(shown))
+    for name in shown.columns:
+        if pd.api.types.is_numeric_dtype(head[name]):
+            same = np.allclose(shown[name].to_numpy(float), head[name].to_numpy(float), rtol=0, atol=1e-3)
+        else:
+            same = bool((shown[name].astype(str).to_numpy() == head[name].astype(str).to_numpy()).all())
+        if not same:
+            return False
+    return True
 
 
 def _release_svgs(release: ps.Release) -> set[str]:
@@ -195,3 +211,59 @@ def test_the_surface_comparison_detects_what_teaching_mode_shows(monkeypatch):
     shown = [surface(app_on(df, "dp_histogram", "add_remove", False, monkeypatch), None) for df in (a, b)]
     diff = [(x, y) for x, y in zip(*shown, strict=False) if x != y]  # teaching mode may show more elements
     assert any(f"{len(a):,} rows" in x for x, _ in diff), "teaching mode shows n: the comparison must see it"
+
+
+#: Values of records that no message may quote in release mode (issue 37).
+SECRETS = ("Jane Doe 1961-04-02", "alice_smith", "bob_jones")
+
+
+def table_with_secrets() -> pd.DataFrame:
+    """Records outside a schema with categories ``['a', 'b']`` and bounds ``[0, 1]``: text in a numeric column, a
+    missing value (row 7), unlisted categories, a value above its bound."""
+    df = pd.DataFrame({"x": two_blobs(40, 1, rng=5)[:, 0].astype(object), "c": ["a", "b"] * 20})
+    df.loc[3, "x"], df.loc[7, "x"], df.loc[9, "x"] = SECRETS[0], None, 7.5
+    df.loc[5, "c"], df.loc[11, "c"] = SECRETS[1], SECRETS[2]
+    return df
+
+
+def run_on_secrets(monkeypatch, release_only: bool) -> AppTest:
+    if release_only:
+        monkeypatch.setenv("PRIVSYN_RELEASE_ONLY", "1")
+        monkeypatch.setenv("PRIVSYN_BUDGET", "3")
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("pages/data.py").run()
+    at.radio(key="w_source").set_value("Upload a CSV").run()
+    at.file_uploader[0].set_value(("people.csv", table_with_secrets().to_csv(index=False).encode(), "text/csv")).run()
+    at.session_state["schema_entries"] = {
+        "x": {"name": "x", "kind": "numeric", "lo": 0.0, "hi": 1.0, "integer": False, "public": True,
+              "source": "typed by the user"},
+        "c": {"name": "c", "kind": "categorical", "categories": ["a", "b"], "public": True,
+              "source": "typed by the user"}}
+    at.switch_page("pages/synthesize.py").run()
+    at.selectbox(key="w_mechanism").set_value("dp_histogram").run()
+    next(b for b in at.button if b.label == "Run").click().run()
+    return at
+
+
+def test_a_release_only_server_quotes_no_value_and_states_its_domain_rule(monkeypatch):
+    """Issue 37: on a release-only server the error box showed the values a schema did not admit (an answer that is
+    exact, not DP).  Now nothing is refused on the data's content: the records go through the declared rule
+    (clipped, or the column's fallback), which the release states, and no page shows a value, a row number or a
+    count of the records."""
+    at = run_on_secrets(monkeypatch, release_only=True)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    release = at.session_state["result"].release()
+    assert release.domain_policy == {"rule": release.domain_policy["rule"], "fallbacks": {"x": 0.5, "c": "a"}}
+    shown = "\n".join(surface(at, release)).replace("\\", "")  # Markdown escapes the underscores
+    assert not [s for s in SECRETS if s in shown] and "rows [" not in shown
+
+
+def test_the_same_records_are_quoted_to_the_data_holder_in_teaching_mode(monkeypatch):
+    """The detection case of the test above: in teaching mode the refusal quotes a value (the data holder's own
+    session), so the check for secrets on the page can fail."""
+    from pages._support import ledger
+
+    at = run_on_secrets(monkeypatch, release_only=False)
+    assert any(s in e.value.replace("\\", "") for e in at.error for s in SECRETS), [e.value for e in at.error]
+    identity = table_identity(read_csv(at.session_state["data"]["bytes"]))
+    assert ledger.store().count(identity) == 0, "a run the library refuses before any noise is not charged"

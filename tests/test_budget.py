@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import privsyn_core as ps
-from privsyn_core import api
 from privsyn_core.data.datasets import two_blobs
+from privsyn_core.engine import release
 from privsyn_core.errors import BudgetExceeded, LedgerError
 from privsyn_core.privacy import budget
 from privsyn_core.privacy.budget import PrivacyLedger
@@ -272,7 +272,7 @@ def test_synthesize_reserves_before_the_mechanism_and_refuses_over_the_budget(le
     ps.synthesize(X, "pmm", 1.0, schema=schema, ledger=ledger)
     assert ledger.totals(data) == {"replace": 1.0}
     ran = []
-    monkeypatch.setattr(api._Encoded, "release", lambda *a, **k: ran.append(1))
+    monkeypatch.setattr(release.Encoded, "release", lambda *a, **k: ran.append(1))
     with pytest.raises(BudgetExceeded):
         ps.synthesize(X, "pmm", 1.0, schema=schema, ledger=ledger)
     assert ran == [], "a refused release never reaches the mechanism"

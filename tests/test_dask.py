@@ -215,3 +215,19 @@ def test_a_cluster_without_workers_fails_clearly_instead_of_hanging(files, monke
         with pytest.raises(ps.errors.ClusterError, match="no worker for 2 s"):
             ps.synthesize(_read(files, "parquet"), "pmm", EPSILON, schema=SCHEMA, rng=0)
         assert time.monotonic() - start < 60
+
+
+def test_release_mode_maps_the_partitions_as_the_in_memory_path_maps_the_table(files, small_blocks, monkeypatch):
+    """Issue 37: release mode on a Dask table gives the in-memory release mode's release with the same seed (the
+    declared rule applied partition by partition, never a refusal that quotes a value)."""
+    monkeypatch.setattr(dask_backend, "_distributed_client", lambda: None)
+    frame = pd.DataFrame(two_blobs(N, 2, rng=4), columns=["x0", "x1"]).astype({"x0": object})
+    frame.loc[[3, 50], "x0"] = ["Jane Doe 1961-04-02", None]
+    ddf = dd.from_pandas(frame, npartitions=8)
+    kwargs = dict(schema=ps.unit_schema(2), rng=6, release_mode=True, fallbacks={"x0": 0.25})
+    with dask.config.set(scheduler="threads"):
+        on_dask = ps.synthesize(ddf, "kd_grid", EPSILON, **kwargs)
+        synthetic = on_dask.data.compute()
+    in_memory = ps.synthesize(frame, "kd_grid", EPSILON, **kwargs)
+    _assert_same_release(in_memory, on_dask, synthetic)
+    assert on_dask.release().domain_policy == in_memory.release().domain_policy

@@ -13,10 +13,10 @@ then coincide too.
 
 Channels: the API (:meth:`SynthResult.release` and its ``to_dict``, the output's columns and
 dtypes, whether and how it fails), the CLI (``--report`` JSON, stdout, stderr, the CSV's header
-and dtypes) and the HTML report in release mode.  The app's release mode has its own test
-(``tests/test_app_release_surface.py``).  A new private mechanism is covered by registering it; a
-non-private one (``bootstrap``, ``microagg_anon``) releases records or k-anonymous averages, so its
-release only has to say that it is not private.
+and dtypes; with ``--release-mode`` also on a record outside the schema) and the HTML report in release mode.
+The app's release mode has its own test (``tests/test_app_release_surface.py``).  A new private mechanism is
+covered by registering it; a non-private one (``bootstrap``, ``microagg_anon``) releases records or k-anonymous
+averages, so its release only has to say that it is not private.
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ def test_marginal_tree_tree_branch_release_is_identical_on_neighbours(relation, 
 
 
 def _cli(tmp_path, data: pd.DataFrame, name: str, relation: str, schema: dict, public_n: int | None,
-         tag: str) -> dict[str, Any]:
+         tag: str, *extra: str) -> dict[str, Any]:
     folder = tmp_path / tag
     folder.mkdir()
     (folder / "in.csv").write_bytes(to_csv_bytes(data))
@@ -182,6 +182,7 @@ def _cli(tmp_path, data: pd.DataFrame, name: str, relation: str, schema: dict, p
             "--schema", str(folder / "schema.json"), "--neighbouring", relation, "--seed", str(SEED),
             "--report", str(folder / "report.json")]
     argv += ["--public-n", str(public_n)] if public_n is not None else []
+    argv += list(extra)
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
         status = cli_main(argv)
@@ -207,6 +208,31 @@ def test_cli_report_and_output_are_identical_on_neighbours(name, relation, mode,
         _shifted_count_noise(monkeypatch, len(before) - len(after))
     second = _cli(tmp_path, after, name, relation, schema, public_n, "d_prime")
     assert first == second, f"{name}, {relation}: {label}"
+
+
+#: Values of one record that no message may quote in release mode (issue 37).
+SECRETS = ("Jane Doe 1961-04-02", "alice_smith")
+
+
+@pytest.mark.parametrize("relation", ["replace", "add_remove"])
+def test_cli_release_mode_answers_alike_whatever_one_record_holds(relation, monkeypatch, tmp_path):
+    """Issue 37: a refusal quoted the values a schema did not admit (an exact answer about the data).  With
+    ``--release-mode`` a neighbour whose one record holds text in a numeric column, a category the schema does not
+    list and a missing value gets the same exit status, stdout, stderr and report as the table without it (the
+    record goes through the declared rule); without it the refusal quotes the record (the detection case)."""
+    schema = {"columns": [*_schema(2)["columns"], {"name": "c", "kind": "categorical", "categories": ["a", "b"]}]}
+    before = _base(300, 2).assign(c=np.where(np.arange(300) % 2, "a", "b")).astype({"x0": object, "x1": object})
+    secret = pd.DataFrame({"x0": [SECRETS[0]], "x1": [None], "c": [SECRETS[1]]})
+    after = pd.concat([before.iloc[1:] if relation == "replace" else before, secret], ignore_index=True)
+    seen = []
+    for tag, data in (("d", before), ("d_prime", after)):
+        if tag == "d_prime" and relation == "add_remove":
+            _shifted_count_noise(monkeypatch, -1)
+        seen.append(_cli(tmp_path, data, "dp_histogram", relation, schema, None, tag, "--release-mode"))
+    assert seen[0]["status"] == 0 and seen[0] == seen[1]
+    assert seen[1]["report"]["domain_policy"]["fallbacks"] == {"x0": 0.5, "x1": 0.5, "c": "a"}
+    teaching = _cli(tmp_path, after, "dp_histogram", relation, schema, None, "teaching")  # refused before any noise
+    assert teaching["status"] == 2 and any(s in teaching["stderr"] for s in SECRETS)
 
 
 def _html(result: ps.SynthResult) -> str:

@@ -1,7 +1,8 @@
 """Output rows carry no order (issue 28, item 4): the row number says nothing about the values.
 
 Every registered mechanism's rows are a uniformly random permutation (a row plan's blocks,
-:mod:`privsyn_core.mechanisms.base.rows`; every other mechanism's rows in :meth:`privsyn_core.api._Encoded.synthetic`).
+:mod:`privsyn_core.mechanisms.base.rows`; every other mechanism's rows in
+:meth:`privsyn_core.engine.release.Encoded.synthetic`).
 Test: the Spearman correlation ``rho_j`` between the row number and column ``j``.  Under a uniformly random order
 independent of the values, ``rho_j`` is the Pearson correlation of a random permutation of the row numbers with
 fixed (mid)ranks: ``E rho_j = 0`` and ``Var rho_j = 1 / (m - 1)`` exactly for ``m`` rows, ties included.  With the

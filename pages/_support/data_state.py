@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import secrets
 
 import numpy as np
@@ -17,6 +18,7 @@ import pandas as pd
 import streamlit as st
 
 import privsyn_core as ps
+from privsyn_core.data.identity import table_identity
 from privsyn_core.data.io import read_csv
 from privsyn_core.data.values import select_columns
 from privsyn_core.reporting import report
@@ -214,19 +216,39 @@ def data_id() -> str:
     return st.session_state.data["sha256"]
 
 
+#: Operator setting: every release of the server counts against one dataset of this name (one population served).
+DATASET_ENV = "PRIVSYN_DATASET"
+
+
 def ledger_id() -> str:
     """The current dataset's identity in the privacy ledger (never shown).
 
-    An upload: the SHA-256 of its bytes, shared by every session and by the CLI (``budget set DATA.csv``).  A
-    bundled sample: that digest qualified by this browser session, so a classroom of sessions on one sample
-    does not share one ledger (a reload is a new session and starts a new one).
+    An upload: the operator's ``PRIVSYN_DATASET`` name when set (a release-only server serving one population:
+    every upload counts against one budget), else the identity of its records on the chosen columns
+    (:func:`privsyn_core.data.identity.table_identity`, as the library and the CLI's ``budget set DATA.csv
+    --schema S.json`` compute it: any row order, float format or line endings).  A bundled sample: its identity
+    qualified by this browser session, so a classroom of sessions on one sample does not share one ledger (a
+    reload is a new session and starts a new one).
     """
     table()  # a clear error when there is no data
     data = st.session_state.data
+    named = os.environ.get(DATASET_ENV, "").strip()
+    if named and not data.get("sample"):
+        return named
+    identity = _identity(data["sha256"], tuple(columns()))
     if not data.get("sample"):
-        return data["sha256"]
+        return identity
     session = st.session_state.setdefault("ledger_session", secrets.token_hex(16))
-    return f"{data['sha256']}:session:{session}"
+    return f"{identity}:session:{session}"
+
+
+def _identity(sha256: str, chosen: tuple[str, ...]) -> str:
+    """The identity of the current table on ``chosen`` columns, computed once per table and choice a session."""
+    kept = st.session_state.setdefault("identities", {})
+    key = f"{sha256}:{json.dumps(chosen)}"
+    if key not in kept:
+        kept[key] = table_identity(select_columns(table(), list(chosen)) if chosen else table())
+    return kept[key]
 
 
 def real_of(result: ps.SynthResult) -> pd.DataFrame:

@@ -2,10 +2,11 @@
 
 One file for the app, the CLI and scripts: ``$PRIVSYN_LEDGER``, else ``ledger.sqlite`` in the data folder
 (``$PRIVSYN_DATA_DIR``, default ``app-data/`` next to ``app.py``).  An uploaded table is identified by its
-content (the SHA-256 of the file's bytes: the CLI's ``budget set DATA.csv`` names the same dataset); a bundled
-sample gets a ledger per browser session (:func:`pages._support.data_state.ledger_id`), so a classroom does not
-share one list.  A release reserves its epsilon in one transaction that checks the budget
-(:func:`reserve`) before the mechanism runs.  On a release-only server the budget is the operator's
+records (:func:`pages._support.data_state.ledger_id`: the CLI's ``budget set DATA.csv --schema S.json`` names
+the same dataset), or by the operator's ``PRIVSYN_DATASET``; a bundled sample gets a ledger per browser session,
+so a classroom does not share one list.  A run reserves its epsilon through the library's release path
+(:func:`privsyn_core.synthesize` with :func:`store`), in one transaction that checks the budget, before the
+mechanism draws anything.  On a release-only server the budget is the operator's
 (``PRIVSYN_BUDGET`` or ``python -m privsyn_core budget set``) and a release with no budget at all is refused;
 a session can only tighten a budget (:func:`tighten_budget`).  Nothing here is shown in release mode but
 totals, labels and epsilons; the data's hash is the key, never displayed.

@@ -1,5 +1,5 @@
 """Runs and their metrics, cached by a run's JSON key (never by a DataFrame, which Streamlit hashes from a
-sample above 50k rows), each recorded in the privacy ledger.
+sample above 50k rows), each recorded in the privacy ledger by the library's release path.
 
 A run is kept as the object itself, not pickled (``st.cache_data``): a PMM result at 10^5 rows pickles to
 12 MB (its tree diagnostics), which cost 0.14 s to store and 0.02 s to copy back on every read, a third of an
@@ -20,6 +20,7 @@ import pandas as pd
 import streamlit as st
 
 import privsyn_core as ps
+from privsyn_core.api import count_replay
 from privsyn_core.reporting import report
 
 from . import ledger as store, shared, state, table_cache
@@ -60,15 +61,16 @@ RUNS: table_cache.BoundedCache[ps.SynthResult] = table_cache.BoundedCache(result
                                                                           default_mb=RUN_CACHE_MB)
 
 
-def _cached_run(key_json: str, frame: pd.DataFrame) -> ps.SynthResult:
-    """The run of ``key_json`` on ``frame``: kept in :data:`RUNS` when it fits its budget."""
+def _cached_run(key: dict[str, Any], arguments: dict[str, Any]) -> ps.SynthResult:
+    """The teaching run of ``key``: kept in :data:`RUNS` when it fits its budget.  A kept run is counted in the
+    ledger again as the library counts a replay (:func:`privsyn_core.api.count_replay`: free when the seeded run
+    is in this dataset's ledger already)."""
+    key_json = json.dumps(key, sort_keys=True)
     found = RUNS.get(key_json)
     if found is not None:
+        count_replay(frame(), key["mechanism"], key["epsilon"], rng=key["seed"], **arguments)
         return found
-    key = json.loads(key_json)
-    result = _frozen(ps.synthesize(frame, key["mechanism"], key["epsilon"], schema=key["schema"],
-                                   neighbouring=key["neighbouring"], n_synthetic=key["n_synthetic"],
-                                   rng=key["seed"], **key["params"]))
+    result = _frozen(ps.synthesize(frame(), key["mechanism"], key["epsilon"], rng=key["seed"], **arguments))
     RUNS.keep_if_fits(key_json, result)
     return result
 
@@ -82,24 +84,22 @@ def _frozen(result: ps.SynthResult) -> ps.SynthResult:
     return result
 
 
-def execute(key: dict[str, Any], label: str = "") -> ps.SynthResult:
-    """Run (cached in teaching mode; a fresh secure release in release mode), its epsilon reserved first.
+def execute(key: dict[str, Any]) -> ps.SynthResult:
+    """Run through the library's release path (:func:`privsyn_core.synthesize` with the app's ledger and the
+    dataset's identity, :func:`pages._support.data_state.ledger_id`): the library checks the input, then reserves
+    the epsilon in one transaction that checks the budget, then draws; a run it refuses before any noise costs
+    nothing, a run that fails once started stays counted.
 
-    The library's ledger checks the budget and records the spend in one transaction before the mechanism
-    runs (:func:`pages._support.ledger.reserve`): two sessions clicking Run together cannot both pass the
-    check on the same total.  A run already in the ledger (teaching mode: same data, settings and seed)
-    spends nothing new; a run that fails once started stays counted.
+    Release mode: a fresh secure release with the library's ``release_mode`` (no value of the data is refused or
+    quoted; out-of-domain values follow the declared rule the release states).  Teaching mode: cached
+    (:func:`_cached_run`).
     """
-    run_key = None if release_mode() else json.dumps(key, sort_keys=True)
-    private = ps.get_mechanism(key["mechanism"]).is_private and ps.Schema.from_dict(key["schema"]).dp_valid
-    kind = "release" if release_mode() else "teaching run"
-    with store.reserve(ledger_id(), float(key["epsilon"]), relation=key["neighbouring"], mechanism=key["mechanism"],
-                       label=f"{key['mechanism']} ({kind}{label})", private=private, run_key=run_key):
-        if release_mode():
-            return ps.synthesize(frame(), key["mechanism"], key["epsilon"], schema=key["schema"],
-                                 neighbouring=key["neighbouring"], n_synthetic=key["n_synthetic"],
-                                 rng=state.release_rng(), **key["params"])
-        return _cached_run(json.dumps(key, sort_keys=True), frame())
+    arguments = {"schema": key["schema"], "neighbouring": key["neighbouring"], "n_synthetic": key["n_synthetic"],
+                 "ledger": store.store(), "dataset": ledger_id(), **key["params"]}
+    if release_mode():
+        return ps.synthesize(frame(), key["mechanism"], key["epsilon"], rng=state.release_rng(), release_mode=True,
+                             **arguments)
+    return _cached_run(key, arguments)
 
 
 @st.cache_data(max_entries=24, show_spinner="Computing the metrics on the real data (not private)...")

@@ -94,7 +94,7 @@ def _ledger_panel(did: str) -> None:
 
 #: How many of the last spends the sidebar lists (the totals count every one).
 LAST_SPENDS = 8
-OPERATOR_COMMAND = "python -m privsyn_core budget set DATA.csv EPSILON"
+OPERATOR_COMMAND = "python -m privsyn_core budget set DATA.csv EPSILON --schema SCHEMA.json"
 
 
 def _budget_control(did: str, cap: float | None) -> None:

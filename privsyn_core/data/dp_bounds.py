@@ -22,6 +22,12 @@ A mechanism needs a public domain ``[lo, hi]`` per column.  Reading it off the d
    ``tail`` and ``1 - tail`` rounded outwards to bucket edges.  When no bucket survives
    (too little budget for this ``n``) the whole public range is returned with a warning.
 
+A value that is not a number (missing, or text) is left out of its column's counts and an infinite one falls
+into the outermost bucket, so no value of the data is refused or quoted (a release-only server's users may not
+see the data).  Leaving a record out is a per-record filter, a 1-stable transformation (McSherry, "Privacy
+Integrated Queries", SIGMOD 2009, Thm. 1): two neighbouring tables stay within one record added, removed or
+replaced of each other, which moves the histogram by at most ``Delta`` in :math:`\ell_1` under either relation.
+
 Each column is a separate query on the same records, so the columns share the budget by
 sequential composition: the ledger gives each column ``epsilon / d`` and sums to
 ``epsilon`` exactly (:func:`privsyn_core.privacy.accounting.split_epsilon`).  At most a ``tail``
@@ -164,13 +170,12 @@ def dp_bounds(df: pd.DataFrame, columns: Sequence[str], epsilon: float, *, neigh
 
 
 def _numeric_column(df: pd.DataFrame, name: str) -> np.ndarray:
+    """The column's values that are numbers (module docstring: the others are left out, never named)."""
     if name not in df.columns:
         raise DataError(f"unknown column {name!r}; the table has {list(map(str, df.columns))}")
     series = df[name]
-    if not pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series):
-        raise DataError(f"column {name!r} is not numeric: DP bounds are for numeric columns; "
-                        "type its categories in the schema instead")
-    x = series.to_numpy(dtype=float, na_value=np.nan)
-    if not np.isfinite(x).all():
-        raise DataError(f"column {name!r} has missing or infinite values; drop or impute them first")
-    return x
+    if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
+        x = series.to_numpy(dtype=float, na_value=np.nan)
+    else:
+        x = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    return x[~np.isnan(x)]

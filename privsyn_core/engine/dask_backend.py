@@ -72,12 +72,14 @@ def staged_mechanisms() -> list[str]:
 
 
 def synthesize_dask(ddf: Any, request: Request, *, schema: Schema | dict | None, rng: Any,
-                    before_noise: Callable[[Schema], AbstractContextManager[object]]) -> SynthResult:
+                    before_noise: Callable[[Schema], AbstractContextManager[object]],
+                    domain_policy: dict[str, Any] | None = None) -> SynthResult:
     """The Dask path of :func:`privsyn_core.synthesize` (module docstring); ``request`` already checked there.
 
     The input is checked and its rows counted here, then :func:`~privsyn_core.engine.pipeline.run_sequence` runs
     on the partitions (:class:`Partitions`); ``before_noise(schema)`` (the ledger's reservation) is entered there,
-    before the first noise is drawn, and left when the result is assembled.
+    before the first noise is drawn, and left when the result is assembled.  ``domain_policy``: release mode's rule,
+    already mapped over the partitions, stated in the release.
     """
     columns = list(ddf.columns)
     stages, schema, codec, ddf = _checked_input(ddf, request.spec, schema)
@@ -92,7 +94,7 @@ def synthesize_dask(ddf: Any, request: Request, *, schema: Schema | dict | None,
     records = Partitions(ddf, stages, codec, n=n, width=len(schema.names),
                          left_out=[str(c) for c in columns if c not in schema.names])
     return run_sequence(request, schema, codec, records, rng=generator, seed=seed, before_noise=before_noise,
-                        timings=timings)
+                        timings=timings, domain_policy=domain_policy)
 
 
 class Partitions:

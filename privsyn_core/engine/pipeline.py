@@ -136,7 +136,7 @@ class Records(Protocol[Drawn]):
 def run_sequence(request: Request, schema: Schema, codec: Codec, records: Records[Drawn], *,
                  rng: np.random.Generator, seed: int | None,
                  before_noise: Callable[[Schema], AbstractContextManager[object]],
-                 timings: dict[str, float]) -> SynthResult:
+                 timings: dict[str, float], domain_policy: dict[str, Any] | None = None) -> SynthResult:
     """Steps 1-5 of the module docstring on either path's records.
 
     Parameters
@@ -156,6 +156,9 @@ def run_sequence(request: Request, schema: Schema, codec: Codec, records: Record
     timings : dict
         The path's timings so far; ``mechanism``, ``mechanism.*`` and ``decode`` are added (on Dask ``decode``
         builds the lazy table: its rows are decoded when it is computed).
+    domain_policy : dict, optional
+        Release mode's rule for out-of-domain values (:meth:`privsyn_core.data.conform.DomainPolicy.to_dict`),
+        applied to the records before this step and stated in the release.
 
     Returns
     -------
@@ -165,9 +168,7 @@ def run_sequence(request: Request, schema: Schema, codec: Codec, records: Record
     spec = request.spec
     check_width(spec, records.width)
     with before_noise(schema):
-        size = public_size(spec, request.resolved, records.n, request.epsilon, request.neighbouring, request.public_n,
-                           rng)
-        params = {**request.resolved, **codec_stage_params(codec), **size_params(spec, size)}
+        size, params = mechanism_inputs(request, records.n, codec_stage_params(codec), rng)
         start = time.perf_counter()
         out, drawn = records.release(request, size, params, rng)
         timings["mechanism"] = time.perf_counter() - start
@@ -179,7 +180,29 @@ def run_sequence(request: Request, schema: Schema, codec: Codec, records: Record
                         neighbouring=request.neighbouring, resolved=request.resolved, size=size,
                         n_synthetic=request.n_synthetic, seed=seed, unit_rows=synthetic.unit_rows,
                         clipped=records.clipped, timings=timings, n_records=records.n, left_out=records.left_out,
-                        diagnostics=synthetic.diagnostics)
+                        diagnostics=synthetic.diagnostics, domain_policy=domain_policy)
+
+
+def mechanism_inputs(request: Request, n: int, codec_params: dict[str, Any],
+                     rng: np.random.Generator) -> tuple[PublicSize, dict[str, Any]]:
+    """Step 2 of the module docstring and the parameters of step 3: the public count (:func:`public_size`) and
+    what the mechanism runs with (the user's parameters, the codec's public facts ``codec_params`` and
+    :func:`size_params`).  Shared by both paths and the privacy audit (:mod:`privsyn_core.evaluation.audit`)."""
+    spec = request.spec
+    size = public_size(spec, request.resolved, n, request.epsilon, request.neighbouring, request.public_n, rng)
+    return size, {**request.resolved, **codec_params, **size_params(spec, size)}
+
+
+def run_on_array(request: Request, unit: np.ndarray, size: PublicSize, params: dict[str, Any],
+                 rng: np.random.Generator) -> MechanismOutput:
+    """Step 3 on an encoded array: the mechanism's run function with what is left of epsilon after the count."""
+    return request.spec.run(unit, size.mechanism_epsilon, neighbouring=request.neighbouring,
+                            n_synthetic=request.n_synthetic, rng=rng, size=size.value, **params)
+
+
+def run_ledger(size: PublicSize, out: MechanismOutput) -> Ledger:
+    """The run's whole ledger: the noisy count's stage (if any), then the mechanism's."""
+    return [*size.ledger, *out.ledger]
 
 
 @dataclass(frozen=True)
@@ -248,7 +271,31 @@ def check_width(spec: MechanismSpec, d: int) -> None:
         raise ParameterError(f"{spec.name} {reason}")
 
 
-def check_ledger(spec: MechanismSpec, ledger: Ledger, epsilon: float) -> float:
+@dataclass(frozen=True)
+class Publisher:
+    """What :func:`assemble` reads of a mechanism that is not in the registry (the stream's online PMM); a
+    :class:`~privsyn_core.mechanisms.base.spec.MechanismSpec` has the same attributes.
+
+    Attributes
+    ----------
+    name : str
+        The mechanism's name in the release.
+    is_private : bool
+        Whether its ledger must sum to the epsilon claimed.
+    released, released_noisy : tuple of str
+        The names of its output parameters that may be published (see :func:`released_params`).
+    floating_point_exposure : str or None
+        ``None`` when every noise draw is exact integer noise.
+    """
+
+    name: str
+    is_private: bool
+    released: tuple[str, ...] = ()
+    released_noisy: tuple[str, ...] = ()
+    floating_point_exposure: str | None = None
+
+
+def check_ledger(spec: MechanismSpec | Publisher, ledger: Ledger, epsilon: float) -> float:
     """The ledger's exact sum; an internal error when a private mechanism's differs from ``epsilon``."""
     total = ledger_total(ledger)
     if spec.is_private and total != epsilon:
@@ -256,7 +303,7 @@ def check_ledger(spec: MechanismSpec, ledger: Ledger, epsilon: float) -> float:
     return total
 
 
-def released_params(spec: MechanismSpec, resolved: dict[str, Any], out: MechanismOutput, size: PublicSize,
+def released_params(spec: MechanismSpec | Publisher, resolved: dict[str, Any], out: MechanismOutput, size: PublicSize,
                     n_synthetic: int | None, seed: int | None) -> dict[str, Any]:
     """What of the parameters may be published: the user's (resolved), the mechanism's declared ones,
     the public count when it was declared or released noisily, and an explicit seed."""
@@ -269,18 +316,19 @@ def released_params(spec: MechanismSpec, resolved: dict[str, Any], out: Mechanis
     return params
 
 
-def assemble(spec: MechanismSpec, out: MechanismOutput, *, data: Any, schema: Schema, epsilon: float,
+def assemble(spec: MechanismSpec | Publisher, out: MechanismOutput, *, data: Any, schema: Schema, epsilon: float,
              neighbouring: str, resolved: dict[str, Any], size: PublicSize, n_synthetic: int | None,
              seed: int | None, unit_rows: np.ndarray | None, clipped: dict[str, int], timings: dict[str, float],
              n_records: int, left_out: list[str] | None = None,
-             diagnostics: dict[str, Any] | None = None) -> SynthResult:
+             diagnostics: dict[str, Any] | None = None, domain_policy: dict[str, Any] | None = None) -> SynthResult:
     """The :class:`SynthResult` of a run (both paths); checks the whole ledger first.
 
     ``n_records`` (the exact input size) and ``clipped`` only feed teaching warnings; ``left_out`` names
     the table's columns that the schema does not have (the column set is not private: neighbouring
-    tables differ in one record, never in their columns).
+    tables differ in one record, never in their columns); ``domain_policy`` is release mode's public rule for
+    out-of-domain values, stated in the release.
     """
-    ledger = [*size.ledger, *out.ledger]
+    ledger = run_ledger(size, out)
     total = check_ledger(spec, ledger, epsilon)
     warnings = list(out.warnings) + collapse_warnings(data, schema)
     if left_out:
@@ -297,7 +345,7 @@ def assemble(spec: MechanismSpec, out: MechanismOutput, *, data: Any, schema: Sc
         diagnostics={**out.diagnostics, **(diagnostics or {}), "teaching_warnings": teaching_warnings},
         timings=timings, mechanism=spec.name, schema=schema.to_dict(), unit_rows=unit_rows, clipped=clipped,
         warnings=warnings, release_params=released_params(spec, resolved, out, size, n_synthetic, seed),
-        seed=seed, floating_point_exposure=spec.floating_point_exposure)
+        seed=seed, floating_point_exposure=spec.floating_point_exposure, domain_policy=domain_policy)
 
 
 def collapse_warnings(data: Any, schema: Schema) -> list[str]:

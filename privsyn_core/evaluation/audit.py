@@ -7,7 +7,8 @@ pair of neighbouring datasets ``D, D'`` and every output event ``E``.  The audit
    ``D`` has all ``n`` records at the origin corner; under replace-one ``D'`` moves record 0
    to the far corner, under add/remove ``D'`` adds a record there (``{0,1}^p`` likewise with
    all-zero and all-one records);
-2. runs the mechanism many times on both (``spec.run`` on unit arrays, no encoding);
+2. runs the mechanism many times on both, through the release path's steps (:func:`_release`) on unit
+   arrays, no encoding;
 3. maps every output to a few real *features* that only read the differentially private
    output (noisy counts before post-processing, or the released points; never true counts),
    and considers the events ``{feature >= t}`` and ``{feature < t}``;
@@ -57,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from privsyn_core.engine.pipeline import public_size, size_params
+from privsyn_core.engine.pipeline import Request, mechanism_inputs, run_ledger, run_on_array
 from privsyn_core.errors import ParameterError
 from privsyn_core.mechanisms.base.audit import SCALED_LAWS, AuditCase, FeatureFn, NeighbourPair, release_features
 from privsyn_core.mechanisms.base.spec import MechanismSpec
@@ -337,13 +338,14 @@ def _features_of_runs(spec: MechanismSpec, data: np.ndarray, trials: int, *, eps
 
 def _release(spec: MechanismSpec, data: np.ndarray, epsilon: float, relation: str, params: dict,
              rng: np.random.Generator) -> MechanismOutput:
-    """One run as :func:`privsyn_core.synthesize` makes it: the public record count of
-    :func:`privsyn_core.engine.pipeline.public_size` (a noisy count under add/remove when the mechanism reads
-    one, so the audited release includes that stage), then the mechanism on the rest of epsilon."""
-    size = public_size(spec, params, len(data), epsilon, relation, None, rng)
-    out = spec.run(data, size.mechanism_epsilon, neighbouring=relation, n_synthetic=None, rng=rng, size=size.value,
-                   **params, **size_params(spec, size))
-    out.ledger = [*size.ledger, *out.ledger]
+    """One run as :func:`privsyn_core.synthesize` makes it, through the same steps
+    (:func:`~privsyn_core.engine.pipeline.mechanism_inputs`, :func:`~privsyn_core.engine.pipeline.run_on_array`):
+    the public record count (a noisy count under add/remove when the mechanism reads one, so the audited release
+    includes that stage), then the mechanism on the rest of epsilon, on unit rows (no codec)."""
+    request = Request(spec, epsilon, relation, None, params, None)
+    size, run_params = mechanism_inputs(request, len(data), {}, rng)
+    out = run_on_array(request, data, size, run_params, rng)
+    out.ledger = run_ledger(size, out)
     return out
 
 

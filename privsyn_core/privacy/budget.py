@@ -7,7 +7,7 @@ before its output leaves the process and no two releases can both pass the check
 \\varepsilon \\le B` on the same total.  :class:`PrivacyLedger` gives that:
 
 * **One file**, SQLite (embedded, durable: write-ahead log with ``synchronous=FULL``), keyed by the dataset's
-  identity (:func:`dataset_id`: the SHA-256 of a file's bytes or of a table's content, or a name the operator
+  identity (the records as the schema reads them, :mod:`privsyn_core.data.identity`, or a name the operator
   chooses) and by the neighbouring relation of each spend.
 * **Atomic reserve, then release.**  :meth:`PrivacyLedger.reserve` checks the budget and records the spend in one
   ``BEGIN IMMEDIATE`` transaction (SQLite's write lock: one reservation at a time across threads and processes)
@@ -30,12 +30,10 @@ enter a total.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import math
 import os
 import sqlite3
-import stat
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -45,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from privsyn_core.errors import BudgetExceeded, DataError, LedgerError, PrivsynError
+from privsyn_core.errors import BudgetExceeded, LedgerError, PrivsynError
 
 #: Environment variables: the ledger's file, the data folder it lives in by default, the operator's default budget.
 LEDGER_ENV, DATA_DIR_ENV, BUDGET_ENV = "PRIVSYN_LEDGER", "PRIVSYN_DATA_DIR", "PRIVSYN_BUDGET"
@@ -104,34 +102,30 @@ def environment_budget() -> float | None:
 
 
 def file_id(path: str | os.PathLike[str]) -> str:
-    """A file's identity in the ledger: the SHA-256 of its bytes, read in blocks (never shown to a user).
+    """A CSV file's identity in the ledger: :func:`privsyn_core.data.identity.file_identity` on all its columns,
+    the identity :func:`dataset_id` gives the table read from it (never shown to a user).
 
     Raises
     ------
     DataError
-        For a path that is not a regular file (a device such as ``/dev/zero`` would never end).
+        For a path that is not a readable CSV file (a device such as ``/dev/zero`` is refused before any read).
     """
-    with open(path, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise DataError(f"not a regular file: {path}")
-        return hashlib.file_digest(handle, "sha256").hexdigest()
+    from privsyn_core.data.identity import file_identity
+
+    return file_identity(path)
 
 
 def dataset_id(data: Any) -> str:
-    """The identity of an in-memory table: the SHA-256 of its column names and of pandas' per-row hashes.
+    """The identity of an in-memory table (:func:`privsyn_core.data.identity.table_identity` on all its columns):
+    the same for its rows in any order, and for its CSV file read by the CLI.
 
-    Two tables with the same columns and the same rows in the same order have the same identity.  A table
-    that differs in one record is another dataset: releases on *versions* of a table that grows or changes
+    A table that differs in one record is another dataset: releases on *versions* of a table that grows or changes
     should be named by the operator (``dataset="..."``), so that they meet one budget.
     """
-    import pandas as pd
-
     from privsyn_core.data.domain import as_frame  # the frame synthesize reads: an array's columns get its names
+    from privsyn_core.data.identity import table_identity
 
-    frame = as_frame(data)
-    digest = hashlib.sha256(repr([str(c) for c in frame.columns]).encode("utf-8"))
-    digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
-    return digest.hexdigest()
+    return table_identity(as_frame(data))
 
 
 @dataclass(frozen=True)

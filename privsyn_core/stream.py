@@ -45,6 +45,7 @@ import json
 import math
 import os
 import secrets
+import stat
 import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
@@ -70,6 +71,9 @@ VERSION = 2
 #: Versions this library reads (1: fixed depth, one counter; 2: groups of levels).
 READABLE = (1, 2)
 MECHANISM = "online_pmm"
+#: The largest state file read (bytes): far above a depth-20 stream after a million steps, and a bound on what a
+#: path to a device or a damaged file can make this library read.
+MAX_STATE_BYTES = 2**32
 
 
 class StreamError(PrivsynError):
@@ -455,12 +459,7 @@ _COUNTERS = {1: ("counter", dict), 2: ("groups", list)}
 
 def _load(path: Path) -> dict[str, Any]:
     """Read and verify a state file; any problem is one :class:`StreamError` line."""
-    if not path.exists():
-        raise StreamError(f"no stream state at {path}; create one first (stream open ... / open_stream(create=True))")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise StreamError(f"cannot read the stream state {path}: {exc.strerror}") from None
+    raw = _read_state(path)
     try:
         state = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -478,6 +477,8 @@ def _load(path: Path) -> dict[str, Any]:
         raise StreamError(f"the stream state {path} is corrupted (checksum mismatch); restore it from a backup")
     try:
         Schema.from_dict(state["schema"])
+        if len(_key(state)) != 32:
+            raise ValueError("the noise key is 256 bits")
         plan = _plan(state)
         _upgrade(state)
         consistent = _consistent(_counters(state), plan, state["step"])
@@ -490,8 +491,36 @@ def _load(path: Path) -> dict[str, Any]:
     return state
 
 
+def _read_state(path: Path) -> bytes:
+    """The state file's bytes: a regular file only (never a device, a pipe or a folder), read up to its size and
+    at most :data:`MAX_STATE_BYTES`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without a writer, and is refused below
+    except FileNotFoundError:
+        raise StreamError(f"no stream state at {path}; create one first (stream open ... / "
+                          "open_stream(create=True))") from None
+    except OSError as exc:
+        raise StreamError(f"cannot read the stream state {path}: {exc.strerror}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise StreamError(f"the stream state {path} is not a regular file; give the path of a state file")
+    with os.fdopen(fd, "rb") as handle:
+        if info.st_size > MAX_STATE_BYTES:
+            raise StreamError(f"the stream state {path} is larger than {MAX_STATE_BYTES} bytes: not a state this "
+                              "library wrote; restore it from a backup")
+        try:
+            raw = handle.read(info.st_size + 1)
+        except OSError as exc:
+            raise StreamError(f"cannot read the stream state {path}: {exc.strerror}") from None
+    if len(raw) != info.st_size:
+        raise StreamError(f"the stream state {path} changed while it was read; try again")
+    return raw
+
+
 def _consistent(counters: StreamCounters, plan: StreamPlan, step: int) -> bool:
-    """The groups cover levels ``0..depth`` in order, opened in order, with arrays of their sizes."""
+    """The groups cover levels ``0..depth`` in order, opened in order, with arrays of their sizes, and each
+    counter's binary levels match its step."""
     groups = counters.groups
     if not all(type(x) is int for g in groups for x in (g.first, g.last, g.opened)):
         return False
@@ -506,8 +535,7 @@ def _consistent(counters: StreamCounters, plan: StreamPlan, step: int) -> bool:
         c = g.counter
         arrays = [g.frozen, c.block_true, c.log_noisy, c.output, *c.alpha_true, *c.alpha_noisy]
         size = 2 ** (g.last + 1) - online_pmm.group_offset(g.first)
-        if g.first > g.last or {len(a) for a in arrays if a is not None} != {size} or \
-                len(c.alpha_true) != len(c.alpha_noisy):
+        if g.first > g.last or {len(a) for a in arrays if a is not None} != {size} or not c.well_formed():
             return False
     return True
 
@@ -517,7 +545,7 @@ def _locked(path: Path) -> Iterator[None]:
     """An exclusive, non-blocking lock on the state file for one step (another process adding: an error)."""
     if not path.exists():
         raise StreamError(f"no stream state at {path}; create one first (stream open ... / open_stream(create=True))")
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never waits on a FIFO; _load refuses what is not a file
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 import privsyn_core as ps
+from privsyn_core import stream as stream_module
 from privsyn_core.cli import main as cli_main
 from privsyn_core.errors import DataError, ParameterError, PrivsynError
 from privsyn_core.result import Release
@@ -170,6 +171,47 @@ def test_a_corrupted_state_is_refused_and_left_alone(state, damage):
     assert state.read_bytes() == raw
 
 
+@pytest.mark.parametrize("step", [1, 4, 5, 8, 100])
+def test_an_edited_step_with_a_recomputed_checksum_is_refused_with_one_line(tmp_path, capsys, step):
+    """Issue 37, item 4: the checksum catches damage, not edits; a step that does not match the counters' binary
+    levels is refused (it raised IndexError in the counter), through the library and the CLI (exit 2)."""
+    f = _files(tmp_path)
+    state = f / "st.json"
+    stream = open_stream(state, SCHEMA, 1.0, create=True, depth=4, rng=0)
+    for t in range(3):
+        stream.add(_batch(t, 20))
+    body = json.loads(state.read_text())
+    body["step"] = step
+    body["checksum"] = stream_module._checksum({k: v for k, v in body.items() if k != "checksum"})
+    state.write_text(json.dumps(body))
+    with pytest.raises(StreamError, match="corrupted"):
+        open_stream(state)
+    capsys.readouterr()
+    assert cli_main(["stream", "add", str(state), str(f / "b1.csv"), str(f / "o.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "corrupted" in err and "\n" not in err
+
+
+@pytest.mark.parametrize("kind", ["/dev/zero", "fifo", "folder"])
+def test_a_state_that_is_not_a_regular_file_is_refused_without_reading_it(tmp_path, capsys, kind):
+    """Issue 37, item 4: a state path linked to /dev/zero read without bound; a FIFO would wait for a writer."""
+    f = _files(tmp_path)
+    state = f / "st.json"
+    if kind == "/dev/zero":
+        state.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(state)
+    else:
+        state.mkdir()
+    with pytest.raises(StreamError, match="not a regular file"):
+        open_stream(state)
+    for argv in (["status", str(state)], ["add", str(state), str(f / "b1.csv"), str(f / "o.csv")],
+                 ["release", str(state), str(f / "o.csv")]):
+        assert cli_main(["stream", *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "not a regular file" in err and "\n" not in err
+
+
 @pytest.mark.parametrize("kwargs", [{}, {"depth": 3, "horizon_n": 10}, {"depth": 99}, {"depth": 3, "rng": -1},
                                     {"horizon_n": 0}, {"depth": 3, "horizon_steps": 5},
                                     {"horizon_n": 100, "horizon_steps": 0}])
@@ -310,7 +352,7 @@ def test_a_failed_write_leaves_the_old_state_and_no_temporary_file(state, monkey
 
 def test_the_whole_streams_epsilon_is_counted_once_in_the_privacy_ledger(tmp_path):
     """Issue 25 meets issue 29: a stream reserves its epsilon when it is created, against the dataset's budget."""
-    ledger = ps.PrivacyLedger(tmp_path / "ledger" / "ledger.sqlite")
+    ledger = ps.PrivacyLedger.create(tmp_path / "ledger" / "ledger.sqlite")
     ledger.set_budget("clinic", 1.5)
     stream = open_stream(tmp_path / "s.json", SCHEMA, 1.0, create=True, depth=4, rng=0, ledger=ledger,
                          dataset="clinic")

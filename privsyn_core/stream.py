@@ -25,8 +25,19 @@ Replays and forks.  The noise of every counter node is a pure function of the se
 (:func:`privsyn_core.mechanisms.online.continual.keyed_rng`), and the synthetic rows of step ``t`` are drawn from a
 generator keyed by ``t``: :meth:`Stream.release` returns the current step's release again, identical, and
 re-running a step on a restored copy of the state with the same batch reproduces it instead of drawing fresh noise
-on the same counts.  Two *different* batches added at the same step to two copies of one state are two streams;
-publishing both is outside the guarantee (docs/online_pmm.md).
+on the same counts.  A stream created with a ``ledger`` is bound to it: every step is recorded there with its
+batch's identity (a keyed hash of the batch's leaf counts, which determine the step's release) before the state
+is saved, and marked published once the release has left (:meth:`Stream.add`'s ``publish``).  So
+
+* a *different* batch at a step already recorded (a copied or restored state, a fork) is refused: two releases
+  of one step on neighbouring batches would differ by one record with the same noise;
+* the same batch again after a crash re-emits that step's release, identical, and spends nothing: whether the
+  crash came before the state was saved (the step is recomputed from the same noise) or after it, before the
+  release was published (the step's record is still unpublished: the saved step is released again, not added a
+  second time).
+
+A stream created without a ledger (the library's ``ledger=None``) records nothing: copies of its state are
+outside the guarantee (docs/online_pmm.md).
 
 Bad input -- a batch outside the schema, a missing or corrupted state, a state of another schema or epsilon --
 raises a :class:`~privsyn_core.errors.PrivsynError` with one line, and the state file is left unchanged.  A state
@@ -47,8 +58,9 @@ import os
 import secrets
 import stat
 import tempfile
+import uuid
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,15 +73,15 @@ from privsyn_core.mechanisms.online import online_pmm
 from privsyn_core.mechanisms.online.continual import CounterState, keyed_rng
 from privsyn_core.mechanisms.online.online_pmm import LevelGroup, StreamCounters, StreamPlan, growing_plan, plan_stream
 from privsyn_core.privacy.accounting import check_epsilon
-from privsyn_core.privacy.budget import PrivacyLedger
+from privsyn_core.privacy.budget import RECORDED, PrivacyLedger
 from privsyn_core.privacy.noise import RandomLike, resolve_rng
 from privsyn_core.result import Release
 from privsyn_core.validation import MAX_SYNTHETIC_ROWS, check_count
 
 FORMAT = "privsyn-stream"
-VERSION = 2
-#: Versions this library reads (1: fixed depth, one counter; 2: groups of levels).
-READABLE = (1, 2)
+VERSION = 3
+#: Versions this library reads (1: fixed depth, one counter; 2: groups of levels; 3: the ledger binding).
+READABLE = (1, 2, 3)
 MECHANISM = "online_pmm"
 #: The largest state file read (bytes): far above a depth-20 stream after a million steps, and a bound on what a
 #: path to a device or a damaged file can make this library read.
@@ -114,21 +126,23 @@ def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: 
         derives the key from the seed: tests and teaching only (every release then says it replays).
     ledger : PrivacyLedger or path, optional
         Creating only: the privacy ledger that counts the whole stream's epsilon, reserved once (checked against
-        the dataset's budget) before the state file is written; the steps then spend nothing new.
+        the dataset's budget) before the state file is written; the steps then spend nothing new.  The stream is
+        bound to it: each step is recorded there with its batch (see the module docstring).
     dataset : str, optional
         The dataset's name in the ledger (default ``stream:<the state file's absolute path>``); name it as the
         table's offline releases are named to keep both under one budget.
     """
     path = Path(path)
     if create:
-        reservation = None
+        reservation, binding = None, None
         if ledger is not None and epsilon is not None:  # (a missing epsilon is named by _create)
             store = ledger if isinstance(ledger, PrivacyLedger) else PrivacyLedger(ledger)
-            reservation = store.reserve(dataset or f"stream:{path.resolve()}", check_epsilon(epsilon),
-                                        relation=online_pmm.RELATION, mechanism=MECHANISM,
-                                        label=f"stream {path.name} (every step)")
+            name = dataset or f"stream:{path.resolve()}"
+            reservation = store.reserve(name, check_epsilon(epsilon), relation=online_pmm.RELATION,
+                                        mechanism=MECHANISM, label=f"stream {path.name} (every step)")
+            binding = {"ledger": str(store.path.absolute()), "dataset": name, "stream": uuid.uuid4().hex}
         try:
-            stream = _create(path, schema, epsilon, depth, horizon_n, horizon_steps, growing, rng)
+            stream = _create(path, schema, epsilon, depth, horizon_n, horizon_steps, growing, rng, binding)
         except BaseException:
             if reservation is not None:
                 reservation.cancel()  # no state, no noise: nothing was released
@@ -189,27 +203,43 @@ class Stream:
         """The released noisy estimates of every cell of every open level at the current step (heap layout)."""
         return _counters(_load(self.path)).released()
 
-    def add(self, batch: Any, *, n_synthetic: int | None = None) -> Release:
+    def add(self, batch: Any, *, n_synthetic: int | None = None,
+            publish: Callable[[Release], None] | None = None) -> Release:
         """Add one batch (the records of one step) and return the new step's release.
 
         ``batch`` is a DataFrame with the schema's columns, an iterable of such DataFrames (blocks of one batch,
         e.g. :func:`~privsyn_core.data.io.iter_csv`), or a Dask DataFrame (counted partition by partition where
         it lies).  Values outside the public bounds or categories are refused (nothing is
         clipped).  An empty batch is a step without records.
+
+        ``publish(release)``, when given, is called once the step is recorded and the state saved (the command
+        line writes the output files there); the step is marked published in the ledger only after it returns,
+        so a crash before then lets the same batch re-emit the same release.  For a stream bound to a ledger, a
+        batch other than the one recorded at its step is refused (:class:`StreamError`; module docstring).
         """
         n_synthetic = check_count("n_synthetic", n_synthetic, MAX_SYNTHETIC_ROWS)
         with _locked(self.path):
             state = _load(self.path)
             self._refresh(state)
             leaves = self._leaves(batch)
-            counters = _counters(state)
-            online_pmm.step(counters, leaves, self.plan, keyed_rng(_key(state)))
-            state["step"] = counters.step
-            state["version"] = VERSION
-            state["groups"] = [_pack_group(g) for g in counters.groups]
-            release = self._release(counters, n_synthetic, state)  # before the write
-            _save(self.path, state)
-            self._refresh(state)
+            bound = _Binding.of(state, leaves)
+            if bound is not None and bound.unpublished_rerun(state["step"]):
+                release = self._release(_counters(state), n_synthetic, state)  # the saved step, not a new one
+            else:
+                counters = _counters(state)
+                online_pmm.step(counters, leaves, self.plan, keyed_rng(_key(state)))
+                state["step"] = counters.step
+                state["version"] = VERSION
+                state["groups"] = [_pack_group(g) for g in counters.groups]
+                release = self._release(counters, n_synthetic, state)  # before the write
+                if bound is not None:
+                    bound.record(counters.step, self.path)
+                _save(self.path, state)
+                self._refresh(state)
+            if publish is not None:
+                publish(release)
+            if bound is not None:
+                bound.published(state["step"])
         return release
 
     def release(self, *, n_synthetic: int | None = None) -> Release:
@@ -275,6 +305,40 @@ class Stream:
                        warnings=tuple(warnings), seed=state["seed"])
 
 
+class _Binding:
+    """A bound stream's steps in its ledger: ``stream`` (the stream's id), ``batch`` (this batch's identity)."""
+
+    def __init__(self, ledger: PrivacyLedger, stream: str, batch: str) -> None:
+        self.ledger, self.stream, self.batch = ledger, stream, batch
+
+    @classmethod
+    def of(cls, state: dict[str, Any], leaves: np.ndarray) -> _Binding | None:
+        """The binding of a state (``None`` for a stream without a ledger) with the batch's identity: BLAKE2b of
+        its leaf counts keyed with the stream's secret (the step's release is a function of them; the hash,
+        unkeyed, would let anyone holding the ledger test guesses of a small batch)."""
+        binding = state.get("binding")
+        if binding is None:
+            return None
+        digest = hashlib.blake2b(np.ascontiguousarray(leaves, dtype="<i8").tobytes(), key=_key(state),
+                                 person=b"privsyn-batch", digest_size=32).hexdigest()
+        return cls(PrivacyLedger(binding["ledger"]), binding["stream"], digest)
+
+    def unpublished_rerun(self, step: int) -> bool:
+        """True when the saved ``step`` was recorded on this batch and its release never published: a re-run."""
+        return step > 0 and self.ledger.stream_step(self.stream, step) == (self.batch, RECORDED)
+
+    def record(self, step: int, path: Path) -> None:
+        """Record ``step`` on this batch; refuse another batch recorded there (the step is already released)."""
+        earlier = self.ledger.record_stream_step(self.stream, step, self.batch)
+        if earlier is not None and earlier != self.batch:
+            raise StreamError(f"step {step} of the stream {path} was already released on another batch (a copied "
+                              "or restored state?): refused. Only that step's batch may be added again (it re-emits "
+                              "the same release)")
+
+    def published(self, step: int) -> None:
+        self.ledger.publish_stream_step(self.stream, step)
+
+
 def _partition_leaves(batch: Any, schema: Schema, depth: int) -> np.ndarray:
     """Leaf counts of one batch (or Dask partition), refusing values outside the public domain."""
     frame = as_frame(batch) if not isinstance(batch, pd.DataFrame) else batch
@@ -300,7 +364,8 @@ def _as_schema(schema: Schema | dict | None) -> Schema:
 
 
 def _create(path: Path, schema: Schema | dict | None, epsilon: float | None, depth: int | None,
-            horizon_n: int | None, horizon_steps: int | None, growing: bool, rng: RandomLike) -> Stream:
+            horizon_n: int | None, horizon_steps: int | None, growing: bool, rng: RandomLike,
+            binding: dict[str, str] | None) -> Stream:
     schema = _as_schema(schema)
     if epsilon is None:
         raise ParameterError("a new stream needs epsilon, the budget of the whole stream")
@@ -346,7 +411,7 @@ def _create(path: Path, schema: Schema | dict | None, epsilon: float | None, dep
     state = {"format": FORMAT, "version": VERSION, "mechanism": MECHANISM, "schema": schema.to_dict(),
              "epsilon": epsilon, "depth": r, "params": params, "neighbouring": online_pmm.RELATION,
              "ledger": [[s, e] for s, e in plan.ledger], "step": 0, "seed": seed, "key": key.hex(),
-             "groups": [_pack_group(g) for g in StreamCounters.start(plan).groups]}
+             "groups": [_pack_group(g) for g in StreamCounters.start(plan).groups], "binding": binding}
     if path.exists() or path.is_symlink():
         raise StreamError(f"{path} already exists; a stream is created once (open it, or choose another path)")
     _save(path, state, exclusive=True)
@@ -397,7 +462,9 @@ def _plan(state: dict[str, Any]) -> StreamPlan:
 
 
 def _upgrade(state: dict[str, Any]) -> None:
-    """A version-1 state (fixed depth, one counter) as version 2: one group of every level, opened at step 1."""
+    """An earlier state as version 3.  Version 1 (fixed depth, one counter): one group of every level, opened at
+    step 1.  Versions 1 and 2: no ledger binding (the stream was not bound)."""
+    state.setdefault("binding", None)
     if state["version"] == 1:
         size = 2 ** (state["depth"] + 1)
         counter = state.pop("counter")
@@ -454,7 +521,7 @@ def _save(path: Path, state: dict[str, Any], *, exclusive: bool = False) -> None
 _REQUIRED = {"format": str, "version": int, "mechanism": str, "schema": dict, "epsilon": float, "depth": int,
              "params": dict, "neighbouring": str, "ledger": list, "step": int, "key": str, "checksum": str}
 #: The counters' field of each version.
-_COUNTERS = {1: ("counter", dict), 2: ("groups", list)}
+_COUNTERS = {1: ("counter", dict), 2: ("groups", list), 3: ("groups", list)}
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -477,8 +544,9 @@ def _load(path: Path) -> dict[str, Any]:
         raise StreamError(f"the stream state {path} is corrupted (checksum mismatch); restore it from a backup")
     try:
         Schema.from_dict(state["schema"])
-        if len(_key(state)) != 32:
-            raise ValueError("the noise key is 256 bits")
+        if len(_key(state)) != 32 or not _binding_valid(state.get("binding")) or \
+                (state["version"] >= 3 and "binding" not in state):
+            raise ValueError("the noise key is 256 bits; a binding names a ledger, a dataset and a stream")
         plan = _plan(state)
         _upgrade(state)
         consistent = _consistent(_counters(state), plan, state["step"])
@@ -489,6 +557,12 @@ def _load(path: Path) -> dict[str, Any]:
     if not consistent:
         raise StreamError(f"the stream state {path} is corrupted (its counters); restore it from a backup")
     return state
+
+
+def _binding_valid(binding: Any) -> bool:
+    """``None`` (a stream without a ledger) or the ledger's path, the dataset's name and the stream's id."""
+    return binding is None or (isinstance(binding, dict) and set(binding) == {"ledger", "dataset", "stream"}
+                               and all(isinstance(v, str) and v for v in binding.values()))
 
 
 def _read_state(path: Path) -> bytes:

@@ -428,6 +428,33 @@ def test_a_stream_add_killed_mid_step_re_emits_the_same_release_when_run_again(t
     assert open_stream(state).step == 2
 
 
+def test_two_copies_adding_at_once_release_the_step_once(tmp_path):
+    """Two writers on two copies of one state, released together: the ledger's transaction lets one batch through."""
+    import threading
+
+    ledger = ps.PrivacyLedger.create(tmp_path / "ledger.sqlite")
+    first = tmp_path / "a.json"
+    open_stream(first, SCHEMA, 1.0, create=True, depth=3, rng=0, ledger=ledger)
+    second = tmp_path / "b.json"
+    second.write_bytes(first.read_bytes())
+    barrier, outcomes = threading.Barrier(2), []
+
+    def add(state: Path, batch: pd.DataFrame) -> None:
+        stream = open_stream(state)
+        barrier.wait()
+        try:
+            outcomes.append(stream.add(batch).params["step"])
+        except StreamError:
+            outcomes.append("refused")
+    writers = [threading.Thread(target=add, args=(first, _batch(1, 30))),
+               threading.Thread(target=add, args=(second, _batch(1, 31)))]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join()
+    assert sorted(outcomes, key=str) == [1, "refused"]
+
+
 def test_the_same_batch_added_after_its_release_was_published_is_a_new_step(tmp_path):
     """Only an unpublished step is re-emitted: a batch repeated on purpose (say, an empty day after an empty day)
     is a step of its own."""

@@ -40,9 +40,10 @@ A stream created without a ledger (the library's ``ledger=None``) records nothin
 outside the guarantee (docs/online_pmm.md).
 
 Bad input -- a batch outside the schema, a missing or corrupted state, a state of another schema or epsilon --
-raises a :class:`~privsyn_core.errors.PrivsynError` with one line, and the state file is left unchanged.  A state
-of format version 1 (fixed depth, one counter) is read as a version 2 state with one group of levels, and
-continues with the same noise; it is written back as version 2.
+raises a :class:`~privsyn_core.errors.PrivsynError` with one line, and the state file is left unchanged; the state
+is read only from a regular file, at most :data:`MAX_STATE_BYTES`, and its counters are checked against its step.
+A state of format version 1 (fixed depth, one counter) is read with one group of levels and continues with the
+same noise; versions 1 and 2 are unbound (no ledger binding).  Each is written back as version 3.
 """
 
 from __future__ import annotations

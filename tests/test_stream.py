@@ -428,6 +428,15 @@ def test_a_stream_add_killed_mid_step_re_emits_the_same_release_when_run_again(t
     assert open_stream(state).step == 2
 
 
+def test_stream_open_with_a_mistyped_ledger_is_refused_and_makes_nothing(tmp_path, capsys):
+    f = _files(tmp_path)
+    before = sorted(f.rglob("*"))
+    assert cli_main(["stream", "open", str(f / "s.json"), "--schema", str(f / "schema.json"), "--epsilon", "1",
+                     "--depth", "3", "--ledger", str(f / "typo" / "ledger.sqlite")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no privacy ledger at" in err and "\n" not in err and sorted(f.rglob("*")) == before
+
+
 def test_two_copies_adding_at_once_release_the_step_once(tmp_path):
     """Two writers on two copies of one state, released together: the ledger's transaction lets one batch through."""
     import threading

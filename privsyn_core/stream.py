@@ -138,10 +138,11 @@ def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: 
         reservation, binding = None, None
         if ledger is not None and epsilon is not None:  # (a missing epsilon is named by _create)
             store = ledger if isinstance(ledger, PrivacyLedger) else PrivacyLedger(ledger)
-            name = dataset or f"stream:{path.resolve()}"
+            name, stream_id = dataset or f"stream:{path.resolve()}", uuid.uuid4().hex
             reservation = store.reserve(name, check_epsilon(epsilon), relation=online_pmm.RELATION,
-                                        mechanism=MECHANISM, label=f"stream {path.name} (every step)")
-            binding = {"ledger": str(store.path.absolute()), "dataset": name, "stream": uuid.uuid4().hex}
+                                        mechanism=MECHANISM, label=f"stream {path.name} (every step)",
+                                        stream=stream_id)
+            binding = {"ledger": str(store.path.absolute()), "dataset": name, "stream": stream_id}
         try:
             stream = _create(path, schema, epsilon, depth, horizon_n, horizon_steps, growing, rng, binding)
         except BaseException:
@@ -320,9 +321,13 @@ class _Binding:
         binding = state.get("binding")
         if binding is None:
             return None
+        ledger = PrivacyLedger(binding["ledger"])
+        if ledger.stream_step(binding["stream"], 0) is None:
+            raise StreamError(f"the privacy ledger {ledger.path} has no record of this stream (re-initialised, or "
+                              "another file?): its steps cannot be checked, so none is added. Restore the ledger")
         digest = hashlib.blake2b(np.ascontiguousarray(leaves, dtype="<i8").tobytes(), key=_key(state),
                                  person=b"privsyn-batch", digest_size=32).hexdigest()
-        return cls(PrivacyLedger(binding["ledger"]), binding["stream"], digest)
+        return cls(ledger, binding["stream"], digest)
 
     def unpublished_rerun(self, step: int) -> bool:
         """True when the saved ``step`` was recorded on this batch and its release never published: a re-run."""

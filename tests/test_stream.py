@@ -7,8 +7,10 @@ import hashlib
 import json
 import math
 import os
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -435,6 +437,29 @@ def test_stream_open_with_a_mistyped_ledger_is_refused_and_makes_nothing(tmp_pat
                      "--depth", "3", "--ledger", str(f / "typo" / "ledger.sqlite")]) == 2
     err = capsys.readouterr().err.strip()
     assert "no privacy ledger at" in err and "\n" not in err and sorted(f.rglob("*")) == before
+
+
+def test_a_bound_stream_refuses_a_ledger_that_does_not_know_it(tmp_path, capsys):
+    """The stream's step 0 is recorded with its reservation, in one transaction: a ledger started again (budget init
+    --force), or another file at its path, has lost the steps a fork is checked against, so nothing is added."""
+    f = _files(tmp_path)
+    state = _cli_stream(f, "st.json")
+    assert cli_main(["stream", "add", state, str(f / "b0.csv"), str(f / "o.csv")]) == 0
+    assert cli_main(["budget", "init", "--force"]) == 0
+    capsys.readouterr()
+    assert cli_main(["stream", "add", state, str(f / "b1.csv"), str(f / "o1.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "has no record of this stream" in err and "\n" not in err and open_stream(state).step == 1
+
+
+def test_a_creation_handed_back_leaves_no_stream_in_the_ledger(tmp_path):
+    ledger = ps.PrivacyLedger.create(tmp_path / "ledger.sqlite")
+    (tmp_path / "taken.json").write_text("{}")
+    with pytest.raises(StreamError, match="already exists"):
+        open_stream(tmp_path / "taken.json", SCHEMA, 1.0, create=True, depth=3, ledger=ledger)
+    with closing(sqlite3.connect(ledger.path)) as db:
+        assert db.execute("select count(*) from stream_steps").fetchone() == (0,)
+        assert db.execute("select count(*) from spends").fetchone() == (0,)
 
 
 def test_two_copies_adding_at_once_release_the_step_once(tmp_path):

@@ -532,7 +532,7 @@ class PrivacyLedger:
         return found
 
     def reserve(self, data: str, epsilon: float, *, relation: str, mechanism: str, label: str = "",
-                private: bool = True, run_key: str | None = None) -> Reservation:
+                private: bool = True, run_key: str | None = None, stream: str | None = None) -> Reservation:
         """Check the budget and record the spend, in one transaction, before the mechanism runs.
 
         Parameters
@@ -551,6 +551,9 @@ class PrivacyLedger:
             gives the same output, so it spends nothing new and returns an empty reservation.  Stored with the
             library's and the samplers' versions (:func:`versioned_run_key`): after an upgrade that may draw
             other noise, the same run is charged again.
+        stream : str, optional
+            A new stream's id: its step 0 is recorded in the same transaction, so a stream bound to this ledger is
+            known to it (:meth:`record_stream_step` records its later steps).
 
         Returns
         -------
@@ -568,11 +571,11 @@ class PrivacyLedger:
             private = False  # an infinite spend has no guarantee to add up
         spend_id = self._transaction(  # no other reservation between the check and the insert
             lambda db: self._reserve_locked(db, data, epsilon, relation, mechanism, label, private,
-                                            None if run_key is None else versioned_run_key(run_key)))
+                                            None if run_key is None else versioned_run_key(run_key), stream))
         return Reservation(self, spend_id)
 
     def _reserve_locked(self, db: sqlite3.Connection, data: str, epsilon: float, relation: str, mechanism: str,
-                        label: str, private: bool, run_key: str | None) -> int | None:
+                        label: str, private: bool, run_key: str | None, stream: str | None) -> int | None:
         if run_key is not None and db.execute("select 1 from spends where data = ? and run_key = ? limit 1",
                                               (data, run_key)).fetchone():
             return None
@@ -593,13 +596,18 @@ class PrivacyLedger:
                             "created) values(?, ?, ?, ?, ?, ?, ?, ?, ?)",
                             (data, label or mechanism, mechanism, relation, float(epsilon), int(private), RESERVED,
                              run_key, _now()))
-        return int(cursor.lastrowid or 0)
+        spend_id = int(cursor.lastrowid or 0)
+        if stream is not None:
+            db.execute("insert into stream_steps(stream, step, batch, status, created) values(?, 0, ?, ?, ?)",
+                       (stream, _creation(spend_id), PUBLISHED, _now()))
+        return spend_id
 
     def _set_status(self, spend_id: int, status: str) -> None:
         self._write([("update spends set status = ? where id = ?", (status, spend_id))])
 
     def _drop(self, spend_id: int) -> None:
-        self._write([("delete from spends where id = ? and status = ?", (spend_id, RESERVED))])
+        self._write([("delete from stream_steps where step = 0 and batch = ?", (_creation(spend_id),)),
+                     ("delete from spends where id = ? and status = ?", (spend_id, RESERVED))])
 
 
 class Reservation:
@@ -668,6 +676,11 @@ def _migrate_app_ledger(db: sqlite3.Connection) -> None:
         db.execute("rollback")
         raise
     db.execute("commit")
+
+
+def _creation(spend_id: int) -> str:
+    """What a stream's step 0 records: the spend of its whole epsilon."""
+    return f"spend:{spend_id}"
 
 
 def _exact_totals(rows: list[tuple[Any, ...]]) -> dict[str, float]:

@@ -220,11 +220,11 @@ class Stream:
         batch other than the one recorded at its step is refused (:class:`StreamError`; module docstring).
         """
         n_synthetic = check_count("n_synthetic", n_synthetic, MAX_SYNTHETIC_ROWS)
-        with _locked(self.path):
+        with _locked(self.path), contextlib.ExitStack() as scope:
             state = _load(self.path)
             self._refresh(state)
             leaves = self._leaves(batch)
-            bound = _Binding.of(state, leaves)
+            bound = _Binding.of(state, leaves, scope)
             if bound is not None and bound.unpublished_rerun(state["step"]):
                 release = self._release(_counters(state), n_synthetic, state)  # the saved step, not a new one
             else:
@@ -314,14 +314,16 @@ class _Binding:
         self.ledger, self.stream, self.batch = ledger, stream, batch
 
     @classmethod
-    def of(cls, state: dict[str, Any], leaves: np.ndarray) -> _Binding | None:
+    def of(cls, state: dict[str, Any], leaves: np.ndarray, scope: contextlib.ExitStack) -> _Binding | None:
         """The binding of a state (``None`` for a stream without a ledger) with the batch's identity: BLAKE2b of
         its leaf counts keyed with the stream's secret (the step's release is a function of them; the hash,
-        unkeyed, would let anyone holding the ledger test guesses of a small batch)."""
+        unkeyed, would let anyone holding the ledger test guesses of a small batch).  The ledger's calls share
+        one connection until ``scope`` closes."""
         binding = state.get("binding")
         if binding is None:
             return None
         ledger = PrivacyLedger(binding["ledger"])
+        scope.enter_context(ledger.shared_connection())
         if ledger.stream_step(binding["stream"], 0) is None:
             raise StreamError(f"the privacy ledger {ledger.path} has no record of this stream (re-initialised, or "
                               "another file?): its steps cannot be checked, so none is added. Restore the ledger")

@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def library_threads(folder: Path, threads: int = 16, epsilon: float = 0.25, budget: float = 2.0) -> dict:
-    ledger = PrivacyLedger(folder / "threads" / "ledger.sqlite")
+    ledger = PrivacyLedger.create(folder / "threads" / "ledger.sqlite")
     X = two_blobs(2000, 2, rng=0)
     data = dataset_id(X)
     ledger.set_budget(data, budget)
@@ -77,7 +77,7 @@ def _reserve_loop(path: str, seconds: float) -> int:
 
 def reservation_rate(folder: Path, seconds: float = 3.0) -> list[dict]:
     path = str(folder / "rate" / "ledger.sqlite")
-    PrivacyLedger(path).ensure()
+    PrivacyLedger.create(path)
     rows = []
     for threads in (1, 4):
         counts: list[int] = []

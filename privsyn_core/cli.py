@@ -324,18 +324,29 @@ def _cmd_budget_init(args: argparse.Namespace) -> int:
 
 
 def _cmd_budget_set(args: argparse.Namespace) -> int:
+    text = args.epsilon.strip().lower()
+    epsilon = None if text == "none" else _budget_epsilon(args.epsilon)
     ledger = budget.PrivacyLedger(args.ledger)
     dataset = _dataset(args, args.data, _load_schema(args.schema))
-    if args.epsilon.strip().lower() == "none":
-        ledger.set_budget(dataset, None)
-    else:
-        ledger.set_budget(dataset, _number("epsilon")(args.epsilon))
+    ledger.set_budget(dataset, epsilon)
     print(_budget_line(ledger, dataset))
     return 0
 
 
+def _budget_epsilon(text: str) -> float:
+    """``budget set``'s EPSILON: a positive finite number (else one line naming the value)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value != float("inf")):
+        raise UsageError(f"a budget is a positive finite epsilon such as 2.0, or 'none' to remove it; got {text!r}")
+    return value
+
+
 def _cmd_budget_show(args: argparse.Namespace) -> int:
     ledger = budget.PrivacyLedger(args.ledger)
+    ledger.ensure(create=False)  # a command that reads never makes a ledger
     dataset = _dataset(args, args.data, _load_schema(args.schema))
     spends = ledger.spends(dataset, last=max(args.last, 0))
     if args.json:

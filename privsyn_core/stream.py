@@ -25,13 +25,25 @@ Replays and forks.  The noise of every counter node is a pure function of the se
 (:func:`privsyn_core.mechanisms.online.continual.keyed_rng`), and the synthetic rows of step ``t`` are drawn from a
 generator keyed by ``t``: :meth:`Stream.release` returns the current step's release again, identical, and
 re-running a step on a restored copy of the state with the same batch reproduces it instead of drawing fresh noise
-on the same counts.  Two *different* batches added at the same step to two copies of one state are two streams;
-publishing both is outside the guarantee (docs/online_pmm.md).
+on the same counts.  A stream created with a ``ledger`` is bound to it: every step is recorded there with its
+batch's identity (a keyed hash of the batch's leaf counts, which determine the step's release) before the state
+is saved, and marked published once the release has left (:meth:`Stream.add`'s ``publish``).  So
+
+* a *different* batch at a step already recorded (a copied or restored state, a fork) is refused: two releases
+  of one step on neighbouring batches would differ by one record with the same noise;
+* the same batch again after a crash re-emits that step's release, identical, and spends nothing: whether the
+  crash came before the state was saved (the step is recomputed from the same noise) or after it, before the
+  release was published (the step's record is still unpublished: the saved step is released again, not added a
+  second time).
+
+A stream created without a ledger (the library's ``ledger=None``) records nothing: copies of its state are
+outside the guarantee (docs/online_pmm.md).
 
 Bad input -- a batch outside the schema, a missing or corrupted state, a state of another schema or epsilon --
-raises a :class:`~privsyn_core.errors.PrivsynError` with one line, and the state file is left unchanged.  A state
-of format version 1 (fixed depth, one counter) is read as a version 2 state with one group of levels, and
-continues with the same noise; it is written back as version 2.
+raises a :class:`~privsyn_core.errors.PrivsynError` with one line, and the state file is left unchanged; the state
+is read only from a regular file, at most :data:`MAX_STATE_BYTES`, and its counters are checked against its step.
+A state of format version 1 (fixed depth, one counter) is read with one group of levels and continues with the
+same noise; versions 1 and 2 are unbound (no ledger binding).  Each is written back as version 3.
 """
 
 from __future__ import annotations
@@ -45,9 +57,11 @@ import json
 import math
 import os
 import secrets
+import stat
 import tempfile
+import uuid
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,21 +75,24 @@ from privsyn_core.mechanisms.online import online_pmm
 from privsyn_core.mechanisms.online.continual import CounterState, keyed_rng
 from privsyn_core.mechanisms.online.online_pmm import LevelGroup, StreamCounters, StreamPlan, growing_plan, plan_stream
 from privsyn_core.privacy.accounting import check_epsilon
-from privsyn_core.privacy.budget import PrivacyLedger
+from privsyn_core.privacy.budget import RECORDED, PrivacyLedger
 from privsyn_core.privacy.noise import RandomLike, resolve_rng
 from privsyn_core.result import MechanismOutput, Release
 from privsyn_core.validation import MAX_SYNTHETIC_ROWS, check_count
 
 FORMAT = "privsyn-stream"
-VERSION = 2
-#: Versions this library reads (1: fixed depth, one counter; 2: groups of levels).
-READABLE = (1, 2)
+VERSION = 3
+#: Versions this library reads (1: fixed depth, one counter; 2: groups of levels; 3: the ledger binding).
+READABLE = (1, 2, 3)
 MECHANISM = "online_pmm"
 #: The relation of every stream release (event level: ``online_pmm.RELATION`` says it in words).
 NEIGHBOURING = "add_remove"
 #: What a stream release says of its mechanism (:func:`~privsyn_core.engine.pipeline.assemble`): private, exact
 #: integer noise (the counters' discrete Laplace draws).
 STREAM_PUBLISHER = Publisher(MECHANISM, is_private=True)
+#: The largest state file read (bytes): far above a depth-20 stream after a million steps, and a bound on what a
+#: path to a device or a damaged file can make this library read.
+MAX_STATE_BYTES = 2**32
 
 
 def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: float | None = None, *,
@@ -112,21 +129,24 @@ def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: 
         derives the key from the seed: tests and teaching only (every release then says it replays).
     ledger : PrivacyLedger or path, optional
         Creating only: the privacy ledger that counts the whole stream's epsilon, reserved once (checked against
-        the dataset's budget) before the state file is written; the steps then spend nothing new.
+        the dataset's budget) before the state file is written; the steps then spend nothing new.  The stream is
+        bound to it: each step is recorded there with its batch (see the module docstring).
     dataset : str, optional
         The dataset's name in the ledger (default ``stream:<the state file's absolute path>``); name it as the
         table's offline releases are named to keep both under one budget.
     """
     path = Path(path)
     if create:
-        reservation = None
+        reservation, binding = None, None
         if ledger is not None and epsilon is not None:  # (a missing epsilon is named by _create)
             store = ledger if isinstance(ledger, PrivacyLedger) else PrivacyLedger(ledger)
-            reservation = store.reserve(dataset or f"stream:{path.resolve()}", check_epsilon(epsilon),
-                                        relation=online_pmm.RELATION, mechanism=MECHANISM,
-                                        label=f"stream {path.name} (every step)")
+            name, stream_id = dataset or f"stream:{path.resolve()}", uuid.uuid4().hex
+            reservation = store.reserve(name, check_epsilon(epsilon), relation=online_pmm.RELATION,
+                                        mechanism=MECHANISM, label=f"stream {path.name} (every step)",
+                                        stream=stream_id)
+            binding = {"ledger": str(store.path.absolute()), "dataset": name, "stream": stream_id}
         try:
-            stream = _create(path, schema, epsilon, depth, horizon_n, horizon_steps, growing, rng)
+            stream = _create(path, schema, epsilon, depth, horizon_n, horizon_steps, growing, rng, binding)
         except BaseException:
             if reservation is not None:
                 reservation.cancel()  # no state, no noise: nothing was released
@@ -187,27 +207,43 @@ class Stream:
         """The released noisy estimates of every cell of every open level at the current step (heap layout)."""
         return _counters(_load(self.path)).released()
 
-    def add(self, batch: Any, *, n_synthetic: int | None = None) -> Release:
+    def add(self, batch: Any, *, n_synthetic: int | None = None,
+            publish: Callable[[Release], None] | None = None) -> Release:
         """Add one batch (the records of one step) and return the new step's release.
 
         ``batch`` is a DataFrame with the schema's columns, an iterable of such DataFrames (blocks of one batch,
         e.g. :func:`~privsyn_core.data.io.iter_csv`), or a Dask DataFrame (counted partition by partition where
         it lies).  Values outside the public bounds or categories are refused (nothing is
         clipped).  An empty batch is a step without records.
+
+        ``publish(release)``, when given, is called once the step is recorded and the state saved (the command
+        line writes the output files there); the step is marked published in the ledger only after it returns,
+        so a crash before then lets the same batch re-emit the same release.  For a stream bound to a ledger, a
+        batch other than the one recorded at its step is refused (:class:`StreamError`; module docstring).
         """
         n_synthetic = check_count("n_synthetic", n_synthetic, MAX_SYNTHETIC_ROWS)
-        with _locked(self.path):
+        with _locked(self.path), contextlib.ExitStack() as scope:
             state = _load(self.path)
             self._refresh(state)
             leaves = self._leaves(batch)
-            counters = _counters(state)
-            online_pmm.step(counters, leaves, self.plan, keyed_rng(_key(state)))
-            state["step"] = counters.step
-            state["version"] = VERSION
-            state["groups"] = [_pack_group(g) for g in counters.groups]
-            release = self._release(counters, n_synthetic, state)  # before the write
-            _save(self.path, state)
-            self._refresh(state)
+            bound = _Binding.of(state, leaves, scope)
+            if bound is not None and bound.unpublished_rerun(state["step"]):
+                release = self._release(_counters(state), n_synthetic, state)  # the saved step, not a new one
+            else:
+                counters = _counters(state)
+                online_pmm.step(counters, leaves, self.plan, keyed_rng(_key(state)))
+                state["step"] = counters.step
+                state["version"] = VERSION
+                state["groups"] = [_pack_group(g) for g in counters.groups]
+                release = self._release(counters, n_synthetic, state)  # before the write
+                if bound is not None:
+                    bound.record(counters.step, self.path)
+                _save(self.path, state)
+                self._refresh(state)
+            if publish is not None:
+                publish(release)
+            if bound is not None:
+                bound.published(state["step"])
         return release
 
     def release(self, *, n_synthetic: int | None = None) -> Release:
@@ -274,6 +310,46 @@ class Stream:
         return result.release()
 
 
+class _Binding:
+    """A bound stream's steps in its ledger: ``stream`` (the stream's id), ``batch`` (this batch's identity)."""
+
+    def __init__(self, ledger: PrivacyLedger, stream: str, batch: str) -> None:
+        self.ledger, self.stream, self.batch = ledger, stream, batch
+
+    @classmethod
+    def of(cls, state: dict[str, Any], leaves: np.ndarray, scope: contextlib.ExitStack) -> _Binding | None:
+        """The binding of a state (``None`` for a stream without a ledger) with the batch's identity: BLAKE2b of
+        its leaf counts keyed with the stream's secret (the step's release is a function of them; the hash,
+        unkeyed, would let anyone holding the ledger test guesses of a small batch).  The ledger's calls share
+        one connection until ``scope`` closes."""
+        binding = state.get("binding")
+        if binding is None:
+            return None
+        ledger = PrivacyLedger(binding["ledger"])
+        scope.enter_context(ledger.shared_connection())
+        if ledger.stream_step(binding["stream"], 0) is None:
+            raise StreamError(f"the privacy ledger {ledger.path} has no record of this stream (re-initialised, or "
+                              "another file?): its steps cannot be checked, so none is added. Restore the ledger")
+        digest = hashlib.blake2b(np.ascontiguousarray(leaves, dtype="<i8").tobytes(), key=_key(state),
+                                 person=b"privsyn-batch", digest_size=32).hexdigest()
+        return cls(ledger, binding["stream"], digest)
+
+    def unpublished_rerun(self, step: int) -> bool:
+        """True when the saved ``step`` was recorded on this batch and its release never published: a re-run."""
+        return step > 0 and self.ledger.stream_step(self.stream, step) == (self.batch, RECORDED)
+
+    def record(self, step: int, path: Path) -> None:
+        """Record ``step`` on this batch; refuse another batch recorded there (the step is already released)."""
+        earlier = self.ledger.record_stream_step(self.stream, step, self.batch)
+        if earlier is not None and earlier != self.batch:
+            raise StreamError(f"step {step} of the stream {path} was already released on another batch (a copied "
+                              "or restored state?): refused. Only that step's batch may be added again (it re-emits "
+                              "the same release)")
+
+    def published(self, step: int) -> None:
+        self.ledger.publish_stream_step(self.stream, step)
+
+
 def _partition_leaves(batch: Any, schema: Schema, depth: int) -> np.ndarray:
     """Leaf counts of one batch (or Dask partition), refusing values outside the public domain."""
     frame = as_frame(batch) if not isinstance(batch, pd.DataFrame) else batch
@@ -299,7 +375,8 @@ def _as_schema(schema: Schema | dict | None) -> Schema:
 
 
 def _create(path: Path, schema: Schema | dict | None, epsilon: float | None, depth: int | None,
-            horizon_n: int | None, horizon_steps: int | None, growing: bool, rng: RandomLike) -> Stream:
+            horizon_n: int | None, horizon_steps: int | None, growing: bool, rng: RandomLike,
+            binding: dict[str, str] | None) -> Stream:
     schema = _as_schema(schema)
     if epsilon is None:
         raise ParameterError("a new stream needs epsilon, the budget of the whole stream")
@@ -345,7 +422,7 @@ def _create(path: Path, schema: Schema | dict | None, epsilon: float | None, dep
     state = {"format": FORMAT, "version": VERSION, "mechanism": MECHANISM, "schema": schema.to_dict(),
              "epsilon": epsilon, "depth": r, "params": params, "neighbouring": online_pmm.RELATION,
              "ledger": [[s, e] for s, e in plan.ledger], "step": 0, "seed": seed, "key": key.hex(),
-             "groups": [_pack_group(g) for g in StreamCounters.start(plan).groups]}
+             "groups": [_pack_group(g) for g in StreamCounters.start(plan).groups], "binding": binding}
     if path.exists() or path.is_symlink():
         raise StreamError(f"{path} already exists; a stream is created once (open it, or choose another path)")
     _save(path, state, exclusive=True)
@@ -396,7 +473,9 @@ def _plan(state: dict[str, Any]) -> StreamPlan:
 
 
 def _upgrade(state: dict[str, Any]) -> None:
-    """A version-1 state (fixed depth, one counter) as version 2: one group of every level, opened at step 1."""
+    """An earlier state as version 3.  Version 1 (fixed depth, one counter): one group of every level, opened at
+    step 1.  Versions 1 and 2: no ledger binding (the stream was not bound)."""
+    state.setdefault("binding", None)
     if state["version"] == 1:
         size = 2 ** (state["depth"] + 1)
         counter = state.pop("counter")
@@ -453,17 +532,12 @@ def _save(path: Path, state: dict[str, Any], *, exclusive: bool = False) -> None
 _REQUIRED = {"format": str, "version": int, "mechanism": str, "schema": dict, "epsilon": float, "depth": int,
              "params": dict, "neighbouring": str, "ledger": list, "step": int, "key": str, "checksum": str}
 #: The counters' field of each version.
-_COUNTERS = {1: ("counter", dict), 2: ("groups", list)}
+_COUNTERS = {1: ("counter", dict), 2: ("groups", list), 3: ("groups", list)}
 
 
 def _load(path: Path) -> dict[str, Any]:
     """Read and verify a state file; any problem is one :class:`StreamError` line."""
-    if not path.exists():
-        raise StreamError(f"no stream state at {path}; create one first (stream open ... / open_stream(create=True))")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise StreamError(f"cannot read the stream state {path}: {exc.strerror}") from None
+    raw = _read_state(path)
     try:
         state = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -481,6 +555,9 @@ def _load(path: Path) -> dict[str, Any]:
         raise StreamError(f"the stream state {path} is corrupted (checksum mismatch); restore it from a backup")
     try:
         Schema.from_dict(state["schema"])
+        if len(_key(state)) != 32 or not _binding_valid(state.get("binding")) or \
+                (state["version"] >= 3 and "binding" not in state):
+            raise ValueError("the noise key is 256 bits; a binding names a ledger, a dataset and a stream")
         plan = _plan(state)
         _upgrade(state)
         consistent = _consistent(_counters(state), plan, state["step"])
@@ -493,8 +570,42 @@ def _load(path: Path) -> dict[str, Any]:
     return state
 
 
+def _binding_valid(binding: Any) -> bool:
+    """``None`` (a stream without a ledger) or the ledger's path, the dataset's name and the stream's id."""
+    return binding is None or (isinstance(binding, dict) and set(binding) == {"ledger", "dataset", "stream"}
+                               and all(isinstance(v, str) and v for v in binding.values()))
+
+
+def _read_state(path: Path) -> bytes:
+    """The state file's bytes: a regular file only (never a device, a pipe or a folder), read up to its size and
+    at most :data:`MAX_STATE_BYTES`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without a writer, and is refused below
+    except FileNotFoundError:
+        raise StreamError(f"no stream state at {path}; create one first (stream open ... / "
+                          "open_stream(create=True))") from None
+    except OSError as exc:
+        raise StreamError(f"cannot read the stream state {path}: {exc.strerror}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise StreamError(f"the stream state {path} is not a regular file; give the path of a state file")
+    with os.fdopen(fd, "rb") as handle:
+        if info.st_size > MAX_STATE_BYTES:
+            raise StreamError(f"the stream state {path} is larger than {MAX_STATE_BYTES} bytes: not a state this "
+                              "library wrote; restore it from a backup")
+        try:
+            raw = handle.read(info.st_size + 1)
+        except OSError as exc:
+            raise StreamError(f"cannot read the stream state {path}: {exc.strerror}") from None
+    if len(raw) != info.st_size:
+        raise StreamError(f"the stream state {path} changed while it was read; try again")
+    return raw
+
+
 def _consistent(counters: StreamCounters, plan: StreamPlan, step: int) -> bool:
-    """The groups cover levels ``0..depth`` in order, opened in order, with arrays of their sizes."""
+    """The groups cover levels ``0..depth`` in order, opened in order, with arrays of their sizes, and each
+    counter's binary levels match its step."""
     groups = counters.groups
     if not all(type(x) is int for g in groups for x in (g.first, g.last, g.opened)):
         return False
@@ -509,8 +620,7 @@ def _consistent(counters: StreamCounters, plan: StreamPlan, step: int) -> bool:
         c = g.counter
         arrays = [g.frozen, c.block_true, c.log_noisy, c.output, *c.alpha_true, *c.alpha_noisy]
         size = 2 ** (g.last + 1) - online_pmm.group_offset(g.first)
-        if g.first > g.last or {len(a) for a in arrays if a is not None} != {size} or \
-                len(c.alpha_true) != len(c.alpha_noisy):
+        if g.first > g.last or {len(a) for a in arrays if a is not None} != {size} or not c.well_formed():
             return False
     return True
 
@@ -520,7 +630,7 @@ def _locked(path: Path) -> Iterator[None]:
     """An exclusive, non-blocking lock on the state file for one step (another process adding: an error)."""
     if not path.exists():
         raise StreamError(f"no stream state at {path}; create one first (stream open ... / open_stream(create=True))")
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never waits on a FIFO; _load refuses what is not a file
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

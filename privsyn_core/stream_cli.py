@@ -1,8 +1,10 @@
 """The ``stream`` commands of the command line (wired into :mod:`privsyn_core.cli` by :func:`add_subparser`).
 
 ``python -m privsyn_core stream open STATE --schema schema.json --epsilon 1 --horizon-n 100000`` (or
-``--depth R``, or ``--growing``) creates a stream; ``stream add STATE BATCH.csv OUT.csv [--report REPORT.json]``
-adds one batch and writes that step's synthetic rows; ``stream release STATE OUT.csv`` writes the current step's
+``--depth R``, or ``--growing``) creates a stream bound to the privacy ledger (``--ledger``);
+``stream add STATE BATCH.csv OUT.csv [--report REPORT.json]`` adds one batch and writes that step's synthetic
+rows (run again with the same batch after a crash, it writes the same rows; another batch at a step already
+released, from a copied or restored state, is refused); ``stream release STATE OUT.csv`` writes the current step's
 release again (the same rows: nothing new is drawn); ``stream status STATE`` prints the public facts (epsilon,
 ledger, step).  Errors are one line with exit status 2 (:func:`privsyn_core.cli.main`), and leave the state file
 unchanged.
@@ -97,9 +99,9 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
     _check_outputs([args.output, args.report], [args.state, args.batch], force=args.force)
     stream = open_stream(args.state)
-    with iter_csv(args.batch) as chunks:
-        release = stream.add(chunks, n_synthetic=args.n_synthetic)
-    return _write(release, args, recorded=True)
+    with iter_csv(args.batch) as chunks:  # the files are written before a bound stream marks the step published
+        stream.add(chunks, n_synthetic=args.n_synthetic, publish=lambda release: _write(release, args, recorded=True))
+    return 0
 
 
 def _cmd_release(args: argparse.Namespace) -> int:
@@ -107,7 +109,8 @@ def _cmd_release(args: argparse.Namespace) -> int:
     from privsyn_core.stream import open_stream
 
     _check_outputs([args.output, args.report], [args.state], force=args.force)
-    return _write(open_stream(args.state).release(n_synthetic=args.n_synthetic), args, recorded=False)
+    _write(open_stream(args.state).release(n_synthetic=args.n_synthetic), args, recorded=False)
+    return 0
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -124,7 +127,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write(release: Any, args: argparse.Namespace, *, recorded: bool) -> int:
+def _write(release: Any, args: argparse.Namespace, *, recorded: bool) -> None:
     from privsyn_core.data.io import atomic_open, write_csv
 
     try:
@@ -142,4 +145,3 @@ def _write(release: Any, args: argparse.Namespace, *, recorded: bool) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     print(f"wrote {release.n_synthetic} synthetic rows of step {release.params['step']} to {args.output} "
           f"(online_pmm, epsilon={release.epsilon:g} for the whole stream, event-level add/remove)")
-    return 0

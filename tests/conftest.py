@@ -83,6 +83,7 @@ def _module_ledger(tmp_path_factory):
     """Apps started by module fixtures keep their privacy ledger in a temporary folder, never in app-data/."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PRIVSYN_DATA_DIR", str(tmp_path_factory.mktemp("ledger")))
+        patch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))  # the ledgers' markers
         yield
 
 
@@ -90,6 +91,7 @@ def _module_ledger(tmp_path_factory):
 def _fresh_ledger(monkeypatch, tmp_path):
     """Every test starts with an empty persistent ledger (the app's SQLite store, PRIVSYN_DATA_DIR)."""
     monkeypatch.setenv("PRIVSYN_DATA_DIR", str(tmp_path / "app-data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # where a ledger's creation is remembered
     monkeypatch.delenv("PRIVSYN_LEDGER", raising=False)  # the library's and the CLI's ledger follow the data folder
     monkeypatch.delenv("PRIVSYN_BUDGET", raising=False)
 

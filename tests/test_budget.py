@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture()
 def ledger(tmp_path) -> PrivacyLedger:
-    return PrivacyLedger(tmp_path / "ledger" / "ledger.sqlite")
+    return PrivacyLedger.create(tmp_path / "ledger" / "ledger.sqlite")
 
 
 def reserve(ledger: PrivacyLedger, epsilon: float, data: str = "d", **kw) -> budget.Reservation:
@@ -184,18 +185,86 @@ def test_processes_on_one_ledger_file_never_overspend(ledger):
 
 # -- fail closed ---------------------------------------------------------------------------------------------------
 
-def test_a_new_ledger_is_made_only_in_a_missing_or_empty_folder(tmp_path):
-    fresh = PrivacyLedger(tmp_path / "new" / "ledger.sqlite")
+def test_the_data_folders_ledger_is_made_on_first_use_only_in_a_missing_or_empty_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRIVSYN_DATA_DIR", str(tmp_path / "new"))
+    fresh = PrivacyLedger()
     assert fresh.spent("d") == 0.0 and fresh.path.exists()
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "uploads").mkdir()
+    monkeypatch.setenv("PRIVSYN_DATA_DIR", str(busy))
     with pytest.raises(LedgerError, match="its folder is not empty"):
-        PrivacyLedger(busy / "ledger.sqlite").spent("d")
+        PrivacyLedger().spent("d")
     PrivacyLedger.create(busy / "ledger.sqlite")  # the operator's explicit command
-    assert PrivacyLedger(busy / "ledger.sqlite").spent("d") == 0.0
+    assert PrivacyLedger().spent("d") == 0.0
     with pytest.raises(LedgerError, match="already exists"):
         PrivacyLedger.create(busy / "ledger.sqlite")
+
+
+@pytest.mark.parametrize("named", ["missing folder/ledger.sqlite", "ledger.sqlite"])
+def test_a_ledger_named_by_a_path_that_does_not_exist_is_refused_and_never_made(tmp_path, monkeypatch, named):
+    """Issue 37, item 8: a mistyped path (argument or PRIVSYN_LEDGER) is refused, never a fresh empty ledger."""
+    typo = tmp_path / named
+    before = sorted(tmp_path.rglob("*"))
+    with pytest.raises(LedgerError, match=r"no privacy ledger at .*\(a typo\?\)"):
+        reserve(PrivacyLedger(typo), 0.1)
+    monkeypatch.setenv("PRIVSYN_LEDGER", str(typo))
+    with pytest.raises(LedgerError, match="no privacy ledger at"):
+        PrivacyLedger().spent("d")
+    with pytest.raises(LedgerError, match="no privacy ledger at"):
+        ps.synthesize(np.full((20, 1), 0.5), "pmm", 1.0, schema=ps.unit_schema(1), ledger=typo)
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_ledger_removed_from_its_data_folder_after_use_is_refused_until_budget_init(tmp_path, monkeypatch):
+    """Issue 37, item 8: deleting the data folder's ledger (alone, or with its whole folder) does not reset the
+    spends: the markers left at its creation refuse a fresh ledger until the operator runs ``budget init``."""
+    monkeypatch.setenv("PRIVSYN_DATA_DIR", str(tmp_path / "data"))
+    path = budget.data_folder_path()
+    code = ("import sys; from privsyn_core.privacy.budget import PrivacyLedger as L; l = L(); "
+            "l.reserve('d', 1.0, relation='replace', mechanism='pmm').confirm(); print(l.spent('d'))")
+    def run() -> subprocess.CompletedProcess:  # a new process each time: nothing remembered in memory
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert run().stdout.strip() == "1.0"
+    for removal in ("the file", "the folder"):
+        for leftover in path.parent.glob(f"{path.name}*"):
+            leftover.unlink()
+        if removal == "the folder":
+            import shutil
+            shutil.rmtree(path.parent)
+        refused = run()
+        assert refused.returncode == 1 and "was made before and is gone" in refused.stderr, (removal, refused.stderr)
+        assert not path.exists()
+        PrivacyLedger.create(path)  # budget init: the operator starts a new ledger knowingly
+        assert run().stdout.strip() == "1.0"
+
+
+def test_another_programs_sqlite_file_is_refused_untouched(tmp_path):
+    """Issue 37, item 8: the file is looked at read-only first, so it is not switched to WAL and gets no table."""
+    foreign = tmp_path / "foreign.sqlite"
+    with closing(sqlite3.connect(foreign)) as db:
+        db.execute("create table t (x)")
+        db.execute("create table spends (x)")  # a name the app's earlier ledgers used, other columns
+        db.execute("create table budgets (x)")
+        db.commit()
+    before = foreign.read_bytes()
+    for call in (lambda: PrivacyLedger(foreign).spent("d"), lambda: reserve(PrivacyLedger(foreign), 0.1)):
+        with pytest.raises(LedgerError, match=r"not a privsyn ledger .* left untouched"):
+            call()
+    assert foreign.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["foreign.sqlite"]
+
+
+def test_detection_case_a_read_write_open_switches_a_foreign_file_to_wal(tmp_path):
+    """What the read-only look prevents: opening the file read-write and setting the journal, as the ledger did
+    before it checked the schema, changes another program's file."""
+    foreign = tmp_path / "foreign.sqlite"
+    with closing(sqlite3.connect(foreign)) as db:
+        db.execute("create table t (x)")
+        db.commit()
+    with closing(sqlite3.connect(foreign)) as db:
+        db.execute("pragma journal_mode=wal")
+    with closing(sqlite3.connect(foreign)) as db:
+        assert db.execute("pragma journal_mode").fetchone()[0] == "wal"
 
 
 def test_an_empty_a_damaged_a_foreign_and_a_removed_ledger_refuse_every_release(ledger, tmp_path):
@@ -213,10 +282,8 @@ def test_an_empty_a_damaged_a_foreign_and_a_removed_ledger_refuse_every_release(
     sqlite3.connect(foreign).execute("create table t (x)").connection.commit()
     with pytest.raises(LedgerError, match="not a privsyn ledger"):
         PrivacyLedger(foreign).spent("d")
-    ledger.path.unlink()
-    for sidecar in ("-wal", "-shm"):
-        Path(f"{ledger.path}{sidecar}").unlink(missing_ok=True)
-    ledger.path.parent.rmdir()  # the whole data folder deleted while the process runs
+    import shutil
+    shutil.rmtree(ledger.path.parent)  # the whole data folder deleted while the process runs
     with pytest.raises(LedgerError, match="removed while in use"):
         reserve(ledger, 0.1)
     assert not ledger.path.exists(), "a refused call makes no fresh ledger"
@@ -297,6 +364,25 @@ def test_synthesize_spends_nothing_on_bad_input_and_once_on_the_same_seeded_run(
     assert ledger.spent(data) == 1.5 and ledger.count(data) == 3
     ps.synthesize(X, "pmm", 0.5, schema=schema, ledger=ledger, rng=7, dataset="named")  # a name: no dedup by content
     assert ledger.spent("named") == 0.5
+
+
+@pytest.mark.parametrize("upgrade", ["sampler", "library"])
+def test_a_seeded_replay_is_free_only_with_the_same_library_and_samplers(ledger, monkeypatch, upgrade):
+    """Issue 37, item 5: the same seeded call is charged once; after a change of the samplers' version (or of the
+    library's) it may draw other noise, so it is charged again."""
+    from privsyn_core.privacy import noise
+
+    X = np.random.default_rng(1).uniform(0, 1, (200, 1))
+    data = budget.dataset_id(X)
+    for _ in range(2):
+        ps.synthesize(X, "dp_histogram", 1.0, schema=ps.unit_schema(1), ledger=ledger, rng=7)
+    assert ledger.spent(data) == 1.0
+    if upgrade == "sampler":
+        monkeypatch.setattr(noise, "SAMPLER_VERSION", noise.SAMPLER_VERSION + 1)
+    else:
+        monkeypatch.setattr(ps, "__version__", ps.__version__ + ".post1")
+    ps.synthesize(X, "dp_histogram", 1.0, schema=ps.unit_schema(1), ledger=ledger, rng=7)
+    assert ledger.spent(data) == 2.0
 
 
 def test_sixteen_library_threads_releasing_never_exceed_the_budget(ledger):

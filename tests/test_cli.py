@@ -354,7 +354,7 @@ def test_synth_counts_every_release_in_the_ledger_and_the_operators_budget_refus
 
 def test_synth_uses_the_documented_default_ledger_and_refuses_an_emptied_one(files, capsys, monkeypatch):
     tmp, real, schema = files
-    monkeypatch.setenv("PRIVSYN_LEDGER", str(tmp / "default" / "ledger.sqlite"))
+    monkeypatch.setenv("PRIVSYN_DATA_DIR", str(tmp / "default"))
     args = ["synth", real, tmp / "o.csv", "--mechanism", "dp_histogram", "--epsilon", "0.5", "--schema", schema,
             "--force"]
     assert run_main(capsys, *args).returncode == 0
@@ -362,6 +362,59 @@ def test_synth_uses_the_documented_default_ledger_and_refuses_an_emptied_one(fil
     (tmp / "default" / "ledger.sqlite").write_bytes(b"")
     refused = run_main(capsys, *args)
     assert refused.returncode == 2 and "is empty" in refused.stderr and "budget init" in refused.stderr
+
+
+@pytest.mark.parametrize("how", ["--ledger", "PRIVSYN_LEDGER"])
+@pytest.mark.parametrize("named", ["typo/ledger.sqlite", "ledgr.sqlite"])
+def test_a_mistyped_ledger_is_refused_with_one_line_and_never_made(files, capsys, monkeypatch, how, named):
+    """Issue 37, item 8: a ledger in a missing folder, or a missing file, is refused (exit 2, one line) by every
+    command, the reading ones included; nothing is created and no output written."""
+    tmp, real, schema = files
+    typo = tmp / named
+    option = ["--ledger", typo] if how == "--ledger" else []
+    if how == "PRIVSYN_LEDGER":
+        monkeypatch.setenv("PRIVSYN_LEDGER", str(typo))
+    before = sorted(tmp.rglob("*"))
+    for command in (["budget", "show", real], ["budget", "set", real, "1.0"],
+                    ["synth", real, tmp / "o.csv", *SYNTH, "--schema", schema]):
+        refused = run_main(capsys, *command, *option)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, (command, refused.stderr)
+        assert "no privacy ledger at" in refused.stderr and "budget init" in refused.stderr
+    assert sorted(tmp.rglob("*")) == before
+
+
+def test_budget_show_never_makes_the_default_ledger(files, capsys):
+    _, real, _ = files
+    refused = run_main(capsys, "budget", "show", real)
+    assert refused.returncode == 2 and "no privacy ledger at" in refused.stderr
+    assert not budget.default_path().exists() and not budget.default_path().parent.exists()
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "0", "inf", "nan", ""])
+def test_every_budget_argument_error_is_one_line_with_exit_2(files, capsys, value):
+    _, real, _ = files
+    refused = run_main(capsys, "budget", "set", real, value)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert "a budget is a positive finite epsilon" in refused.stderr and repr(value) in refused.stderr
+    for args in (["budget", "show", real, "--last", "x"], ["budget", "set", real], ["budget", "frobnicate"]):
+        usage = run_main(capsys, *args)
+        assert usage.returncode == 2 and usage.stderr.count("\n") == 1, usage.stderr
+
+
+def test_a_deleted_default_ledger_refuses_every_command_until_budget_init(files):
+    """Issue 37, item 8, through the real command line (a new process per command: nothing kept in memory)."""
+    tmp, real, schema = files
+    synth = ["synth", real, tmp / "o.csv", *SYNTH, "--schema", schema, "--force"]
+    assert run_cli("budget", "set", real, "1.0").returncode == 0
+    assert run_cli(*synth).returncode == 0
+    for leftover in budget.default_path().parent.glob("ledger.sqlite*"):
+        leftover.unlink()  # the ledger, alone in its folder, removed: its spends must not be forgotten silently
+    for command in (synth, ["budget", "show", real], ["budget", "set", real, "5"]):
+        refused = run_cli(*command)
+        assert refused.returncode == 2 and "was made before and is gone" in refused.stderr, refused.stderr
+        assert refused.stderr.count("\n") == 1
+    assert run_cli("budget", "init").returncode == 0
+    assert run_cli(*synth).returncode == 0
 
 
 @pytest.mark.parametrize("key, option", [("epsilon", "--epsilon"), ("schema", "--schema"), ("mechanism", "--mechanism"),

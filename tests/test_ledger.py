@@ -17,9 +17,11 @@ def spend(data: str, epsilon: float, *, private: bool = True, relation: str = "r
 
 
 def connections(monkeypatch) -> list[str]:
-    """The files the ledger opens from now on (every ``sqlite3.connect``)."""
+    """The files the ledger opens for writing from now on (every ``sqlite3.connect`` but the read-only look at the
+    file's schema that comes before it)."""
     opened, connect = [], sqlite3.connect
-    monkeypatch.setattr(sqlite3, "connect", lambda file, **kw: opened.append(str(file)) or connect(file, **kw))
+    monkeypatch.setattr(sqlite3, "connect", lambda file, **kw: (None if kw.get("uri") else opened.append(str(file)))
+                        or connect(file, **kw))
     return opened
 
 

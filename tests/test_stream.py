@@ -7,8 +7,10 @@ import hashlib
 import json
 import math
 import os
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ import pandas as pd
 import pytest
 
 import privsyn_core as ps
+from privsyn_core import stream as stream_module
 from privsyn_core.cli import main as cli_main
 from privsyn_core.errors import DataError, ParameterError, PrivsynError, StreamError
 from privsyn_core.result import Release
@@ -170,6 +173,47 @@ def test_a_corrupted_state_is_refused_and_left_alone(state, damage):
     assert state.read_bytes() == raw
 
 
+@pytest.mark.parametrize("step", [1, 4, 5, 8, 100])
+def test_an_edited_step_with_a_recomputed_checksum_is_refused_with_one_line(tmp_path, capsys, step):
+    """Issue 37, item 4: the checksum catches damage, not edits; a step that does not match the counters' binary
+    levels is refused (it raised IndexError in the counter), through the library and the CLI (exit 2)."""
+    f = _files(tmp_path)
+    state = f / "st.json"
+    stream = open_stream(state, SCHEMA, 1.0, create=True, depth=4, rng=0)
+    for t in range(3):
+        stream.add(_batch(t, 20))
+    body = json.loads(state.read_text())
+    body["step"] = step
+    body["checksum"] = stream_module._checksum({k: v for k, v in body.items() if k != "checksum"})
+    state.write_text(json.dumps(body))
+    with pytest.raises(StreamError, match="corrupted"):
+        open_stream(state)
+    capsys.readouterr()
+    assert cli_main(["stream", "add", str(state), str(f / "b1.csv"), str(f / "o.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "corrupted" in err and "\n" not in err
+
+
+@pytest.mark.parametrize("kind", ["/dev/zero", "fifo", "folder"])
+def test_a_state_that_is_not_a_regular_file_is_refused_without_reading_it(tmp_path, capsys, kind):
+    """Issue 37, item 4: a state path linked to /dev/zero read without bound; a FIFO would wait for a writer."""
+    f = _files(tmp_path)
+    state = f / "st.json"
+    if kind == "/dev/zero":
+        state.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(state)
+    else:
+        state.mkdir()
+    with pytest.raises(StreamError, match="not a regular file"):
+        open_stream(state)
+    for argv in (["status", str(state)], ["add", str(state), str(f / "b1.csv"), str(f / "o.csv")],
+                 ["release", str(state), str(f / "o.csv")]):
+        assert cli_main(["stream", *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "not a regular file" in err and "\n" not in err
+
+
 @pytest.mark.parametrize("kwargs", [{}, {"depth": 3, "horizon_n": 10}, {"depth": 99}, {"depth": 3, "rng": -1},
                                     {"horizon_n": 0}, {"depth": 3, "horizon_steps": 5},
                                     {"horizon_n": 100, "horizon_steps": 0}])
@@ -308,9 +352,155 @@ def test_a_failed_write_leaves_the_old_state_and_no_temporary_file(state, monkey
     assert open_stream(state).add(_batch(2)).params["step"] == 2
 
 
+# -- streams bound to the ledger (issue 37, item 4) ----------------------------------------------------------------
+
+def _cli_stream(f: Path, name: str, seed: str = "3") -> str:
+    state = str(f / name)
+    assert cli_main(["stream", "open", state, "--schema", str(f / "schema.json"), "--epsilon", "1", "--depth", "4",
+                     "--seed", seed]) == 0
+    return state
+
+
+def _one_more(f: Path) -> Path:
+    """Batch b0 plus one record: its neighbour under the stream's relation."""
+    out = f / "b0plus.csv"
+    pd.concat([pd.read_csv(f / "b0.csv"), pd.DataFrame({"a": [5.0], "b": [0.5]})]).to_csv(out, index=False)
+    return out
+
+
+def test_a_copied_state_cannot_release_a_step_again_on_another_batch(tmp_path, capsys):
+    """A copy of the state shares the stream's noise: releasing step 1 on b0 from one copy and on b0 plus one
+    record from the other would publish two releases that differ by exactly that record.  The second is refused."""
+    f = _files(tmp_path)
+    state = _cli_stream(f, "st.json")
+    copy = f / "copy.json"
+    copy.write_bytes(Path(state).read_bytes())
+    assert cli_main(["stream", "add", state, str(f / "b0.csv"), str(f / "o.csv")]) == 0
+    capsys.readouterr()
+    assert cli_main(["stream", "add", str(copy), str(_one_more(f)), str(f / "fork.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "step 1 of the stream" in err and "already released on another batch" in err and "\n" not in err
+    assert not (f / "fork.csv").exists() and open_stream(copy).step == 0
+    assert cli_main(["stream", "add", str(copy), str(f / "b0.csv"), str(f / "again.csv")]) == 0  # the recorded batch
+    assert (f / "again.csv").read_bytes() == (f / "o.csv").read_bytes(), "the same release, no fresh noise"
+
+
+def test_detection_case_an_unbound_copy_releases_one_step_twice_with_the_same_noise(tmp_path):
+    """What the binding prevents: two copies of a stream made without a ledger release step 1 on neighbouring
+    batches, and their released counts differ by exactly the one record (one cell per level, by one)."""
+    f = _files(tmp_path)
+    state = tmp_path / "free.json"
+    open_stream(state, SCHEMA, 1.0, create=True, depth=4, rng=3)
+    copy = tmp_path / "free-copy.json"
+    copy.write_bytes(state.read_bytes())
+    open_stream(state).add(pd.read_csv(f / "b0.csv"))
+    open_stream(copy).add(pd.read_csv(_one_more(f)))
+    difference = open_stream(copy).counters() - open_stream(state).counters()
+    assert sorted(set(difference.tolist())) == [0, 1] and difference.sum() == 5, "one cell of each of 5 levels"
+
+
+_CRASH = """
+import os, sys
+from privsyn_core import cli, stream, stream_cli
+if sys.argv[1] == "before the output":
+    stream_cli._write = lambda *args, **kwargs: os._exit(9)
+else:
+    stream._save = lambda *args, **kwargs: os._exit(9)
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("where", ["before the output", "before the state"])
+def test_a_stream_add_killed_mid_step_re_emits_the_same_release_when_run_again(tmp_path, capsys, where):
+    """``stream add`` killed after the step is recorded (before the state is saved, or after it and before the
+    output is written): running it again with the same batch writes the release the step would have had, and the
+    stream stays at step 1 (the batch is not counted twice); another batch is then a new step."""
+    f = _files(tmp_path)
+    state, twin = _cli_stream(f, "st.json"), _cli_stream(f, "twin.json")  # twin: the same seed, no crash
+    assert cli_main(["stream", "add", twin, str(f / "b0.csv"), str(f / "expected.csv")]) == 0
+    add = ["stream", "add", state, str(f / "b0.csv"), str(f / "o.csv")]
+    killed = subprocess.run([sys.executable, "-c", _CRASH, where, *add], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parents[1], timeout=120)
+    assert killed.returncode == 9 and not (f / "o.csv").exists()
+    assert open_stream(state).step == (1 if where == "before the output" else 0)
+    capsys.readouterr()
+    assert cli_main(add) == 0 and "step 1" in capsys.readouterr().out
+    assert (f / "o.csv").read_bytes() == (f / "expected.csv").read_bytes() and open_stream(state).step == 1
+    assert cli_main(["stream", "add", state, str(f / "b1.csv"), str(f / "o2.csv")]) == 0
+    assert open_stream(state).step == 2
+
+
+def test_stream_open_with_a_mistyped_ledger_is_refused_and_makes_nothing(tmp_path, capsys):
+    f = _files(tmp_path)
+    before = sorted(f.rglob("*"))
+    assert cli_main(["stream", "open", str(f / "s.json"), "--schema", str(f / "schema.json"), "--epsilon", "1",
+                     "--depth", "3", "--ledger", str(f / "typo" / "ledger.sqlite")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no privacy ledger at" in err and "\n" not in err and sorted(f.rglob("*")) == before
+
+
+def test_a_bound_stream_refuses_a_ledger_that_does_not_know_it(tmp_path, capsys):
+    """The stream's step 0 is recorded with its reservation, in one transaction: a ledger started again (budget init
+    --force), or another file at its path, has lost the steps a fork is checked against, so nothing is added."""
+    f = _files(tmp_path)
+    state = _cli_stream(f, "st.json")
+    assert cli_main(["stream", "add", state, str(f / "b0.csv"), str(f / "o.csv")]) == 0
+    assert cli_main(["budget", "init", "--force"]) == 0
+    capsys.readouterr()
+    assert cli_main(["stream", "add", state, str(f / "b1.csv"), str(f / "o1.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "has no record of this stream" in err and "\n" not in err and open_stream(state).step == 1
+
+
+def test_a_creation_handed_back_leaves_no_stream_in_the_ledger(tmp_path):
+    ledger = ps.PrivacyLedger.create(tmp_path / "ledger.sqlite")
+    (tmp_path / "taken.json").write_text("{}")
+    with pytest.raises(StreamError, match="already exists"):
+        open_stream(tmp_path / "taken.json", SCHEMA, 1.0, create=True, depth=3, ledger=ledger)
+    with closing(sqlite3.connect(ledger.path)) as db:
+        assert db.execute("select count(*) from stream_steps").fetchone() == (0,)
+        assert db.execute("select count(*) from spends").fetchone() == (0,)
+
+
+def test_two_copies_adding_at_once_release_the_step_once(tmp_path):
+    """Two writers on two copies of one state, released together: the ledger's transaction lets one batch through."""
+    import threading
+
+    ledger = ps.PrivacyLedger.create(tmp_path / "ledger.sqlite")
+    first = tmp_path / "a.json"
+    open_stream(first, SCHEMA, 1.0, create=True, depth=3, rng=0, ledger=ledger)
+    second = tmp_path / "b.json"
+    second.write_bytes(first.read_bytes())
+    barrier, outcomes = threading.Barrier(2), []
+
+    def add(state: Path, batch: pd.DataFrame) -> None:
+        stream = open_stream(state)
+        barrier.wait()
+        try:
+            outcomes.append(stream.add(batch).params["step"])
+        except StreamError:
+            outcomes.append("refused")
+    writers = [threading.Thread(target=add, args=(first, _batch(1, 30))),
+               threading.Thread(target=add, args=(second, _batch(1, 31)))]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join()
+    assert sorted(outcomes, key=str) == [1, "refused"]
+
+
+def test_the_same_batch_added_after_its_release_was_published_is_a_new_step(tmp_path):
+    """Only an unpublished step is re-emitted: a batch repeated on purpose (say, an empty day after an empty day)
+    is a step of its own."""
+    ledger = ps.PrivacyLedger.create(tmp_path / "ledger.sqlite")
+    stream = open_stream(tmp_path / "s.json", SCHEMA, 1.0, create=True, depth=3, rng=0, ledger=ledger)
+    empty = _batch(1, 0)
+    assert [stream.add(empty).params["step"] for _ in range(3)] == [1, 2, 3]
+
+
 def test_the_whole_streams_epsilon_is_counted_once_in_the_privacy_ledger(tmp_path):
     """Issue 25 meets issue 29: a stream reserves its epsilon when it is created, against the dataset's budget."""
-    ledger = ps.PrivacyLedger(tmp_path / "ledger" / "ledger.sqlite")
+    ledger = ps.PrivacyLedger.create(tmp_path / "ledger" / "ledger.sqlite")
     ledger.set_budget("clinic", 1.5)
     stream = open_stream(tmp_path / "s.json", SCHEMA, 1.0, create=True, depth=4, rng=0, ledger=ledger,
                          dataset="clinic")
@@ -332,7 +522,7 @@ def _batch40(t: int) -> pd.DataFrame:
     return _batch(t, 40)
 
 
-def test_a_version_1_state_continues_with_the_same_noise_and_is_written_as_version_2(tmp_path):
+def test_a_version_1_state_continues_with_the_same_noise_and_is_written_as_version_3(tmp_path):
     """A state written by format version 1 (fixed depth, one counter): step 4 releases exactly the counters that
     version 1 released (recorded with it), so a backup restored across the upgrade gets no fresh noise; its rows,
     post-processing of those counters, are pinned by the hash of the current leaf sampler."""
@@ -344,15 +534,17 @@ def test_a_version_1_state_continues_with_the_same_noise_and_is_written_as_versi
     release = stream.add(_batch40(4))
     assert stream.counters().tolist() == expected["counters_step4"]
     assert hashlib.sha256(release.data.to_csv(index=False).encode()).hexdigest() == expected["rows_sha256_step4"]
-    assert json.loads(state.read_text())["version"] == 2 and open_stream(state).release().data.equals(release.data)
+    written = json.loads(state.read_text())
+    assert written["version"] == 3 and written["binding"] is None, "an earlier stream was not bound to a ledger"
+    assert open_stream(state).release().data.equals(release.data)
 
 
 def test_a_state_of_an_unknown_version_is_refused_with_one_line(state):
     open_stream(state, SCHEMA, 1.0, create=True, depth=3, rng=0).add(_batch(1))
     body = json.loads(state.read_text())
-    body["version"] = 3
+    body["version"] = 4
     state.write_text(json.dumps(body))
-    with pytest.raises(StreamError, match="format version 3; this library reads versions 1, 2") as info:
+    with pytest.raises(StreamError, match="format version 4; this library reads versions 1, 2, 3") as info:
         open_stream(state)
     assert "\n" not in str(info.value)
 

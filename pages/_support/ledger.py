@@ -62,7 +62,8 @@ def store() -> PrivacyLedger:
     key = (str(path()), release_locked())
     found = _STORES.get(key)
     if found is None:
-        found = _STORES[key] = PrivacyLedger(key[0], require_budget=key[1])
+        # the data folder's ledger is made on the folder's first use; one named by PRIVSYN_LEDGER must exist
+        found = _STORES[key] = PrivacyLedger(key[0], require_budget=key[1], first_use=not os.environ.get(LEDGER_ENV))
     else:
         found.default_budget = environment_budget()
     return found

@@ -17,9 +17,20 @@ before its output leaves the process and no two releases can both pass the check
   the ``PRIVSYN_BUDGET`` environment variable (a default for every dataset without its own);
   :meth:`PrivacyLedger.tighten_budget` is all a browser session may do (set one where none is, or lower it).
 * **Fail closed.**  A ledger that is missing after it existed, empty (0 bytes), unreadable, damaged or not a
-  privsyn ledger refuses every release with one sentence (:class:`LedgerError`).  A new ledger is created only on
-  first use of a folder that does not exist or is empty, or by :meth:`PrivacyLedger.create`
-  (``python -m privsyn_core budget init``).
+  privsyn ledger refuses every release with one sentence (:class:`LedgerError`).  A new ledger is created only by
+  :meth:`PrivacyLedger.create` (``python -m privsyn_core budget init``) or on the first use of the data folder's
+  ledger (:func:`default_path` without ``PRIVSYN_LEDGER``) in a folder that does not exist or is empty and that
+  never held one: creating a ledger leaves a marker in the folder and one in the user's configuration folder
+  (:func:`marker_paths`), so a ledger deleted after use is refused until the operator runs ``budget init``.  A
+  ledger named by its file (``PRIVSYN_LEDGER``, ``--ledger``, a path given to :class:`PrivacyLedger`) must exist:
+  a mistyped path is refused, never a fresh ledger with no spends.  Another program's SQLite file is checked
+  read-only and refused untouched.
+* **Replays.**  A seeded run (its run key) already in the ledger spends nothing new only when it draws the same
+  noise: the stored key holds the library's version and the samplers'
+  (:data:`~privsyn_core.privacy.noise.SAMPLER_VERSION`), so the same call after an upgrade is charged again.
+* **Streams.**  Each step of a stream bound to the ledger is recorded with its batch's identity
+  (:meth:`PrivacyLedger.record_stream_step`): a step is released on one batch only, whatever copies of the
+  stream's state exist.
 
 The totals are exactly rounded sums (:func:`math.fsum`) over the private spends of every relation: one
 budget caps the spends of both relations together (a conservative sum: a spend under replace-one and one under
@@ -30,7 +41,9 @@ enter a total.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import math
 import os
 import sqlite3
@@ -48,12 +61,14 @@ from privsyn_core.errors import BudgetExceeded, LedgerError, PrivsynError
 #: Environment variables: the ledger's file, the data folder it lives in by default, the operator's default budget.
 LEDGER_ENV, DATA_DIR_ENV, BUDGET_ENV = "PRIVSYN_LEDGER", "PRIVSYN_DATA_DIR", "PRIVSYN_BUDGET"
 LEDGER_FILE = "ledger.sqlite"
+#: Written beside a ledger when it is created: a folder holding it held a ledger.
+MARKER_FILE = ".privsyn-ledger"
 #: Written into every ledger; a file without it is not a privsyn ledger.
 FORMAT = "privsyn-ledger/1"
 #: How long a call waits for another writer's lock before it gives up (seconds).
 BUSY_TIMEOUT = 30.0
 
-SCHEMA = """
+SCHEMA_TABLES = """
 create table meta (key text primary key, value text not null);
 create table spends (
     id integer primary key autoincrement,
@@ -63,21 +78,56 @@ create index spends_private on spends(data, private, relation, epsilon);
 create index spends_run on spends(data, run_key);
 create table budgets (data text primary key, epsilon real not null, owner text not null, updated text not null);
 """
+#: The steps of streams bound to the ledger (added to a ledger of this format that lacks it).
+STREAM_SCHEMA = """
+create table if not exists stream_steps (
+    stream text not null, step integer not null, batch text not null, status text not null, created text not null,
+    primary key (stream, step));
+"""
+#: The columns a ledger of earlier app versions had (upgraded in place, :func:`_migrate_app_ledger`).
+_APP_SPENDS = {"data", "label", "mechanism", "relation", "epsilon", "private", "run_key", "created"}
+SCHEMA = SCHEMA_TABLES + STREAM_SCHEMA
 
 T = TypeVar("T")
 #: Statuses of a spend; every one of them counts in the totals.
 RESERVED, SPENT, FAILED = "reserved", "spent", "failed"
+#: Statuses of a stream's step: recorded before the state is saved, published once its release left the process.
+RECORDED, PUBLISHED = "recorded", "published"
 
 
 def default_path() -> Path:
-    """The ledger's file: ``$PRIVSYN_LEDGER``, else ``$PRIVSYN_DATA_DIR/ledger.sqlite``, else
-    ``$XDG_DATA_HOME/privsyn/ledger.sqlite`` (``~/.local/share/privsyn/ledger.sqlite``)."""
+    """The ledger's file: ``$PRIVSYN_LEDGER``, else :func:`data_folder_path`."""
     if os.environ.get(LEDGER_ENV):
         return Path(os.environ[LEDGER_ENV])
+    return data_folder_path()
+
+
+def data_folder_path() -> Path:
+    """The data folder's ledger: ``$PRIVSYN_DATA_DIR/ledger.sqlite``, else ``$XDG_DATA_HOME/privsyn/ledger.sqlite``
+    (``~/.local/share/privsyn/ledger.sqlite``).  The one ledger made on its folder's first use."""
     if os.environ.get(DATA_DIR_ENV):
         return Path(os.environ[DATA_DIR_ENV]) / LEDGER_FILE
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "privsyn" / LEDGER_FILE
+
+
+def marker_paths(path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """Where the creation of the ledger ``path`` is remembered: :data:`MARKER_FILE` in its folder, and a file named
+    by the SHA-256 of its absolute path in ``$XDG_CONFIG_HOME/privsyn/ledgers`` (``~/.config/privsyn/ledgers``),
+    which outlives the whole folder's removal."""
+    path = Path(path).absolute()
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "privsyn" / "ledgers"
+    return path.parent / MARKER_FILE, config / hashlib.sha256(str(path).encode("utf-8")).hexdigest()
+
+
+def _leave_markers(path: Path) -> None:
+    """Remember that a ledger was made at ``path``, in each place that can be written."""
+    beside, remembered = marker_paths(path)
+    with suppress(OSError):
+        beside.write_text(f"{FORMAT} made here; do not remove: it tells a deleted ledger from a new folder\n")
+    with suppress(OSError):
+        remembered.parent.mkdir(parents=True, exist_ok=True)
+        remembered.write_text(f"{path.absolute()}\n")
 
 
 def environment_budget() -> float | None:
@@ -159,6 +209,10 @@ class PrivacyLedger:
         The budget of every dataset that has none of its own (default: ``PRIVSYN_BUDGET``, else none).
     require_budget : bool
         Refuse every private release on a dataset that has no budget at all (a release-only server).
+    first_use : bool, optional
+        Whether a missing file is created on first use (when its folder is missing or empty and never held a
+        ledger).  Default: only for the data folder's ledger (``path`` not given and no ``PRIVSYN_LEDGER``); a ledger
+        named by its file must exist (:meth:`create`, ``budget init``).
 
     Notes
     -----
@@ -169,8 +223,9 @@ class PrivacyLedger:
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, default_budget: float | None = None,
-                 require_budget: bool = False) -> None:
+                 require_budget: bool = False, first_use: bool | None = None) -> None:
         self.path = Path(path) if path is not None else default_path()
+        self.first_use = first_use if first_use is not None else path is None and not os.environ.get(LEDGER_ENV)
         self.default_budget = default_budget if default_budget is not None else environment_budget()
         self.require_budget = require_budget
         self._local = threading.local()
@@ -208,6 +263,7 @@ class PrivacyLedger:
             else:  # a hard link fails if another process made the ledger meanwhile: its spends are never replaced
                 with suppress(FileExistsError):
                     os.link(part, target)
+            _leave_markers(target)  # after the file: another process seeing a marker sees the ledger
             _fsync_folder(target.parent)
         finally:
             part.unlink(missing_ok=True)
@@ -215,11 +271,13 @@ class PrivacyLedger:
             _SEEN.add(str(target.resolve()))
         return cls(target)
 
-    def ensure(self) -> None:
-        """Check the file (fail closed) and create it on an empty folder's first use, as every call does."""
-        self._check_file()
+    def ensure(self, *, create: bool = True) -> None:
+        """Check the file (fail closed) and create it on an empty folder's first use, as every call does.
 
-    def _check_file(self) -> None:
+        ``create=False`` (a command that only reads, ``budget show``) refuses a missing ledger instead."""
+        self._check_file(create=create)
+
+    def _check_file(self, *, create: bool = True) -> None:
         """Fail closed before any statement: a missing, empty or never-made file is refused or created."""
         path = self.path
         key = str(path.resolve())
@@ -232,6 +290,14 @@ class PrivacyLedger:
                 raise LedgerError(f"the privacy ledger {path} was removed while in use: every release is refused. "
                                   "Restore it from a backup (python -m privsyn_core budget init starts a new one, "
                                   "forgetting every spend)") from None
+            if any(marker.exists() for marker in marker_paths(path)):
+                raise LedgerError(f"the privacy ledger {path} was made before and is gone (removed?): every release "
+                                  "is refused. Restore it from a backup, or start a new one with python -m "
+                                  f"privsyn_core budget init --ledger {path} (forgetting every spend)") from None
+            if not (create and self.first_use):
+                raise LedgerError(f"no privacy ledger at {path}: nothing is read or released through a ledger that "
+                                  "does not exist. Check the path (a typo?), or create it with python -m privsyn_core "
+                                  f"budget init --ledger {path}") from None
             folder = path.parent
             if folder.exists() and any(folder.iterdir()):
                 raise LedgerError(f"no privacy ledger at {path}, and its folder is not empty: it may have been "
@@ -253,27 +319,42 @@ class PrivacyLedger:
     def _open(self) -> sqlite3.Connection:
         self._check_file()
         try:
+            kind, tables = self._probe()
+            if kind is None:
+                raise LedgerError(f"{self.path} is not a privsyn ledger ({FORMAT}): every release is refused (the "
+                                  "file was left untouched). Point PRIVSYN_LEDGER (or --ledger) at the right file")
             db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None)
             try:
                 db.execute("pragma journal_mode=wal")
                 db.execute("pragma synchronous=full")
-                tables = {row[0] for row in db.execute("select name from sqlite_master where type = 'table'")}
-                if "meta" not in tables and {"spends", "budgets"} <= tables:
+                if kind == "app":
                     _migrate_app_ledger(db)
-                    tables.add("meta")
-                found = db.execute("select value from meta where key = 'format'").fetchone() if "meta" in tables \
-                    else None
+                if "stream_steps" not in tables:
+                    db.executescript(STREAM_SCHEMA)
+                if self.first_use and not marker_paths(self.path)[0].exists():
+                    _leave_markers(self.path)  # a ledger made before the markers existed
             except BaseException:
                 db.close()
                 raise
         except sqlite3.DatabaseError as exc:
             raise LedgerError(f"the privacy ledger {self.path} cannot be read ({exc}): every release is "
                               "refused. Restore it from a backup") from None
-        if found is None or found[0] != FORMAT:
-            db.close()
-            raise LedgerError(f"{self.path} is not a privsyn ledger ({FORMAT}): every release is refused. "
-                              "Point PRIVSYN_LEDGER (or --ledger) at the right file")
         return db
+
+    def _probe(self) -> tuple[str | None, set[str]]:
+        """What the file is, read through a read-only connection before anything is written to it: ``"ledger"``
+        (this format), ``"app"`` (the app's ledger of earlier versions, upgraded in place) or ``None`` (another
+        program's file, refused untouched); and its tables."""
+        uri = f"{self.path.absolute().as_uri()}?mode=ro"
+        with closing(sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT)) as probe:
+            tables = {row[0] for row in probe.execute("select name from sqlite_master where type = 'table'")}
+            if "meta" in tables:
+                found = probe.execute("select value from meta where key = 'format'").fetchone()
+                return ("ledger" if found is not None and found[0] == FORMAT else None), tables
+            if {"spends", "budgets"} <= tables:
+                columns = {row[1] for row in probe.execute("pragma table_info(spends)")}
+                return ("app" if columns >= _APP_SPENDS else None), tables
+        return None, tables
 
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
@@ -381,10 +462,39 @@ class PrivacyLedger:
                               (data, int(private)))[0][0])
 
     def known(self, data: str, run_key: str | None) -> bool:
-        """True when the same run (same data, settings and explicit seed: the same output) is in the ledger."""
+        """True when the same run (same data, settings and explicit seed, the same library and samplers: the same
+        output) is in the ledger."""
         if run_key is None:
             return False
-        return bool(self._rows("select 1 from spends where data = ? and run_key = ? limit 1", (data, run_key)))
+        return bool(self._rows("select 1 from spends where data = ? and run_key = ? limit 1",
+                               (data, versioned_run_key(run_key))))
+
+    def stream_step(self, stream: str, step: int) -> tuple[str, str] | None:
+        """The batch identity and status (:data:`RECORDED` or :data:`PUBLISHED`) recorded for a stream's step."""
+        rows = self._rows("select batch, status from stream_steps where stream = ? and step = ?", (stream, int(step)))
+        return (str(rows[0][0]), str(rows[0][1])) if rows else None
+
+    def record_stream_step(self, stream: str, step: int, batch: str) -> str | None:
+        """Record that the stream's ``step`` is released on ``batch`` (its identity), in one transaction.
+
+        Returns ``None`` when the step was not recorded yet (it is now, :data:`RECORDED`), else the batch identity
+        recorded earlier (the caller refuses another batch: a step is released once, whatever copies of the
+        stream's state exist).
+        """
+        def record(db: sqlite3.Connection) -> str | None:
+            found = db.execute("select batch from stream_steps where stream = ? and step = ?",
+                               (stream, int(step))).fetchone()
+            if found is not None:
+                return str(found[0])
+            db.execute("insert into stream_steps(stream, step, batch, status, created) values(?, ?, ?, ?, ?)",
+                       (stream, int(step), batch, RECORDED, _now()))
+            return None
+        return self._transaction(record)
+
+    def publish_stream_step(self, stream: str, step: int) -> None:
+        """Mark a stream's step :data:`PUBLISHED`: its release left the process (a re-run adds a new step)."""
+        self._write([("update stream_steps set status = ? where stream = ? and step = ?",
+                      (PUBLISHED, stream, int(step)))])
 
     # -- writing ----------------------------------------------------------------------------------------------
 
@@ -408,7 +518,7 @@ class PrivacyLedger:
         return found
 
     def reserve(self, data: str, epsilon: float, *, relation: str, mechanism: str, label: str = "",
-                private: bool = True, run_key: str | None = None) -> Reservation:
+                private: bool = True, run_key: str | None = None, stream: str | None = None) -> Reservation:
         """Check the budget and record the spend, in one transaction, before the mechanism runs.
 
         Parameters
@@ -424,7 +534,12 @@ class PrivacyLedger:
             False for a run with no guarantee (recorded apart, outside every total and budget).
         run_key : str, optional
             The run's full description when it is reproducible (an explicit seed): the same run again
-            gives the same output, so it spends nothing new and returns an empty reservation.
+            gives the same output, so it spends nothing new and returns an empty reservation.  Stored with the
+            library's and the samplers' versions (:func:`versioned_run_key`): after an upgrade that may draw
+            other noise, the same run is charged again.
+        stream : str, optional
+            A new stream's id: its step 0 is recorded in the same transaction, so a stream bound to this ledger is
+            known to it (:meth:`record_stream_step` records its later steps).
 
         Returns
         -------
@@ -441,11 +556,12 @@ class PrivacyLedger:
         if not (math.isfinite(epsilon) and epsilon > 0):
             private = False  # an infinite spend has no guarantee to add up
         spend_id = self._transaction(  # no other reservation between the check and the insert
-            lambda db: self._reserve_locked(db, data, epsilon, relation, mechanism, label, private, run_key))
+            lambda db: self._reserve_locked(db, data, epsilon, relation, mechanism, label, private,
+                                            None if run_key is None else versioned_run_key(run_key), stream))
         return Reservation(self, spend_id)
 
     def _reserve_locked(self, db: sqlite3.Connection, data: str, epsilon: float, relation: str, mechanism: str,
-                        label: str, private: bool, run_key: str | None) -> int | None:
+                        label: str, private: bool, run_key: str | None, stream: str | None) -> int | None:
         if run_key is not None and db.execute("select 1 from spends where data = ? and run_key = ? limit 1",
                                               (data, run_key)).fetchone():
             return None
@@ -466,13 +582,18 @@ class PrivacyLedger:
                             "created) values(?, ?, ?, ?, ?, ?, ?, ?, ?)",
                             (data, label or mechanism, mechanism, relation, float(epsilon), int(private), RESERVED,
                              run_key, _now()))
-        return int(cursor.lastrowid or 0)
+        spend_id = int(cursor.lastrowid or 0)
+        if stream is not None:
+            db.execute("insert into stream_steps(stream, step, batch, status, created) values(?, 0, ?, ?, ?)",
+                       (stream, _creation(spend_id), PUBLISHED, _now()))
+        return spend_id
 
     def _set_status(self, spend_id: int, status: str) -> None:
         self._write([("update spends set status = ? where id = ?", (status, spend_id))])
 
     def _drop(self, spend_id: int) -> None:
-        self._write([("delete from spends where id = ? and status = ?", (spend_id, RESERVED))])
+        self._write([("delete from stream_steps where step = 0 and batch = ?", (_creation(spend_id),)),
+                     ("delete from spends where id = ? and status = ?", (spend_id, RESERVED))])
 
 
 class Reservation:
@@ -510,6 +631,16 @@ class Reservation:
         self.ledger._set_status(self.spend_id, SPENT if kind is None else FAILED)
 
 
+def versioned_run_key(run_key: str) -> str:
+    """The key a seeded run is stored under: its description with ``privsyn_core.__version__`` and
+    :data:`~privsyn_core.privacy.noise.SAMPLER_VERSION`, so only a run that provably draws the same noise is a
+    free replay."""
+    import privsyn_core
+    from privsyn_core.privacy import noise
+
+    return json.dumps([privsyn_core.__version__, noise.SAMPLER_VERSION, run_key])
+
+
 _UPSERT_BUDGET = ("insert into budgets(data, epsilon, owner, updated) values(?, ?, ?, ?) on conflict(data) do update "
                   "set epsilon = excluded.epsilon, owner = excluded.owner, updated = excluded.updated")
 
@@ -531,6 +662,11 @@ def _migrate_app_ledger(db: sqlite3.Connection) -> None:
         db.execute("rollback")
         raise
     db.execute("commit")
+
+
+def _creation(spend_id: int) -> str:
+    """What a stream's step 0 records: the spend of its whole epsilon."""
+    return f"spend:{spend_id}"
 
 
 def _exact_totals(rows: list[tuple[Any, ...]]) -> dict[str, float]:

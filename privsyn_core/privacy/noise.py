@@ -29,6 +29,11 @@ from privsyn_core.privacy.laplace_tables import fill_table_laplace, threshold_ta
 
 RandomLike = None | int | np.integer | np.random.Generator | str
 
+#: The identity of the integer samplers' output: bumped whenever the same generator gives other draws (a new
+#: sampler, another order of draws).  A seeded run is a free replay of an earlier one only when it draws the same
+#: noise, so the ledger's run key holds it (:meth:`privsyn_core.privacy.budget.PrivacyLedger.reserve`).
+SAMPLER_VERSION = 2
+
 _INT64_SAFE = 2**62
 
 

@@ -73,6 +73,12 @@ class CounterState:
         zeros = np.zeros(size, dtype=np.int64)
         return cls(0, zeros.copy(), zeros.copy(), [], [], zeros.copy())
 
+    def well_formed(self) -> bool:
+        """True when the binary levels match the step: ``k = floor(log2 step)`` of them from step 1 on (instance
+        ``k`` of the binary mechanism has ``k`` levels), none before, as :func:`advance` leaves them."""
+        levels = block_of(self.step) if self.step >= 1 else 0
+        return len(self.alpha_true) == len(self.alpha_noisy) == levels
+
 
 @dataclass(frozen=True)
 class Segments:

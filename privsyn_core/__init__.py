@@ -42,8 +42,7 @@ if TYPE_CHECKING:
     from privsyn_core.result import MechanismOutput, Release, SynthResult
     from privsyn_core.stream import Stream, open_stream
 
-#: The one place the version is written (pyproject.toml reads it: ``[tool.setuptools.dynamic]``).
-__version__ = "0.1.0"
+from privsyn_core._version import __version__
 
 #: Where each public name lives (loaded on first use).
 _PUBLIC = {

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import privsyn_core as ps
+from privsyn_core import _version
 from privsyn_core.data.datasets import two_blobs
 from privsyn_core.engine import release
 from privsyn_core.errors import BudgetExceeded, LedgerError
@@ -380,7 +381,7 @@ def test_a_seeded_replay_is_free_only_with_the_same_library_and_samplers(ledger,
     if upgrade == "sampler":
         monkeypatch.setattr(noise, "SAMPLER_VERSION", noise.SAMPLER_VERSION + 1)
     else:
-        monkeypatch.setattr(ps, "__version__", ps.__version__ + ".post1")
+        monkeypatch.setattr(_version, "__version__", ps.__version__ + ".post1")
     ps.synthesize(X, "dp_histogram", 1.0, schema=ps.unit_schema(1), ledger=ledger, rng=7)
     assert ledger.spent(data) == 2.0
 

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
 import zipfile
 from email.parser import Parser
@@ -81,7 +82,7 @@ def test_version_is_written_once():
     import privsyn_core
 
     assert PYPROJECT["project"]["dynamic"] == ["version"] and "version" not in PYPROJECT["project"]
-    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "privsyn_core.__version__"}
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "privsyn_core._version.__version__"}
     assert privsyn_core.__version__.count(".") == 2
 
 
@@ -124,12 +125,20 @@ def test_wheel_metadata_declares_pyproject_dependencies(wheel):
 
 @pytest.mark.slow
 def test_wheel_installs_and_runs(wheel, tmp_path):
-    """Install the wheel (no dependencies: they are the interpreter's, the previous test checks the declared list)
-    into a fresh venv, then, from outside the checkout, import it and run the ``privsyn`` console script."""
+    """Install the wheel (no dependencies: they are this environment's, the previous test checks the declared list)
+    into a fresh venv, then, from outside the checkout, import it and run the ``privsyn`` console script.
+
+    The venv sees this environment's packages through a path file naming its site folders (not
+    ``--system-site-packages``, which would name the base interpreter's, not a virtual environment's); path files
+    of those folders are not run, so the checkout's editable install stays out and the wheel's copy is imported."""
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     bindir = venv / ("Scripts" if os.name == "nt" else "bin")
     python = bindir / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    here = {sysconfig.get_paths()[name] for name in ("purelib", "platlib")}
+    (Path(site) / "environment.pth").write_text("\n".join(sorted(here)) + "\n", encoding="utf-8")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q",
                     str(wheel)], check=True, capture_output=True, text=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

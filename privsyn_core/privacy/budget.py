@@ -635,10 +635,10 @@ def versioned_run_key(run_key: str) -> str:
     """The key a seeded run is stored under: its description with ``privsyn_core.__version__`` and
     :data:`~privsyn_core.privacy.noise.SAMPLER_VERSION`, so only a run that provably draws the same noise is a
     free replay."""
-    import privsyn_core
+    from privsyn_core import _version
     from privsyn_core.privacy import noise
 
-    return json.dumps([privsyn_core.__version__, noise.SAMPLER_VERSION, run_key])
+    return json.dumps([_version.__version__, noise.SAMPLER_VERSION, run_key])
 
 
 _UPSERT_BUDGET = ("insert into budgets(data, epsilon, owner, updated) values(?, ?, ?, ?) on conflict(data) do update "

@@ -64,7 +64,7 @@ def _versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[name] = "not installed"
     if out["privsyn-core"] == "not installed":
-        from privsyn_core import __version__
+        from privsyn_core._version import __version__
         out["privsyn-core"] = __version__
     return out
 

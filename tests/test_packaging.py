@@ -66,6 +66,22 @@ def test_every_module_imports_without_the_optional_peers():
     assert int(modules) > 50 and failed == []  # the walk found the tree, and all of it imports
 
 
+#: What the ``[app]`` extra adds: the Plotly figures (:mod:`privsyn_core.reporting.figures`) need it, nothing else.
+APP_PACKAGES = ("streamlit", "plotly")
+
+
+def test_only_the_plotly_figures_need_the_app_extra():
+    """With Streamlit and Plotly blocked, every module of privsyn_core imports but the Plotly figures, whose failure
+    shows that the block works: the reports, the CLI and the SVG charts run on a core install."""
+    code = (f"import importlib, pkgutil, sys\nfor name in {APP_PACKAGES!r}: sys.modules[name] = None\n"
+            "import privsyn_core\nfailed = []\n"
+            "for info in pkgutil.walk_packages(privsyn_core.__path__, 'privsyn_core.'):\n    try:\n"
+            "        importlib.import_module(info.name)\n    except ImportError:\n        failed.append(info.name)\n"
+            "print(*failed, sep='\\n')\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["privsyn_core.reporting.figures"]
+
+
 def test_requirements_files_defer_to_pyproject():
     """requirements*.txt hold no list of their own: they install the package and its extras from pyproject."""
     def lines(name: str) -> list[str]:

@@ -90,7 +90,9 @@ def test_html_report_is_self_contained_and_escapes_text(frame):
     result = ps.synthesize(frame, "dp_histogram", 1.0, schema=SCHEMA, rng=2)
     run = report.run_report(result, params={}, data_name="<b>evil</b>.csv", data_sha256="abc", release_mode=False)
     cells = result.diagnostics["cells"]
-    figures = [("Partition", F.partition_figure(cells)), ("Scatter", F.scatter_compare(None, result.unit_rows))]
+    scatter = F.units_scatter(result.unit_rows, [{"range": [0, 1]}] * 2, axes=(0, 1), labels=["x0", "x1"],
+                              name="synthetic", colour="#d62728", title="synthetic")
+    figures = [("Partition", F.partition_figure(cells)), ("Scatter", scatter)]
     summary = pd.DataFrame({"mechanism": ["dp_histogram"] * 2, "epsilon": [0.5, 2.0], "mean": [0.2, 0.1],
                             "std": [0.01, 0.01]})
     page = report.html_report(title="Report <script>", run=run, figures=figures,

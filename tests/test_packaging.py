@@ -133,9 +133,12 @@ def test_wheel_metadata_declares_pyproject_dependencies(wheel):
         declared = [r.split(";")[0] for r in requires if f'extra == "{extra}"' in r]
         assert _canonical(declared) == _canonical(listed), extra
     assert "privsyn = privsyn_core.__main__:run" in entry_points
-    # sub-packages are found (packages.find include = privsyn_core*): every module of the tree is in the wheel
+    # sub-packages are found (packages.find include = privsyn_core*): every module of the tree is in the wheel, and
+    # so is its package data (package-data), e.g. the guide's evidence
     modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "privsyn_core").rglob("*.py")}
-    assert modules <= set(names)
+    data = {p.relative_to(ROOT).as_posix() for p in (ROOT / "privsyn_core").rglob("data/*.json")}
+    assert "privsyn_core/evaluation/data/guide_evidence.json" in data
+    assert modules | data <= set(names)
 
 
 @pytest.mark.slow
@@ -152,6 +155,10 @@ def test_wheel_installs_and_runs(wheel, tmp_path):
     where = subprocess.run([str(python), "-c", "import privsyn_core; print(privsyn_core.__file__)"], cwd=tmp_path,
                            env=env, capture_output=True, text=True, check=True).stdout.strip()
     assert Path(where).is_relative_to(venv), where  # the installed copy, not the checkout
+    guide = subprocess.run([str(python), "-c", "from privsyn_core.evaluation.guide import shipped_evidence; "
+                            "print(len(shipped_evidence()[1]))"], cwd=tmp_path, env=env, capture_output=True,
+                           text=True)
+    assert guide.returncode == 0 and int(guide.stdout) > 0, guide.stderr  # its package data came with it
     listing = subprocess.run([str(bindir / "privsyn"), "mechanisms"], cwd=tmp_path, env=env, capture_output=True,
                              text=True)
     assert listing.returncode == 0, listing.stderr

@@ -3,7 +3,8 @@
 The evidence is the real-table benchmark (``python -m benchmarks.bench_real_tables``): tables bundled in pip
 packages with hand-set public domains, every private mechanism on its defaults and the peers at full strength,
 judged by W1 and the resolution-robust 2-way and 1-way marginal TVD with their intervals
-(:data:`privsyn_core.evaluation._guide_evidence.RUNS`, generated from the benchmark's results file).
+(``privsyn_core/evaluation/data/guide_evidence.json``, package data generated from the benchmark's results file,
+read by :func:`shipped_evidence`).
 
 :func:`recommend` takes the :data:`NEAREST` measured tables closest to the table's public shape (distance
 :func:`shape_distance`: number of columns and rows on log scales, share of categorical and of few-valued integer
@@ -22,13 +23,15 @@ mechanism measured there).
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from statistics import mean
 
 from privsyn_core.data.domain import Schema
-from privsyn_core.evaluation._guide_evidence import RUNS, TABLES
 from privsyn_core.evaluation.scorecard import rank_runs
 from privsyn_core.registry import list_mechanisms
 
@@ -84,6 +87,17 @@ class Shape:
     integer: int
 
 
+@functools.cache
+def shipped_evidence() -> Evidence:
+    """The evidence the package ships (``data/guide_evidence.json`` beside this module, written by
+    ``python -m benchmarks.bench_real_tables --report-only``), read once: a missing interval (``null``) is NaN."""
+    data = json.loads((resources.files("privsyn_core.evaluation") / "data" / "guide_evidence.json").read_text())
+    tables = {name: (int(d), int(n), int(categorical), int(integer))
+              for name, (d, n, categorical, integer) in data["tables"].items()}
+    runs = [tuple(math.nan if value is None else value for value in run) for run in data["runs"]]
+    return tables, runs
+
+
 def shape_distance(a: Shape, b: Shape) -> float:
     r"""``|ln d_a - ln d_b| + |log10 n_a - log10 n_b| + |c_a - c_b| + |i_a - i_b|`` with ``c``, ``i`` the shares of
     categorical and of few-valued integer columns: a factor 10 in rows weighs as much as ``e`` in columns or as
@@ -130,10 +144,10 @@ def recommend(n_columns: int, n_rows: int, column_kinds: Sequence[str], epsilon:
     exclude_tables : sequence of str
         Measured tables left out of the evidence (the benchmark's leave-one-table-out check).
     evidence : (tables, runs), optional
-        Evidence in the layout of :mod:`privsyn_core.evaluation._guide_evidence` (default: that module's), e.g. a
-        benchmark's results before they are written there.
+        Evidence in the layout of :data:`Evidence` (default: :func:`shipped_evidence`), e.g. a benchmark's results
+        before they are written there.
     """
-    shapes, measured_runs = evidence if evidence is not None else (TABLES, RUNS)
+    shapes, measured_runs = evidence if evidence is not None else shipped_evidence()
     if n_columns < 1 or n_rows < 1 or not epsilon > 0:
         raise ValueError("n_columns, n_rows and epsilon must be positive")
     kinds = list(column_kinds) or ["numeric"] * n_columns

@@ -136,7 +136,3 @@ def test_tradeoff_sweep_runs_the_grid_and_reports_the_floor(frame):
     assert (sweep["floor"] > 0).all() and sweep.groupby("n")["floor"].nunique().eq(1).all()
     assert seen[0] == 0.0 and seen[-1] == 1.0
 
-
-def test_session_total_composes_and_propagates_infinity():
-    assert report.session_total([{"epsilon": 0.1}, {"epsilon": 0.2}]) == math.fsum([0.1, 0.2])
-    assert report.session_total([{"epsilon": 1.0}, {"epsilon": math.inf}]) == math.inf

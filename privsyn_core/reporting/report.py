@@ -124,11 +124,6 @@ def run_report(result: SynthResult, *, params: dict[str, Any], data_name: str, r
     return report
 
 
-def session_total(entries: Sequence[dict]) -> float:
-    """Total epsilon of a session's releases on one dataset (basic sequential composition)."""
-    return math.fsum(float(e["epsilon"]) for e in entries)
-
-
 # -- evaluation helpers ------------------------------------------------------------------------
 def schema_encode(df: pd.DataFrame, schema: dict | Schema) -> np.ndarray:
     """``df`` in the unit coordinates of ``schema`` (a :class:`Schema` or its dict)."""

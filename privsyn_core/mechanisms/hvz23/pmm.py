@@ -69,7 +69,7 @@ from privsyn_core.mechanisms.hvz23.pmm_tree import (
     paper_depth,
     sparse_leaf_counts,
 )
-from privsyn_core.privacy.noise import discrete_laplace, discrete_laplace_variance, fill_discrete_laplace
+from privsyn_core.privacy.noise import discrete_laplace_variance, fill_discrete_laplace
 from privsyn_core.privacy.sampling import largest_remainder
 from privsyn_core.result import MechanismOutput
 
@@ -237,15 +237,6 @@ def resolve_depth(depth: int | str, n: int, epsilon: float, d: int, neighbouring
         r = cap
     hint = "the budget (epsilon * n) pays for a tree this shallow only: raise epsilon or use fewer columns"
     return r, warnings + coarse_warnings((2 ** cuts_per_axis(r, d)).tolist(), "pmm", hint)
-
-
-def level_noise(plan: NoisePlan, rng: np.random.Generator) -> list[np.ndarray]:
-    """Integer noise ``lambda`` of every level, drawn in level order (zero where ``sigma = inf``).
-
-    The same draws as :func:`add_level_noise` makes with the same generator.
-    """
-    return [discrete_laplace(sigma, 2 ** j, rng) if np.isfinite(sigma) else np.zeros(2 ** j, dtype=np.int64)
-            for j, sigma in enumerate(plan.sigmas)]
 
 
 def add_level_noise(tree: HeapTree, plan: NoisePlan, rng: np.random.Generator, keep: int) -> list[np.ndarray]:

@@ -51,6 +51,7 @@ import multiprocessing
 import os
 import resource
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -60,8 +61,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 PEERS_DIR = ROOT / "benchmarks" / "peers"
 DEFAULT_RESULTS = PEERS_DIR / "results_real_tables.json"
-DEFAULT_WORK = Path("/tmp/privsyn_real_tables")
-DEFAULT_AUX_PYTHON = Path(os.environ.get("PRIVSYN_AUX_PYTHON", "/work/venvs/smartnoise/bin/python"))
+DEFAULT_WORK = Path(tempfile.gettempdir()) / "privsyn_real_tables"
+#: SmartNoise's and SDMetrics' interpreter: ``$PRIVSYN_AUX_PYTHON``, else the venv of ``requirements-smartnoise.txt``
+#: in the checkout.
+DEFAULT_AUX_PYTHON = Path(os.environ.get("PRIVSYN_AUX_PYTHON", ROOT / ".venv-smartnoise" / "bin" / "python"))
 SPLIT_SEED = 12345
 HOLDOUT = 0.3
 EPSILONS = (1.0, 0.5, 4.0)

@@ -44,7 +44,7 @@ if found:
             if zoomable:
                 column_slot.plotly_chart(F.units_scatter(points, settings, axes=axes, labels=labels, name=what,
                                                          colour=colour, title=title), key=f"compare_scatter_{what}")
-            else:  # static SVG: two Plotly panels took ~1 s to draw in the browser
+            else:  # static SVG: drawn at once, where Plotly panels run their JavaScript first
                 column_slot.markdown(svg_charts.svg_scatter(points, settings, axes=axes, labels=labels,
                                                             colour=colour, title=title), unsafe_allow_html=True)
         st.caption("Each panel in the columns' own units on their public ranges, side by side so neither hides the "
@@ -66,7 +66,7 @@ if found:
         widgets.not_private("the real distributions")
     panels = plot_data.marginal_panels(synthetic_table(result), result.schema,
                                        real=data_state.real_of(result) if teaching else None)
-    figs, left_out = svg_charts.svg_small_multiples(panels)  # static SVG: a Plotly grid took ~0.5 s to draw
+    figs, left_out = svg_charts.svg_small_multiples(panels)  # static SVG: no JavaScript to run per panel
     st.caption(plot_data.MARGINALS_CAPTION + (plot_data.COMPARE_HINT if teaching else "") + "." + left_out)
     st.markdown(svg_charts.svg_grid(figs), unsafe_allow_html=True)  # svg_bars escapes every text (st.html drops SVG)
     st.caption(plot_data.MARGINALS_NOTE + ("" if teaching else " Release mode: the release alone."))

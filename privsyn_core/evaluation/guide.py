@@ -37,8 +37,8 @@ from privsyn_core.registry import list_mechanisms
 
 #: Column kinds the guide reads: ``integer`` is an integer column with at most 32 public values.
 KINDS = ("numeric", "integer", "categorical", "boolean")
-#: How many of the nearest measured tables the recommendation rests on (4 of the 8: by the benchmark's
-#: leave-one-table-out check, 3 tables gave 7, 7, 8 right picks by 2-way TVD at eps 0.5, 1, 4 and 4 gives 8, 8, 8).
+#: How many of the nearest measured tables the recommendation rests on (half of them: the number the benchmark's
+#: leave-one-table-out check, docs/benchmark_real_tables.md, finds right on every table).
 NEAREST = 4
 #: The guide's evidence: table -> (columns, rows, categorical, integer), and the runs
 #: (table, epsilon, system, metric, value, low, high).
@@ -46,8 +46,8 @@ Evidence = tuple[dict[str, tuple[int, int, int, int]], list[tuple]]
 #: The metrics ranked (lower is better), in the order that breaks ties.
 RANKED = ("tvd2", "w1")
 #: Candidates within this much of the lowest mean rank are not ordered by it (the fastest of them is picked).
-#: 0: the ranks already tie runs whose intervals overlap; a slack of 0.5 on top passed over AIM's measurably better
-#: marginals at eps 0.5 (2-way TVD right on 4 of 8 tables in the leave-one-table-out check, 8 of 8 without).
+#: 0: the ranks already tie runs whose intervals overlap; a slack on top would pass over a measurably better
+#: mechanism for a faster one.
 RANK_SLACK = 0.0
 
 

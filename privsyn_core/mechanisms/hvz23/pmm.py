@@ -75,8 +75,8 @@ from privsyn_core.result import MechanismOutput
 
 #: Levels with more cells than this are left out of ``diagnostics`` (a figure cannot show them anyway).
 DIAGNOSTIC_MAX_CELLS = 2 ** 18
-#: PMM's bytes per leaf of its tree (measured: 1.49 GB peak at depth 24 with every level's counts, noise
-#: and consistent counts), see ``benchmarks/bench_pmm.py``.
+#: PMM's bytes per leaf of its tree: the peak memory of a run over its ``2^r`` leaves, every level's counts, noise
+#: and consistent counts included (``benchmarks/bench_pmm.py`` measures it).
 PMM_BYTES_PER_LEAF = 96
 
 
@@ -211,8 +211,8 @@ def resolve_depth(depth: int | str, n: int, epsilon: float, d: int, neighbouring
     vacuous (at least the cube's l-infinity diameter 1: every depth below ``d`` leaves an axis
     uncut, so the resolution term alone is 1) it falls back to the paper's depth (Cor. 4.4) and warns.
     A depth that leaves columns uncut or with two cells is warned about (:mod:`privsyn_core.data.layout`);
-    the depth is not raised: measured on a 9-column table of 500 rows at epsilon 0.5, the paper's depth
-    7 gives 2-way TVD 0.38 against 0.45 with depth 9 (every axis cut once).
+    the depth is not raised: on a small wide table a tree deep enough to cut every axis spends the budget on
+    cells too small to hold a count, and its 2-way marginals are worse than the paper's depth's.
     """
     warnings: list[str] = []
     if depth == "paper":
@@ -265,8 +265,8 @@ def leaf_plan(counts: np.ndarray, r: int, d: int, how: str, rng: np.random.Gener
     """The rows of the leaves: ``counts[t]`` points in leaf ``t``, uniform inside it or at its centre.
 
     The rows of a block come in a uniformly random order: its leaf labels (``counts[t]`` copies of ``t``) are
-    shuffled and each row is drawn in its label's leaf (:meth:`LeafPlan.rows`); grouped by leaf, the row number told
-    the leaf (issue 28, item 4: a rank correlation of 0.94 between row number and the first column).  The plan holds
+    shuffled and each row is drawn in its label's leaf (:meth:`LeafPlan.rows`), so that a row's number tells nothing
+    about its leaf (rows grouped by leaf would correlate with the first column).  The plan holds
     the dense leaf counts and finds the leaves' corners from tables of a few thousand entries (no per-leaf table).
     """
     side = 2.0 ** -cuts_per_axis(r, d).astype(float)

@@ -138,8 +138,8 @@ def test_bad_input_through_python_m_has_no_traceback(files):
 
 
 def test_an_epsilon_too_small_for_int64_noise_exits_2_with_one_line(tmp_path):
-    """kd_grid at epsilon 1e-20 (noise scale 2e20): once an OverflowError traceback from the conditional draws of
-    the implicit empty bins; now the noise sampler refuses the scale with a ParameterError (exit 2, one line)."""
+    """kd_grid at epsilon 1e-20 (noise scale 2e20, beyond int64 noise): the noise sampler refuses the scale with a
+    ParameterError (exit 2, one line), not an OverflowError from the conditional draws of the implicit empty bins."""
     real, schema = tmp_path / "in.csv", tmp_path / "s.json"
     pd.DataFrame(np.random.default_rng(0).random((200, 2)), columns=["a", "b"]).to_csv(real, index=False)
     schema.write_text(json.dumps({"columns": [{"name": c, "kind": "numeric", "lo": 0, "hi": 1} for c in "ab"]}))

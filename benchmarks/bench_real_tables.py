@@ -13,7 +13,7 @@ Cost (CPU seconds of one run, measured at eps 1 on seattle_weather, crime1 and l
 MST 15-43 s and AIM 14-40 s, but 286 s and 3.7 GB on labsup; each SmartNoise run also starts a Python with torch and
 jax (about 5 s). The full grid, 72 (table, eps, seed) blocks of 15-17 runs, is then about 4-7 CPU hours, nearly all
 of it the peers', run one process at a time: 4-7 hours on an idle 2-core machine, more if OpenDP's AIM runs on
-whole tables. On a machine loaded by other jobs the smoke run took 4.4 times its CPU time.
+whole tables. On a machine loaded by other jobs the wall time is several times the CPU time.
 
 Tables: :data:`benchmarks.peers.real_tables.TABLES` (bundled in pip packages; public domains set by hand there).
 Rows with a missing value are dropped; a seeded 70/30 split (seed 12345) gives the private table every system sees

@@ -24,7 +24,7 @@ depth "paper"; wall-clock seconds; peak RSS per worker in MB, idle after start 2
 the row-writing peak is bounded by the 2^22-row block (at most one atom per row) and rose by about 200 MB from
 10^7 to 10^8.
 
-Client memory since the release works in place (issue 17, item 6; three 2^22-row blocks): the client holds the summed
+Client memory (the release works in place; three 2^22-row blocks): the client holds the summed
 leaf counts (``2^r`` int64, the dense array of the running sum, handed over to the release without a copy), the upper
 levels of the tree (another ``2^r`` int64) and scratch of a fixed size; noise and consistency overwrite the tree level
 by level, and each lazy row block carries its leaves' released counts in the smallest unsigned dtype.  Measured on

@@ -3,9 +3,9 @@
 Usage (from the repository root; the peers' venv needs requirements-bench.txt plus sdmetrics and the table packages of
 requirements-real-tables.txt)::
 
-    python benchmarks/bench_marginal_tree.py --peer-python /tmp/peervenv/bin/python            # quality grid
+    python benchmarks/bench_marginal_tree.py --peer-python .venv-peers/bin/python              # quality grid
     python benchmarks/bench_marginal_tree.py --timing                                          # time only
-    PYTHONPATH=. /tmp/peervenv/bin/python benchmarks/bench_marginal_tree.py --narrow-mixed     # issue 15, goal 2
+    PYTHONPATH=. .venv-peers/bin/python benchmarks/bench_marginal_tree.py --narrow-mixed       # issue 15, goal 2
 
 Narrow mixed (``--narrow-mixed``): 2-3 column subsets of the real tables of ``benchmarks/bench_real_tables.py``
 with one categorical column (private 70% split), marginal_tree and psmm on defaults under add/remove, 5 seeds,
@@ -25,6 +25,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -250,8 +251,8 @@ def narrow_mixed(systems: list[str], eps: float, seeds: list[int]) -> list[dict]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--peer-python", default="/tmp/peervenv/bin/python")
-    parser.add_argument("--out", type=Path, default=Path("/tmp/mt_bench"))
+    parser.add_argument("--peer-python", default=sys.executable, help="interpreter with the peers installed")
+    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "mt_bench")
     parser.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 0.5, 4.0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--tables", nargs="+", default=None)

@@ -13,7 +13,7 @@ Cost (CPU seconds of one run, measured at eps 1 on seattle_weather, crime1 and l
 MST 15-43 s and AIM 14-40 s, but 286 s and 3.7 GB on labsup; each SmartNoise run also starts a Python with torch and
 jax (about 5 s). The full grid, 72 (table, eps, seed) blocks of 15-17 runs, is then about 4-7 CPU hours, nearly all
 of it the peers', run one process at a time: 4-7 hours on an idle 2-core machine, more if OpenDP's AIM runs on
-whole tables. On a machine loaded by other jobs the smoke run took 4.4 times its CPU time.
+whole tables. On a machine loaded by other jobs the wall time is several times the CPU time.
 
 Tables: :data:`benchmarks.peers.real_tables.TABLES` (bundled in pip packages; public domains set by hand there).
 Rows with a missing value are dropped; a seeded 70/30 split (seed 12345) gives the private table every system sees
@@ -51,6 +51,7 @@ import multiprocessing
 import os
 import resource
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -60,8 +61,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 PEERS_DIR = ROOT / "benchmarks" / "peers"
 DEFAULT_RESULTS = PEERS_DIR / "results_real_tables.json"
-DEFAULT_WORK = Path("/tmp/privsyn_real_tables")
-DEFAULT_AUX_PYTHON = Path(os.environ.get("PRIVSYN_AUX_PYTHON", "/work/venvs/smartnoise/bin/python"))
+DEFAULT_WORK = Path(tempfile.gettempdir()) / "privsyn_real_tables"
+#: SmartNoise's and SDMetrics' interpreter: ``$PRIVSYN_AUX_PYTHON``, else the venv of ``requirements-smartnoise.txt``
+#: in the checkout.
+DEFAULT_AUX_PYTHON = Path(os.environ.get("PRIVSYN_AUX_PYTHON", ROOT / ".venv-smartnoise" / "bin" / "python"))
 SPLIT_SEED = 12345
 HOLDOUT = 0.3
 EPSILONS = (1.0, 0.5, 4.0)

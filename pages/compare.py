@@ -1,7 +1,7 @@
 """Compare page: real vs synthetic in the columns' units, correlations, metrics with floors, several runs.
 
 The logic lives in :mod:`pages._support.comparison` (metrics in words, runs, honest ranks, the report) and
-:mod:`privsyn_core.reporting.figures` (the figures); this page draws them.
+:mod:`privsyn_core.reporting.figures`, :mod:`~privsyn_core.reporting.svg_charts` (the figures); this page draws them.
 """
 
 import json
@@ -15,7 +15,7 @@ from pages._support.runs import evaluate_result, execute
 from pages._support.text import md
 from privsyn_core.data.io import to_csv_bytes
 from privsyn_core.registry import missing_mechanisms
-from privsyn_core.reporting import comparison as cmp, figures as F, report
+from privsyn_core.reporting import comparison as cmp, figures as F, plot_data, report, svg_charts
 
 state.require_entrypoint()
 st.title("Compare")
@@ -35,48 +35,49 @@ if found:
         if teaching:
             widgets.not_private("the real points")
         labels = [names[axes[0]], names[axes[1]]]
-        panels = ([("real", data_state.real_of(result), F.REAL_COLOUR)] if teaching else []) + \
-            [("synthetic", synthetic_table(result), F.SYNTH_COLOUR)]
+        panels = ([("real", data_state.real_of(result), plot_data.REAL_COLOUR)] if teaching else []) + \
+            [("synthetic", synthetic_table(result), plot_data.SYNTH_COLOUR)]
         zoomable = state.keep(st.toggle, "Zoomable scatter (interactive, slower to draw)", "w_cmp_zoom", False)
         for column_slot, (what, frame, colour) in zip(st.columns(len(panels)), panels, strict=True):
-            points, settings = F.plot_coordinates(frame, result.schema, names)
+            points, settings = plot_data.plot_coordinates(frame, result.schema, names)
             title = f"{what}: {len(frame):,} rows"
             if zoomable:
                 column_slot.plotly_chart(F.units_scatter(points, settings, axes=axes, labels=labels, name=what,
                                                          colour=colour, title=title), key=f"compare_scatter_{what}")
-            else:  # static SVG: two Plotly panels took ~1 s to draw in the browser
-                column_slot.markdown(F.svg_scatter(points, settings, axes=axes, labels=labels, colour=colour,
-                                                   title=title), unsafe_allow_html=True)
+            else:  # static SVG: drawn at once, where Plotly panels run their JavaScript first
+                column_slot.markdown(svg_charts.svg_scatter(points, settings, axes=axes, labels=labels,
+                                                            colour=colour, title=title), unsafe_allow_html=True)
         st.caption("Each panel in the columns' own units on their public ranges, side by side so neither hides the "
                    "other; categories are in their public order, spread a little (jitter) so that points show.")
         column = state.keep(st.selectbox, "Marginal of", "w_cmp_marginal", names[0], options=names)
         one = {"columns": [c for c in result.schema["columns"] if c["name"] == column]}
-        (panel,) = F.marginal_panels(synthetic_table(result)[[column]], one, bins=F.MARGINAL_DETAIL_BINS,
-                                     real=data_state.real_of(result)[[column]] if teaching else None)
-        st.markdown(F.svg_marginals([panel], width=720, height=260)[0], unsafe_allow_html=True)
+        (panel,) = plot_data.marginal_panels(synthetic_table(result)[[column]], one,
+                                             bins=plot_data.MARGINAL_DETAIL_BINS,
+                                             real=data_state.real_of(result)[[column]] if teaching else None)
+        st.markdown(svg_charts.svg_marginals([panel], width=720, height=260)[0], unsafe_allow_html=True)
         st.caption("Categories in their public order." if schema[column].kind == "categorical" else
-                   f"Shares of rows in {F.MARGINAL_DETAIL_BINS} bins of the public range (whole integers for an "
-                   "integer column).")
+                   f"Shares of rows in {plot_data.MARGINAL_DETAIL_BINS} bins of the public range (whole integers "
+                   "for an integer column).")
 
     views()
 
     st.subheader("Every column at once")
     if teaching:
         widgets.not_private("the real distributions")
-    panels = F.marginal_panels(synthetic_table(result), result.schema,
-                               real=data_state.real_of(result) if teaching else None)
-    figs, left_out = F.svg_small_multiples(panels)  # static SVG: a Plotly grid took ~0.5 s to draw
-    st.caption(F.MARGINALS_CAPTION + (F.COMPARE_HINT if teaching else "") + "." + left_out)
-    st.markdown(F.svg_grid(figs), unsafe_allow_html=True)  # svg_bars escapes every text (st.html drops SVG)
-    st.caption(F.MARGINALS_NOTE + ("" if teaching else " Release mode: the release alone."))
+    panels = plot_data.marginal_panels(synthetic_table(result), result.schema,
+                                       real=data_state.real_of(result) if teaching else None)
+    figs, left_out = svg_charts.svg_small_multiples(panels)  # static SVG: no JavaScript to run per panel
+    st.caption(plot_data.MARGINALS_CAPTION + (plot_data.COMPARE_HINT if teaching else "") + "." + left_out)
+    st.markdown(svg_charts.svg_grid(figs), unsafe_allow_html=True)  # svg_bars escapes every text (st.html drops SVG)
+    st.caption(plot_data.MARGINALS_NOTE + ("" if teaching else " Release mode: the release alone."))
 
     if len(names) > 1:
         st.subheader("Correlations")
-        synthetic_corr = F.correlation_matrix(report.schema_encode(result.data, result.schema))
-        real_corr = F.correlation_matrix(data_state.unit_real(result)) if teaching else None
+        synthetic_corr = plot_data.correlation_matrix(report.schema_encode(result.data, result.schema))
+        real_corr = plot_data.correlation_matrix(data_state.unit_real(result)) if teaching else None
         if teaching:
             widgets.not_private("the real correlations")
-        st.markdown(F.svg_correlations(synthetic_corr, names, real=real_corr), unsafe_allow_html=True)
+        st.markdown(svg_charts.svg_correlations(synthetic_corr, names, real=real_corr), unsafe_allow_html=True)
         st.caption("Red: the columns rise together; blue: one rises as the other falls; white: no linear relation. "
                    + ("The right panel is the difference: the paler, the better kept." if teaching else ""))
 

@@ -4,6 +4,7 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages._support import attack, state
+from privsyn_core.mechanisms.hvz23.pmm_tree import noise_plan
 from privsyn_core.reporting import figures as F
 
 state.require_entrypoint()
@@ -36,12 +37,13 @@ st.write("W1 is the least average distance points must travel to turn one distri
 
 st.header("Hierarchical noise")
 st.write("PMM counts the data on a binary tree of boxes. Upper levels hold large counts and can take more noise; "
-         "the noise scale shrinks down the tree so that the budgets 1/sigma_j add up to exactly epsilon.")
+         "the noise scale shrinks down the tree so that the budgets 1/sigma_j add up to exactly epsilon. The bars "
+         "are the scales PMM itself draws its noise with (add/remove neighbours).")
 cols = st.columns(3)
 depth = cols[0].slider("tree depth r", 1, 16, 10, key="learn_depth")
 dim = cols[1].slider("dimension d", 1, 6, 2, key="learn_dim")
 eps_tree = cols[2].select_slider("epsilon ", [0.1, 0.5, 1.0, 2.0, 5.0], value=1.0, key="learn_tree_eps")
-st.plotly_chart(F.noise_schedule_figure(F.hierarchical_noise_schedule(eps_tree, depth, dim)), key="learn_schedule")
+st.plotly_chart(F.noise_schedule_figure(noise_plan(depth, dim, eps_tree).sigmas), key="learn_schedule")
 
 attack.section()
 

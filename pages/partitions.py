@@ -12,7 +12,7 @@ import streamlit as st
 
 from pages._support import data_state, state, widgets
 from pages._support.text import md
-from privsyn_core.reporting import figures as F
+from privsyn_core.reporting import figures as F, plot_data
 
 READABLE_CELLS = 1024
 
@@ -27,7 +27,7 @@ if found:
     names = [c["name"] for c in result.schema["columns"]]
     release_mode = state.release_mode()
     if release_mode:
-        released = F.released_partition(result.release())
+        released = plot_data.released_partition(result.release())
         cells = levels = None
         if released is not None:
             cells, levels = released["cells"], released["levels"]

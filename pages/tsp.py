@@ -9,7 +9,7 @@ import numpy as np
 import streamlit as st
 
 from pages._support import data_state, state, widgets
-from privsyn_core.reporting import figures as F
+from privsyn_core.reporting import figures as F, plot_data
 
 state.require_entrypoint()
 st.title("TSP folding")
@@ -23,7 +23,7 @@ if found:
     result, _ = found
     names = [c["name"] for c in result.schema["columns"]]
     release_mode = state.release_mode()
-    if F.released_path(result.release()) is None:  # the mechanism's released_geometry draws no path
+    if plot_data.released_path(result.release()) is None:  # the mechanism's released_geometry draws no path
         st.info(f"{result.mechanism} does not fold the space onto a path. Choose srw_tsp (or srw in d = 1) on the "
                 "Synthesize page to see the path, the walk and the projected weights.")
     else:
@@ -34,7 +34,7 @@ if found:
             net: np.ndarray | None
             if release_mode:
                 release = result.release()
-                path, net, weights = F.released_path(release), release.unit, release.weights
+                path, net, weights = plot_data.released_path(release), release.unit, release.weights
                 walk = signed = None
                 st.caption("Release mode: the public path and the released atoms with their weights only.")
                 show_data = False

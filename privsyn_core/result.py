@@ -53,7 +53,7 @@ class MechanismOutput:
 
 @dataclass
 class SynthResult:
-    """A synthetic dataset with its privacy accounting (see ``CONTRACT.md``).
+    """A synthetic dataset with its privacy accounting (the public contract: ``docs/contract.md``).
 
     Attributes
     ----------

@@ -176,12 +176,12 @@ def test_specs_carry_their_order_citation_and_released_geometry():
 def test_released_geometry_is_drawn_from_the_release_alone(spec):
     """Every mechanism that declares a ``released_geometry`` (a new one included) gives the Partitions or TSP view
     cells or a path inside the unit cube, from its ``Release``: no name dispatch anywhere else."""
-    from privsyn_core.reporting import figures as F
+    from privsyn_core.reporting import plot_data
 
     d = min(2, spec.max_dim or 2)
     release = ps.synthesize(np.random.default_rng(1).random((400, d)), spec.name, 2.0, schema=ps.unit_schema(d),
                             rng=0).release()
-    cells, path = F.released_partition(release), F.released_path(release)
+    cells, path = plot_data.released_partition(release), plot_data.released_path(release)
     assert (cells is None) != (path is None)
     if cells is not None:
         lo, hi = np.asarray(cells["cells"]["lo"]), np.asarray(cells["cells"]["hi"])

@@ -23,8 +23,8 @@ from privsyn_core.data.datasets import two_blobs
 from privsyn_core.data.identity import table_identity
 from privsyn_core.data.io import read_csv
 from privsyn_core.errors import ResourceError
-from privsyn_core.reporting import comparison, figures as F
-from privsyn_core.reporting.figures import NOT_PRIVATE
+from privsyn_core.reporting import comparison, figures as F, plot_data, svg_charts
+from privsyn_core.reporting.plot_data import NOT_PRIVATE
 
 PAGES = ["pages/data.py", "pages/synthesize.py", "pages/partitions.py", "pages/tsp.py", "pages/compare.py",
          "pages/tradeoff.py", "pages/learn.py"]
@@ -130,6 +130,22 @@ def test_every_page_renders_on_the_default_sample(default_app, page):
     assert default_app.title[0].value
 
 
+def test_learn_page_draws_the_noise_scales_pmm_spends_its_budget_with():
+    """The Learn page's bars are PMM's own plan: a PMM release at the same depth, dimension and epsilon spends
+    exactly 1/sigma_j on level j (add/remove), and the bars add up to the whole epsilon."""
+    at = new_app()
+    at.switch_page("pages/learn.py").run()
+    at.slider(key="learn_depth").set_value(7).run()
+    at.slider(key="learn_dim").set_value(3).run()
+    at.select_slider(key="learn_tree_eps").set_value(0.5).run()
+    (schedule,) = [f for f in figures(at) if f["layout"]["title"]["text"] == "noise scale per tree level"]
+    sigmas = values(schedule["data"][0]["y"])
+    frame = pd.DataFrame(two_blobs(200, 3, rng=0), columns=["x0", "x1", "x2"])
+    release = ps.synthesize(frame, "pmm", 0.5, schema=ps.unit_schema(3), rng=0, depth=7, neighbouring="add_remove")
+    assert [spent for _, spent in release.ledger] == pytest.approx(1 / sigmas, rel=1e-12)
+    assert math.fsum(1 / sigmas) == pytest.approx(0.5, rel=1e-12)
+
+
 def test_default_opens_on_a_sample_with_a_public_schema_and_runs_immediately():
     at = new_app()
     assert at.session_state["data"]["sample"] == "blobs"
@@ -183,7 +199,8 @@ def test_each_registered_mechanism_runs_and_compare_shows_metrics_and_points(upl
     assert np.isfinite(float(table.loc[W1, "value"]))
     real_panel, synthetic_panel = [m for m in svgs(at) if "h0" in m][:2]  # side by side, in the columns' units
     assert f"synthetic: {len(result.data):,} rows" in synthetic_panel and "real: 300 rows" in real_panel
-    assert synthetic_panel.count("h0") == min(len(result.data), F.SVG_MAX_POINTS) and real_panel.count("h0") == 300
+    assert synthetic_panel.count("h0") == min(len(result.data), svg_charts.SVG_MAX_POINTS)
+    assert real_panel.count("h0") == 300
     low, high = (0, 1) if spec.data_kind == "boolean" else (-2, 8)  # the first column's public bounds
     ticks = [float(t) for t in re.findall(r'y="369" text-anchor="middle">([-0-9.e+]+)<', real_panel)]
     assert len(ticks) >= 2 and low - 0.05 * (high - low) < min(ticks) < max(ticks) < high + 0.05 * (high - low), \
@@ -626,9 +643,9 @@ def test_stakeholder_report_is_small_plain_and_release_only_without_raw_inputs()
     assert f"{n:,}" not in html and str(n) not in html, "release mode: no exact n in the report"
     assert html.index(">M<") < html.index(">F<"), "categories in their public order"
     teaching = stakeholder.build(release=release, data_name="people.csv", totals={}, budget=None, real=df)
-    assert f"real ({F.NOT_PRIVATE})" in teaching and F.NOT_PRIVATE not in html
+    assert f"real ({plot_data.NOT_PRIVATE})" in teaching and plot_data.NOT_PRIVATE not in html
     assert html.count("<svg") == len(schema["columns"]), "every column's marginal, in the columns' own units"
-    assert "public range 0 to 100" in html and F.MARGINALS_CAPTION in html and F.MARGINALS_NOTE in html
+    assert "public range 0 to 100" in html and plot_data.MARGINALS_CAPTION in html and plot_data.MARGINALS_NOTE in html
     bootstrap = ps.synthesize(df, "bootstrap", 1.0, schema=schema, rng=0).release()
     assert "NOT a private release" in stakeholder.build(release=bootstrap, data_name="x", totals={}, budget=None)
 
@@ -639,7 +656,7 @@ def test_stakeholder_report_stays_under_1_mb_at_the_widest_table_it_draws():
     from privsyn_core.reporting import stakeholder
 
     rng = np.random.default_rng(0)
-    n, k, wide = 5000, 200, F.MARGINAL_MAX_COLUMNS + 4
+    n, k, wide = 5000, 200, plot_data.MARGINAL_MAX_COLUMNS + 4
     categories = [f"category number {i}" for i in range(k)]
     df = pd.DataFrame({f"c{i}": rng.choice(categories, n) for i in range(wide // 2)}
                       | {f"v{i}": rng.uniform(0, 1, n) for i in range(wide - wide // 2)})
@@ -650,8 +667,8 @@ def test_stakeholder_report_stays_under_1_mb_at_the_widest_table_it_draws():
     size = len(html.encode())
     print(f"\n[report] {wide} columns ({k} categories each for half): {size / 2**10:.0f} KiB")
     assert size < 2**20 and "<script" not in html
-    assert html.count("<svg") == F.MARGINAL_MAX_COLUMNS and "4 more are not" in html
-    assert f"the first {F.MARGINAL_MAX_CATEGORIES} of {k} in public order" in html
+    assert html.count("<svg") == plot_data.MARGINAL_MAX_COLUMNS and "4 more are not" in html
+    assert f"the first {plot_data.MARGINAL_MAX_CATEGORIES} of {k} in public order" in html
 
 
 # -- Compare: every column's marginal at once (issue 16, item 3) ----------------------------------------------
@@ -676,8 +693,8 @@ def test_compare_draws_every_columns_marginal_real_beside_synthetic_only_in_teac
     assert all((f"real ({NOT_PRIVATE})" in c) != release for c in charts), "the real data in teaching mode only"
     first = schema["columns"][0]
     assert f"{first['name']}: value (public range {first['lo']:g} to {first['hi']:g})" in charts[0]
-    assert any(c.value.startswith(F.MARGINALS_CAPTION) for c in at.caption)
-    assert any(F.MARGINALS_NOTE in c.value for c in at.caption)
+    assert any(c.value.startswith(plot_data.MARGINALS_CAPTION) for c in at.caption)
+    assert any(plot_data.MARGINALS_NOTE in c.value for c in at.caption)
 
 
 def test_the_ledger_is_read_by_its_tail_and_totals_stay_exact(tmp_path, monkeypatch):

@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 import privsyn_core as ps
 from privsyn_core.data.datasets import two_blobs
-from privsyn_core.reporting import figures as F, report
+from privsyn_core.reporting import plot_data, report
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGES = ["pages/data.py", "pages/synthesize.py", "pages/partitions.py", "pages/tsp.py", "pages/compare.py",
@@ -181,7 +181,7 @@ def test_partitions_and_tsp_in_release_mode_draw_only_the_release(locked, mechan
         at.switch_page(page).run()
         assert not at.exception, f"{page}: {at.exception}"
     at.switch_page("pages/partitions.py").run()
-    released = F.released_partition(result.release())
+    released = plot_data.released_partition(result.release())
     if released is not None:
         fig = json.loads(at.get("plotly_chart")[0].proto.spec)
         assert all("data" not in t.get("name", "") for t in fig["data"])

@@ -139,20 +139,20 @@ def _release_svgs(release: ps.Release) -> set[str]:
     """The SVG figures Compare draws, made from the release alone and shaped as shown (integers, no declared
     decimals): the scatter, the first column's marginal, the small multiples and the correlations."""
     from pages._support import output
-    from privsyn_core.reporting import figures as F, report
+    from privsyn_core.reporting import plot_data, report, svg_charts
 
     shown = output.shaped(release.data, release.schema, {})  # as the page shows
     names = [c["name"] for c in release.schema["columns"]]
     axes = (0, 1) if len(names) > 1 else (0, 0)
-    points, settings = F.plot_coordinates(shown, release.schema, names)
+    points, settings = plot_data.plot_coordinates(shown, release.schema, names)
     first = {"columns": release.schema["columns"][:1]}
-    (marginal,) = F.marginal_panels(shown[names[:1]], first, bins=F.MARGINAL_DETAIL_BINS)
-    correlations = F.correlation_matrix(report.schema_encode(release.data, release.schema))
-    return {F.svg_scatter(points, settings, axes=axes, labels=[names[a] for a in axes], colour=F.SYNTH_COLOUR,
-                          title=f"synthetic: {len(shown):,} rows"),
-            F.svg_marginals([marginal], width=720, height=260)[0],
-            F.svg_grid(F.svg_small_multiples(F.marginal_panels(shown, release.schema))[0]),
-            F.svg_correlations(correlations, names)}
+    (marginal,) = plot_data.marginal_panels(shown[names[:1]], first, bins=plot_data.MARGINAL_DETAIL_BINS)
+    correlations = plot_data.correlation_matrix(report.schema_encode(release.data, release.schema))
+    return {svg_charts.svg_scatter(points, settings, axes=axes, labels=[names[a] for a in axes],
+                                   colour=plot_data.SYNTH_COLOUR, title=f"synthetic: {len(shown):,} rows"),
+            svg_charts.svg_marginals([marginal], width=720, height=260)[0],
+            svg_charts.svg_grid(svg_charts.svg_small_multiples(plot_data.marginal_panels(shown, release.schema))[0]),
+            svg_charts.svg_correlations(correlations, names)}
 
 
 def app_on(df: pd.DataFrame, mechanism: str, relation: str, release_mode: bool, monkeypatch) -> AppTest:

@@ -16,7 +16,7 @@ import pytest
 
 import privsyn_core as ps
 from privsyn_core.cli import main
-from privsyn_core.data.io import atomic_open, atomic_write, to_csv_bytes, write_csv
+from privsyn_core.data.io import atomic_open, to_csv_bytes, write_csv
 from privsyn_core.errors import OutputError
 from privsyn_core.privacy import budget
 
@@ -138,8 +138,8 @@ def test_bad_input_through_python_m_has_no_traceback(files):
 
 
 def test_an_epsilon_too_small_for_int64_noise_exits_2_with_one_line(tmp_path):
-    """kd_grid at epsilon 1e-20 (noise scale 2e20): once an OverflowError traceback from the conditional draws of
-    the implicit empty bins; now the noise sampler refuses the scale with a ParameterError (exit 2, one line)."""
+    """kd_grid at epsilon 1e-20 (noise scale 2e20, beyond int64 noise): the noise sampler refuses the scale with a
+    ParameterError (exit 2, one line), not an OverflowError from the conditional draws of the implicit empty bins."""
     real, schema = tmp_path / "in.csv", tmp_path / "s.json"
     pd.DataFrame(np.random.default_rng(0).random((200, 2)), columns=["a", "b"]).to_csv(real, index=False)
     schema.write_text(json.dumps({"columns": [{"name": c, "kind": "numeric", "lo": 0, "hi": 1} for c in "ab"]}))
@@ -194,6 +194,11 @@ def _fill_disk_after(monkeypatch, room: int, nth_file: int = 0) -> None:
     monkeypatch.setattr(os, "fdopen", fdopen)
 
 
+def atomic_write(path: Path, data: bytes) -> None:
+    with atomic_open(path) as fh:
+        fh.write(data)
+
+
 def _leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.endswith(".part"))
 
@@ -239,7 +244,7 @@ def test_atomic_open_removes_the_temporary_file_on_any_exception(tmp_path):
             fh.write(b"new, half")
             raise exc
         assert target.read_bytes() == b"old" and _leftovers(tmp_path) == []
-    atomic_write(target, "new")
+    atomic_write(target, b"new")
     assert target.read_bytes() == b"new"
     link = tmp_path / "link"
     link.symlink_to(target)

@@ -12,7 +12,7 @@ import pytest
 import privsyn_core as ps
 from privsyn_core.data.datasets import two_blobs
 from privsyn_core.evaluation.scorecard import rank_runs
-from privsyn_core.reporting import comparison, figures as F
+from privsyn_core.reporting import comparison, figures as F, plot_data, svg_charts
 
 SCHEMA = {"columns": [{"name": "x", "kind": "numeric", "lo": 0.0, "hi": 1.0},
                       {"name": "y", "kind": "numeric", "lo": 0.0, "hi": 1.0},
@@ -31,7 +31,7 @@ def test_correlation_matrix_is_pearson_and_marks_constant_columns():
     X = rng.random((200, 3))
     X[:, 1] = 1 - X[:, 0]
     X = np.column_stack([X, np.full(200, 0.5)])
-    C = F.correlation_matrix(X)
+    C = plot_data.correlation_matrix(X)
     assert np.allclose(C[:3, :3], np.corrcoef(X[:, :3].T))
     assert C[0, 1] == pytest.approx(-1.0)
     assert np.isnan(C[3, :3]).all() and np.isnan(C[:3, 3]).all() and C[3, 3] == 1.0
@@ -40,20 +40,20 @@ def test_correlation_matrix_is_pearson_and_marks_constant_columns():
 def test_svg_correlations_show_real_synthetic_and_difference_on_one_scale():
     real = np.array([[1.0, 0.8], [0.8, 1.0]])
     synthetic = np.array([[1.0, 0.2], [0.2, 1.0]])
-    svg = F.svg_correlations(synthetic, ["a", "<b>"], real=real)
+    svg = svg_charts.svg_correlations(synthetic, ["a", "<b>"], real=real)
     cells = re.findall(r'<rect x="\d+" y="\d+" width="\d+" height="\d+" fill="(#[0-9a-f]{6})"><title>([^<]*): '
                        r'([^<]*?) / ([^<]*?): ([-0-9.]+)</title>', svg)
-    assert [c[1] for c in cells[::4]] == [f"real ({F.NOT_PRIVATE})", "synthetic", "synthetic minus real"]
+    assert [c[1] for c in cells[::4]] == [f"real ({plot_data.NOT_PRIVATE})", "synthetic", "synthetic minus real"]
     values = np.array([float(c[4]) for c in cells]).reshape(3, 2, 2)
     np.testing.assert_allclose(values, [real, synthetic, synthetic - real], atol=5e-4)
-    assert cells[0][0] == F.rdbu(np.array([1.0]))[0] == "#67001f", "+1 is the scale's darkest red"
-    assert F.rdbu(np.array([-1.0, 0.0, np.nan])) == ["#053061", "#f7f7f7", "#cccccc"]
+    assert cells[0][0] == svg_charts.rdbu(np.array([1.0]))[0] == "#67001f", "+1 is the scale's darkest red"
+    assert svg_charts.rdbu(np.array([-1.0, 0.0, np.nan])) == ["#053061", "#f7f7f7", "#cccccc"]
     assert "&lt;b&gt;" in svg and "<b>" not in svg and "<script" not in svg
     assert ">0.80<" in svg and ">-0.60<" in svg, "cells carry their values"
 
 
 def test_svg_correlations_in_release_mode_have_the_synthetic_panel_only():
-    svg = F.svg_correlations(np.eye(3), ["a", "b", "c"])
+    svg = svg_charts.svg_correlations(np.eye(3), ["a", "b", "c"])
     assert "synthetic" in svg and "real" not in svg and "minus" not in svg
 
 

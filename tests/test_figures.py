@@ -12,7 +12,7 @@ import pytest
 
 import privsyn_core as ps
 from privsyn_core.data.datasets import two_blobs
-from privsyn_core.reporting import figures as F
+from privsyn_core.reporting import figures as F, plot_data, svg_charts
 
 
 def grid_cells(k: int, d: int = 2, seed: int = 0) -> dict:
@@ -75,27 +75,21 @@ def test_projection_merges_boxes_and_keeps_the_total():
 
 def test_points_are_downsampled_to_the_stated_count_and_use_webgl_above_the_threshold():
     rng = np.random.default_rng(0)
-    small, big = rng.random((500, 2)), rng.random((20_000, 2))
-    fig = F.scatter_compare(small, big, max_points=5000)
-    real, synthetic = fig.data
-    assert isinstance(real, go.Scatter) and len(real.x) == 500 and real.name.startswith("real")
-    assert isinstance(synthetic, go.Scattergl) and len(synthetic.x) == 5000
-    assert "5,000 of 20,000 shown" in synthetic.name
-    assert synthetic.x.dtype == np.float32
-
-
-def test_release_scatter_has_only_synthetic_points():
-    fig = F.scatter_compare(None, np.random.default_rng(1).random((100, 3)), axes=(1, 2))
-    assert [t.name for t in fig.data] == ["synthetic"]
+    small = F.point_trace(rng.random((500, 2)), "real", plot_data.REAL_COLOUR, max_points=5000)
+    big = F.point_trace(rng.random((20_000, 3)), "synthetic", plot_data.SYNTH_COLOUR, max_points=5000, axes=(1, 2))
+    assert isinstance(small, go.Scatter) and len(small.x) == 500 and small.name == "real"
+    assert isinstance(big, go.Scattergl) and len(big.x) == 5000
+    assert "5,000 of 20,000 shown" in big.name
+    assert big.x.dtype == np.float32
 
 
 def test_svg_scatter_draws_every_point_in_the_columns_units_up_to_its_cap():
     frame = pd.DataFrame({"age": [17.0, 90.0, 53.5, 200.0], "sex": ["M", "F", "F", "M"]})
     schema = {"columns": [{"name": "age", "kind": "numeric", "lo": 17.0, "hi": 90.0},
                           {"name": "sex", "kind": "categorical", "categories": ["M", "F"]}]}
-    points, settings = F.plot_coordinates(frame, schema, ["age", "sex"], jitter=0.0)
-    svg = F.svg_scatter(points, settings, axes=(0, 1), labels=["age", "<sex>"], colour="#123456", title="t",
-                        width=440, height=400)
+    points, settings = plot_data.plot_coordinates(frame, schema, ["age", "sex"], jitter=0.0)
+    svg = svg_charts.svg_scatter(points, settings, axes=(0, 1), labels=["age", "<sex>"], colour="#123456", title="t",
+                                 width=440, height=400)
     dots = [tuple(map(float, m)) for m in re.findall(r"M([-0-9.]+) ([-0-9.]+)h0", svg)]
     assert len(dots) == 4 and "&lt;sex&gt;" in svg and "<sex>" not in svg and "<script" not in svg
     left, plot_w = 58, 440 - 58 - 12
@@ -105,18 +99,19 @@ def test_svg_scatter_draws_every_point_in_the_columns_units_up_to_its_cap():
     assert dots[0][1] == dots[3][1] and dots[1][1] == dots[2][1] and dots[0][1] > dots[1][1], "M below F"
     assert ">M<" in svg and ">F<" in svg and ">20<" in svg and ">80<" in svg, "ticks in the columns' units"
     many = np.random.default_rng(0).random((5000, 2))
-    capped = F.svg_scatter(many, [{"range": [0, 1]}] * 2, axes=(0, 1), labels=["a", "b"], colour="red",
-                           title="big", max_points=1000)
+    capped = svg_charts.svg_scatter(many, [{"range": [0, 1]}] * 2, axes=(0, 1), labels=["a", "b"], colour="red",
+                                    title="big", max_points=1000)
     assert capped.count("h0") == 1000 and "(1,000 drawn at random)" in capped
-    assert capped.count("<path") == 1000 // F.SVG_POINTS_PER_PATH
+    assert capped.count("<path") == 1000 // svg_charts.SVG_POINTS_PER_PATH
 
 
 def test_nice_ticks_are_round_and_inside_the_range():
-    assert F.nice_ticks(15.54, 91.46).tolist() == [20.0, 40.0, 60.0, 80.0]
-    assert F.nice_ticks(-0.5, 1.5).tolist() == [-0.5, 0.0, 0.5, 1.0, 1.5]
-    assert F.nice_ticks(15.4, 100.6).tolist() == [20.0, 40.0, 60.0, 80.0, 100.0], "5 ticks, not 50 and 100 alone"
-    assert [f"{v:g}" for v in F.nice_ticks(-0.5, 4.5)] == ["0", "1", "2", "3", "4"], "never -0"
-    assert F.nice_ticks(3.0, 3.0).tolist() == [3.0]
+    assert svg_charts.nice_ticks(15.54, 91.46).tolist() == [20.0, 40.0, 60.0, 80.0]
+    assert svg_charts.nice_ticks(-0.5, 1.5).tolist() == [-0.5, 0.0, 0.5, 1.0, 1.5]
+    assert svg_charts.nice_ticks(15.4, 100.6).tolist() == [20.0, 40.0, 60.0, 80.0, 100.0], \
+        "5 ticks, not 50 and 100 alone"
+    assert [f"{v:g}" for v in svg_charts.nice_ticks(-0.5, 4.5)] == ["0", "1", "2", "3", "4"], "never -0"
+    assert svg_charts.nice_ticks(3.0, 3.0).tolist() == [3.0]
 
 
 def test_tradeoff_is_log_log_with_error_bars_rates_and_floor():
@@ -136,17 +131,6 @@ def test_laplace_teaching_figure_satisfies_the_privacy_ratio():
     d, neighbour = (np.asarray(t.y) for t in fig.data)
     assert d.sum() == pytest.approx(1.0, abs=1e-3)  # the window holds almost all the mass
     assert np.max(np.maximum(d / neighbour, neighbour / d)) <= math.exp(epsilon) * (1 + 1e-12)
-
-
-@pytest.mark.parametrize("d", [1, 2, 5])
-def test_hierarchical_schedule_spends_exactly_epsilon(d):
-    sigmas = F.hierarchical_noise_schedule(0.8, 9, d)
-    assert len(sigmas) == 10
-    assert math.fsum(1 / s for s in sigmas) == pytest.approx(0.8, rel=1e-12)
-    if d == 1:
-        assert np.ptp(sigmas) == pytest.approx(0.0)
-    else:
-        assert np.all(np.diff(sigmas) < 0)  # noise shrinks down the tree
 
 
 def test_path_and_walk_figures_from_a_real_run():
@@ -178,7 +162,7 @@ def _release(mechanism: str, **params):
 
 def test_released_pmm_partition_matches_the_released_leaf_counts_at_every_level():
     result = _release("pmm")
-    found = F.released_partition(result.release())
+    found = plot_data.released_partition(result.release())
     cells = result.diagnostics["cells"]  # here only as the reference the release must reproduce
     assert np.array_equal(found["cells"]["count"], cells["count"])
     assert np.allclose(found["cells"]["lo"], cells["lo"]) and np.allclose(found["cells"]["hi"], cells["hi"])
@@ -189,7 +173,7 @@ def test_released_pmm_partition_matches_the_released_leaf_counts_at_every_level(
 def test_released_grid_cells_are_cubes_around_the_released_atoms():
     for mechanism, key in (("dp_histogram", "bins"), ("kd_grid", "bins_per_axis"), ("psmm", "cells_per_axis")):
         release = _release(mechanism).release()
-        cells = F.released_partition(release)["cells"]
+        cells = plot_data.released_partition(release)["cells"]
         side = 1.0 / release.params[key]
         assert np.allclose((cells["lo"] + cells["hi"]) / 2, release.unit)
         assert np.all(cells["hi"] - cells["lo"] <= side + 1e-12)
@@ -197,17 +181,17 @@ def test_released_grid_cells_are_cubes_around_the_released_atoms():
 
 
 def test_released_partition_is_none_without_public_geometry_and_the_snake_path_is_public():
-    assert F.released_partition(_release("laplace_points").release()) is None
+    assert plot_data.released_partition(_release("laplace_points").release()) is None
     result = _release("srw_tsp")
-    assert np.allclose(F.released_path(result.release()), result.diagnostics["path"])
-    assert F.released_path(_release("dp_histogram").release()) is None
+    assert np.allclose(plot_data.released_path(result.release()), result.diagnostics["path"])
+    assert plot_data.released_path(_release("dp_histogram").release()) is None
 
 
 def test_svg_bars_is_valid_escaped_xml_with_one_bar_per_positive_value():
     import xml.etree.ElementTree as ET
 
-    svg = F.svg_bars(["a", "<b>", "c"], {"synthetic": [0.2, 0.5, 0.0], "real": [0.3, 0.4, 0.3]},
-                     title="x <script>", x_label="![p](http://e/p.png)")
+    svg = svg_charts.svg_bars(["a", "<b>", "c"], {"synthetic": [0.2, 0.5, 0.0], "real": [0.3, 0.4, 0.3]},
+                              title="x <script>", x_label="![p](http://e/p.png)")
     root = ET.fromstring(svg)
     rects = [r for r in root.iter("{http://www.w3.org/2000/svg}rect") if r.find("{http://www.w3.org/2000/svg}title")
              is not None]
@@ -218,7 +202,7 @@ def test_plot_coordinates_keep_units_and_the_public_category_order():
     frame = pd.DataFrame({"age": [20.0, 60.0], "sex": ["M", "F"]})
     schema = {"columns": [{"name": "age", "kind": "numeric", "lo": 17.0, "hi": 90.0},
                           {"name": "sex", "kind": "categorical", "categories": ["M", "F"]}]}
-    points, settings = F.plot_coordinates(frame, schema, ["age", "sex"], jitter=0.3)
+    points, settings = plot_data.plot_coordinates(frame, schema, ["age", "sex"], jitter=0.3)
     assert points[:, 0].tolist() == [20.0, 60.0]
     assert np.all(np.abs(points[:, 1] - [0, 1]) <= 0.3)
     assert settings[1]["ticktext"] == ["M", "F"] and settings[0]["range"][0] < 17.0
@@ -226,7 +210,7 @@ def test_plot_coordinates_keep_units_and_the_public_category_order():
 
 def test_tree_positions_put_each_node_one_level_below_its_parent_and_parents_over_their_children():
     edges = [[0, 1], [0, 2], [2, 3], [2, 4]]
-    xy = F.tree_positions(edges, root=0, d=5)
+    xy = plot_data.tree_positions(edges, root=0, d=5)
     assert xy[:, 1].tolist() == [0, -1, -1, -2, -2]
     assert xy[2, 0] == (xy[3, 0] + xy[4, 0]) / 2 and xy[0, 0] == (xy[1, 0] + xy[2, 0]) / 2
     assert len({tuple(p) for p in xy}) == 5  # no two columns drawn on the same spot
@@ -275,60 +259,60 @@ def small_frame(n: int, seed: int) -> pd.DataFrame:
 
 def test_marginal_panels_take_bins_and_order_from_the_public_schema_only():
     real, synthetic = small_frame(500, 0), small_frame(80, 1)
-    panels = F.marginal_panels(synthetic, SMALL_SCHEMA, real=real)
-    other = F.marginal_panels(small_frame(80, 2) * 1, SMALL_SCHEMA)  # other data: the same bins and labels
+    panels = plot_data.marginal_panels(synthetic, SMALL_SCHEMA, real=real)
+    other = plot_data.marginal_panels(small_frame(80, 2) * 1, SMALL_SCHEMA)  # other data: the same bins and labels
     for a, b in zip(panels, other, strict=True):
         assert a["labels"] == b["labels"] and (a["edges"] is None) == (b["edges"] is None)
         if a["edges"] is not None:
             np.testing.assert_array_equal(a["edges"], b["edges"])
     age, income, sex, kids = panels
     assert sex["labels"] == ["M", "F"] and sex["edges"] is None, "categories in the public order, not sorted"
-    np.testing.assert_allclose(income["edges"], np.linspace(0, 1000, F.MARGINAL_BINS + 1))
+    np.testing.assert_allclose(income["edges"], np.linspace(0, 1000, plot_data.MARGINAL_BINS + 1))
     assert kids["labels"] == ["0", "1", "2", "3", "4", "5"], "a small integer column: one bar per integer"
     widths = np.diff(age["edges"])
     assert np.all(widths[:-1] == widths[0]) and widths[-1] <= widths[0] and age["edges"][0] == 16.5
-    assert list(age["shares"]) == [f"real ({F.NOT_PRIVATE})", "synthetic"]
+    assert list(age["shares"]) == [f"real ({plot_data.NOT_PRIVATE})", "synthetic"]
     for panel in panels:
         for share in panel["shares"].values():
             assert math.isclose(share.sum(), 1.0)
     counted = np.histogram(real["income"], bins=income["edges"])[0] / len(real)
-    np.testing.assert_allclose(income["shares"][f"real ({F.NOT_PRIVATE})"], counted)
+    np.testing.assert_allclose(income["shares"][f"real ({plot_data.NOT_PRIVATE})"], counted)
 
 
 def test_marginal_panels_clip_values_outside_the_range_and_skip_unknown_categories():
     frame = pd.DataFrame({"age": [5, 17, 200, 50], "income": [-10.0, 0.0, 5000.0, 500.0], "sex": ["M", "F", "x", "F"],
                           "kids": [0, 1, 2, 3]})
-    age, income, sex, _ = F.marginal_panels(frame, SMALL_SCHEMA)
+    age, income, sex, _ = plot_data.marginal_panels(frame, SMALL_SCHEMA)
     assert income["shares"]["synthetic"][0] == 0.5 and income["shares"]["synthetic"][-1] == 0.25
     assert age["shares"]["synthetic"][0] == 0.5 and age["shares"]["synthetic"][-1] == 0.25
     np.testing.assert_allclose(sex["shares"]["synthetic"], [0.25, 0.5])  # "x" is no public category
     many = {"columns": [{"name": "c", "kind": "categorical", "categories": [f"k{i}" for i in range(100)]}]}
-    (long,) = F.marginal_panels(pd.DataFrame({"c": ["k0", "k99"]}), many, max_categories=10)
+    (long,) = plot_data.marginal_panels(pd.DataFrame({"c": ["k0", "k99"]}), many, max_categories=10)
     assert long["labels"] == [f"k{i}" for i in range(10)] and "first 10 of 100" in long["unit"]
 
 
 def test_svg_marginals_are_one_titled_chart_per_column_in_the_columns_units():
-    panels = F.marginal_panels(small_frame(80, 1), SMALL_SCHEMA, real=small_frame(500, 0))
-    svgs = F.svg_marginals(panels)
+    panels = plot_data.marginal_panels(small_frame(80, 1), SMALL_SCHEMA, real=small_frame(500, 0))
+    svgs = svg_charts.svg_marginals(panels)
     titles = [re.search(r"<title>(.*?)</title>", s).group(1) for s in svgs]
     assert titles[:4] == ["age", "income", "sex", "kids"]
     assert "age: value (public range 17 to 90)" in svgs[0] and "income: value (public range 0 to 1000)" in svgs[1]
-    assert all("share of rows" in s and ">synthetic<" in s and f"real ({F.NOT_PRIVATE})" in s for s in svgs)
+    assert all("share of rows" in s and ">synthetic<" in s and f"real ({plot_data.NOT_PRIVATE})" in s for s in svgs)
     assert svgs[2].count("<rect") > 2 and ">M<" in svgs[2] and ">F<" in svgs[2], "categories in public order"
-    grid = F.svg_grid(svgs)
+    grid = svg_charts.svg_grid(svgs)
     assert grid.count("<svg") == len(svgs) and "flex-wrap" in grid and "<script" not in grid
 
 
 def test_svg_marginals_in_release_mode_draw_the_release_alone():
-    svgs = F.svg_marginals(F.marginal_panels(small_frame(80, 1), SMALL_SCHEMA))
-    assert all(">synthetic<" in s for s in svgs) and F.NOT_PRIVATE not in "".join(svgs)
+    svgs = svg_charts.svg_marginals(plot_data.marginal_panels(small_frame(80, 1), SMALL_SCHEMA))
+    assert all(">synthetic<" in s for s in svgs) and plot_data.NOT_PRIVATE not in "".join(svgs)
 
 
 def test_svg_marginals_are_one_escaped_chart_per_column_without_scripts():
     schema = {"columns": [{"name": "<b>x</b>", "kind": "numeric", "lo": 0.0, "hi": 1.0},
                           {"name": "s", "kind": "categorical", "categories": ["<i>", "b"]}]}
     frame = pd.DataFrame({"<b>x</b>": [0.1, 0.9], "s": ["<i>", "b"]})
-    svgs = F.svg_marginals(F.marginal_panels(frame, schema, real=frame))
+    svgs = svg_charts.svg_marginals(plot_data.marginal_panels(frame, schema, real=frame))
     assert len(svgs) == 2 and all(s.startswith("<svg") for s in svgs)
     assert "<b>" not in "".join(svgs) and "<i>" not in "".join(svgs) and "<script" not in "".join(svgs)
 

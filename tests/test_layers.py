@@ -76,6 +76,9 @@ def test_the_import_contracts_hold():
     ("privsyn_core.mechanisms.base.rows", "privsyn_core.mechanisms.hvz23.pmm_tree", "mechanisms"),
     ("privsyn_core.engine.dask_backend", "privsyn_core.mechanisms.hvz23.pmm", "own-folder"),
     ("pages.tsp", "privsyn_core.mechanisms.random_walks.srw", "own-folder"),
+    ("pages.tsp", "privsyn_core.mechanisms.hvz23.pmm_tree", "own-folder"),
+    ("privsyn_core.reporting.stakeholder", "plotly", "app-libraries"),
+    ("privsyn_core.api", "streamlit", "app-libraries"),
     ("privsyn_core.mechanisms.microagg.microagg_dp", "privsyn_core.mechanisms.random_walks.walks", "own-folder"),
 ])
 def test_a_wrong_import_breaks_its_contract(importer, imported, contract):

@@ -15,7 +15,7 @@ import privsyn_core as ps
 from privsyn_core.errors import DataError, ParameterError
 from privsyn_core.evaluation import stream_eval
 from privsyn_core.reporting import figures as F
-from privsyn_core.reporting.figures import NOT_PRIVATE
+from privsyn_core.reporting.plot_data import NOT_PRIVATE
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 

@@ -67,6 +67,22 @@ def test_every_module_imports_without_the_optional_peers():
     assert int(modules) > 50 and failed == []  # the walk found the tree, and all of it imports
 
 
+#: What the ``[app]`` extra adds: the Plotly figures (:mod:`privsyn_core.reporting.figures`) need it, nothing else.
+APP_PACKAGES = ("streamlit", "plotly")
+
+
+def test_only_the_plotly_figures_need_the_app_extra():
+    """With Streamlit and Plotly blocked, every module of privsyn_core imports but the Plotly figures, whose failure
+    shows that the block works: the reports, the CLI and the SVG charts run on a core install."""
+    code = (f"import importlib, pkgutil, sys\nfor name in {APP_PACKAGES!r}: sys.modules[name] = None\n"
+            "import privsyn_core\nfailed = []\n"
+            "for info in pkgutil.walk_packages(privsyn_core.__path__, 'privsyn_core.'):\n    try:\n"
+            "        importlib.import_module(info.name)\n    except ImportError:\n        failed.append(info.name)\n"
+            "print(*failed, sep='\\n')\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["privsyn_core.reporting.figures"]
+
+
 def test_requirements_files_defer_to_pyproject():
     """requirements*.txt hold no list of their own: they install the package and its extras from pyproject."""
     def lines(name: str) -> list[str]:
@@ -118,9 +134,12 @@ def test_wheel_metadata_declares_pyproject_dependencies(wheel):
         declared = [r.split(";")[0] for r in requires if f'extra == "{extra}"' in r]
         assert _canonical(declared) == _canonical(listed), extra
     assert "privsyn = privsyn_core.__main__:run" in entry_points
-    # sub-packages are found (packages.find include = privsyn_core*): every module of the tree is in the wheel
+    # sub-packages are found (packages.find include = privsyn_core*): every module of the tree is in the wheel, and
+    # so is its package data (package-data), e.g. the guide's evidence
     modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "privsyn_core").rglob("*.py")}
-    assert modules <= set(names)
+    data = {p.relative_to(ROOT).as_posix() for p in (ROOT / "privsyn_core").rglob("data/*.json")}
+    assert "privsyn_core/evaluation/data/guide_evidence.json" in data
+    assert modules | data <= set(names)
 
 
 @pytest.mark.slow
@@ -145,6 +164,10 @@ def test_wheel_installs_and_runs(wheel, tmp_path):
     where = subprocess.run([str(python), "-c", "import privsyn_core; print(privsyn_core.__file__)"], cwd=tmp_path,
                            env=env, capture_output=True, text=True, check=True).stdout.strip()
     assert Path(where).is_relative_to(venv), where  # the installed copy, not the checkout
+    guide = subprocess.run([str(python), "-c", "from privsyn_core.evaluation.guide import shipped_evidence; "
+                            "print(len(shipped_evidence()[1]))"], cwd=tmp_path, env=env, capture_output=True,
+                           text=True)
+    assert guide.returncode == 0 and int(guide.stdout) > 0, guide.stderr  # its package data came with it
     listing = subprocess.run([str(bindir / "privsyn"), "mechanisms"], cwd=tmp_path, env=env, capture_output=True,
                              text=True)
     assert listing.returncode == 0, listing.stderr

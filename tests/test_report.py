@@ -90,7 +90,9 @@ def test_html_report_is_self_contained_and_escapes_text(frame):
     result = ps.synthesize(frame, "dp_histogram", 1.0, schema=SCHEMA, rng=2)
     run = report.run_report(result, params={}, data_name="<b>evil</b>.csv", data_sha256="abc", release_mode=False)
     cells = result.diagnostics["cells"]
-    figures = [("Partition", F.partition_figure(cells)), ("Scatter", F.scatter_compare(None, result.unit_rows))]
+    scatter = F.units_scatter(result.unit_rows, [{"range": [0, 1]}] * 2, axes=(0, 1), labels=["x0", "x1"],
+                              name="synthetic", colour="#d62728", title="synthetic")
+    figures = [("Partition", F.partition_figure(cells)), ("Scatter", scatter)]
     summary = pd.DataFrame({"mechanism": ["dp_histogram"] * 2, "epsilon": [0.5, 2.0], "mean": [0.2, 0.1],
                             "std": [0.01, 0.01]})
     page = report.html_report(title="Report <script>", run=run, figures=figures,
@@ -134,7 +136,3 @@ def test_tradeoff_sweep_runs_the_grid_and_reports_the_floor(frame):
     assert (sweep["floor"] > 0).all() and sweep.groupby("n")["floor"].nunique().eq(1).all()
     assert seen[0] == 0.0 and seen[-1] == 1.0
 
-
-def test_session_total_composes_and_propagates_infinity():
-    assert report.session_total([{"epsilon": 0.1}, {"epsilon": 0.2}]) == math.fsum([0.1, 0.2])
-    assert report.session_total([{"epsilon": 1.0}, {"epsilon": math.inf}]) == math.inf

@@ -31,6 +31,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def our_mechanisms(d: int | None = None) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
-                        help="4 datasets, eps = 1, no AIM; results to /tmp, docs untouched")
+                        help="4 datasets, eps = 1, no AIM; results to the system temporary folder, docs untouched")
     parser.add_argument("--n", type=int, default=2000, help="rows of the generated datasets (70%% private)")
     parser.add_argument("--w1-entries", type=int, default=2_000_000,
                         help="cost-matrix budget of W1: exact up to it (1400 x 1400 private rows fit), "
@@ -78,8 +79,9 @@ def main() -> None:
                              "(privsyn_core.mechanisms.peers.opendp_support)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per run")
     parser.add_argument("--aim-timeout", type=float, default=120, help="seconds per AIM run (recorded as a timeout)")
-    parser.add_argument("--work", type=Path, default=Path("/tmp/privsyn_peers"))
-    parser.add_argument("--results", type=Path, default=None, help="default: results.json here (quick: in /tmp)")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "privsyn_peers")
+    parser.add_argument("--results", type=Path, default=None,
+                        help="default: results.json here (quick: in the system temporary folder)")
     parser.add_argument("--append", action="store_true", help="keep earlier results for other (system, dataset, eps)")
     parser.add_argument("--report-only", action="store_true",
                         help="rewrite docs/tables/peers.md and test-output/peers/ from --results")
@@ -87,7 +89,8 @@ def main() -> None:
                         help="score the finished runs of --results again from their synth.csv under --work "
                              "(after a change of the metrics), then rewrite the report")
     args = parser.parse_args()
-    args.results = args.results or (Path("/tmp/privsyn_peers_quick.json") if args.quick else HERE / "results.json")
+    quick_results = Path(tempfile.gettempdir()) / "privsyn_peers_quick.json"
+    args.results = args.results or (quick_results if args.quick else HERE / "results.json")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds through _wait, which kills the child
     unknown = sorted(set(args.systems or []) - set(PEERS) - set(our_mechanisms()))
     if unknown:

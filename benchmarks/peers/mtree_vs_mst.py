@@ -14,7 +14,7 @@ keys a careful user gives it: one per category, one per value of an integer colu
 :class:`~privsyn_core.data.levelled_codec.LevelledCodec`'s levels), one per declared atom, and ``B`` equal bins
 (``--bins``) on the rest of a numeric column's public interval.  OpenDP 0.16 refuses its own budget split from 9
 columns on by one ulp (opendp/opendp#2789); here its ``prior`` steps each share down by a relative 1e-9 more,
-which spends slightly less than epsilon (still epsilon-DP).  MST's synthetic rows are cached under ``--cache``
+which spends slightly less than epsilon (still epsilon-DP).  MST's synthetic rows are cached under :data:`CACHE`
 (a run takes 30-300 s) so that ``score`` re-scores without re-running.
 
 ``score`` runs marginal_tree (add/remove, MST's relation) on every seed and scores both with
@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,7 +43,8 @@ import privsyn_core as ps
 from privsyn_core.data.domain import Schema, atom_layout
 from privsyn_core.data.levelled_codec import LevelledCodec
 
-CACHE = Path("/work/cache/mst")
+#: Where MST's synthetic rows are cached: ``$PRIVSYN_MST_CACHE``, else a folder in the system temporary folder.
+CACHE = Path(os.environ.get("PRIVSYN_MST_CACHE", Path(tempfile.gettempdir()) / "privsyn_mst_cache"))
 #: What the generated table says about itself.
 TABLE_NOTE = ("marginal_tree (defaults, add/remove) against OpenDP's MST (pure epsilon-DP, add/remove; one key per "
               "category, integer value and atom, 16 or 32 equal bins on the rest of a numeric column: per metric the "

@@ -3,7 +3,7 @@
 Run by :mod:`benchmarks.bench_real_tables` in the SmartNoise venv (``requirements-smartnoise.txt``; sdmetrics pins
 pandas < 3, which privsyn_core's interpreter does not have)::
 
-    /work/venvs/smartnoise/bin/python benchmarks/peers/run_sdmetrics.py JOBS.json SCORES.json
+    .venv-smartnoise/bin/python benchmarks/peers/run_sdmetrics.py JOBS.json SCORES.json
 
 ``JOBS.json`` maps a key to ``[real.csv, synth.csv, meta.json]`` (``meta.json``: the public schema); ``SCORES.json``
 receives, per key, the overall score (mean of Column Shapes and Column Pair Trends), the two property scores, or

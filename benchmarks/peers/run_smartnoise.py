@@ -3,7 +3,7 @@
 Run by :mod:`benchmarks.bench_real_tables` in the SmartNoise venv (``requirements-smartnoise.txt``: it pins its own
 OpenDP, so it cannot share privsyn_core's interpreter)::
 
-    /work/venvs/smartnoise/bin/python benchmarks/peers/run_smartnoise.py --algorithm mst --epsilon 1 --seed 0 \\
+    .venv-smartnoise/bin/python benchmarks/peers/run_smartnoise.py --algorithm mst --epsilon 1 --seed 0 \\
         --rows 1000 --out DIR
 
 Input: ``DIR/codes.csv``, one integer key ``0..L-1`` per cell, and ``DIR/keys.json`` (``sizes``: the public number

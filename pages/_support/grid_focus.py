@@ -1,6 +1,6 @@
 """Keep the keyboard in a grid cell's editor that a double-click has just opened (``st.data_editor``).
 
-The quirk (issue 16: "a double-click after an edit sometimes opens no editor").  Streamlit's grid
+The quirk: a double-click after an edit sometimes opens no editor.  Streamlit's grid
 (glide-data-grid) opens a cell's editor on a *second click* on the selected cell.  Once any cell is
 selected, which is always the case after an edit, the two clicks of a double-click on another cell
 are a select and a second click: the editor opens on the second button release.  But the grid's

@@ -6,7 +6,7 @@ import math
 
 import streamlit as st
 
-from privsyn_core.reporting.figures import NOT_PRIVATE
+from privsyn_core.reporting.plot_data import NOT_PRIVATE
 
 from . import ledger as store
 from .data_state import columns, ledger_id, table

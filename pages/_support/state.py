@@ -24,13 +24,12 @@ def freeze_import_heap() -> None:
     """Move every object alive now (the imported modules of Streamlit, pandas, Plotly, privsyn) out of the
     cyclic garbage collector's reach (:func:`gc.freeze`), once per server process.
 
-    A full collection walks every tracked object: about 200,000 after the imports, 0.46-0.62 s per
-    collection measured on this 2-core machine under load, during which no other thread (the event loop that
-    sends every session's messages included) runs.  Streamlit collected after every script run, including every
-    run stopped by a rerun (``runner.postScriptGC``, now off in ``.streamlit/config.toml``), and the
-    collector also starts by itself in any thread, possibly one holding Streamlit's media file lock.  Under
-    20 sessions that saturated the interpreter: the root cause of the "stuck" sessions (docs/load.md).
-    Frozen, a full collection walks only the objects made since (0.04-0.06 s measured).  Objects frozen here
+    A full collection walks every tracked object (hundreds of thousands after the imports), during which no other
+    thread (the event loop that sends every session's messages included) runs.  Streamlit's collection after
+    every script run (``runner.postScriptGC``) is off in ``.streamlit/config.toml``, but the collector also starts
+    by itself in any thread, possibly one holding Streamlit's media file lock; with many sessions the
+    collections saturate the interpreter (docs/load.md).  Frozen, a full collection walks only the objects made
+    since.  Objects frozen here
     are still freed by reference counting; only cycles among them are never collected.
     """
     gc.collect()

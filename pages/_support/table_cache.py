@@ -1,6 +1,6 @@
 """The app's parsed tables, shared by every session and bounded in bytes (not in entries).
 
-A parsed upload can take many times its file size (a 49.9 MB CSV of short text took 1.2 GB as a DataFrame),
+A parsed upload can take many times its file size (a CSV of short text becomes one Python object per cell),
 so a cache bounded by its number of entries is not bounded at all.  :class:`TableCache` keeps the most
 recently used tables whose total ``DataFrame.memory_usage(deep=True)`` stays within a budget of
 ``PRIVSYN_UPLOAD_CACHE_MB`` megabytes (default :data:`DEFAULT_CACHE_MB`), evicting the least recently used

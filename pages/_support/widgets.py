@@ -12,7 +12,7 @@ import streamlit as st
 
 import privsyn_core as ps
 from privsyn_core.mechanisms.base import resources
-from privsyn_core.reporting.figures import NOT_PRIVATE
+from privsyn_core.reporting.plot_data import NOT_PRIVATE
 
 from .data_state import columns
 from .state import capped, keep

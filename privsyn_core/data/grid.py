@@ -15,11 +15,6 @@ def largest_per_axis(cells: int, d: int) -> int:
     return k
 
 
-def cell_coords(unit: np.ndarray, k: int) -> np.ndarray:
-    """Integer cell coordinates ``clip(floor(k x), 0, k-1)``; ``x = 1.0`` lands in the last cell."""
-    return np.clip(np.floor(unit * k).astype(np.int64), 0, k - 1)
-
-
 #: Rows per chunk of :func:`cell_ids` (its scratch stays in the CPU caches).
 ROW_CHUNK = 2 ** 16
 
@@ -27,7 +22,8 @@ ROW_CHUNK = 2 ** 16
 def cell_ids(unit: np.ndarray, k: int) -> np.ndarray:
     """Row-major linear cell id of every point on the ``k^d`` grid (needs ``k^d < 2^63``).
 
-    The same ids as ``cell_coords(unit, k) @ strides``, computed axis by axis in chunks of rows, so
+    Axis ``j``'s cell coordinate is ``clip(floor(k x_j), 0, k-1)`` (``x = 1.0`` lands in the last cell); the id is
+    the coordinates' dot product with the row-major strides, computed axis by axis in chunks of rows, so
     that no ``(n, d)`` temporary is allocated.
     """
     n, d = unit.shape

@@ -3,7 +3,7 @@
 Every failure raises a :class:`~privsyn_core.errors.PrivsynError` with one line that says
 what is wrong and what to change; nothing here prints a traceback to a user.
 
-Writes are atomic (:func:`atomic_open`, :func:`atomic_write`, :func:`write_csv`): the
+Writes are atomic (:func:`atomic_open`, :func:`write_csv`): the
 bytes go to a temporary file in the target's folder, are flushed to disk, and only a
 complete file is renamed over the target; on any error or signal the temporary file is
 removed and the target is left as it was.
@@ -208,12 +208,6 @@ def write_csv(df: pd.DataFrame, target: str | Path | BinaryIO, *, chunk_rows: in
         return
     with atomic_open(target) as fh:
         write_csv(df, fh, chunk_rows=chunk_rows)
-
-
-def atomic_write(path: str | Path, data: bytes | str) -> None:
-    """Write ``data`` (text is encoded as UTF-8) to ``path`` atomically; see :func:`atomic_open`."""
-    with atomic_open(path) as fh:
-        fh.write(data.encode("utf-8") if isinstance(data, str) else data)
 
 
 @contextlib.contextmanager

@@ -13,9 +13,8 @@ criterion on public quantities only (``n`` the public count, ``d``, ``epsilon``)
 * flat noisy histograms (dp_histogram, psmm, srw_tsp): the expected absolute noise of the ``k^d`` counts,
   ``k^d s / epsilon`` (``E|Lap_Z(b)| <= b``), is at most :data:`NOISE_MASS_FACTOR` times the ``n`` records
   (:func:`affordable_noise_mass`).  Clipping or projecting the negative part removes about half of it, and
-  the occupied cells keep their counts: measured on single-factor tables, 3 bins per axis beat 2 at
-  ``d = 8, n = 1000, epsilon = 4`` (noise mass 3.3 n; 2-way TVD 0.27 against 0.32) and lose at
-  ``d = 7, n = 233, epsilon = 0.5`` (37 n; 0.40 against 0.35);
+  the occupied cells keep their counts, so a finer grid pays while its noise mass stays within a few ``n``
+  and not once it is tens of times ``n``;
 * thresholded histograms (kd_grid): ``k`` cells holding ``t(k)`` records each, the threshold, take at
   most a quarter of the records (``k t(k) <= n/4``), so a marginal can show ``k`` released cells even
   when the records spread over several times that many cells (with ``n/2``, a 7-column table of 233

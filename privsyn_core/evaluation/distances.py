@@ -44,9 +44,9 @@ _MAX_CELLS_PER_AXIS = 2**16
 FLOW_NODES = 90_000  # default grid nodes of method="flow" (k = 300 in d = 2: about 14 s of OR-tools, n = m = 1e5)
 FLOW_MAX_NODES = 1_000_000  # method="flow" refuses finer grids (memory: about 8 arcs per node)
 _FLOW_SCALE = 2**40  # masses are integers in units of 2^-40 for the min-cost-flow solver
-# "auto" in d >= 3: certified while #positive x #negative atoms is at most this (10^4 a side: 1-7 s of CPU for
-# chebyshev, 1-12 s for cityblock, widths <= 9%; 1.5 x 10^4 a side 12-15 s; the grid's interval there is 1.3-5.6
-# times the value), the grid above
+# "auto" in d >= 3: certified while #positive x #negative atoms is at most this (10^4 atoms a side: seconds of CPU
+# and an interval a few percent wide, where the grid's interval is wider than the value), the grid above
+# (docs/w1.md)
 AUTO_CERTIFIED_PAIRS = 100_000_000
 
 
@@ -125,8 +125,8 @@ def w1(X: np.ndarray, Y: np.ndarray, *, weights_x: np.ndarray | None = None, wei
       the value is the midpoint and ``error_bound`` the half-width. In d = 2 by domain decomposition of a
       min-cost flow through the atoms and a lattice of ``cells_per_axis`` cells per axis (default
       ``min(CERTIFIED_CELLS, sqrt(#atoms), sqrt(CERTIFIED_CELLS_PER_ROOT sqrt(#atoms)))``;
-      :mod:`privsyn_core.evaluation.w1_certified`; 10^5 points a side in 7-9 s of CPU on two threads, 4-5 s
-      wall); its memory is estimated first, and above ``CERTIFIED_MAX_BYTES`` it
+      :mod:`privsyn_core.evaluation.w1_certified`, timings in ``docs/w1.md``); its memory is estimated first, and
+      above ``CERTIFIED_MAX_BYTES`` it
       refuses. In other d on a nearest-neighbour graph with column generation
       (:mod:`privsyn_core.evaluation.w1_sparse`; ``cells_per_axis`` unused; chebyshev visits every pair of atoms
       once per round, so at most ``TRANSFORM_MAX_PAIRS`` pairs; 10^4 points a side in 1-6 s).
@@ -160,8 +160,8 @@ def w1(X: np.ndarray, Y: np.ndarray, *, weights_x: np.ndarray | None = None, wei
 
 def w1_exact_or_grid(X: np.ndarray, Y: np.ndarray, *, max_entries: int = EXACT_MAX_ENTRIES) -> W1Value:
     """:func:`w1` (chebyshev, unweighted) with ``"auto"`` kept on the exact or the grid method, never the certified
-    interval (1-2 s of CPU at 10^4 rows per side in d = 2, plus a worker process to start on a process's first
-    call): the full-sample check of the evaluation report."""
+    interval (seconds of CPU at 10^4 rows per side, where the exact or grid value takes a fraction of that): the
+    full-sample check of the evaluation report."""
     return _w1(X, Y, None, None, "chebyshev", "auto", max_entries, None, auto_certified=False)
 
 
@@ -303,8 +303,8 @@ def _flow_w1(X: np.ndarray, a: np.ndarray, Y: np.ndarray, b: np.ndarray, metric:
 
     With ``sizes = (n, m)`` (unweighted inputs) the masses are exact integers: ``a_i = c_i / n`` with integer
     multiplicities ``c_i``, so ``mu_q - nu_q`` is an integer supply in units of ``1 / lcm(n, m)`` and nothing
-    is rounded.  Integer supplies of this size are also what the cost-scaling solver handles fast (12 s
-    instead of 82 s of CPU at k = 300, n = m = 10^5).  Weighted inputs use units of 2^-40 (rounding bounded).
+    is rounded.  Integer supplies of this size are also what the cost-scaling solver handles fast (its running
+    time grows with the log of the largest supply).  Weighted inputs use units of 2^-40 (rounding bounded).
     """
     if metric == "euclidean":
         raise ParameterError("method='flow' needs metric 'chebyshev' or 'cityblock' (a grid-graph metric)")

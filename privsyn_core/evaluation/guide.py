@@ -3,7 +3,8 @@
 The evidence is the real-table benchmark (``python -m benchmarks.bench_real_tables``): tables bundled in pip
 packages with hand-set public domains, every private mechanism on its defaults and the peers at full strength,
 judged by W1 and the resolution-robust 2-way and 1-way marginal TVD with their intervals
-(:data:`privsyn_core.evaluation._guide_evidence.RUNS`, generated from the benchmark's results file).
+(``privsyn_core/evaluation/data/guide_evidence.json``, package data generated from the benchmark's results file,
+read by :func:`shipped_evidence`).
 
 :func:`recommend` takes the :data:`NEAREST` measured tables closest to the table's public shape (distance
 :func:`shape_distance`: number of columns and rows on log scales, share of categorical and of few-valued integer
@@ -22,20 +23,22 @@ mechanism measured there).
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from statistics import mean
 
 from privsyn_core.data.domain import Schema
-from privsyn_core.evaluation._guide_evidence import RUNS, TABLES
 from privsyn_core.evaluation.scorecard import rank_runs
 from privsyn_core.registry import list_mechanisms
 
 #: Column kinds the guide reads: ``integer`` is an integer column with at most 32 public values.
 KINDS = ("numeric", "integer", "categorical", "boolean")
-#: How many of the nearest measured tables the recommendation rests on (4 of the 8: by the benchmark's
-#: leave-one-table-out check, 3 tables gave 7, 7, 8 right picks by 2-way TVD at eps 0.5, 1, 4 and 4 gives 8, 8, 8).
+#: How many of the nearest measured tables the recommendation rests on (half of them: the number the benchmark's
+#: leave-one-table-out check, docs/benchmark_real_tables.md, finds right on every table).
 NEAREST = 4
 #: The guide's evidence: table -> (columns, rows, categorical, integer), and the runs
 #: (table, epsilon, system, metric, value, low, high).
@@ -43,8 +46,8 @@ Evidence = tuple[dict[str, tuple[int, int, int, int]], list[tuple]]
 #: The metrics ranked (lower is better), in the order that breaks ties.
 RANKED = ("tvd2", "w1")
 #: Candidates within this much of the lowest mean rank are not ordered by it (the fastest of them is picked).
-#: 0: the ranks already tie runs whose intervals overlap; a slack of 0.5 on top passed over AIM's measurably better
-#: marginals at eps 0.5 (2-way TVD right on 4 of 8 tables in the leave-one-table-out check, 8 of 8 without).
+#: 0: the ranks already tie runs whose intervals overlap; a slack on top would pass over a measurably better
+#: mechanism for a faster one.
 RANK_SLACK = 0.0
 
 
@@ -82,6 +85,17 @@ class Shape:
     n_rows: int
     categorical: int
     integer: int
+
+
+@functools.cache
+def shipped_evidence() -> Evidence:
+    """The evidence the package ships (``data/guide_evidence.json`` beside this module, written by
+    ``python -m benchmarks.bench_real_tables --report-only``), read once: a missing interval (``null``) is NaN."""
+    data = json.loads((resources.files("privsyn_core.evaluation") / "data" / "guide_evidence.json").read_text())
+    tables = {name: (int(d), int(n), int(categorical), int(integer))
+              for name, (d, n, categorical, integer) in data["tables"].items()}
+    runs = [tuple(math.nan if value is None else value for value in run) for run in data["runs"]]
+    return tables, runs
 
 
 def shape_distance(a: Shape, b: Shape) -> float:
@@ -130,10 +144,10 @@ def recommend(n_columns: int, n_rows: int, column_kinds: Sequence[str], epsilon:
     exclude_tables : sequence of str
         Measured tables left out of the evidence (the benchmark's leave-one-table-out check).
     evidence : (tables, runs), optional
-        Evidence in the layout of :mod:`privsyn_core.evaluation._guide_evidence` (default: that module's), e.g. a
-        benchmark's results before they are written there.
+        Evidence in the layout of :data:`Evidence` (default: :func:`shipped_evidence`), e.g. a benchmark's results
+        before they are written there.
     """
-    shapes, measured_runs = evidence if evidence is not None else (TABLES, RUNS)
+    shapes, measured_runs = evidence if evidence is not None else shipped_evidence()
     if n_columns < 1 or n_rows < 1 or not epsilon > 0:
         raise ValueError("n_columns, n_rows and epsilon must be positive")
     kinds = list(column_kinds) or ["numeric"] * n_columns

@@ -98,7 +98,7 @@ METRICS: dict[str, MetricInfo] = {
 }
 
 EVAL_MAX_ROWS = 50_000  # rows per side that evaluate reads; larger tables are uniformly subsampled
-EVAL_SUBSAMPLE = 500  # rows per side of each W1 / sliced W1 repeat (exact W1: 0.025 s of CPU at 500, 0.12 at 1000)
+EVAL_SUBSAMPLE = 500  # rows per side of each W1 / sliced W1 repeat (exact W1's cost grows fast in the rows)
 EVAL_REPEATS = 5  # repeated subsamples of W1, sliced W1 and MMD
 EVAL_BOOTSTRAP = 20  # bootstrap replicates (Student-t multiplier: intervals 2% wider than with 30, 1/3 less CPU)
 EVAL_W1_ENTRIES = 250_000  # cost-matrix budget of the full-sample W1 check (about 0.1 s of POT)
@@ -295,8 +295,8 @@ def _subsample_stats(a: np.ndarray, b: np.ndarray, s: _EvalSettings, mmd_size: i
 def _full_sample_w1(real: np.ndarray, synth: np.ndarray, max_entries: int) -> dict:
     """W1 on every evaluated row, kept only when exact or its grid bound is below GRID_USE_RATIO of the value.
 
-    Exact or the grid method, never the certified interval: that takes 1-2 s of CPU at 10^4 rows per side in
-    d = 2 (measured on three inputs), plus worker processes to start on a process's first call.
+    Exact or the grid method, never the certified interval: that takes seconds of CPU at 10^4 rows per side,
+    many times the cost of the rest of the report.
     """
     value = w1_exact_or_grid(real, synth, max_entries=max_entries)
     about = {**value.describe(), "rows": {"real": len(real), "synthetic": len(synth)}}

@@ -13,7 +13,7 @@ References
 .. [CKS20] C. L. Canonne, G. Kamath, T. Steinke, "The Discrete Gaussian for Differential Privacy",
    NeurIPS 2020, Algorithms 1-2.
 .. [KD23] Kreačić et al., "Differentially Private Synthetic Data Using KD-Trees",
-   UAI 2023 (seed 002), Algorithm 5, Lemma 9, Remark 1.
+   UAI 2023 (seed 002), Lemma 9.
 """
 
 from __future__ import annotations
@@ -489,29 +489,6 @@ def laplace(scale: float | np.ndarray, size=None, rng: np.random.Generator | Non
     if np.any(~np.isfinite(scale)) or np.any(scale < 0):
         raise ValueError("Laplace scale must be finite and >= 0")
     return rng.laplace(0.0, scale, size)
-
-
-def laplace_tail(t: float | np.ndarray, scale: float) -> np.ndarray:
-    r"""``P[Lap(b) >= t]``: ``exp(-t/b)/2`` for ``t >= 0``, ``1 - exp(t/b)/2`` otherwise ([KD23] Remark 1)."""
-    t = np.asarray(t, dtype=float)
-    return np.where(t >= 0, 0.5 * np.exp(-np.abs(t) / scale), 1.0 - 0.5 * np.exp(-np.abs(t) / scale))
-
-
-def conditional_laplace(scale: float, t: float, size=None, rng: np.random.Generator | None = None) -> np.ndarray:
-    r"""Laplace noise conditioned on being at least ``t`` ([KD23] Algorithm 5).
-
-    For ``t >= 0`` this is ``t + Exponential(b)`` (memorylessness).  For ``t < 0`` the
-    inverse CDF is used: ``U ~ Unif(F(t), 1)`` and ``X = F^{-1}(U)`` with
-    ``F(x) = e^{x/b}/2`` for ``x < 0`` and ``1 - e^{-x/b}/2`` otherwise.
-    """
-    rng = _require_generator(rng)
-    if not scale > 0:
-        raise ValueError("conditional Laplace needs a positive scale")
-    if t >= 0:
-        return t + rng.exponential(scale, size)
-    lower = 0.5 * np.exp(t / scale)
-    u = rng.uniform(lower, 1.0, size)
-    return np.where(u < 0.5, scale * np.log(2 * u), -scale * np.log(2 * (1 - u)))
 
 
 def binomial_big(count: int, p: float, rng: np.random.Generator | None = None) -> int:

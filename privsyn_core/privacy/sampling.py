@@ -103,8 +103,8 @@ def kth_largest(values: np.ndarray, k: int) -> float:
     as the float does, so at most four passes over 16-bit digits (one ``numpy.bincount`` each, keeping the entries
     whose digit holds the ``k``-th largest key, until they are all equal) find its key exactly, in ``O(m)`` time
     whatever the values.
-    ``numpy.partition`` returns the same value but measured 1.5 s on the ``2^23`` remainders of a PMM tree with
-    three quarters zeros (a slow case of its introselect), against 0.06 s for a sort.
+    ``numpy.partition`` returns the same value, but remainders with many ties (a PMM tree's are mostly zeros) are a
+    slow case of its introselect, slower than a full sort.
     """
     keys = np.ascontiguousarray(values, dtype=np.float64).view(np.int64)
     mask = (1 << _DIGIT_BITS) - 1

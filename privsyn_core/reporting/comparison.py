@@ -25,7 +25,7 @@ import pandas as pd
 
 import privsyn_core as ps
 from privsyn_core.evaluation.scorecard import METRICS, MetricInfo, rank_runs
-from privsyn_core.reporting import figures as F, report, words
+from privsyn_core.reporting import plot_data, report, svg_charts, words
 from privsyn_core.reporting.stakeholder import REAL_DATA_BANNER
 
 #: Metrics whose evaluation carries a sampling interval, so runs can be ranked on them honestly (in the order of
@@ -314,10 +314,10 @@ def comparison_html(*, data_name: str, runs: dict[str, dict], tables: dict[str, 
             labels, series["real"] = _shares(real[column["name"]], column)
         for name in names:
             labels, series[name] = _shares(tables[name][column["name"]], column)
-        colours = (F.REAL_COLOUR,) * (real is not None) + COLOURS
-        figs.append(F.svg_bars(labels, series, title=column["name"], colours=colours,
-                               x_label="category (public order)" if column["kind"] == "categorical"
-                               else "value (bins of the public range)", width=max(420, 115 * (len(series) + 1))))
+        colours = (plot_data.REAL_COLOUR,) * (real is not None) + COLOURS
+        unit = "category (public order)" if column["kind"] == "categorical" else "value (bins of the public range)"
+        figs.append(svg_charts.svg_bars(labels, series, title=column["name"], colours=colours, x_label=unit,
+                                        width=max(420, 115 * (len(series) + 1))))
     body.append("<h2>Each column</h2><p>Share of rows per category or bin of the public range.</p>"
                 f"<div class='figs'>{''.join(figs)}</div>")
     methods = "".join(f"<li>{escape(n)}: {escape(ps.get_mechanism(r['result'].mechanism).title)}, "

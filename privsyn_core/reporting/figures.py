@@ -9,37 +9,34 @@ Conventions (``docs/diagnostics.md``):
 * arrays are passed as float32 numpy arrays (Plotly >= 6 sends them as base64 typed arrays).
 
 Every builder takes unit-cube coordinates (or decoded columns, for the comparisons) and
-returns a :class:`plotly.graph_objects.Figure`.
+returns a :class:`plotly.graph_objects.Figure`.  This is the only module of the library that imports Plotly (the
+``[app]`` extra); what the figures draw is computed in :mod:`privsyn_core.reporting.plot_data`, and the static
+charts of the reports are :mod:`privsyn_core.reporting.svg_charts`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from privsyn_core.reporting.plot_data import (
+    MAX_CATEGORY_TICKS,
+    MAX_POINTS,
+    NOT_PRIVATE,
+    REAL_COLOUR,
+    SYNTH_COLOUR,
+    downsample,
+    tree_positions,
+)
+
 WEBGL_THRESHOLD = 1000
-MAX_POINTS = 5000
-REAL_COLOUR = "#1f77b4"
-SYNTH_COLOUR = "#d62728"
 BIN_COLOURS = ("#f7fbff", "#c6dbef", "#9ecae1", "#6baed6", "#3182bd", "#08519c")
 OUTLINE_COLOURS = ("#d9d9d9", "#9ecae1", "#6baed6", "#3182bd", "#08519c", "#08306b")
 #: Above this many cells the rectangles are WebGL outlines coloured by bin instead of SVG fills.
 FILL_LIMIT = 3000
-NOT_PRIVATE = "uses the real data: not private"
-
-
-# -- helpers -----------------------------------------------------------------------------------
-def downsample(points: np.ndarray, max_points: int = MAX_POINTS, seed: int = 0) -> np.ndarray:
-    """At most ``max_points`` rows, drawn without replacement with a fixed seed (display only)."""
-    points = np.asarray(points)
-    if len(points) <= max_points:
-        return points
-    keep = np.random.default_rng(seed).choice(len(points), max_points, replace=False)
-    return points[np.sort(keep)]
 
 
 def point_trace(points: np.ndarray, name: str, colour: str, *, max_points: int = MAX_POINTS,
@@ -105,10 +102,6 @@ def _unit_axes(fig: go.Figure, labels: Sequence[str], ranges=((0.0, 1.0), (0.0, 
                                  constrain="domain", **ticks[1]), height=600,
                       uirevision="keep", margin=dict(l=40, r=10, t=50, b=40), legend=dict(orientation="h", y=-0.15))
     return fig
-
-
-#: Most category names an axis labels (a longer list labels every k-th).
-MAX_CATEGORY_TICKS = 20
 
 
 def unit_axis(column: dict) -> dict:
@@ -259,182 +252,15 @@ def walk_figure(walk: np.ndarray | None, *, signed: np.ndarray | None = None, pr
 
 
 # -- comparisons -------------------------------------------------------------------------------
-def scatter_compare(real: np.ndarray | None, synthetic: np.ndarray, *, axes: tuple[int, int] = (0, 1),
-                    labels: Sequence[str] = ("x0", "x1"), ranges=((0.0, 1.0), (0.0, 1.0)),
-                    max_points: int = MAX_POINTS, title: str = "") -> go.Figure:
-    """Real (teaching only, may be None) and synthetic points on the same axes."""
-    fig = go.Figure()
-    if real is not None:
-        fig.add_trace(point_trace(real, f"real ({NOT_PRIVATE})", REAL_COLOUR, max_points=max_points, axes=axes))
-    fig.add_trace(point_trace(synthetic, "synthetic", SYNTH_COLOUR, max_points=max_points, axes=axes))
-    fig.update_layout(title=title or "real vs synthetic")
-    return _unit_axes(fig, labels, ranges)
-
-
-def plot_coordinates(frame: pd.DataFrame, schema: dict, names: Sequence[str], *, jitter: float = 0.3,
-                     seed: int = 0) -> tuple[np.ndarray, list[dict]]:
-    """Columns in their own units for a scatter, with the axis settings of each.
-
-    Numeric columns are drawn as they are, on their public range ``[lo, hi]``; a categorical column as
-    the position of each value in the public category order plus a uniform jitter in
-    ``[-jitter, jitter]`` (display only), with the categories as tick labels.
-    """
-    columns = {c["name"]: c for c in schema["columns"]}
-    rng = np.random.default_rng(seed)
-    out, settings = np.empty((len(frame), len(names))), []
-    for j, name in enumerate(names):
-        column = columns[name]
-        if column["kind"] == "categorical":
-            order = {str(c): i for i, c in enumerate(column["categories"])}
-            codes = frame[name].astype(str).map(order).to_numpy(dtype=float)
-            out[:, j] = codes + rng.uniform(-jitter, jitter, len(frame))
-            k = len(order)
-            settings.append({"range": [-0.5, k - 0.5], "tickvals": list(range(k)), "ticktext": list(order)})
-        else:
-            out[:, j] = frame[name].to_numpy(dtype=float)
-            pad = 0.02 * (column["hi"] - column["lo"])
-            settings.append({"range": [column["lo"] - pad, column["hi"] + pad]})
-    return out, settings
-
-
 def units_scatter(points: np.ndarray, settings: Sequence[dict], *, axes: tuple[int, int], labels: Sequence[str],
                   name: str, colour: str, title: str, max_points: int = MAX_POINTS) -> go.Figure:
-    """One point cloud in the columns' own units (see :func:`plot_coordinates`), for side-by-side panels."""
+    """One point cloud in the columns' own units (see :func:`~privsyn_core.reporting.plot_data.plot_coordinates`),
+    for side-by-side panels."""
     fig = go.Figure(point_trace(points, name, colour, max_points=max_points, axes=axes))
     fig.update_layout(title=title, height=450, margin=dict(l=50, r=10, t=50, b=40), showlegend=False)
     fig.update_xaxes(title_text=labels[0], **settings[axes[0]])
     fig.update_yaxes(title_text=labels[1], **settings[axes[1]])
     return fig
-
-
-#: Equal bins of a numeric column's public range in the small multiples (an integer column with fewer values
-#: than this gets one bar per integer instead).
-MARGINAL_BINS = 20
-#: Equal bins of one column's public range in Compare's larger single-column marginal.
-MARGINAL_DETAIL_BINS = 30
-#: At most this many columns are drawn as small multiples (the figure says when more were left out).
-MARGINAL_MAX_COLUMNS = 36
-#: At most this many categories of one column are drawn, the first ones in the public order (a public cut).
-MARGINAL_MAX_CATEGORIES = 60
-#: The small multiples' one-line caption (the figure's subtitle).
-MARGINALS_CAPTION = "Share of rows per bin of each column's public range, or per category in its public order"
-#: What the caption leaves out (shown under the figure and in the report).
-MARGINALS_NOTE = ("Bins and categories come from the public schema alone; values outside a range count in its end "
-                  "bins, as the mechanisms clip them.")
-COMPARE_HINT = ": look for the same shape in both colours"
-
-
-def marginal_panels(synthetic: pd.DataFrame, schema: dict, *, real: pd.DataFrame | None = None,
-                    bins: int = MARGINAL_BINS, max_categories: int = MARGINAL_MAX_CATEGORIES) -> list[dict]:
-    r"""The data of one marginal panel per column: shares of rows on bins fixed by the *public* schema alone.
-
-    A numeric column with public range :math:`[lo, hi]` is cut into ``bins`` equal bins
-    :math:`[lo + (hi - lo) k / b, lo + (hi - lo)(k + 1) / b)` (the last one closed); an integer column gets bins
-    of :math:`w = \lceil (hi - lo + 1) / b \rceil` whole integers, :math:`[v - 1/2, v + w - 1/2)` (one bar per
-    integer when there are at most ``bins`` of them; the last bin may hold fewer), so that no bin holds one
-    integer more than its neighbour.  Values
-    are clipped onto :math:`[lo, hi]` first (what every mechanism does before it runs), so a real value outside
-    the range counts in an end bin.  A categorical column has one bar per category in the schema's order;
-    a value outside the public categories counts in no bar (the shares then sum to less than 1); of a long list
-    only the first ``max_categories`` are drawn, and the axis says so.  Every share
-    is a count over all rows of its table, so the bins and their order are the same for the real and the
-    synthetic table and are never read off either.
-
-    Parameters
-    ----------
-    synthetic : DataFrame
-        The synthetic rows (the release), decoded: columns in their own units.
-    schema : dict
-        The public schema (:meth:`privsyn_core.Schema.to_dict`); its column order is the panels' order.
-    real : DataFrame, optional
-        The real rows (teaching only: drawing them is not private); ``None`` in release mode.
-    bins : int
-        Equal bins of a numeric column's public range.
-    max_categories : int
-        Bars of a categorical column (its first categories in the public order).
-
-    Returns
-    -------
-    list of dict
-        One dict per column: ``name``, ``kind``, ``unit`` (the x axis's title), ``labels`` (one per bar: the
-        category, or the bin's lower edge), ``edges`` (bin edges, ``None`` for a categorical column) and
-        ``shares`` (series name -> share of rows per bar: real first when given, then synthetic).
-    """
-    frames = ([(f"real ({NOT_PRIVATE})", real)] if real is not None else []) + [("synthetic", synthetic)]
-    panels = []
-    for column in schema["columns"]:
-        name = column["name"]
-        if column["kind"] == "categorical":
-            every = [str(c) for c in column["categories"]]
-            labels = every[:max_categories]
-            edges, unit = None, "category (public order)" if len(every) == len(labels) else \
-                f"category (the first {len(labels)} of {len(every)} in public order)"
-            shares = {what: frame[name].astype(str).value_counts().reindex(labels, fill_value=0).to_numpy(float)
-                      / max(len(frame), 1) for what, frame in frames}
-        else:
-            lo, hi = float(column["lo"]), float(column["hi"])
-            if column.get("integer") and hi - lo >= 1:
-                first, last = math.ceil(lo), math.floor(hi)
-                step = math.ceil((last - first + 1) / bins)
-                edges = np.append(np.arange(first, last + 1, step) - 0.5, last + 0.5)
-                labels = [f"{e + 0.5:g}" for e in edges[:-1]]
-            else:
-                edges = np.linspace(lo, hi, bins + 1)
-                labels = [f"{e:.4g}" for e in edges[:-1]]
-            unit = f"{name}: value (public range {lo:g} to {hi:g})"
-            shares = {what: np.histogram(np.clip(frame[name].to_numpy(float), lo, hi), bins=edges)[0]
-                      / max(len(frame), 1) for what, frame in frames}
-        panels.append({"name": str(name), "kind": column["kind"], "unit": unit, "labels": labels, "edges": edges,
-                       "shares": shares})
-    return panels
-
-
-def svg_marginals(panels: Sequence[dict], *, width: int = 420, height: int = 220) -> list[str]:
-    """Every column's marginal at once, as inline SVG charts (one per column, from :func:`marginal_panels`): the
-    Compare page's small multiples and the report's, without JavaScript (cheap to draw, small to send).
-
-    Each chart is titled by its column, its x axis in the column's units (``unit``) and its y axis in share of
-    rows; a numeric column's bars are its public bins, a categorical column's its categories in public order, the
-    series (synthetic first, then the real data in teaching mode) grouped side by side.
-    """
-    return [svg_bars(p["labels"], {k: p["shares"][k] for k in sorted(p["shares"], key=lambda k: k != "synthetic")},
-                     title=p["name"], x_label=p["unit"], width=width, height=height) for p in panels]
-
-
-def svg_small_multiples(panels: Sequence[dict]) -> tuple[list[str], str]:
-    """The first :data:`MARGINAL_MAX_COLUMNS` panels as SVG charts (:func:`svg_marginals`), and the sentence that
-    says how many columns were left out (empty when none was): Compare's small multiples and the report's."""
-    figs = svg_marginals(panels[:MARGINAL_MAX_COLUMNS])
-    left_out = len(panels) - len(figs)
-    return figs, f" The first {len(figs)} columns are drawn; {left_out} more are not." if left_out else ""
-
-
-def svg_grid(svgs: Sequence[str]) -> str:
-    """Inline SVG charts side by side, wrapping onto new rows (the Compare page's small multiples)."""
-    return "<div style='display:flex;flex-wrap:wrap;gap:12px'>" + "".join(svgs) + "</div>"
-
-
-def correlation_matrix(unit: np.ndarray) -> np.ndarray:
-    r"""Pearson correlations between the columns of ``unit`` (rows in the schema's unit coordinates).
-
-    :math:`\rho_{jk} = \mathrm{cov}(x_j, x_k) / (\sigma_j \sigma_k)`; a categorical column enters as the
-    position of its value in the public category order (as in ``metrics.correlation_gap``).  A column with
-    no spread (a single value) has no correlation: its row and column are NaN, the diagonal is 1.
-    """
-    X = np.asarray(unit, dtype=float)
-    d = X.shape[1] if X.ndim == 2 else 0
-    out = np.full((d, d), np.nan)
-    if X.ndim != 2 or len(X) < 2:
-        np.fill_diagonal(out, 1.0)
-        return out
-    centred = X - X.mean(axis=0)
-    scale = np.sqrt((centred ** 2).sum(axis=0))
-    ok = scale > 1e-12 * max(1.0, float(np.abs(X).max(initial=0.0)))
-    if ok.any():
-        z = centred[:, ok] / scale[ok]
-        out[np.ix_(ok, ok)] = np.clip(z.T @ z, -1.0, 1.0)
-    np.fill_diagonal(out, 1.0)
-    return out
 
 
 def interval_figure(ranking: pd.DataFrame, *, metric: str, better: str, floor: tuple[float, float, float] | None = None,
@@ -565,8 +391,9 @@ def laplace_count_figure(count: int, epsilon: float, sensitivity: float = 1.0, w
     return fig
 
 
-def noise_schedule_figure(sigmas: Sequence[float], labels: Sequence[str] | None = None) -> go.Figure:
-    """Noise scale per level of a hierarchical mechanism (level 0 is the root)."""
+def noise_schedule_figure(sigmas: Sequence[float] | np.ndarray, labels: Sequence[str] | None = None) -> go.Figure:
+    """Noise scale per level of a hierarchical mechanism (level 0 is the root), e.g. the ``sigmas`` of PMM's
+    :func:`~privsyn_core.mechanisms.hvz23.pmm_tree.noise_plan`."""
     level = np.arange(len(sigmas))
     fig = go.Figure(go.Bar(x=list(labels) if labels else level, y=np.asarray(sigmas, dtype=float), name="noise scale"))
     fig.update_layout(title="noise scale per tree level", xaxis_title="level", yaxis_title="discrete Laplace scale",
@@ -574,91 +401,7 @@ def noise_schedule_figure(sigmas: Sequence[float], labels: Sequence[str] | None 
     return fig
 
 
-def hierarchical_noise_schedule(epsilon: float, depth: int, d: int) -> list[float]:
-    r"""Illustrative per-level scales ``sigma_j`` proportional to ``2^{(1-1/d)(depth-j)/2}`` (constant for
-    d = 1), normalised so that ``sum_j 1/sigma_j = epsilon`` exactly as in PMM (He, Vershynin, Zhu, COLT 2023,
-    Thm 4.3 with the level scales of (A.4)).
-
-    The shape is the paper's asymptotic one; the mechanism itself uses its exact level sizes.
-    """
-    level = np.arange(depth + 1)
-    shape = 2.0 ** (0.5 * (1 - 1 / d) * (depth - level))
-    return list(shape * np.sum(1 / shape) / epsilon)
-
-
 # -- what a release alone shows ----------------------------------------------------------------
-def released_partition(release) -> dict | None:
-    """The cells of a partition mechanism rebuilt from a :class:`privsyn_core.result.Release` alone.
-
-    Release mode may draw only what was released, never ``SynthResult.diagnostics`` (true counts, occupied
-    cells): the mechanism's ``released_geometry`` hook (:class:`privsyn_core.MechanismSpec`) rebuilds it from the
-    release's atoms, weights or rows and its declared public parameters.
-
-    Returns
-    -------
-    dict or None
-        ``{"cells": {"lo", "hi", "count"}, "levels": [cells per level] or None, "value": label}``;
-        ``None`` for mechanisms that release no partition of public geometry.
-    """
-    geometry = _released_geometry(release)
-    return geometry if geometry is not None and "cells" in geometry else None
-
-
-def released_path(release) -> np.ndarray | None:
-    """The folding path of a release, rebuilt by its mechanism's ``released_geometry`` hook from the release alone:
-    ``(k, d)`` points in path order (on one column, ``(k, 1)``: the interval itself); ``None`` for a mechanism that
-    folds nothing onto a path."""
-    geometry = _released_geometry(release)
-    return None if geometry is None or "path" not in geometry else np.asarray(geometry["path"], dtype=float)
-
-
-def _released_geometry(release) -> dict | None:
-    from privsyn_core.registry import get_mechanism
-
-    hook = get_mechanism(release.mechanism).released_geometry
-    return None if hook is None else hook(release)
-
-
-def tree_positions(edges: Sequence[Sequence[int]], root: int, d: int) -> np.ndarray:
-    """``(d, 2)`` drawing positions of a tree on ``d`` nodes: depth from ``root`` downwards, leaves evenly spaced.
-
-    Children are visited in the order their edges are listed; a parent sits above the middle of its children.
-    Nodes the edges do not reach (none in a spanning tree) are put in a row below.
-    """
-    children: dict[int, list[int]] = {a: [] for a in range(d)}
-    neighbours: dict[int, list[int]] = {a: [] for a in range(d)}
-    for a, b in edges:
-        neighbours[int(a)].append(int(b))
-        neighbours[int(b)].append(int(a))
-    depth = {root: 0}
-    order = [root]
-    for node in order:
-        for other in neighbours[node]:
-            if other not in depth:
-                depth[other] = depth[node] + 1
-                children[node].append(other)
-                order.append(other)
-    xy = np.zeros((d, 2))
-    leaves = 0
-
-    def place(node: int) -> float:
-        nonlocal leaves
-        if not children[node]:
-            x = float(leaves)
-            leaves += 1
-        else:
-            x = float(np.mean([place(c) for c in children[node]]))
-        xy[node] = (x, -depth[node])
-        return x
-
-    place(root)
-    lost = [a for a in range(d) if a not in depth]
-    bottom = -max(depth.values()) - 1
-    for i, a in enumerate(lost):
-        xy[a] = (i, bottom)
-    return xy
-
-
 def released_tree_figure(release) -> go.Figure | None:
     """The tree of column pairs a ``marginal_tree`` release chose, drawn from the release alone.
 
@@ -711,230 +454,6 @@ def released_tree_figure(release) -> go.Figure | None:
         height=max(260, 120 * (1 - int(xy[:, 1].min()))), margin={"l": 10, "r": 10, "t": 50, "b": 10},
         plot_bgcolor="white")
     return fig
-
-# -- small static figures for self-contained reports -------------------------------------------
-def _svg_text(text: str) -> str:
-    """``text`` for an SVG element: XML-escaped, and ``[``, ``]``, ``$`` as character references, so that no
-    Markdown link, image or formula can form when the SVG is shown through ``st.markdown`` (same glyphs)."""
-    from html import escape
-
-    return escape(text).replace("[", "&#91;").replace("]", "&#93;").replace("$", "&#36;")
-
-
-def _svg_open(width: int, height: int, title: str) -> str:
-    """An SVG chart's opening tag and title: ``width`` x ``height`` pixels at most, shrunk with its aspect ratio
-    kept to fit a narrower container (``viewBox``, ``max-width: 100%``)."""
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-            f'style="max-width:100%;height:auto" role="img" font-family="sans-serif" font-size="10">'
-            f'<title>{_svg_text(title)}</title>')
-
-
-def svg_bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, title: str = "", x_label: str = "",
-             y_label: str = "share of rows", colours: Sequence[str] = (SYNTH_COLOUR, REAL_COLOUR),
-             width: int = 420, height: int = 220) -> str:
-    """A grouped bar chart as an inline SVG string (no JavaScript: a report stays small and opens offline).
-
-    ``series`` maps a legend name to one value per label (e.g. shares of rows per bin or category).
-    Text is XML-escaped (:func:`_svg_text`), so labels and titles from user data cannot inject markup.
-    """
-
-    names = list(series)
-    values = np.asarray([np.asarray(series[n], dtype=float) for n in names]).reshape(len(names), len(labels))
-    top = float(np.nanmax(values)) if values.size and np.isfinite(values).any() else 1.0
-    top = top if top > 0 else 1.0
-    left, right, upper, lower = 44, 8, 30, 44
-    plot_w, plot_h = width - left - right, height - upper - lower
-    slot = plot_w / max(len(labels), 1)
-    bar = slot * 0.8 / max(len(names), 1)
-    parts = [_svg_open(width, height, title),
-             f'<text x="{width / 2:.0f}" y="14" text-anchor="middle" font-size="12">{_svg_text(title)}</text>',
-             f'<line x1="{left}" y1="{upper + plot_h}" x2="{left + plot_w}" y2="{upper + plot_h}" stroke="#555"/>',
-             f'<text x="{left - 4}" y="{upper + 4}" text-anchor="end">{top:.3g}</text>',
-             f'<text x="{left - 4}" y="{upper + plot_h}" text-anchor="end">0</text>',
-             f'<text x="10" y="{upper + plot_h / 2:.0f}" transform="rotate(-90 10 {upper + plot_h / 2:.0f})" '
-             f'text-anchor="middle">{_svg_text(y_label)}</text>']
-    for s, name in enumerate(names):
-        colour = colours[s % len(colours)]
-        for i, v in enumerate(values[s]):
-            if not np.isfinite(v) or v <= 0:
-                continue
-            h = plot_h * v / top
-            x = left + i * slot + slot * 0.1 + s * bar
-            tip = f"{_svg_text(name)}, {_svg_text(str(labels[i]))}: {v:.3g}"
-            parts.append(f'<rect x="{x:.1f}" y="{upper + plot_h - h:.1f}" width="{bar:.1f}" height="{h:.1f}" '
-                         f'fill="{colour}"><title>{tip}</title></rect>')
-        parts.append(f'<rect x="{left + 4 + 110 * s}" y="{height - 12}" width="8" height="8" fill="{colour}"/>'
-                     f'<text x="{left + 15 + 110 * s}" y="{height - 4}">{_svg_text(name)}</text>')
-    step = max(1, int(np.ceil(len(labels) / 8)))
-    for i in range(0, len(labels), step):
-        parts.append(f'<text x="{left + (i + 0.5) * slot:.1f}" y="{upper + plot_h + 12}" text-anchor="middle">'
-                     f'{_svg_text(str(labels[i])[:12])}</text>')
-    parts.append(f'<text x="{left + plot_w / 2:.0f}" y="{upper + plot_h + 26}" text-anchor="middle">'
-                 f'{_svg_text(x_label)}</text></svg>')
-    return "".join(parts)
-
-
-#: Most points an SVG scatter draws (a random subset beyond; the title says so): ~15 bytes each.
-SVG_MAX_POINTS = 3000
-#: Points per ``<path>`` of an SVG scatter: overlapping paths darken where points crowd, one path does not.
-SVG_POINTS_PER_PATH = 250
-#: ColorBrewer's RdBu, from red (+1) to blue (-1), as RGB rows: the correlation scale of :func:`svg_correlations`.
-RDBU = np.array([[103, 0, 31], [178, 24, 43], [214, 96, 77], [244, 165, 130], [253, 219, 199], [247, 247, 247],
-                 [209, 229, 240], [146, 197, 222], [67, 147, 195], [33, 102, 172], [5, 48, 97]], dtype=float)
-
-
-def nice_ticks(lo: float, hi: float, count: int = 5) -> np.ndarray:
-    r"""Round tick values in ``[lo, hi]``, multiples of a step :math:`\{1, 2, 5\} \times 10^k`: of the steps near
-    ``(hi - lo) / (count - 1)``, the one whose number of ticks is closest to ``count`` (the larger step on a tie)."""
-    if not hi > lo:
-        return np.array([lo])
-    power = 10.0 ** np.floor(np.log10((hi - lo) / max(count - 1, 1)))
-    steps = [m * power for m in (0.5, 1.0, 2.0, 5.0, 10.0)]
-
-    def ticks(step: float) -> np.ndarray:
-        return np.arange(np.ceil(lo / step), np.floor(hi / step) + 1) * step
-
-    return ticks(min(steps, key=lambda step: (abs(len(ticks(step)) - count), -step))) + 0.0  # never -0
-
-
-def _svg_axis_ticks(setting: dict) -> tuple[np.ndarray, list[str]]:
-    """Tick positions and texts of one scatter axis (:func:`plot_coordinates`'s settings)."""
-    if "tickvals" in setting:
-        step = max(1, -(-len(setting["tickvals"]) // MAX_CATEGORY_TICKS))
-        return (np.asarray(setting["tickvals"][::step], dtype=float),
-                [str(t)[:10] for t in setting["ticktext"][::step]])
-    values = nice_ticks(*setting["range"])
-    return values, [f"{v:.4g}" for v in values]
-
-
-def svg_scatter(points: np.ndarray, settings: Sequence[dict], *, axes: tuple[int, int], labels: Sequence[str],
-                colour: str, title: str, max_points: int = SVG_MAX_POINTS, width: int = 440,
-                height: int = 400) -> str:
-    """One point cloud in the columns' own units as an inline SVG string (no JavaScript: drawn at once).
-
-    The static twin of :func:`units_scatter`: ``points`` and ``settings`` come from :func:`plot_coordinates`
-    (each axis's public range, and its categories as tick texts).  At most ``max_points`` rows are drawn, a
-    random subset with a fixed seed (display only; the title says how many); points outside a range sit on its
-    edge.  Each point is a round dot, a zero-length segment of a ``<path>``; :data:`SVG_POINTS_PER_PATH` per
-    path, half transparent, so that crowded places look darker.  Text is escaped (:func:`_svg_text`).
-    """
-    points = np.asarray(points, dtype=float)
-    shown = downsample(points, max_points)
-    if len(shown) < len(points):
-        title = f"{title} ({len(shown):,} drawn at random)"
-    left, right, upper, lower = 58, 12, 28, 44
-    plot_w, plot_h = width - left - right, height - upper - lower
-    (x_lo, x_hi), (y_lo, y_hi) = (tuple(map(float, settings[a]["range"])) for a in axes)
-    x_hi, y_hi = max(x_hi, x_lo + 1e-12), max(y_hi, y_lo + 1e-12)
-
-    def to_x(v: np.ndarray) -> np.ndarray:
-        return left + (np.clip(v, x_lo, x_hi) - x_lo) / (x_hi - x_lo) * plot_w
-
-    def to_y(v: np.ndarray) -> np.ndarray:
-        return upper + plot_h - (np.clip(v, y_lo, y_hi) - y_lo) / (y_hi - y_lo) * plot_h
-
-    parts = [_svg_open(width, height, title),
-             f'<text x="{width / 2:.0f}" y="16" text-anchor="middle" font-size="12">{_svg_text(title)}</text>',
-             f'<rect x="{left}" y="{upper}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>']
-    if len(shown):
-        xy = np.round(np.column_stack([to_x(shown[:, axes[0]]), to_y(shown[:, axes[1]])]), 1)
-        for start in range(0, len(xy), SVG_POINTS_PER_PATH):
-            d = "".join(f"M{x:g} {y:g}h0" for x, y in xy[start:start + SVG_POINTS_PER_PATH].tolist())
-            parts.append(f'<path d="{d}" stroke="{colour}" stroke-opacity="0.5" stroke-width="3.5" '
-                         f'stroke-linecap="round"/>')
-    x_ticks, x_text = _svg_axis_ticks(settings[axes[0]])
-    for position, text in zip(to_x(x_ticks).tolist(), x_text, strict=True):
-        parts.append(f'<text x="{position:.1f}" y="{upper + plot_h + 13}" text-anchor="middle">'
-                     f'{_svg_text(text)}</text>')
-    y_ticks, y_text = _svg_axis_ticks(settings[axes[1]])
-    for position, text in zip(to_y(y_ticks).tolist(), y_text, strict=True):
-        parts.append(f'<text x="{left - 4}" y="{position + 3:.1f}" text-anchor="end">{_svg_text(text)}</text>')
-    middle = upper + plot_h / 2
-    parts.append(f'<text x="{left + plot_w / 2:.0f}" y="{height - 8}" text-anchor="middle" font-size="11">'
-                 f'{_svg_text(labels[0])}</text>'
-                 f'<text x="11" y="{middle:.0f}" transform="rotate(-90 11 {middle:.0f})" text-anchor="middle" '
-                 f'font-size="11">{_svg_text(labels[1])}</text></svg>')
-    return "".join(parts)
-
-
-def rdbu(values: np.ndarray) -> list[str]:
-    """Hex colours of values on the correlation scale: -1 blue, 0 white, +1 red (saturating beyond; NaN grey)."""
-    values = np.asarray(values, dtype=float)
-    position = (1 - np.clip(np.nan_to_num(values), -1, 1)) / 2 * (len(RDBU) - 1)
-    below = np.minimum(np.floor(position).astype(int), len(RDBU) - 2)
-    weight = (position - below)[:, None]
-    rgb = np.rint(RDBU[below] * (1 - weight) + RDBU[below + 1] * weight).astype(int)
-    return ["#cccccc" if np.isnan(v) else f"#{r:02x}{g:02x}{b:02x}" for v, (r, g, b) in zip(values, rgb.tolist(),
-                                                                                            strict=True)]
-
-
-def svg_correlations(synthetic: np.ndarray, names: Sequence[str], *, real: np.ndarray | None = None,
-                     annotate_max: int = 12) -> str:
-    """Correlation matrices side by side as one inline SVG: real (teaching only), synthetic, and their difference.
-
-    Parameters
-    ----------
-    synthetic, real : ndarray (d, d)
-        Matrices from :func:`correlation_matrix`; ``real`` is ``None`` in release mode (only the release drawn).
-    names : sequence of str
-        Column names, in the order of the matrices (escaped; cut to 14 characters on the axes).
-    annotate_max : int
-        Cells carry their value as text up to this many columns; every cell names its pair and value on hover.
-
-    Returns
-    -------
-    str
-        One SVG: a panel per matrix on one colour scale, -1 (blue) to 1 (red) (differences beyond +-1 saturate,
-        a column without spread is grey), with a legend of the scale.
-    """
-    panels = [("synthetic", np.asarray(synthetic, dtype=float))]
-    if real is not None:
-        real = np.asarray(real, dtype=float)
-        panels = [(f"real ({NOT_PRIVATE})", real), panels[0], ("synthetic minus real", panels[0][1] - real)]
-    labels = [str(n) for n in names]
-    d = len(labels)
-    cell = int(np.clip(300 // max(d, 1), 12, 44))
-    left, upper, legend = 100, 50, 70
-    side = cell * d
-    slot = max(side + 24, 200)  # room for the panel's title
-    width, height = left + len(panels) * slot + legend, upper + side + 96
-    font, digits = max(7, min(11, int(cell * 0.34))), 1 if d > 5 else 2
-    parts = [_svg_open(width, height, "Correlations between columns")]
-    pairs = [divmod(k, d) for k in range(d * d)]  # (row, column) of each cell, row by row
-    for p, (title, matrix) in enumerate(panels):
-        x0 = left + p * slot
-        head, _, tail = title.partition(" (")  # "real (uses the real data: not private)" on two lines
-        parts.append(f'<text x="{x0 + side / 2:.0f}" y="{upper - 22}" text-anchor="middle" font-size="11">'
-                     f'{_svg_text(head)}</text>')
-        if tail:
-            parts.append(f'<text x="{x0 + side / 2:.0f}" y="{upper - 8}" text-anchor="middle" font-size="9">'
-                         f'({_svg_text(tail)}</text>')
-        values = matrix.reshape(-1)
-        for (i, j), v, fill in zip(pairs, values.tolist(), rdbu(values), strict=True):
-            tip = f"{_svg_text(title)}: {_svg_text(labels[i])} / {_svg_text(labels[j])}: " + \
-                ("no spread" if np.isnan(v) else f"{v:.3f}")
-            parts.append(f'<rect x="{x0 + j * cell}" y="{upper + i * cell}" width="{cell}" height="{cell}" '
-                         f'fill="{fill}"><title>{tip}</title></rect>')
-            if d <= annotate_max and not np.isnan(v):
-                ink = "white" if abs(v) > 0.6 else "black"
-                parts.append(f'<text x="{x0 + (j + 0.5) * cell:.1f}" y="{upper + (i + 0.5) * cell + font / 3:.1f}" '
-                             f'text-anchor="middle" font-size="{font}" fill="{ink}" pointer-events="none">'
-                             f'{round(v, digits) + 0.0:.{digits}f}</text>')  # + 0.0: never "-0.0"
-        for j, name in enumerate(labels):
-            x, y = x0 + (j + 0.5) * cell, upper + side + 6
-            parts.append(f'<text x="{x:.1f}" y="{y}" transform="rotate(-45 {x:.1f} {y})" text-anchor="end">'
-                         f'{_svg_text(name[:14])}</text>')
-    for i, name in enumerate(labels):
-        parts.append(f'<text x="{left - 4}" y="{upper + (i + 0.5) * cell + 3:.1f}" text-anchor="end">'
-                     f'{_svg_text(name[:14])}</text>')
-    scale = np.linspace(1, -1, 11)
-    x_legend = width - legend + 10
-    for k, fill in enumerate(rdbu(scale)):
-        parts.append(f'<rect x="{x_legend}" y="{upper + k * 12}" width="14" height="12" fill="{fill}"/>')
-    parts.append(f'<text x="{x_legend + 18}" y="{upper + 9}">+1</text>'
-                 f'<text x="{x_legend + 18}" y="{upper + 5 * 12 + 9}">0</text>'
-                 f'<text x="{x_legend + 18}" y="{upper + 10 * 12 + 9}">-1</text></svg>')
-    return "".join(parts)
 
 
 def over_time_figure(table: pd.DataFrame) -> go.Figure:

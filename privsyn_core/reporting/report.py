@@ -38,8 +38,8 @@ from privsyn_core.result import SynthResult
 
 #: Rows of each side given to the metrics; larger tables are subsampled (the metrics' cost grows with n).
 EVAL_ROWS = 10_000
-#: Rows per side of each exact W1 of the trade-off sweep and of its floor (exact W1 at 500 rows: 0.025 s of CPU in
-#: d = 8, at 1000 rows 0.12 s: the default sweep of 24 runs takes about 1.5 s of CPU instead of 4.5 s).
+#: Rows per side of each exact W1 of the trade-off sweep and of its floor (exact W1's cost grows faster than
+#: quadratically in the rows, so a sweep of many runs stays interactive at this size; benchmarks/bench_w1.py).
 SWEEP_EVAL_ROWS = 500
 PACKAGES = ("privsyn-core", "numpy", "scipy", "pandas", "pot", "plotly", "streamlit", "scikit-learn")
 
@@ -51,7 +51,7 @@ def sha256(data: bytes) -> str:
 
 def versions() -> dict[str, str]:
     """Installed versions of the packages a run depends on, and Python's (read once per process: reading the
-    packages' metadata took 18 ms, on every run the app shows)."""
+    packages' metadata is slow next to a run the app shows)."""
     return dict(_versions())
 
 
@@ -122,11 +122,6 @@ def run_report(result: SynthResult, *, params: dict[str, Any], data_name: str, r
             "warnings": list(result.diagnostics.get("teaching_warnings", [])),
         }
     return report
-
-
-def session_total(entries: Sequence[dict]) -> float:
-    """Total epsilon of a session's releases on one dataset (basic sequential composition)."""
-    return math.fsum(float(e["epsilon"]) for e in entries)
 
 
 # -- evaluation helpers ------------------------------------------------------------------------

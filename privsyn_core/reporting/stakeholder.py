@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 import privsyn_core as ps
-from privsyn_core.reporting import figures as F, verdicts, words
+from privsyn_core.reporting import plot_data, svg_charts, verdicts, words
 from privsyn_core.reporting.report import schema_encode
 from privsyn_core.result import Release, noise_statement
 
@@ -45,7 +45,7 @@ def _correlations(df: pd.DataFrame, schema: dict) -> pd.DataFrame | None:
 
 def _corr_matrix(frame: pd.DataFrame, schema: dict) -> np.ndarray:
     """Pearson correlations of every column in the unit cube (categories in their public order)."""
-    return F.correlation_matrix(schema_encode(frame, schema))
+    return plot_data.correlation_matrix(schema_encode(frame, schema))
 
 
 def build(*, release: Release, data_name: str, totals: dict[str, float], budget: float | None,
@@ -68,10 +68,10 @@ def build(*, release: Release, data_name: str, totals: dict[str, float], budget:
     body.append(_first_box(release, spec, private, names, data_name, totals, budget))
     if teaching:
         body.append(_verdict_section(release, names, real, evaluation))
-    panels = F.marginal_panels(rows, release.schema, real=real)
-    figs, left_out = F.svg_small_multiples(panels)
-    caption = F.MARGINALS_CAPTION + (F.COMPARE_HINT + " (real data shown for review only)" if real is not None
-                                     else "") + ". " + F.MARGINALS_NOTE
+    panels = plot_data.marginal_panels(rows, release.schema, real=real)
+    figs, left_out = svg_charts.svg_small_multiples(panels)
+    hint = plot_data.COMPARE_HINT + " (real data shown for review only)" if real is not None else ""
+    caption = plot_data.MARGINALS_CAPTION + hint + ". " + plot_data.MARGINALS_NOTE
     body.append("<h2>Each column</h2><p>" + escape(caption + left_out, quote=False) + "</p>")
     body.append(f"<div class='figs'>{''.join(figs)}</div>")
     synthetic_corr = _correlations(rows, release.schema)

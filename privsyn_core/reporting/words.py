@@ -1,4 +1,4 @@
-"""Plain words for non-experts, with the exact term one click away (issue 16, item 8)."""
+"""Plain words for non-experts, with the exact term one click away."""
 
 from __future__ import annotations
 

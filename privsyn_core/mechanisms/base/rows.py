@@ -290,7 +290,7 @@ def shuffle_rows(rows: np.ndarray, rng: np.random.Generator) -> None:
     One uniform permutation of the row numbers (Fisher-Yates, ``Generator.shuffle`` of an int32 or int64
     ``arange``), applied by one gather of whole rows: the extra memory is the permutation and one copy of
     ``rows`` while it is gathered (a block of at most :data:`ROW_BLOCK` rows for a row plan); gathering column by
-    column would hold one column only but measured 2-4 times slower (10^6 rows, d = 2 and 8).  Every row order
+    column would hold one column only but is several times slower (a strided gather per column).  Every row order
     of the output goes through here or through :func:`shuffled_piles` (the rows of a mechanism without a row
     plan: :func:`privsyn_core.api.synthesize`).
     """

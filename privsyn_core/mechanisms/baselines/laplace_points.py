@@ -13,8 +13,7 @@ naive competitor every mechanism should beat.
 
 When the noise scale ``b = d/epsilon`` (unit coordinates, a public quantity) is at least :data:`UNIFORM_SCALE`, the
 mean distance between two independent uniform points on an axis, the clipped noisy points are about as far from the
-data as points drawn uniformly on the box: the release says so in its warnings (measured on two_blobs, n = 2000,
-d = 2: W1 0.21 at b = 1/3 and 0.38 at b = 2, against 0.20 for a uniform sample).
+data as points drawn uniformly on the box: the release says so in its warnings.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ class LeafPlan(RowPlan):
 
     The atoms are the consecutive depth-``depth`` leaves ``t = first_leaf, first_leaf + 1, ...`` of the binary
     partition (heap order) and ``c_t`` is leaf ``t``'s integer corner
-    (:func:`privsyn_core.mechanisms.hvz23.pmm_tree.leaf_axis_coordinates`); with ``uniform=False`` the row is
+    (:func:`privsyn_core.mechanisms.hvz23.pmm_tree.leaf_corner_tables`); with ``uniform=False`` the row is
     ``(0.5 + c_t) * side``.  ``points`` is an empty ``(0, d)`` array and ``counts`` are dense (zeros included), so
     no per-leaf table is held.  A block's rows are labelled by their leaves, the labels put in a uniformly random
     order, and the rows drawn from the labels (:meth:`rows`).

@@ -69,14 +69,14 @@ from privsyn_core.mechanisms.hvz23.pmm_tree import (
     paper_depth,
     sparse_leaf_counts,
 )
-from privsyn_core.privacy.noise import discrete_laplace, discrete_laplace_variance, fill_discrete_laplace
+from privsyn_core.privacy.noise import discrete_laplace_variance, fill_discrete_laplace
 from privsyn_core.privacy.sampling import largest_remainder
 from privsyn_core.result import MechanismOutput
 
 #: Levels with more cells than this are left out of ``diagnostics`` (a figure cannot show them anyway).
 DIAGNOSTIC_MAX_CELLS = 2 ** 18
-#: PMM's bytes per leaf of its tree (measured: 1.49 GB peak at depth 24 with every level's counts, noise
-#: and consistent counts), see ``benchmarks/bench_pmm.py``.
+#: PMM's bytes per leaf of its tree: the peak memory of a run over its ``2^r`` leaves, every level's counts, noise
+#: and consistent counts included (``benchmarks/bench_pmm.py`` measures it).
 PMM_BYTES_PER_LEAF = 96
 
 
@@ -211,8 +211,8 @@ def resolve_depth(depth: int | str, n: int, epsilon: float, d: int, neighbouring
     vacuous (at least the cube's l-infinity diameter 1: every depth below ``d`` leaves an axis
     uncut, so the resolution term alone is 1) it falls back to the paper's depth (Cor. 4.4) and warns.
     A depth that leaves columns uncut or with two cells is warned about (:mod:`privsyn_core.data.layout`);
-    the depth is not raised: measured on a 9-column table of 500 rows at epsilon 0.5, the paper's depth
-    7 gives 2-way TVD 0.38 against 0.45 with depth 9 (every axis cut once).
+    the depth is not raised: on a small wide table a tree deep enough to cut every axis spends the budget on
+    cells too small to hold a count, and its 2-way marginals are worse than the paper's depth's.
     """
     warnings: list[str] = []
     if depth == "paper":
@@ -237,15 +237,6 @@ def resolve_depth(depth: int | str, n: int, epsilon: float, d: int, neighbouring
         r = cap
     hint = "the budget (epsilon * n) pays for a tree this shallow only: raise epsilon or use fewer columns"
     return r, warnings + coarse_warnings((2 ** cuts_per_axis(r, d)).tolist(), "pmm", hint)
-
-
-def level_noise(plan: NoisePlan, rng: np.random.Generator) -> list[np.ndarray]:
-    """Integer noise ``lambda`` of every level, drawn in level order (zero where ``sigma = inf``).
-
-    The same draws as :func:`add_level_noise` makes with the same generator.
-    """
-    return [discrete_laplace(sigma, 2 ** j, rng) if np.isfinite(sigma) else np.zeros(2 ** j, dtype=np.int64)
-            for j, sigma in enumerate(plan.sigmas)]
 
 
 def add_level_noise(tree: HeapTree, plan: NoisePlan, rng: np.random.Generator, keep: int) -> list[np.ndarray]:
@@ -274,8 +265,8 @@ def leaf_plan(counts: np.ndarray, r: int, d: int, how: str, rng: np.random.Gener
     """The rows of the leaves: ``counts[t]`` points in leaf ``t``, uniform inside it or at its centre.
 
     The rows of a block come in a uniformly random order: its leaf labels (``counts[t]`` copies of ``t``) are
-    shuffled and each row is drawn in its label's leaf (:meth:`LeafPlan.rows`); grouped by leaf, the row number told
-    the leaf (issue 28, item 4: a rank correlation of 0.94 between row number and the first column).  The plan holds
+    shuffled and each row is drawn in its label's leaf (:meth:`LeafPlan.rows`), so that a row's number tells nothing
+    about its leaf (rows grouped by leaf would correlate with the first column).  The plan holds
     the dense leaf counts and finds the leaves' corners from tables of a few thousand entries (no per-leaf table).
     """
     side = 2.0 ** -cuts_per_axis(r, d).astype(float)

@@ -103,19 +103,6 @@ def _bit_sum(weights: list[int], dtype: type) -> np.ndarray:
     return out.reshape(-1)
 
 
-def leaf_axis_coordinates(r: int, d: int, axis: int, leaves: np.ndarray) -> np.ndarray:
-    """Integer lower corner on ``axis`` of the depth-``r`` leaves with heap indices ``leaves``.
-
-    The same values as ``axis_corners(r, d)[axis][leaves]`` without building the ``2^r`` table: the
-    low ``k`` bits of a heap index and its high bits contribute separately, so the coordinate is a sum
-    of two lookups in tables of ``2^k`` and ``2^(r-k)`` entries (:func:`leaf_corner_tables`).
-    """
-    k, tables = leaf_corner_tables(r, d, np.int64)
-    high, low = tables[axis]
-    leaves = np.asarray(leaves, dtype=np.int64)
-    return high[leaves >> k] + low[leaves & ((1 << k) - 1)]
-
-
 def leaf_corner_tables(r: int, d: int, dtype: type = float) -> tuple[int, list[tuple[np.ndarray, np.ndarray]]]:
     """``k`` and per axis the tables ``(high, low)`` with corner ``high[t >> k] + low[t & (2^k - 1)]`` of leaf ``t``.
 

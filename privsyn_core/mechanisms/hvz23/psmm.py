@@ -67,11 +67,9 @@ from privsyn_core.privacy.sampling import largest_remainder
 from privsyn_core.privacy.sensitivity import count_sensitivity
 from privsyn_core.result import MechanismOutput
 
-#: Size limits of the LP, measured with ``benchmarks/bench_psmm.py --limits`` on a 2-core machine so
-#: that one HiGHS solve at the limit takes about 30 s when the machine is lightly loaded
-#: (king: d=1 16000 cells 25 s, d=2 16384 cells 26 s, d=3 8000 cells 20 s, d=4 2401 cells 17 s;
-#: dense 1024 cells 26-35 s) and 22-103 s under heavy load (load average about 10).
-#: The solve time grows super-linearly (2000 cells in d=2: under 1 s).
+#: Size limits of the LP, set with ``benchmarks/bench_psmm.py --limits`` so that one HiGHS solve at the limit takes
+#: about half a minute on a lightly loaded 2-core machine (the solve time grows super-linearly in the cells;
+#: docs/performance.md).
 MAX_CELLS = 16_384
 MAX_KING_FLOWS = 200_000
 MAX_DENSE_CELLS = 1_024

@@ -39,10 +39,9 @@ Defaults (the paper gives none; our choice): ``ε' = ε'' = ε/2``; ``h = d ⌊l
 ``t = b_leaf h log 2`` (at most 1/2 empty depth-``h`` leaf is released on average).  The
 automatic ``h`` reads ``n``, public under replace-one only; under add/remove it reads the public count
 :func:`privsyn_core.synthesize` passes (``public_n``, or a noisy count released as its own ledger stage).
-``h`` is not raised like ``kd_grid``'s bins: with ``h = 0`` the ``2d`` noisy levels still split where the data is
-(measured on 7-9 column tables of 233-500 rows: 2-way TVD 0.20 with ``h = 0`` at ε = 4 against 0.33 with ``h = d``,
-0.42 against 0.35 at ε = 0.5, so neither rule dominates); a ``h_max`` whose deepest leaves have at most 2 cells on
-an axis is warned about.
+``h`` is not raised like ``kd_grid``'s bins: with ``h = 0`` the ``2d`` noisy levels still split where the data is,
+and on small wide tables neither ``h = 0`` nor ``h = d`` gives better 2-way marginals at every epsilon; a ``h_max``
+whose deepest leaves have at most 2 cells on an axis is warned about.
 """
 
 from __future__ import annotations

@@ -366,17 +366,6 @@ def synthetic_plan(counters: np.ndarray, d: int, rng: np.random.Generator, n_syn
     return leaf_plan(leaves, tree_depth(counters), d, "uniform", rng)
 
 
-def counter_std(t: int, plan: StreamPlan, opened: Sequence[int] | None = None) -> np.ndarray:
-    """Standard deviation of every open level's counter error at step ``t`` (exact, :func:`error_variance`).
-
-    ``opened[j]``: the step level ``j`` opened (default: every level of the plan at step 1); its counter is then
-    at its own step ``t - opened[j] + 1``.
-    """
-    opened = list(opened) if opened is not None else [1] * (plan.depth + 1)
-    return np.array([math.sqrt(error_variance(t - s + 1, plan.eps_log[j], plan.eps_bin[j]))
-                     for j, s in enumerate(opened)])
-
-
 def expected_w1_bound(t: int, n: int, plan: StreamPlan, opened: Sequence[int] | None = None,
                       records_before: Sequence[int] | None = None) -> float:
     r"""A bound on ``E W1`` (l-infinity) at step ``t`` for ``n`` records so far, from the proof of [HVZ23] Thm 4.2.

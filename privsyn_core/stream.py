@@ -141,7 +141,7 @@ def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: 
         if ledger is not None and epsilon is not None:  # (a missing epsilon is named by _create)
             store = ledger if isinstance(ledger, PrivacyLedger) else PrivacyLedger(ledger)
             name, stream_id = dataset or f"stream:{path.resolve()}", uuid.uuid4().hex
-            reservation = store.reserve(name, check_epsilon(epsilon), relation=online_pmm.RELATION,
+            reservation = store.reserve(name, check_epsilon(epsilon), relation=NEIGHBOURING,
                                         mechanism=MECHANISM, label=f"stream {path.name} (every step)",
                                         stream=stream_id)
             binding = {"ledger": str(store.path.absolute()), "dataset": name, "stream": stream_id}
@@ -258,7 +258,8 @@ class Stream:
     def report(self) -> dict[str, Any]:
         """Public facts of the stream (no counts): mechanism, epsilon, ledger, step, schema, parameters."""
         return {"mechanism": MECHANISM, "epsilon": self.epsilon, "ledger": [[s, e] for s, e in self.ledger],
-                "neighbouring": online_pmm.RELATION, "step": self.step, "schema": self.schema.to_dict(),
+                "neighbouring": NEIGHBOURING, "privacy_unit": online_pmm.RELATION, "step": self.step,
+                "schema": self.schema.to_dict(),
                 "params": {**self.params, **self._depth_params(self.depth, self.opened)}, "seed": self.seed}
 
     def _depth_params(self, depth: int, opened: list[int]) -> dict[str, Any]:

@@ -19,8 +19,8 @@ from privsyn_core.mechanisms.base.spec import MechanismSpec
 #: How each kind of claim reads in the table and the README.
 KIND_LABELS = {"theorem": "W1 theorem", "derived": "W1 bound derived here", "measured": "measured only"}
 NOTE = ("Which mechanisms have a bound on their expected W1 and where it comes from, read from the registry "
-        "(`MechanismSpec.w1_claim`). Privacy is proven for every private mechanism; accuracy in W1 is proven only "
-        "where this table says theorem (or derived). Measured W1 of every mechanism: "
+        "(`MechanismSpec.w1_claim`). Every private mechanism's privacy rests on a proof; its accuracy in W1 only where "
+        "this table says theorem or derived. Measured W1 of every mechanism: "
         "[w1_rates.md](w1_rates.md), [pmm.md](pmm.md), [stream.md](stream.md) (online PMM, whose rate is derived "
         "in [../online_pmm.md](../online_pmm.md)).")
 

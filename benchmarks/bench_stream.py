@@ -98,7 +98,7 @@ def checkpoints(steps: int, first: int) -> list[int]:
 
 
 def run_stream(batches: list[pd.DataFrame], schema: ps.Schema, seed: int, at: list[int]) -> dict[str, list]:
-    """W1 of the four methods (``ps.metrics.w1`` values) at the steps ``at``, and each stream's final depth."""
+    """W1 of the four methods (certified ends, :func:`_w1`) at the steps ``at``, and each stream's final depth."""
     steps = len(batches)
     total = sum(len(b) for b in batches)
     shares = [e for _, e in split_epsilon(EPSILON, [(str(t), 1.0) for t in range(steps)])]

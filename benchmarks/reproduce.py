@@ -45,6 +45,7 @@ import plotly.graph_objects as go
 import privsyn_core as ps
 from benchmarks import balog
 from benchmarks.docsection import write_table
+from benchmarks.w1_claims import KIND_LABELS
 from privsyn_core.data import datasets
 from privsyn_core.errors import PrivsynError
 from privsyn_core.evaluation.distances import w1
@@ -53,18 +54,6 @@ from privsyn_core.reporting.report import theoretical_rate
 DATASETS = {"uniform": datasets.uniform_cube, "two_blobs": datasets.two_blobs}
 W1_BUDGET = 16_000_000  # cost-matrix entries: exact W1 up to 4000 x 4000 rows
 KEPT_SECTIONS = ("kd-timings", "w1-timings")  # of an earlier report; bench_kd/bench_metrics --table write docs/tables
-RATE_TEXT = {
-    "pmm": "E W1 ~ (eps n)^(-1/d) for d >= 2, log^2(eps n)/(eps n) for d = 1 [004, Cor 4.4]",
-    "psmm": "E W1 ~ (eps n)^(-1/2) (d=1), log(eps n)(eps n)^(-1/2) (d=2), (eps n)^(-1/d) (d>=3) [004, Cor 3.7]",
-    "srw": "E W1 ~ log^(3/2)(eps n)/(eps n) on the interval [000, Thm 5.4]",
-    "srw_tsp": "E W1 ~ (log^(3/2)(eps n)/(eps n))^(1/d) [000, Cor 9.2]",
-    "kd_grid": "sup KDE gap ~ (eps n)^(-1/3) (Thm 6, Gaussian data, kernel metric, not W1) [002]",
-    "kd_adaptive": "no utility theorem (paper Sec 5); the kd_grid rate is shown for orientation [002]",
-    "dp_histogram": "E W1 ~ (eps n)^(-1/(d+1)) with k ~ (eps n)^(1/(d+1)) cells per axis (balancing k^-1 and "
-                    "k^d/(eps n)); baseline",
-    "laplace_points": "E W1 ~ 1/eps, does not shrink with n; baseline",
-    "bootstrap": "resampling floor ~ n^(-1/max(d,2)) (not private); reference",
-}
 
 
 @dataclass(frozen=True)
@@ -225,7 +214,7 @@ def markdown(results: pd.DataFrame, balog_table: pd.DataFrame, config: Config, f
              "(constants dropped, "
              "so only the slope is comparable); empty where no rate is stated. The rate notes follow the table.", "",
              _slopes_markdown(slopes_table(results)), "", "### Rate notes", ""]
-    lines += [f"- `{name}`: {RATE_TEXT.get(name, 'no rate stated')}" for name in results.mechanism.unique()]
+    lines += [rate_note(name) for name in results.mechanism.unique()]
     lines += ["", "## Mean W1 (sd over seeds)", ""]
     for sweep in ("n", "epsilon"):
         lines += [f"### against {sweep}", "", _means_markdown(results[results.sweep == sweep], sweep), ""]
@@ -339,9 +328,15 @@ def build_report(config: Config, out: Path, figures: Path, command: str, progres
     return results
 
 
+def rate_note(mechanism: str) -> str:
+    """One line of the rate notes: what bounds the mechanism's W1, from the registry (``MechanismSpec.w1_claim``)."""
+    claim = ps.get_mechanism(mechanism).w1_claim
+    return f"- `{mechanism}`: {KIND_LABELS[claim.kind]}: {claim.source}"
+
+
 def rates_table(results: pd.DataFrame) -> str:
     """``docs/tables/w1_rates.md``: the slopes beside the theory, the rate notes and the mean W1 against n."""
-    notes = [f"- `{name}`: {RATE_TEXT.get(name, 'no rate stated')}" for name in results.mechanism.unique()]
+    notes = [rate_note(name) for name in results.mechanism.unique()]
     return "\n".join(["Slopes of mean W1 (log-log least squares) beside the slope of the theoretical rate over the "
                       "same grid (constants dropped).", "", _slopes_markdown(slopes_table(results)), "",
                       "Rate notes:", "",

@@ -112,6 +112,29 @@ class ParamSpec:
 
 
 @dataclass(frozen=True)
+class W1Claim:
+    """What bounds a mechanism's expected W1 (l-infinity, between the data's and the output's empirical measures).
+
+    Attributes
+    ----------
+    kind : {"theorem", "derived", "measured"}
+        ``"theorem"``: a published theorem bounds it; ``"derived"``: a derivation in this library's docstrings or
+        docs (no published theorem covers this variant); ``"measured"``: nothing bounds it, its W1 is measured
+        only (the benchmarks).
+    source : str
+        One sentence: the paper and theorem with the bound's order, or where the derivation is, or (measured)
+        what the paper proves instead, if anything.
+    """
+
+    kind: Literal["theorem", "derived", "measured"]
+    source: str
+
+
+#: The claim of a mechanism that declares none: measured only.
+MEASURED_ONLY = W1Claim("measured", "no accuracy theorem")
+
+
+@dataclass(frozen=True)
 class MechanismSpec:
     """What a mechanism is, what it guarantees, and how to call it.
 
@@ -170,9 +193,13 @@ class MechanismSpec:
         ``released_geometry(release) -> Geometry | None``: what the Partitions and TSP views draw, rebuilt from a
         :class:`~privsyn_core.result.Release` alone (its rows, atoms, weights and declared parameters, never the
         diagnostics), so release mode can draw it too.  ``None``: the mechanism releases no geometry to draw.
+    w1_claim : W1Claim
+        What bounds its expected W1: a theorem (paper, theorem, order), a derivation here, or nothing (measured
+        only; the default).  The README and ``docs/tables/w1_claims.md`` list it (``benchmarks/w1_claims.py``).
     rate : callable, optional
-        ``rate(epsilon, n, d) -> float``: the shape of the mechanism's expected-W1 bound (unspecified
-        constant), for the trade-off curves and the reproduction report.
+        ``rate(epsilon, n, d) -> float``: the shape of the W1 bound of ``w1_claim`` (unspecified constant), for
+        the trade-off curves and the reproduction report; only with a bound (:func:`register` refuses a rate of
+        a mechanism whose W1 is measured only).
     audit : AuditCase, optional
         How the privacy audit runs it (:class:`privsyn_core.mechanisms.base.audit.AuditCase`); ``None``: through its
         released rows.
@@ -210,6 +237,7 @@ class MechanismSpec:
     citation: str = ""
     order: int = 1000
     released_geometry: Callable[[Any], Geometry | None] | None = field(default=None, repr=False, compare=False)
+    w1_claim: W1Claim = MEASURED_ONLY
     rate: Callable[[float, int, int], float] | None = field(default=None, repr=False, compare=False)
     audit: AuditCase | None = field(default=None, repr=False, compare=False)
     floating_point_exposure: str | None = None
@@ -283,6 +311,9 @@ def _declared(name: str, spec_fields: dict[str, Any]) -> dict[str, Any]:
     bad = set(spec_fields.get("neighbouring", ())) - set(NEIGHBOURING)
     if bad:
         raise RuntimeError(f"mechanism {name!r}: unknown neighbouring relation(s) {bad}")
+    if spec_fields.get("rate") is not None and spec_fields.get("w1_claim", MEASURED_ONLY).kind == "measured":
+        raise RuntimeError(f"mechanism {name!r} declares a W1 rate but no bound (w1_claim): a rate is the shape of "
+                           "a theorem's or a derivation's bound")
     return spec_fields
 
 

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from privsyn_core.mechanisms.base.spec import register
+from privsyn_core.mechanisms.base.spec import W1Claim, register
 from privsyn_core.result import MechanismOutput
 
 
@@ -26,7 +26,11 @@ from privsyn_core.result import MechanismOutput
     description="Resamples the real data: the floor any synthesizer is compared with. Never release it.",
     citation="a reference, not a privacy mechanism: resampling the real data",
     order=110,
-    rate=lambda epsilon, n, d: max(n, 2) ** (-1 / max(d, 2)),
+    w1_claim=W1Claim("theorem", "a resample of n rows from the data's empirical measure: E W1 = O(n^(-1/d)) for d >="
+                                " 3, O(n^(-1/2) log n) for d = 2, O(n^(-1/2)) for d = 1 (Fournier, Guillin, \"On the"
+                                " rate of convergence in Wasserstein distance of the empirical measure\", PTRF 2015,"
+                                " Thm 1)"),
+    rate=lambda epsilon, n, d: max(n, 2) ** (-1 / max(d, 2)) * (math.log(max(n, 2)) if d == 2 else 1.0),
     released=(),
 )
 def bootstrap(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,

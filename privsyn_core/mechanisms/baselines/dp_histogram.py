@@ -28,7 +28,7 @@ from privsyn_core.data.layout import BUDGET_HINT, affordable_noise_mass, coarse_
 from privsyn_core.errors import ParameterError
 from privsyn_core.mechanisms.base.audit import AuditCase, cell_features
 from privsyn_core.mechanisms.base.rows import RowPlan
-from privsyn_core.mechanisms.base.spec import ParamSpec, register_staged
+from privsyn_core.mechanisms.base.spec import ParamSpec, W1Claim, register_staged
 from privsyn_core.mechanisms.base.stages import CellCounts, Stages
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.privacy.sampling import largest_remainder
@@ -119,6 +119,8 @@ SPEC = register_staged(
     description="Counts on a regular grid plus noise: simple, but every empty cell gets noise too.",
     citation="a textbook baseline: a noisy flat histogram",
     order=100,
+    w1_claim=W1Claim("derived", "derived in the module docstring: the resolution 1/k plus the noise mass k^d/(eps "
+                                "n), O((eps n)^(-1/(d+1))) at k = (eps n)^(1/(d+1))"),
     released_geometry=released_grid_cells("bins", "released probability"),
     rate=lambda epsilon, n, d: max(epsilon * n, 2.0) ** (-1 / (d + 1)),
     audit=AuditCase(params={"bins": 2, "sample": "center"}, features=cell_features),

@@ -9,7 +9,9 @@ Floating-point safety: the coordinates are first snapped to a public grid of
 ``resolution`` steps per axis and the noise is *integer* discrete Laplace in grid units
 (scale ``d * resolution / epsilon``), so no continuous-noise floating-point attack
 (Mironov 2012) applies.  The W1 error is about ``d/epsilon`` per record: this is the
-naive competitor every mechanism should beat.
+naive competitor every mechanism should beat.  Coupling each record with its own released copy (clipping to the
+box only brings it closer), ``E W1 <= E max_k |noise_k| + 1/resolution``: the largest of ``d`` discrete Laplace
+variables of scale ``d/epsilon``, ``O(d log(d) / epsilon)``, whatever ``n``.
 
 When the noise scale ``b = d/epsilon`` (unit coordinates, a public quantity) is at least :data:`UNIFORM_SCALE`, the
 mean distance between two independent uniform points on an axis, the clipped noisy points are about as far from the
@@ -21,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from privsyn_core.mechanisms.base.audit import AuditCase, record_features
-from privsyn_core.mechanisms.base.spec import ParamSpec, register
+from privsyn_core.mechanisms.base.spec import ParamSpec, W1Claim, register
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.result import MechanismOutput
 
@@ -42,6 +44,8 @@ UNIFORM_SCALE = 1 / 3
     citation=('a textbook baseline: the Laplace mechanism on every record (Dwork, McSherry, Nissim, Smith, TCC '
               '2006)'),
     order=90,
+    w1_claim=W1Claim("derived", "derived in the module docstring: coupling each record with its noisy copy, "
+                                "E W1 = O(d log(d) / eps), not shrinking with n"),
     rate=lambda epsilon, n, d: 1 / epsilon,
     audit=AuditCase(n=4, params={"resolution": 64}, features=record_features),
     released=("noise_scale_unit",),

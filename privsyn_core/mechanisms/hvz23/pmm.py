@@ -48,7 +48,7 @@ from privsyn_core.data.layout import coarse_warnings
 from privsyn_core.errors import DataError, ResourceError
 from privsyn_core.mechanisms.base.audit import AuditCase, cell_features
 from privsyn_core.mechanisms.base.resources import budget_bytes
-from privsyn_core.mechanisms.base.spec import ParamSpec, register_staged
+from privsyn_core.mechanisms.base.spec import ParamSpec, W1Claim, register_staged
 from privsyn_core.mechanisms.base.stages import SIZE_VARIANCE, CellCounts, Stages
 from privsyn_core.mechanisms.hvz23.leaf_rows import LeafPlan
 from privsyn_core.mechanisms.hvz23.pmm_tree import (
@@ -330,6 +330,8 @@ SPEC = register_staged(
     citation=f"{HVZ23_REFERENCE}, Alg 3-4",
     released_geometry=released_tree,
     order=10,
+    w1_claim=W1Claim("theorem", f"{HVZ23_REFERENCE}, Thm 4.2-4.3, Cor 4.4: E W1 <= C (eps n)^(-1/d) for d >= 2, C "
+                                "log^2(eps n) / (eps n) for d = 1 (the depth and noise levels (A.4) of the paper)"),
     rate=w1_rate,
     audit=AuditCase(params={"depth": 2, "sample": "center"}, features=cell_features),
     released=("depth", "depth_rule", "leaves", "resolution", "accuracy_bound", "row_count_rule", "row_count_weights"),

@@ -58,7 +58,7 @@ from privsyn_core.data.layout import BUDGET_HINT, affordable_noise_mass, coarse_
 from privsyn_core.errors import ParameterError
 from privsyn_core.mechanisms.base.audit import AuditCase, cell_features
 from privsyn_core.mechanisms.base.rows import RowPlan
-from privsyn_core.mechanisms.base.spec import ParamSpec, register_staged
+from privsyn_core.mechanisms.base.spec import ParamSpec, W1Claim, register_staged
 from privsyn_core.mechanisms.base.stages import CellCounts, Stages
 from privsyn_core.mechanisms.hvz23.dbl_lp import king_edge_count, king_edges, project_dbl, star_edges
 from privsyn_core.mechanisms.hvz23.pmm_tree import HVZ23_REFERENCE
@@ -240,6 +240,8 @@ SPEC = register_staged(
                 "measure in the bounded-Lipschitz distance. Accurate, but the LP limits the grid size.",
     citation=f"{HVZ23_REFERENCE}, Alg 1-2",
     order=20,
+    w1_claim=W1Claim("theorem", f"{HVZ23_REFERENCE}, Thm 3.6, Cor 3.7: E W1 <= C (eps n)^(-1/2) for d = 1, C log(eps "
+                                "n) (eps n)^(-1/2) for d = 2, C (eps n)^(-1/d) for d >= 3 (about eps n cells)"),
     released_geometry=released_grid_cells("cells_per_axis", "released weight"),
     rate=w1_rate,
     audit=AuditCase(params={"cells_per_axis": 2, "sample": "center"}, features=cell_features, trials=4_000,

@@ -56,7 +56,7 @@ from privsyn_core.data.layout import coarse_warnings
 from privsyn_core.errors import ParameterError
 from privsyn_core.mechanisms.base.audit import AuditCase, released_cells
 from privsyn_core.mechanisms.base.rows import RowPlan
-from privsyn_core.mechanisms.base.spec import ParamSpec, register_staged
+from privsyn_core.mechanisms.base.spec import ParamSpec, W1Claim, register_staged
 from privsyn_core.mechanisms.base.stages import DENSE_FACTOR, CellCounts, Stages
 from privsyn_core.mechanisms.hvz23.pmm_tree import leaf_counts, leaf_ids
 from privsyn_core.mechanisms.kdtree.kd_empty import (
@@ -64,7 +64,6 @@ from privsyn_core.mechanisms.kdtree.kd_empty import (
     conditional_weights,
     empty_subtree_leaves,
     integer_threshold,
-    kd_w1_rate,
     sample_ids_excluding,
     tail_probability,
 )
@@ -333,7 +332,8 @@ SPEC = register_staged(
                 "leaf counts above a threshold: fine bins where the data is, coarse bins elsewhere.",
     citation=f"{KD_REFERENCE}, Alg 2-3",
     order=60,
-    rate=kd_w1_rate,
+    w1_claim=W1Claim("measured", "Kreačić et al. prove its privacy (Thm 7-8) and leave its utility open "
+                                 "(Sec 5)"),
     audit=AuditCase(features=released_cells, trials=10_000, selection_trials=2_500, read_stages=("leaf counts",),
                     tight_coordinates=2),
     released=("h", "h_max", "tau", "t", "threshold", "noisy_levels", "epsilon_tree", "epsilon_leaf", "tree_noise_scale",

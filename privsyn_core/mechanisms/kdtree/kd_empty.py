@@ -194,8 +194,3 @@ def empty_subtree_leaves(depths: np.ndarray, ids: np.ndarray, max_depth: int, ta
 #: The paper of both KD-tree mechanisms (kd_grid, kd_adaptive).
 KD_REFERENCE = ('Kreačić, Nouri, Potluru, Balch, Veloso, "Differentially private synthetic data using KD-trees", '
                 'UAI 2023')
-
-
-def kd_w1_rate(epsilon: float, n: int, d: int) -> float:
-    """Shape of the KD-tree paper's W1 rate (Thm 6): ``(epsilon n)^(-1/3)`` whatever ``d``."""
-    return max(epsilon * n, 2.0) ** (-1 / 3)

@@ -49,13 +49,12 @@ from privsyn_core.data.layout import BUDGET_HINT, affordable, coarse_warnings, s
 from privsyn_core.errors import ParameterError
 from privsyn_core.mechanisms.base.audit import AuditCase, released_cells
 from privsyn_core.mechanisms.base.rows import CubePlan, RowPlan
-from privsyn_core.mechanisms.base.spec import ParamSpec, register_staged
+from privsyn_core.mechanisms.base.spec import ParamSpec, W1Claim, register_staged
 from privsyn_core.mechanisms.base.stages import CellCounts, Stages
 from privsyn_core.mechanisms.kdtree.kd_empty import (
     KD_REFERENCE,
     MAX_ID_SPACE,
     integer_threshold,
-    kd_w1_rate,
     sample_empty_cells,
     tail_probability,
 )
@@ -190,8 +189,10 @@ SPEC = register_staged(
                 "empty bins that pass are sampled without enumerating them.",
     citation=f"{KD_REFERENCE}, Alg 1, 4-5",
     order=50,
+    w1_claim=W1Claim("measured", "Kreačić et al.'s Thm 3, 5 and 6 bound the sup-norm gap between kernel "
+                                 "densities (Gaussian kernel), not W1; Thm 6, for Gaussian data, gives O((eps "
+                                 "n)^(-1/3))"),
     released_geometry=released_grid_cells("bins_per_axis", "released weight"),
-    rate=kd_w1_rate,
     audit=AuditCase(params={"w": 0.5}, features=released_cells),
     released=("w", "bins_per_axis", "cells", "t", "threshold", "noise_scale"),
     uses_n=lambda params: params["w"] is None,

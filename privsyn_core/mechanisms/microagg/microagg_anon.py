@@ -43,7 +43,7 @@ import numpy as np
 
 from privsyn_core.data.boolean_codec import strict_boolean_codec
 from privsyn_core.errors import ParameterError
-from privsyn_core.mechanisms.base.spec import ParamSpec, register
+from privsyn_core.mechanisms.base.spec import ParamSpec, W1Claim, register
 from privsyn_core.mechanisms.microagg.aggregation import (
     BSV23_REFERENCE,
     alg1_params,
@@ -90,6 +90,8 @@ DEFAULT_BLOCK_SIZE = 10
     codec=partial(strict_boolean_codec, mechanism="microagg_anon"),
     citation=f"{BSV23_REFERENCE}, Alg 1",
     order=70,
+    w1_claim=W1Claim("measured", "Boedihardjo, Strohmer, Vershynin's Thm 4.1-4.6 bound the error of the low-degree "
+                                 "marginals of Boolean data, not W1 (and it is not DP)"),
     released=("k", "k_prime", "alpha", "t", "s", "m"),
 )
 def microagg_anon(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,

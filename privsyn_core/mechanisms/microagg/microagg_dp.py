@@ -52,7 +52,7 @@ import numpy as np
 
 from privsyn_core.data.boolean_codec import strict_boolean_codec
 from privsyn_core.mechanisms.base.audit import AuditCase, NeighbourPair
-from privsyn_core.mechanisms.base.spec import MechanismSpec, ParamSpec, register
+from privsyn_core.mechanisms.base.spec import MechanismSpec, ParamSpec, W1Claim, register
 from privsyn_core.mechanisms.microagg.aggregation import (
     BSV23_REFERENCE,
     alg4_params,
@@ -131,6 +131,8 @@ STAGES = (("private PCA projection PROJ (Alg 3)", 1.0), ("cell weights, Laplace 
     codec=partial(strict_boolean_codec, mechanism="microagg_dp"),
     citation=f"{BSV23_REFERENCE}, Alg 2-4",
     order=80,
+    w1_claim=W1Claim("measured", "Boedihardjo, Strohmer, Vershynin's Thm 5.13-5.15 bound the error of the low-degree "
+                                 "marginals of Boolean data, not W1"),
     audit=AuditCase(n=4, d=2, features=group_features, pair_loss=microagg_pair_loss),
     released=("alpha", "t", "s", "b", "kappa", "weight_noise_scale", "vector_noise_scale", "m"),
 )

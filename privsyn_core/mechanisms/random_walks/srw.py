@@ -71,7 +71,7 @@ from privsyn_core.data.grid import cell_ids
 from privsyn_core.errors import ParameterError
 from privsyn_core.mechanisms.base.audit import AuditCase, NeighbourPair, cell_features
 from privsyn_core.mechanisms.base.rows import JitterPlan, PointPlan, RowPlan
-from privsyn_core.mechanisms.base.spec import ParamSpec, register
+from privsyn_core.mechanisms.base.spec import ParamSpec, W1Claim, register
 from privsyn_core.mechanisms.base.stages import EXACT_N
 from privsyn_core.mechanisms.random_walks import walks
 from privsyn_core.privacy.accounting import Ledger
@@ -357,6 +357,8 @@ def released_line(release: Any) -> dict[str, np.ndarray] | None:
     released_geometry=released_line,
     citation=f"{WALK_REFERENCE}, Sec 3-5 (Thm 3.1, Prop 5.1-5.2, Thm 5.4)",
     order=30,
+    w1_claim=W1Claim("theorem", f"{WALK_REFERENCE}, Thm 5.4: E W1 <= C log^(3/2)(eps n) / (eps n) on the interval, at"
+                                " the paper's walk scale b = 2L + 1 (the default b = L/2 or 1 + L/2 is smaller)"),
     title="Superregular random walk on the interval",
     paper="000, Sec 3-5 (Thm 3.1, Prop 5.1-5.2, Thm 5.4)",
     **WALK_FIELDS,

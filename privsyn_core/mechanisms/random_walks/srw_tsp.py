@@ -43,7 +43,7 @@ from privsyn_core.data.layout import BUDGET_HINT, affordable_noise_mass, coarse_
 from privsyn_core.errors import ParameterError
 from privsyn_core.mechanisms.base.audit import AuditCase
 from privsyn_core.mechanisms.base.rows import RowPlan
-from privsyn_core.mechanisms.base.spec import ParamSpec, register_staged
+from privsyn_core.mechanisms.base.spec import ParamSpec, W1Claim, register_staged
 from privsyn_core.mechanisms.base.stages import CellCounts, Stages
 from privsyn_core.mechanisms.random_walks import walks
 from privsyn_core.mechanisms.random_walks.srw import (
@@ -180,6 +180,8 @@ SPEC = register_staged(
     "srw_tsp", STAGES,
     citation=f"{WALK_REFERENCE}, Sec 6-7, 9 (Prop 6.5, Thm 7.2, Cor 7.3-7.4, Cor 9.2)",
     order=40,
+    w1_claim=W1Claim("theorem", f"{WALK_REFERENCE}, Cor 7.3-7.4, 9.2: E W1 <= C (log^(3/2)(eps n) / (eps n))^(1/d) on"
+                                " [0,1]^d, at the paper's walk scale b = 2L + 1 (the default is smaller)"),
     released_geometry=released_path,
     title="Superregular random walk along a folding path (TSP/MST)",
     paper="000, Sec 6-7, 9 (Prop 6.5, Thm 7.2, Cor 7.3-7.4, Cor 9.2)",

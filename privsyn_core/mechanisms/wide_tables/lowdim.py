@@ -69,7 +69,7 @@ import numpy as np
 
 from privsyn_core.errors import DataError, ParameterError
 from privsyn_core.mechanisms.base.audit import AuditCase, NeighbourPair
-from privsyn_core.mechanisms.base.spec import MechanismSpec, ParamSpec, register
+from privsyn_core.mechanisms.base.spec import MechanismSpec, ParamSpec, W1Claim, register
 from privsyn_core.mechanisms.base.stages import EXACT_N
 from privsyn_core.mechanisms.hvz23 import pmm
 from privsyn_core.mechanisms.hvz23.pmm_tree import MAX_DEPTH, accuracy_bound
@@ -290,6 +290,9 @@ AUDIT_CASE = AuditCase(d=1, params={"k": 1, "depth": 2, "sample": "center"}, fea
               'high-dimensional data", arXiv:2305.17148 (2023); He, Vershynin, Zhu, "Algorithmically Effective '
               'Differentially Private Synthetic Data", COLT 2023, Alg 3-4 in the subspace'),
     order=120,
+    w1_claim=W1Claim("derived", "derived in docs/lowdim.md (after He, Strohmer, Vershynin, Zhu's three-term theorem,"
+                                " whose text we could not read): W1 <= sqrt(covariance tail + private-PCA error) + "
+                                "sqrt(k d) B_PMM; it reads the true covariance's tail, so no rate in n"),
     released=("quantisation", "moment_sensitivity", "moment_sigma", "k_rule"),
     released_noisy=("k", "pmm_depth", "pmm_term_bound"),
     uses_n=lambda params: True,

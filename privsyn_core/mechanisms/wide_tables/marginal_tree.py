@@ -63,7 +63,7 @@ from privsyn_core.data.levelled_codec import LevelledCodec
 from privsyn_core.errors import DataError, ParameterError
 from privsyn_core.mechanisms.base.audit import AuditCase, cell_features
 from privsyn_core.mechanisms.base.rows import OneAtomPlan, RowPlan
-from privsyn_core.mechanisms.base.spec import ParamSpec, register_staged
+from privsyn_core.mechanisms.base.spec import ParamSpec, W1Claim, register_staged
 from privsyn_core.mechanisms.base.stages import CellCounts, Stages
 from privsyn_core.mechanisms.hvz23.psmm import PsmmLayout, psmm_counts, psmm_layout, psmm_release
 from privsyn_core.mechanisms.wide_tables.tree_pieces import (
@@ -667,6 +667,8 @@ SPEC = register_staged(
               'selection); He, Vershynin, Zhu, "Algorithmically Effective Differentially Private Synthetic '
               'Data", COLT 2023, Alg 3-4 per edge'),
     order=130,
+    w1_claim=W1Claim("measured", "PMM's theorem bounds each released pair's 2-way marginal where a "
+                                 "PMM tree measures it; nothing bounds the joint"),
     released=("branch", "edge_levels", "root", "edge_depths", "edge_cuts", "marginal_bits", "cells_per_axis", "cells"),
     released_noisy=("tree_edges",),
     uses_n=lambda params: True,

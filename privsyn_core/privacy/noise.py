@@ -53,10 +53,11 @@ def resolve_rng(rng: RandomLike = None) -> tuple[np.random.Generator, int | None
     ------
     ParameterError
         For a negative seed, a bool, a float or any other type (a user-facing
-        :class:`~privsyn_core.errors.PrivsynError`, so the CLI answers with one line).
+        :class:`~privsyn_core.errors.PrivsynError`, so the CLI answers with one line), and for a Generator on a
+        bit generator the exact samplers cannot read (:func:`checked_generator`).
     """
     if isinstance(rng, np.random.Generator):
-        return rng, None
+        return checked_generator(rng), None
     if rng is None or isinstance(rng, str):
         if rng is not None and rng != "secure":
             raise ParameterError(f"rng must be None, an int, a numpy Generator or 'secure', got {rng[:40]!r}")
@@ -84,6 +85,39 @@ def secure_generator() -> np.random.Generator:
         raise ImportError("rng='secure' needs the 'randomgen' package (pip install randomgen)") from exc
     key = int.from_bytes(secrets.token_bytes(32), "little")
     return np.random.Generator(ChaCha(key=key, rounds=20))
+
+
+#: The bit generators whose raw words (``bit_generator.random_raw``) are 64 uniform bits each, as the exact samplers
+#: read them (one word per draw, 64 sign bits per word); the secure generator (randomgen's ChaCha) is added by
+#: :func:`accepted_bit_generators`.
+WORD64_BIT_GENERATORS: tuple[type, ...] = (np.random.PCG64, np.random.PCG64DXSM, np.random.Philox, np.random.SFC64)
+
+
+@functools.cache
+def accepted_bit_generators() -> tuple[type, ...]:
+    """:data:`WORD64_BIT_GENERATORS` and, when ``randomgen`` is installed, its ``ChaCha`` (:func:`secure_generator`)."""
+    try:
+        from randomgen import ChaCha
+    except ImportError:  # pragma: no cover - randomgen is a runtime requirement
+        return WORD64_BIT_GENERATORS
+    return (*WORD64_BIT_GENERATORS, ChaCha)
+
+
+def checked_generator(rng: np.random.Generator) -> np.random.Generator:
+    """``rng`` itself when its bit generator gives 64 uniform bits per raw word, else a one-line ParameterError.
+
+    The exact samplers read raw words (:func:`_random_bits`,
+    :func:`~privsyn_core.privacy.laplace_tables.fill_table_laplace`).  A bit generator with 32-bit words
+    (``MT19937``) returns them in the low half of a 64-bit integer, so half of the sign bits would be 0
+    (``P(Z > 0) = 3/4``) and the inversion sampler would read ``u < 2^31``, below
+    every threshold, and never stop.  Accepted: :func:`accepted_bit_generators`.
+    """
+    accepted = accepted_bit_generators()
+    if not isinstance(rng.bit_generator, accepted):
+        names = ", ".join(kind.__name__ for kind in accepted)
+        raise ParameterError(f"rng: the exact samplers need 64-bit raw words; {type(rng.bit_generator).__name__} "
+                             f"is not accepted, use a numpy Generator on one of {names} (or rng='secure')")
+    return rng
 
 
 def discrete_laplace(sigma: float | np.ndarray, size=None, rng: np.random.Generator | None = None) -> np.ndarray:
@@ -246,6 +280,7 @@ def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generat
             np.maximum(out, 0, out=out)
         return
     t, s = scale_fraction(sigma)
+    checked_generator(rng)
     if sampler not in ("inversion", "cks20"):
         raise ValueError(f"unknown discrete Laplace sampler {sampler!r}")
     magnitude = threshold_table("magnitude", t, s) if sampler == "inversion" else None
@@ -531,4 +566,4 @@ def _require_generator(rng) -> np.random.Generator:
         raise ValueError("pass a numpy.random.Generator as rng (see resolve_rng)")
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-    return rng
+    return checked_generator(rng)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import math
 import secrets
+from fractions import Fraction
 
 import numpy as np
 
@@ -264,6 +265,69 @@ def discrete_geometric(sigma: float, size: int, rng: np.random.Generator) -> np.
     for start in range(0, size, NOISE_CHUNK):
         _lap_chunk(out[start:start + NOISE_CHUNK], t, s, rng, signed=False)
     return out
+
+
+#: Bits by which the step of a lattice noise is finer than its scale (:func:`lattice_exponent`).
+LATTICE_BITS = 20
+#: Largest magnitude of a point of :func:`lattice_laplace` (int64 room for its noise: ``|Z| < 2^62``, see
+#: :data:`MAX_SCALE`).
+LATTICE_LIMIT = 2 ** 61
+
+
+def lattice_exponent(scale: float, coarsest: int = 0) -> int:
+    """``k`` of the public lattice step ``2^-k`` of a noise of scale ``scale``: the largest power of two at most
+    ``2^-LATTICE_BITS scale`` and at most ``2^-coarsest`` (``coarsest`` alone for ``scale = 0``: no noise).
+
+    The step only decides how finely the noise is resolved (the discrete Laplace law of step ``2^-k`` and scale
+    ``sigma 2^-k`` has variance below ``2 (sigma 2^-k)^2``, that of ``Lap(sigma 2^-k)``); privacy comes from
+    :func:`lattice_laplace`, for every step.
+    """
+    if scale == 0:
+        return coarsest
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError("a lattice noise scale must be finite and >= 0")
+    top = math.frexp(scale)[1] - 1  # 2^top <= scale < 2^(top + 1), exactly
+    return max(coarsest, LATTICE_BITS - top)
+
+
+def scale_at_least(value: Fraction) -> float:
+    """The least float ``>= value`` (a non-negative rational), by exact comparison."""
+    sigma = float(value)
+    if Fraction(sigma) < value:
+        sigma = math.nextafter(sigma, math.inf)
+    return sigma
+
+
+def lattice_laplace(points: np.ndarray, scale: Fraction, rng: np.random.Generator) -> tuple[np.ndarray, float]:
+    r"""The discrete Laplace mechanism on integer points: ``points + Z``, ``Z_i`` i.i.d. ``Lap_Z(sigma)``, with
+    ``sigma`` the least float ``>= scale`` (:func:`scale_at_least`); returns the noisy points (int64) and ``sigma``.
+
+    This is how continuous Laplace noise is drawn so that its loss holds in floating point (Mironov, "On
+    significance of the least significant bits for differential privacy", CCS 2012: a float ``x + Lap(b)``
+    reveals ``x`` through the pattern of its low-order bits).  The caller puts its data-side quantity on a public
+    lattice of step ``2^-k`` (exactly, or by rounding with the rounding in its sensitivity) and passes the
+    lattice points ``v`` (``x 2^k``) and the scale in steps.  For neighbouring ``v, v'`` and every output ``z``,
+
+    .. math:: \frac{P(v + Z = z)}{P(v' + Z = z)} = p^{\|z - v\|_1 - \|z - v'\|_1} \le p^{-\|v - v'\|_1}
+              = e^{\|v - v'\|_1 / \sigma}, \qquad p = e^{-1/\sigma},
+
+    so the loss is at most ``Delta / sigma`` for ``||v - v'||_1 <= Delta``, in exact arithmetic, because the
+    sampler draws the rational scale ``sigma`` exactly (:func:`fill_discrete_laplace`, integer arithmetic only).
+    ``scale = Delta / epsilon`` then spends at most ``epsilon``.  Everything computed from the noisy points,
+    in floats or not, is post-processing.
+
+    Raises
+    ------
+    ParameterError
+        When a point exceeds :data:`LATTICE_LIMIT` in magnitude (the lattice is too fine for int64).
+    """
+    points = np.ascontiguousarray(points, dtype=np.int64).reshape(-1)
+    if len(points) and int(np.abs(points).max()) > LATTICE_LIMIT:
+        raise ParameterError("the values on the noise lattice exceed 2^61: the data or epsilon is too large")
+    sigma = scale_at_least(scale)
+    noisy = points.copy()
+    fill_discrete_laplace(noisy, sigma, rng, add=True)
+    return noisy, sigma
 
 
 def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False,

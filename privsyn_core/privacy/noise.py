@@ -5,6 +5,8 @@ integer noise (:func:`discrete_laplace`, the law of a difference of two geometri
 integer arithmetic only as in [CKS20]), never continuous noise rounded afterwards: rounding
 ``c + trunc(Lap(sigma))`` leaks an extra ``ln 2`` per count (for ``Z = trunc(Lap(sigma))``,
 ``P(Z = 0)/P(Z = 1) = 2 e^{1/sigma}``: twice the ratio ``e^{1/sigma}`` of the discrete Laplace law of [HVZ23] App. B).
+Real values that a paper perturbs with continuous Laplace noise get the same exact integer noise on a fine public
+lattice (:func:`lattice_laplace`), so that their loss holds in floating point too ([Mir12]).
 
 References
 ----------
@@ -12,6 +14,7 @@ References
    Private Synthetic Data", COLT 2023 (seed 004), Appendix B.
 .. [CKS20] C. L. Canonne, G. Kamath, T. Steinke, "The Discrete Gaussian for Differential Privacy",
    NeurIPS 2020, Algorithms 1-2.
+.. [Mir12] I. Mironov, "On significance of the least significant bits for differential privacy", ACM CCS 2012.
 .. [KD23] Kreačić et al., "Differentially Private Synthetic Data Using KD-Trees",
    UAI 2023 (seed 002), Algorithm 5, Lemma 9, Remark 1.
 """
@@ -302,11 +305,11 @@ def lattice_laplace(points: np.ndarray, scale: Fraction, rng: np.random.Generato
     r"""The discrete Laplace mechanism on integer points: ``points + Z``, ``Z_i`` i.i.d. ``Lap_Z(sigma)``, with
     ``sigma`` the least float ``>= scale`` (:func:`scale_at_least`); returns the noisy points (int64) and ``sigma``.
 
-    This is how continuous Laplace noise is drawn so that its loss holds in floating point (Mironov, "On
-    significance of the least significant bits for differential privacy", CCS 2012: a float ``x + Lap(b)``
-    reveals ``x`` through the pattern of its low-order bits).  The caller puts its data-side quantity on a public
-    lattice of step ``2^-k`` (exactly, or by rounding with the rounding in its sensitivity) and passes the
-    lattice points ``v`` (``x 2^k``) and the scale in steps.  For neighbouring ``v, v'`` and every output ``z``,
+    This is how continuous Laplace noise is drawn so that its loss holds in floating point ([Mir12]: a float
+    ``x + Lap(b)`` reveals ``x`` through the pattern of its low-order bits).  The caller puts its data-side
+    quantity on a public lattice of step ``2^-k`` (exactly, or by rounding with the rounding in its
+    sensitivity) and passes the lattice points ``v`` (``x 2^k``) and the scale in steps.  For neighbouring
+    ``v, v'`` and every output ``z``,
 
     .. math:: \frac{P(v + Z = z)}{P(v' + Z = z)} = p^{\|z - v\|_1 - \|z - v'\|_1} \le p^{-\|v - v'\|_1}
               = e^{\|v - v'\|_1 / \sigma}, \qquad p = e^{-1/\sigma},
@@ -574,15 +577,6 @@ def discrete_laplace_variance(sigma: float) -> float:
     """Exact variance ``2p/(1-p)^2`` with ``p = exp(-1/sigma)`` ([HVZ23] eq. B.1)."""
     p = np.exp(-1.0 / sigma)
     return float(2 * p / (1 - p) ** 2)
-
-
-def laplace(scale: float | np.ndarray, size=None, rng: np.random.Generator | None = None) -> np.ndarray:
-    """Continuous Laplace noise ``Lap(b)`` with density ``exp(-|x|/b) / (2b)``."""
-    rng = _require_generator(rng)
-    scale = np.asarray(scale, dtype=float)
-    if np.any(~np.isfinite(scale)) or np.any(scale < 0):
-        raise ValueError("Laplace scale must be finite and >= 0")
-    return rng.laplace(0.0, scale, size)
 
 
 def laplace_tail(t: float | np.ndarray, scale: float) -> np.ndarray:

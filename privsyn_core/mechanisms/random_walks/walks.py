@@ -219,8 +219,9 @@ def noisy_walk(counts: np.ndarray, rng: np.random.Generator, *, scale: float, co
     (:func:`privsyn_core.privacy.noise.lattice_laplace`).  The loss is
     ``S 2^k / sigma <= epsilon S / (Delta b)``, exactly: the tight ``b = S / Delta`` spends at most ``epsilon``, in
     floating point too, since the counts returned by :meth:`LatticeWalk.noisy_counts` are computed from the
-    released integers only.  Replacing ``Lap(beta)`` by its discretisation of step ``2^-k <= 2^-20 beta`` changes
-    the noise's law by a relative ``2^-20`` in its scale and keeps ``Var < 2 beta^2`` (3.2).
+    released integers only.  The noise ``2^-k G`` is the discretisation of ``Lap(beta')``,
+    ``beta' = 2^-k sigma < beta (1 + 2^-52)``, on a lattice of step ``2^-k <= 2^-20 beta``, with variance below
+    ``2 beta'^2``, so the bound (3.2) holds with ``b (1 + 2^-52)`` (``docs/srw_privacy.md`` §7).
 
     Parameters
     ----------

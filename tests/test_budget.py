@@ -398,9 +398,11 @@ def test_the_release_states_its_floating_point_exposure():
     X = two_blobs(300, 2, rng=0)
     exact = ps.synthesize(X, "pmm", 1.0, schema=ps.unit_schema(2), rng=0).release().to_dict()
     assert exact["floating_point_exposure"] is None and exact["noise"].startswith("Exact integer noise")
-    walk = ps.synthesize(X[:, :1], "srw", 1.0, schema=ps.unit_schema(1), rng=0).release().to_dict()
-    assert walk["floating_point_exposure"] == ps.get_mechanism("srw").floating_point_exposure
-    assert walk["noise"].startswith("Floating-point exposure")
+    boolean = ps.Schema.from_dict({"columns": [{"name": f"x{j}", "kind": "numeric", "lo": 0, "hi": 1, "integer": True}
+                                               for j in range(2)]})
+    pca = ps.synthesize((X > 0.5).astype(int), "microagg_dp", 1.0, schema=boolean, rng=0).release().to_dict()
+    assert pca["floating_point_exposure"] == ps.get_mechanism("microagg_dp").floating_point_exposure
+    assert pca["noise"].startswith("Floating-point exposure")
 
 
 @pytest.mark.slow

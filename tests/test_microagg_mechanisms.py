@@ -5,6 +5,7 @@ Statistical checks use Hoeffding radii or KS tests with false-failure rate ``ALP
 """
 
 import math
+from fractions import Fraction
 from itertools import combinations
 
 import numpy as np
@@ -23,6 +24,8 @@ from privsyn_core.mechanisms.microagg.aggregation import (
     microaggregate,
     moment_distance,
     nearest_point_labels,
+    noisy_centres,
+    noisy_weights,
     project_simplex_l1,
     second_moment,
     tensorization_constant,
@@ -251,6 +254,46 @@ def test_dp_sensitivity_with_a_fixed_projection():
             _, w, damped = damped_microaggregate(scaled, nearest_point_labels(scaled @ V, G), len(G), b)
             assert np.abs(w - base[1]).sum() <= 2 / n + 1e-15
             assert np.abs(damped - base[2]).sum() <= 4 * math.sqrt(p) / b + 1e-12
+
+
+def test_dp_lattice_noise_stays_within_its_budget_exactly():
+    """The lattice form of Alg 4 step 6 (noisy_weights, noisy_centres), with V fixed: over random replacements,
+    the snapped centres q = rint(2^k fl(C/D)) move by at most Delta_q = 2^k 4p/b + 2p (1 + 2^(k-52)) and the
+    sizes' points by 2^(k+1), and each discrete scale spends at most its epsilon on them, in exact rationals.
+    Large b (up to 1e9) makes 2^k large, where the float error of C/D counts."""
+    rng = np.random.default_rng(18)
+    n, p, epsilon = 400, 7, 1 / 3
+    V, _ = np.linalg.qr(rng.standard_normal((p, 2)))
+    G = lattice_covering(2, 0.5)
+    X = factor_data(n, p, seed=18)
+    for b in (3.0, 10.5, 37.2, 1e9):
+        labels = nearest_point_labels(X / math.sqrt(p) @ V, G)
+        sizes = np.bincount(labels, minlength=len(G))
+        base = noisy_centres(X, labels, sizes, b, epsilon, np.random.default_rng(0))
+        weights = noisy_weights(sizes, epsilon, np.random.default_rng(0))
+        k = base.exponent
+        bound = Fraction(4 * p) / Fraction(b) * 2 ** k + 2 * p * (1 + Fraction(2) ** (k - 52))
+        assert bound / Fraction(base.discrete_scale) <= Fraction(epsilon)
+        assert Fraction(2 << weights.exponent) / Fraction(weights.discrete_scale) <= Fraction(epsilon)
+        assert snapping_error(X, labels, sizes, b, base) <= Fraction(1, 2) + Fraction(2) ** (k - 53)
+        for _ in range(30):
+            Y = X.copy()
+            Y[rng.integers(n)] = rng.integers(0, 2, p)
+            other_labels = nearest_point_labels(Y / math.sqrt(p) @ V, G)
+            other_sizes = np.bincount(other_labels, minlength=len(G))
+            other = noisy_centres(Y, other_labels, other_sizes, b, epsilon, np.random.default_rng(0))
+            assert Fraction(int(np.abs(other.points - base.points).sum())) <= bound
+            moved = noisy_weights(other_sizes, epsilon, np.random.default_rng(0)).points - weights.points
+            assert int(np.abs(moved).sum()) <= 2 << weights.exponent
+
+
+def snapping_error(X: np.ndarray, labels: np.ndarray, sizes: np.ndarray, b: float, release) -> Fraction:
+    """max |q - 2^k C/D| over the cells and columns, in exact rationals (C the cell sums, D = max(|F_j|, b))."""
+    sums = np.zeros((len(sizes), X.shape[1]), dtype=np.int64)
+    np.add.at(sums, labels, X.astype(np.int64))
+    return max(abs(Fraction(int(q)) - Fraction(int(c)) * 2 ** release.exponent / Fraction(max(int(size), b)))
+               for q_row, c_row, size in zip(release.points, sums, sizes, strict=True)
+               for q, c in zip(q_row, c_row, strict=True))
 
 
 def test_dp_t_zero_for_small_n_keeps_the_budget_split():

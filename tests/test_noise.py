@@ -51,11 +51,6 @@ def test_discrete_laplace_pmf_sums_to_one_and_edge_cases():
         noise.discrete_laplace(1.0, 3, None)
 
 
-def test_laplace_law():
-    x = noise.laplace(2.0, 20_000, np.random.default_rng(3))
-    assert stats.kstest(x, "laplace", args=(0, 2.0)).pvalue > ALPHA
-
-
 def test_binomial_big_beyond_int64():
     rng = np.random.default_rng(11)
     count, p = 2**70, 2.0**-60  # mean 1024, variance ~ 1024
@@ -311,3 +306,71 @@ def test_g_test_detects_a_table_one_percent_off(monkeypatch):
     monkeypatch.setattr(noise, "threshold_table", lambda kind, t, s: wrong if kind == "magnitude" else real(kind, t, s))
     z = noise.discrete_laplace(3.0, 1_000_000, np.random.default_rng(42))
     assert _g_test_pvalue(z, 3.0) < ALPHA
+
+
+# -- generators: only 64-bit raw words (issue 37, item 7) ---------------------------------------------------------
+WORD32 = [np.random.MT19937]
+WORD64 = [np.random.PCG64, np.random.PCG64DXSM, np.random.Philox, np.random.SFC64]
+
+
+@pytest.mark.parametrize("kind", WORD32)
+def test_a_32_bit_bit_generator_is_refused_at_every_sampler(kind):
+    """MT19937's raw words hold 32 bits: CKS20's signs would be positive 3/4 of the time and the inversion sampler
+    would never return.  Every door refuses it with one line naming the accepted bit generators."""
+    doors = [lambda g: noise.discrete_laplace(3.0, 10, g),
+             lambda g: noise.discrete_laplace(1e5, 10, g),  # the CKS20 path
+             lambda g: noise.fill_discrete_laplace(np.zeros(10, dtype=np.int64), 3.0, g),
+             lambda g: noise.discrete_geometric(3.0, 10, g),
+             lambda g: noise.resolve_rng(g)]
+    for door in doors:
+        with pytest.raises(ParameterError, match="PCG64, PCG64DXSM, Philox, SFC64, ChaCha") as info:
+            door(np.random.Generator(kind(1)))
+        assert "\n" not in str(info.value) and kind.__name__ in str(info.value)
+
+
+@pytest.mark.parametrize("kind", WORD64)
+def test_64_bit_bit_generators_give_fair_signs(kind):
+    """The accepted bit generators: the sign of Lap_Z(3) is fair, P(Z > 0) = P(Z < 0) = p/(1+p) (the MT19937 defect
+    gave 3/4 of the non-zero draws positive).  z-test on 40,000 draws at alpha = 1e-6."""
+    z = noise.discrete_laplace(3.0, 40_000, np.random.Generator(kind(11)))
+    nonzero = z[z != 0]
+    share = float(np.mean(nonzero > 0))
+    assert abs(share - 0.5) < stats.norm.isf(ALPHA / 2) * math.sqrt(0.25 / len(nonzero))
+    assert noise.resolve_rng(np.random.Generator(kind(1)))[1] is None
+
+
+def test_synthesize_refuses_a_32_bit_generator():
+    import privsyn_core as ps
+
+    X = np.random.default_rng(0).random((50, 1))
+    with pytest.raises(ParameterError, match="MT19937"):
+        ps.synthesize(X, "dp_histogram", 1.0, schema=ps.unit_schema(1), rng=np.random.Generator(np.random.MT19937(0)))
+    out = ps.synthesize(X, "dp_histogram", 1.0, schema=ps.unit_schema(1), rng=np.random.Generator(np.random.SFC64(0)))
+    assert len(out.data) > 0
+
+
+# -- lattice noise (issue 37, item 6) ------------------------------------------------------------------------------
+@pytest.mark.parametrize("value", [Fraction(1, 3), Fraction(3, 2), Fraction(10**20 + 1, 7), Fraction(2**60)])
+def test_scale_at_least_is_the_least_float_above(value):
+    sigma = noise.scale_at_least(value)
+    assert Fraction(sigma) >= value and Fraction(math.nextafter(sigma, 0.0)) < value
+
+
+@pytest.mark.parametrize("scale", [1e-9, 0.015, 1.0, 1.5, 2.0, 3e7])
+def test_lattice_exponent_is_the_largest_step_below_2_to_the_minus_20_of_the_scale(scale):
+    k = noise.lattice_exponent(scale)
+    assert 2.0 ** -k <= scale * 2.0 ** -noise.LATTICE_BITS < 2.0 ** (1 - k) or k == 0
+    assert noise.lattice_exponent(scale, coarsest=40) >= 40 and noise.lattice_exponent(0.0, coarsest=3) == 3
+
+
+def test_lattice_laplace_draws_the_exact_scale_and_refuses_points_beyond_int64_room():
+    """The noise is Lap_Z(sigma) with sigma = scale_at_least(scale): the same draws as fill_discrete_laplace at that
+    scale from the same seed, added to the points."""
+    points = np.array([0, 5, -7, 2**40], dtype=np.int64)
+    noisy, sigma = noise.lattice_laplace(points, Fraction(10, 3), np.random.default_rng(4))
+    assert sigma == noise.scale_at_least(Fraction(10, 3)) and Fraction(sigma) >= Fraction(10, 3)
+    draws = np.zeros(4, dtype=np.int64)
+    noise.fill_discrete_laplace(draws, sigma, np.random.default_rng(4))
+    assert np.array_equal(noisy, points + draws)
+    with pytest.raises(ParameterError, match="2\\^61"):
+        noise.lattice_laplace(np.array([2**61 + 1]), Fraction(1), np.random.default_rng(0))

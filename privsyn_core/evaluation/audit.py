@@ -294,8 +294,8 @@ def scaled_noise(factor: float) -> Iterator[None]:
     and those mechanisms declare: ``kd_empty``'s tail mass and conditional draws of the empty cells' discrete
     Laplace counts, Lemma 9 of Kreačić et al., "Differentially Private Synthetic Data Using KD-Trees", so that
     the implicit empty cells stay equal in law to explicit ones at the scaled noise) in their own module
-    (reaching calls through the module attribute, ``noise.laplace(...)``, as in
-    :mod:`privsyn_core.mechanisms.random_walks.walks`) and in every loaded module that imported them by name (a
+    (reaching calls through the module attribute, ``noise.fill_discrete_laplace(...)``, as in
+    :func:`privsyn_core.privacy.noise.lattice_laplace`) and in every loaded module that imported them by name (a
     mechanism registered from outside the package included), and restores them on exit.
     Each wrapper calls the original function, so no draw is scaled twice.  For audits and
     tests only (not thread-safe).

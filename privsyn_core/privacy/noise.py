@@ -5,6 +5,8 @@ integer noise (:func:`discrete_laplace`, the law of a difference of two geometri
 integer arithmetic only as in [CKS20]), never continuous noise rounded afterwards: rounding
 ``c + trunc(Lap(sigma))`` leaks an extra ``ln 2`` per count (for ``Z = trunc(Lap(sigma))``,
 ``P(Z = 0)/P(Z = 1) = 2 e^{1/sigma}``: twice the ratio ``e^{1/sigma}`` of the discrete Laplace law of [HVZ23] App. B).
+Real values that a paper perturbs with continuous Laplace noise get the same exact integer noise on a fine public
+lattice (:func:`lattice_laplace`), so that their loss holds in floating point too ([Mir12]).
 
 References
 ----------
@@ -12,6 +14,7 @@ References
    Private Synthetic Data", COLT 2023 (seed 004), Appendix B.
 .. [CKS20] C. L. Canonne, G. Kamath, T. Steinke, "The Discrete Gaussian for Differential Privacy",
    NeurIPS 2020, Algorithms 1-2.
+.. [Mir12] I. Mironov, "On significance of the least significant bits for differential privacy", ACM CCS 2012.
 .. [KD23] Kreačić et al., "Differentially Private Synthetic Data Using KD-Trees",
    UAI 2023 (seed 002), Lemma 9.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 import functools
 import math
 import secrets
+from fractions import Fraction
 
 import numpy as np
 
@@ -58,10 +62,11 @@ def resolve_rng(rng: RandomLike = None) -> tuple[np.random.Generator, int | None
     ------
     ParameterError
         For a negative seed, a bool, a float or any other type (a user-facing
-        :class:`~privsyn_core.errors.PrivsynError`, so the CLI answers with one line).
+        :class:`~privsyn_core.errors.PrivsynError`, so the CLI answers with one line), and for a Generator on a
+        bit generator the exact samplers cannot read (:func:`checked_generator`).
     """
     if isinstance(rng, np.random.Generator):
-        return rng, None
+        return checked_generator(rng), None
     if rng is None or isinstance(rng, str):
         if rng is not None and rng != "secure":
             raise ParameterError(f"rng must be None, an int, a numpy Generator or 'secure', got {rng[:40]!r}")
@@ -89,6 +94,39 @@ def secure_generator() -> np.random.Generator:
         raise ImportError("rng='secure' needs the 'randomgen' package (pip install randomgen)") from exc
     key = int.from_bytes(secrets.token_bytes(32), "little")
     return np.random.Generator(ChaCha(key=key, rounds=20))
+
+
+#: The bit generators whose raw words (``bit_generator.random_raw``) are 64 uniform bits each, as the exact samplers
+#: read them (one word per draw, 64 sign bits per word); the secure generator (randomgen's ChaCha) is added by
+#: :func:`accepted_bit_generators`.
+WORD64_BIT_GENERATORS: tuple[type, ...] = (np.random.PCG64, np.random.PCG64DXSM, np.random.Philox, np.random.SFC64)
+
+
+@functools.cache
+def accepted_bit_generators() -> tuple[type, ...]:
+    """:data:`WORD64_BIT_GENERATORS` and, when ``randomgen`` is installed, its ``ChaCha`` (:func:`secure_generator`)."""
+    try:
+        from randomgen import ChaCha
+    except ImportError:  # pragma: no cover - randomgen is a runtime requirement
+        return WORD64_BIT_GENERATORS
+    return (*WORD64_BIT_GENERATORS, ChaCha)
+
+
+def checked_generator(rng: np.random.Generator) -> np.random.Generator:
+    """``rng`` itself when its bit generator gives 64 uniform bits per raw word, else a one-line ParameterError.
+
+    The exact samplers read raw words (:func:`_random_bits`,
+    :func:`~privsyn_core.privacy.laplace_tables.fill_table_laplace`).  A bit generator with 32-bit words
+    (``MT19937``) returns them in the low half of a 64-bit integer, so half of the sign bits would be 0
+    (``P(Z > 0) = 3/4``) and the inversion sampler would read ``u < 2^31``, below
+    every threshold, and never stop.  Accepted: :func:`accepted_bit_generators`.
+    """
+    accepted = accepted_bit_generators()
+    if not isinstance(rng.bit_generator, accepted):
+        names = ", ".join(kind.__name__ for kind in accepted)
+        raise ParameterError(f"rng: the exact samplers need 64-bit raw words; {type(rng.bit_generator).__name__} "
+                             f"is not accepted, use a numpy Generator on one of {names} (or rng='secure')")
+    return rng
 
 
 def discrete_laplace(sigma: float | np.ndarray, size=None, rng: np.random.Generator | None = None) -> np.ndarray:
@@ -237,6 +275,69 @@ def discrete_geometric(sigma: float, size: int, rng: np.random.Generator) -> np.
     return out
 
 
+#: Bits by which the step of a lattice noise is finer than its scale (:func:`lattice_exponent`).
+LATTICE_BITS = 20
+#: Largest magnitude of a point of :func:`lattice_laplace` (int64 room for its noise: ``|Z| < 2^62``, see
+#: :data:`MAX_SCALE`).
+LATTICE_LIMIT = 2 ** 61
+
+
+def lattice_exponent(scale: float, coarsest: int = 0) -> int:
+    """``k`` of the public lattice step ``2^-k`` of a noise of scale ``scale``: the largest power of two at most
+    ``2^-LATTICE_BITS scale`` and at most ``2^-coarsest`` (``coarsest`` alone for ``scale = 0``: no noise).
+
+    The step only decides how finely the noise is resolved (the discrete Laplace law of step ``2^-k`` and scale
+    ``sigma 2^-k`` has variance below ``2 (sigma 2^-k)^2``, that of ``Lap(sigma 2^-k)``); privacy comes from
+    :func:`lattice_laplace`, for every step.
+    """
+    if scale == 0:
+        return coarsest
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError("a lattice noise scale must be finite and >= 0")
+    top = math.frexp(scale)[1] - 1  # 2^top <= scale < 2^(top + 1), exactly
+    return max(coarsest, LATTICE_BITS - top)
+
+
+def scale_at_least(value: Fraction) -> float:
+    """The least float ``>= value`` (a non-negative rational), by exact comparison."""
+    sigma = float(value)
+    if Fraction(sigma) < value:
+        sigma = math.nextafter(sigma, math.inf)
+    return sigma
+
+
+def lattice_laplace(points: np.ndarray, scale: Fraction, rng: np.random.Generator) -> tuple[np.ndarray, float]:
+    r"""The discrete Laplace mechanism on integer points: ``points + Z``, ``Z_i`` i.i.d. ``Lap_Z(sigma)``, with
+    ``sigma`` the least float ``>= scale`` (:func:`scale_at_least`); returns the noisy points (int64) and ``sigma``.
+
+    This is how continuous Laplace noise is drawn so that its loss holds in floating point ([Mir12]: a float
+    ``x + Lap(b)`` reveals ``x`` through the pattern of its low-order bits).  The caller puts its data-side
+    quantity on a public lattice of step ``2^-k`` (exactly, or by rounding with the rounding in its
+    sensitivity) and passes the lattice points ``v`` (``x 2^k``) and the scale in steps.  For neighbouring
+    ``v, v'`` and every output ``z``,
+
+    .. math:: \frac{P(v + Z = z)}{P(v' + Z = z)} = p^{\|z - v\|_1 - \|z - v'\|_1} \le p^{-\|v - v'\|_1}
+              = e^{\|v - v'\|_1 / \sigma}, \qquad p = e^{-1/\sigma},
+
+    so the loss is at most ``Delta / sigma`` for ``||v - v'||_1 <= Delta``, in exact arithmetic, because the
+    sampler draws the rational scale ``sigma`` exactly (:func:`fill_discrete_laplace`, integer arithmetic only).
+    ``scale = Delta / epsilon`` then spends at most ``epsilon``.  Everything computed from the noisy points,
+    in floats or not, is post-processing.
+
+    Raises
+    ------
+    ParameterError
+        When a point exceeds :data:`LATTICE_LIMIT` in magnitude (the lattice is too fine for int64).
+    """
+    points = np.ascontiguousarray(points, dtype=np.int64).reshape(-1)
+    if len(points) and int(np.abs(points).max()) > LATTICE_LIMIT:
+        raise ParameterError("the values on the noise lattice exceed 2^61: the data or epsilon is too large")
+    sigma = scale_at_least(scale)
+    noisy = points.copy()
+    fill_discrete_laplace(noisy, sigma, rng, add=True)
+    return noisy, sigma
+
+
 def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generator, *, add: bool = False,
                            clip_at_zero: bool = False, sampler: str = "inversion") -> None:
     """The sampler of :func:`fill_discrete_laplace` (see there)."""
@@ -251,6 +352,7 @@ def _fill_discrete_laplace(out: np.ndarray, sigma: float, rng: np.random.Generat
             np.maximum(out, 0, out=out)
         return
     t, s = scale_fraction(sigma)
+    checked_generator(rng)
     if sampler not in ("inversion", "cks20"):
         raise ValueError(f"unknown discrete Laplace sampler {sampler!r}")
     magnitude = threshold_table("magnitude", t, s) if sampler == "inversion" else None
@@ -482,15 +584,6 @@ def discrete_laplace_variance(sigma: float) -> float:
     return float(2 * p / (1 - p) ** 2)
 
 
-def laplace(scale: float | np.ndarray, size=None, rng: np.random.Generator | None = None) -> np.ndarray:
-    """Continuous Laplace noise ``Lap(b)`` with density ``exp(-|x|/b) / (2b)``."""
-    rng = _require_generator(rng)
-    scale = np.asarray(scale, dtype=float)
-    if np.any(~np.isfinite(scale)) or np.any(scale < 0):
-        raise ValueError("Laplace scale must be finite and >= 0")
-    return rng.laplace(0.0, scale, size)
-
-
 def binomial_big(count: int, p: float, rng: np.random.Generator | None = None) -> int:
     """Exact ``Binomial(count, p)`` for counts beyond numpy's int64 limit.
 
@@ -513,4 +606,4 @@ def _require_generator(rng) -> np.random.Generator:
         raise ValueError("pass a numpy.random.Generator as rng (see resolve_rng)")
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-    return rng
+    return checked_generator(rng)

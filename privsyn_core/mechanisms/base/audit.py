@@ -30,8 +30,7 @@ _Law = TypeVar("_Law", bound=Callable[..., Any])
 #: The noise laws the audit's detection cases rescale: ``(module, function, position of the scale argument)``,
 #: privsyn_core's samplers first, then each law a mechanism declares with :func:`scaled_law`.
 SCALED_LAWS: list[tuple[str, str, int]] = [("privsyn_core.privacy.noise", "discrete_laplace", 0),
-                                           ("privsyn_core.privacy.noise", "fill_discrete_laplace", 1),
-                                           ("privsyn_core.privacy.noise", "laplace", 0)]
+                                           ("privsyn_core.privacy.noise", "fill_discrete_laplace", 1)]
 
 
 def scaled_law(position: int) -> Callable[[_Law], _Law]:

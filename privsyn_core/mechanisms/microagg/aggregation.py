@@ -10,6 +10,8 @@ Section, algorithm, lemma and equation numbers below are those of [BSV23].  Geom
   :func:`nearest_point_labels` (Def 3.4), :func:`equipartition` (Section 3.6);
 * averages: :func:`microaggregate` (4.1), :func:`damped_microaggregate` (5.4);
 * privacy: :func:`bingham_sample` / :func:`pvec` (Alg 2), :func:`proj` (Alg 3);
+* the Laplace noise of Alg 4 step 6 on public lattices (floating point within epsilon): :func:`noisy_weights`,
+  :func:`noisy_centres`;
 * projections (5.5)-(5.6): :func:`project_simplex_l1`, :func:`project_box`;
 * post-processing: :func:`bootstrap_indices` (Section 4.2/5.9), :func:`randomized_rounding`
   (Lemma 4.7);
@@ -29,11 +31,14 @@ References
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 from scipy.optimize import brentq
 
 from privsyn_core.errors import ParameterError
+from privsyn_core.privacy import noise
 
 #: The paper of both microaggregation mechanisms (microagg_anon, microagg_dp).
 BSV23_REFERENCE = ("Boedihardjo, Strohmer, Vershynin, \"Covariance's loss is privacy's gain: computationally "
@@ -267,6 +272,84 @@ def _cell_sums(X: np.ndarray, labels: np.ndarray, s: int) -> np.ndarray:
     sums = np.zeros((s, X.shape[1]))
     np.add.at(sums, labels, X.astype(float))
     return sums
+
+
+# -- the Laplace noise of Algorithm 4 step 6, on public lattices ----------------------------
+@dataclass(frozen=True)
+class LatticeRelease:
+    """Noisy values released on the lattice ``2^-k Z`` (:func:`privsyn_core.privacy.noise.lattice_laplace`).
+
+    Attributes
+    ----------
+    points : int64 array
+        The data-side lattice points ``v`` (before the noise; teaching only).
+    noisy : int64 array
+        ``v + Z``, ``Z`` i.i.d. ``Lap_Z(discrete_scale)``: the release.
+    exponent : int
+        ``k``.
+    discrete_scale : float
+        ``sigma``, in steps.
+    """
+
+    points: np.ndarray
+    noisy: np.ndarray
+    exponent: int
+    discrete_scale: float
+
+    def values(self) -> np.ndarray:
+        """The released values ``2^-k (v + Z)`` as floats (post-processing)."""
+        return np.ldexp(self.noisy.astype(float), -self.exponent)
+
+
+def noisy_weights(sizes: np.ndarray, epsilon: float, rng: np.random.Generator) -> LatticeRelease:
+    r"""The cell sizes ``|F_j|`` plus the weight noise of Alg 4 step 6 (``w + rho`` times ``n``), within ``epsilon``
+    in floating point.
+
+    [BSV23] adds ``rho_j ~ Lap(2/(n epsilon))`` to ``w_j = |F_j| / n`` (l1 sensitivity ``2/n`` under replace:
+    one record leaves a cell and joins one); here the sizes themselves, integers of l1 sensitivity 2, get
+    ``Lap_Z(sigma)`` on the lattice ``2^-k Z`` with ``2^-k <= min(1, 2^-20 2/epsilon)``
+    (:func:`~privsyn_core.privacy.noise.lattice_exponent`): ``v = |F| 2^k`` lies on it exactly, ``||v - v'||_1 <=
+    2^{k+1}`` and ``sigma`` is the least float ``>= 2^{k+1} / epsilon``, so the loss is at most ``epsilon`` exactly
+    (:func:`~privsyn_core.privacy.noise.lattice_laplace`).  Dividing the values by ``n`` (public) gives ``w + rho``.
+    """
+    exponent = noise.lattice_exponent(2 / epsilon)
+    points = np.asarray(sizes, dtype=np.int64) << exponent
+    noisy, sigma = noise.lattice_laplace(points, Fraction(2 << exponent) / Fraction(epsilon), rng)
+    return LatticeRelease(points, noisy, exponent, sigma)
+
+
+def noisy_centres(X: np.ndarray, labels: np.ndarray, sizes: np.ndarray, b: float, epsilon: float,
+                  rng: np.random.Generator) -> LatticeRelease:
+    r"""``sqrt(p) (ytilde_j + r_j)`` of Alg 4 step 6 ((5.4); the centres on the ``[0, 1]`` scale), within
+    ``epsilon`` in floating point.
+
+    On that scale the damped averages are ``u_ji = sqrt(p) ytilde_ji = C_ji / D_j`` with the integer cell sums
+    ``C_ji = sum_{F_j} x_i`` (``x`` Boolean) and ``D_j = max(|F_j|, b)``; their l1 sensitivity under replace is
+    ``sqrt(p) 4 sqrt(p) / b = 4p/b`` (Lemmas 5.10-5.11: ``4 sqrt(p)/b`` for ``ytilde``), and [BSV23] adds
+    ``Lap(4p / (b epsilon))`` to each (``r_ji ~ Lap(4 sqrt(p) / (b epsilon))``).  Here ``u`` is snapped to the
+    lattice ``2^-k Z``, ``2^-k <= 2^-20 min(4p / (b epsilon), 2/b)``: ``q = rint(2^k fl(C/D))``.  ``C`` and ``D``
+    are exact floats and IEEE division is correctly rounded, so ``|fl(C/D) - C/D| <= 2^-53`` (``C <= D``);
+    ``rint`` moves by at most ``1/2``, hence ``|q - 2^k u| <= 1/2 + 2^{k-53}``.  A replaced record changes ``(C,
+    D)`` in at most the ``2p`` coordinates of the cell it leaves and the cell it joins (equal inputs give equal
+    floats), so
+
+    .. math:: \|q - q'\|_1 \le 2^k \frac{4p}{b} + 2p\,(1 + 2^{k-52}) =: \Delta_q,
+
+    and ``Lap_Z(sigma)`` with ``sigma`` the least float ``>= Delta_q / epsilon`` spends at most ``epsilon``
+    exactly (:func:`~privsyn_core.privacy.noise.lattice_laplace`; Mironov, "On significance of the least
+    significant bits for differential privacy", CCS 2012, for why the data side is snapped before the noise).
+    The rounding term adds a relative ``b 2^{-k-1} <= 2^-20`` to the scale ``4p / (b epsilon)``.
+    """
+    X = np.asarray(X)
+    p = X.shape[1]
+    exponent = noise.lattice_exponent(min(4 * p / (b * epsilon), 2 / b))
+    sums = np.zeros((len(sizes), p), dtype=np.int64)
+    np.add.at(sums, labels, X.astype(np.int64))
+    quotient = sums / np.maximum(sizes, b)[:, None]  # fl(C / D), in [0, 1]
+    points = np.rint(np.ldexp(quotient, exponent)).astype(np.int64)
+    sensitivity = (Fraction(4 * p) / Fraction(b)) * 2 ** exponent + 2 * p * (1 + Fraction(2) ** (exponent - 52))
+    noisy, sigma = noise.lattice_laplace(points, sensitivity / Fraction(epsilon), rng)
+    return LatticeRelease(points, noisy.reshape(points.shape), exponent, sigma)
 
 
 # -- PVEC and PROJ (Algorithms 2-3) -----------------------------------------------------

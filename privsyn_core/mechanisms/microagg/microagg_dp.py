@@ -15,7 +15,11 @@ Thm 5.12 use substitution and ``n`` enters ``t``, ``b`` and the noise scales).  
 5. damped averages ``ytilde_j = sum_{F_j} xhat_i / max(|F_j|, b)`` for **all** ``s`` cells
    (5.4), weights ``w_j = |F_j|/n``;
 6. ``rho_j ~ Lap(6/(n epsilon))`` (l1 sensitivity ``2/n``: ``epsilon/3``) and
-   ``r_{j,i} ~ Lap(12 sqrt(p)/(b epsilon))`` (l1 sensitivity ``4 sqrt(p)/b``: ``epsilon/3``);
+   ``r_{j,i} ~ Lap(12 sqrt(p)/(b epsilon))`` (l1 sensitivity ``4 sqrt(p)/b``: ``epsilon/3``), both drawn as
+   exact discrete Laplace noise on public lattices of step ``<= 2^-20`` of their scale, with the data side on
+   (or, for the averages, snapped to) the lattice and the rounding counted in the sensitivity, so that the loss
+   holds in floating point (:func:`~privsyn_core.mechanisms.microagg.aggregation.noisy_weights`,
+   :func:`~privsyn_core.mechanisms.microagg.aggregation.noisy_centres`);
 7. ``wbar = pi_{Delta,1}(w + rho)`` (positive part, normalised; uniform if all ``<= 0``),
    ``ybar_j = clip(ytilde_j + r_j, 0, 1/sqrt p)`` (5.5)-(5.6);
 8. post-processing: bootstrap ``m`` indices from ``wbar`` and Bernoulli-round
@@ -32,8 +36,8 @@ cells) for ``1.5e3 <~ n <~ 7e6``, and the vector noise ``12 p/(b epsilon)`` on t
 ``[0,1]`` scale exceeds 0.1 unless ``n >~ 5e7`` (p = 10, epsilon = 1): at practical sizes
 the output is noise-dominated.
 
-Known limitations (not addressed by the paper): Laplace noise is sampled in
-floating point (Mironov 2012), and the number of Bingham rejection proposals depends on
+Known limitations (not addressed by the paper): the Bingham sampler of the private PCA is
+a float64 rejection sampler (Mironov 2012), and the number of its proposals depends on
 the data (a timing side channel).
 
 References
@@ -60,6 +64,8 @@ from privsyn_core.mechanisms.microagg.aggregation import (
     damped_microaggregate,
     lattice_covering,
     nearest_point_labels,
+    noisy_centres,
+    noisy_weights,
     proj,
     project_box,
     project_simplex_l1,
@@ -68,7 +74,6 @@ from privsyn_core.mechanisms.microagg.aggregation import (
     second_moment,
 )
 from privsyn_core.privacy.accounting import split_epsilon
-from privsyn_core.privacy.noise import laplace
 from privsyn_core.result import MechanismOutput
 
 
@@ -88,13 +93,14 @@ def group_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
 
 def microagg_pair_loss(spec: MechanismSpec, pair: NeighbourPair, epsilon: float, params: dict[str, Any]) -> float:
     """The loss microagg_dp's pair realises: it moves the damped averages of [BSV23] (5.4) (one cell when
-    ``t = 0``) by an l1 distance ``Delta``, far below their sensitivity ``4 sqrt(p)/b``, so the centre
-    stage's ``Laplace(vector_noise_scale)`` spends ``Delta / scale`` (the weights of a single cell are
+    ``t = 0``), snapped to their lattice, by an l1 distance ``Delta`` in steps, far below their sensitivity, so
+    the centre stage's discrete Laplace noise of scale ``sigma`` spends ``Delta / sigma``
+    (:func:`~privsyn_core.mechanisms.microagg.aggregation.noisy_centres`; the weights of a single cell are
     always 1, and ``t = 0`` skips the projection)."""
     runs = [spec.run(data, epsilon, neighbouring=pair.relation, n_synthetic=None, rng=np.random.default_rng(0),
-                     **params) for data in (pair.base, pair.neighbour)]
-    delta = np.abs(runs[1].diagnostics["noise"]["damped"] - runs[0].diagnostics["noise"]["damped"]).sum()
-    return float(delta) / runs[0].params["vector_noise_scale"]
+                     **params).diagnostics["noise"] for data in (pair.base, pair.neighbour)]
+    delta = np.abs(runs[1]["centre_points"] - runs[0]["centre_points"]).sum()
+    return float(delta) / runs[0]["centre_discrete_scale"]
 
 
 STAGES = (("private PCA projection PROJ (Alg 3)", 1.0), ("cell weights, Laplace 6/(n eps)", 1.0),
@@ -108,8 +114,7 @@ STAGES = (("private PCA projection PROJ (Alg 3)", 1.0), ("cell weights, Laplace 
     data_kind="boolean",
     neighbouring=("replace",),
     is_private=True,
-    floating_point_exposure=("continuous Laplace noise on the cell weights and damped averages, and the Bingham "
-                             "sampler of the private PCA, are sampled in float64"),
+    floating_point_exposure="Bingham sampler of the private PCA (t >= 1) is a float64 rejection sampler",
     params={
         "kappa": ParamSpec(1 / 3, float, (1e-6, 1 - 1e-6),
                            help="trade-off exponent in (0,1): t = floor(kappa log n/log(7/alpha)) and "
@@ -156,11 +161,12 @@ def microagg_dp(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthe
     sizes, w, damped = damped_microaggregate(scaled, cells, s, b_used)
 
     weight_scale, vector_scale = 6 / (n * epsilon), 12 * math.sqrt(p) / (b_used * epsilon)
-    rho = laplace(weight_scale, s, weight_rng)
-    r = laplace(vector_scale, (s, p), vector_rng)
-    w_bar = project_simplex_l1(w + rho)
-    y_bar = project_box(damped + r, 0.0, 1.0 / math.sqrt(p))
-    centres = np.clip(math.sqrt(p) * y_bar, 0.0, 1.0)
+    weights_release = noisy_weights(sizes, ledger[1][1], weight_rng)
+    centres_release = noisy_centres(X, cells, sizes, b_used, ledger[2][1], vector_rng)
+    noisy_w = weights_release.values() / n  # w + rho
+    noisy_u = centres_release.values()  # sqrt(p) (ytilde + r)
+    w_bar = project_simplex_l1(noisy_w)
+    centres = project_box(noisy_u, 0.0, 1.0)  # sqrt(p) pi_{K,2}(ytilde + r), K = [0, 1/sqrt(p)]^p (5.6)
 
     m = n if n_synthetic is None else n_synthetic
     rows = randomized_rounding(centres[bootstrap_indices(w_bar, m, boot_rng)], round_rng)
@@ -170,8 +176,11 @@ def microagg_dp(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthe
     return MechanismOutput(
         unit=centres, weights=w_bar, rows=rows, ledger=ledger,
         diagnostics={"groups": {"sizes": sizes, "centres": centres, "noisy_weights": w_bar, "subspace": V,
-                                "covering": G, "raw_noisy_weights": w + rho},
-                     "noise": {"rho": rho, "r": r, "w": w, "damped": damped, "labels": cells,
+                                "covering": G, "raw_noisy_weights": noisy_w},
+                     "noise": {"rho": noisy_w - w, "r": noisy_u / math.sqrt(p) - damped, "w": w, "damped": damped,
+                               "labels": cells, "centre_points": centres_release.points,
+                               "centre_lattice_exponent": centres_release.exponent,
+                               "centre_discrete_scale": centres_release.discrete_scale,
                                "bingham_proposals": np.asarray(proposals, dtype=np.int64)}},
         params={"alpha": alpha, "t": t_used, "s": s, "b": b_used, "kappa": kappa,
                 "weight_noise_scale": weight_scale, "vector_noise_scale": vector_scale, "m": m},

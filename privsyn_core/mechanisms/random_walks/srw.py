@@ -50,8 +50,10 @@ is data-independent; the walk's one coefficient is still drawn so seeded streams
 aligned (under replace the tight scale of that coefficient is 0: the count ``n`` is public).
 The cells, ``K`` and the path are public (they depend on ``n`` only under ``replace``, where
 ``n`` is public), and empty cells stay on the walk.  Everything after the noise is
-post-processing.  The walk noise is continuous float64 Laplace: see
-:func:`privsyn_core.mechanisms.random_walks.walks.superregular_walk` for the floating-point exposure.
+post-processing.  Floating point: the walk's coefficients are drawn on a public lattice of step ``2^-k`` with
+exact integer discrete Laplace noise (:func:`privsyn_core.mechanisms.random_walks.walks.noisy_walk`; Mironov,
+"On significance of the least significant bits for differential privacy", CCS 2012), so the loss above holds
+for the floats released, not only in exact arithmetic.
 
 Accuracy (Thm 5.4 with ``alpha = epsilon n``): ``E W1 <= 1/(2K) + 2 beta`` with
 ``beta = (2/alpha) b sqrt(2(L+1))`` (explicit from the bound (3.2) on ``E S_k^2``, Prop 5.1), i.e.
@@ -92,9 +94,6 @@ ROUNDING_PARAM = ParamSpec("path", str, choices=("path", "paper"),
 SAMPLE_PARAM = ParamSpec("uniform", str, choices=("uniform", "center"),
                          help="rows uniform inside their cell (default; adds at most delta to W1) or at the net "
                               "points (the paper's output)")
-#: What srw and srw_tsp declare in ``MechanismSpec.floating_point_exposure`` (docs/security.md).
-WALK_FLOAT_EXPOSURE = ("continuous Laplace coefficients of the random walk are sampled in float64 "
-                       "(numpy Generator.laplace) and enter the released weights")
 #: The guarantee of both walk mechanisms (srw, srw_tsp); ``{result}`` names the paper's metric-privacy result for
 #: the mechanism's path (Prop 5.1 on the interval, Thm 7.2 along a folding path).
 WALK_GUARANTEE = ("epsilon-DP: replace-one via alpha = epsilon n metric privacy in TV (Lemma 4.1, {result}); "
@@ -122,7 +121,6 @@ WALK_FIELDS: dict[str, Any] = {
     "data_kind": "continuous",
     "neighbouring": ("replace", "add_remove"),
     "is_private": True,
-    "floating_point_exposure": WALK_FLOAT_EXPOSURE,
     "rate": walk_rate,
     "released": ("bins", "cells", "depth", "walk_length", "laplace_scale", "alpha", "delta", "path_length"),
     "uses_n": lambda params: True,
@@ -260,8 +258,11 @@ def release_path_counts(counts: np.ndarray, dim: int, cal: Calibration, folding:
 
     start = time.perf_counter()
     walk_rng, rows_rng = rng.spawn(2)
-    steps, coefficients, b = walks.superregular_walk(len(counts), walk_rng, scale, neighbouring=neighbouring)
-    noisy_counts = counts + cal.count_noise_scale * steps
+    depth = walks.walk_depth(len(counts))
+    b = walks.laplace_scale(depth, scale, neighbouring)
+    walk = walks.noisy_walk(counts, walk_rng, scale=b, count_sensitivity=cal.count_sensitivity,
+                            epsilon=cal.walk_epsilon)
+    noisy_counts = walk.noisy_counts(len(counts))
     signed = noisy_counts / cal.normaliser
     timings["walk"] = time.perf_counter() - start
 
@@ -275,19 +276,21 @@ def release_path_counts(counts: np.ndarray, dim: int, cal: Calibration, folding:
     plan = _row_plan(points, row_counts, bins, sample, rows_rng)
     timings["rows"] = time.perf_counter() - start
 
-    depth = walks.walk_depth(len(counts))
     support = projected > 0
     diam = walks.cube_diameter(dim, metric)
     diagnostics = {
         "path": points, "positions": positions,
-        "walk": cal.count_noise_scale * steps / cal.normaliser, "walk_units": "mass",
+        "walk": (noisy_counts - counts) / cal.normaliser, "walk_units": "mass",
         "signed": signed, "projected": projected,
         "cells": {"lo": folding.coords / bins, "hi": (folding.coords + 1) / bins, "true_count": counts,
                   "noisy_count": noisy_counts, "count": row_counts},
-        "noise": {"coefficients": coefficients, "laplace_scale": b, "count_noise_scale": cal.count_noise_scale},
+        "noise": {"lattice_coefficients": walk.coefficients, "lattice_exponent": walk.exponent,
+                  "discrete_scale": walk.discrete_scale, "laplace_scale": b,
+                  "count_noise_scale": cal.count_noise_scale},
     }
     params = {
-        "bins": bins, "cells": len(counts), "depth": depth, "walk_length": len(coefficients), "laplace_scale": b,
+        "bins": bins, "cells": len(counts), "depth": depth, "walk_length": walk.coefficients.shape[-1],
+        "laplace_scale": b,
         "alpha": cal.alpha, "delta": walks.covering_radius(bins, dim, metric), "path_length": float(positions[-1]),
         "rounding_w1_bound": _rounding_bound(rounding, projected, m, diam, float(positions[-1])),
         "privacy_loss_bound": privacy_loss_bound(cal, depth, b, neighbouring),
@@ -316,33 +319,29 @@ def _row_plan(points: np.ndarray, counts: np.ndarray, bins: int, sample: str,
 
 
 def walk_features(out: MechanismOutput, pair: NeighbourPair) -> np.ndarray:
-    r"""srw / srw_tsp: :func:`cell_features` and the walk's likelihood-ratio statistic.
+    r"""srw / srw_tsp: :func:`cell_features` and the walk's likelihood-ratio statistic, exact.
 
     With ``c``, ``c'`` the cell counts of ``D`` and ``D'`` in path order (the auditor builds
-    both datasets; the counts are placed by the corners' cells in the diagnostics) and ``y``
-    the released noisy counts,
+    both datasets; the counts are placed by the corners' cells in the diagnostics) and ``mu`` the
+    released Haar coefficients of the noisy counts (on the lattice ``2^-k Z``,
+    :func:`privsyn_core.mechanisms.random_walks.walks.noisy_walk`),
 
-    .. math:: T(y) = \|\lambda(y - c')\|_1 - \|\lambda(y - c)\|_1,
+    .. math:: T = \|\mu - \lambda(c')\|_1 - \|\mu - \lambda(c)\|_1,
 
-    ``lambda`` the Haar analysis (:func:`privsyn_core.mechanisms.random_walks.walks.haar_coefficients`, zero-padded
-    to ``2^L`` cells).  For ``K = 2^L`` cells ``T / (s b)`` is the log-likelihood ratio
-    ``log p_D(y) / p_D'(y)`` of the walk (``docs/srw_privacy.md``), so its tails reach the
-    walk's full privacy loss (Neyman-Pearson); it reads no noise scale.  ``T`` is rounded to 9
-    decimals: at its extremes ``+-S`` the float64 rounding pattern of ``y = c + s Z`` depends on
-    ``c``, and the unrounded statistic measures that (documented) floating-point exposure
-    instead of the calibration (with ``scale="paper"`` under add/remove, ``L = 1``, the event
-    ``T >= 1.5000000000000036`` gave ``eps_lower = 0.66`` against a real-number loss of 0.45).
+    computed in integers on the lattice (:func:`privsyn_core.mechanisms.random_walks.walks.haar_lattice`) and
+    scaled by ``2^-k`` (exact in float64).  ``T / (s b)`` is the log-likelihood ratio ``log p_D / p_D'`` of the
+    walk for ``K = 2^L`` cells (``docs/srw_privacy.md``), so its tails reach the walk's full privacy loss
+    (Neyman-Pearson); it reads no noise scale and is never rounded.
     """
-    cells = out.diagnostics["cells"]
+    cells, walk = out.diagnostics["cells"], out.diagnostics["noise"]
     lo, hi = np.asarray(cells["lo"]), np.asarray(cells["hi"])
-    noisy = np.asarray(cells["noisy_count"], dtype=float)
     origin, far = np.all(lo <= 0.0, axis=1), np.all(hi >= 1.0, axis=1)
-    counts = origin * float(pair.n)
-    other = counts + far - (origin if pair.relation == "replace" else 0.0)
-    padded = np.zeros((2, 1 << walks.walk_depth(len(noisy))))
-    padded[:, :len(noisy)] = noisy - np.stack([other, counts])
-    norms = np.abs(walks.haar_coefficients(padded)).sum(axis=1)
-    return np.append(cell_features(out, pair), np.round(norms[0] - norms[1], 9))
+    counts = origin * pair.n
+    other = counts + far - (origin if pair.relation == "replace" else 0)
+    exponent = int(walk["lattice_exponent"])
+    points = walks.haar_lattice(np.stack([other, counts]).astype(np.int64), exponent)
+    norms = np.abs(np.asarray(walk["lattice_coefficients"]) - points).sum(axis=1)
+    return np.append(cell_features(out, pair), np.ldexp(float(norms[0] - norms[1]), -exponent))
 
 
 def released_line(release: Any) -> dict[str, np.ndarray] | None:

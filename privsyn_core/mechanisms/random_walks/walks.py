@@ -5,7 +5,8 @@ walks, and synthetic data", Probab. Theory Relat. Fields (2024), seed 000 (secti
 equation numbers below are the paper's):
 
 * the superregular random walk of Theorem 3.1 (Faber-Schauder hats with i.i.d. Laplace
-  weights, Sect. 3.2-3.4) and its Haar analysis (the walk's density, Sect. 3.4);
+  weights, Sect. 3.2-3.4), added to the counts on a public lattice (:func:`noisy_walk`), and its Haar analysis
+  (the walk's density, Sect. 3.4);
 * the signed-measure W1 on a line (2.7) and the projection onto probability measures of
   Proposition 5.2, solved exactly as weighted L1 isotonic regression;
 * folding a finite metric space onto a line (Proposition 6.5): the boustrophedon (snake)
@@ -14,13 +15,15 @@ equation numbers below are the paper's):
 * public grid nets of the cube (Sect. 9), the weight rounding of Corollary 7.3 and a
   CDF rounding along the path (post-processing, not in the paper).
 
-All functions are pure: they never see a privacy budget.  The mechanisms calibrate the
-noise (see :mod:`privsyn_core.mechanisms.random_walks.srw`).
+All functions are pure.  The mechanisms calibrate the noise (budget, scale and sensitivity, see
+:mod:`privsyn_core.mechanisms.random_walks.srw`) and pass it to :func:`noisy_walk`.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
 import numpy as np
@@ -29,6 +32,7 @@ from scipy.sparse.csgraph import connected_components, depth_first_order, minimu
 from scipy.spatial import cKDTree
 from scipy.spatial.distance import cdist
 
+from privsyn_core.errors import ParameterError
 from privsyn_core.privacy import noise
 from privsyn_core.privacy.sensitivity import count_sensitivity
 
@@ -147,47 +151,96 @@ def walk_steps(coefficients: np.ndarray, n_steps: int) -> np.ndarray:
     return np.diff(sums, axis=-1, prepend=0.0)[..., :n_steps]
 
 
-def superregular_walk(n_steps: int, rng: np.random.Generator, mode: ScaleMode = "paper",
-                      size: int | None = None,
-                      neighbouring: str = "add_remove") -> tuple[np.ndarray, np.ndarray, float]:
-    r"""Draw the superregular random walk of Theorem 3.1 (increments of (3.6), Sect. 3.2).
+@dataclass(frozen=True)
+class LatticeWalk:
+    """The noisy counts ``c + s Z`` as released: their Haar coefficients on the lattice of step ``2^-k``.
 
-    ``N = 2^L`` i.i.d. ``Lap(b)`` coefficients are drawn in one call, in paper index
-    order, and pushed through the hats; the first ``K`` increments are returned.
-    ``E (Z_1+..+Z_k)^2 = 2 b^2 sum_j phi_j(k/N)^2 <= 2 b^2 (L+1)`` (3.2).
+    Attributes
+    ----------
+    coefficients : int64 array (..., N)
+        ``lambda(c) 2^k + G``, ``G`` i.i.d. ``Lap_Z(discrete_scale)`` (paper order, zero-padded counts).
+    exponent : int
+        ``k``.
+    discrete_scale : float
+        The discrete Laplace scale ``sigma`` in steps, about ``s b 2^k``.
+    scale : float
+        ``b`` of :func:`laplace_scale`.
+    """
 
-    Floating point: the coefficients are continuous Laplace draws in float64
-    (``numpy.random.Generator.laplace``).  Textbook floating-point Laplace sampling is
-    not side-channel safe (Mironov 2012): the low-order bits of a noisy value can
-    reveal the input.  This is a research implementation of the paper's continuous
-    mechanism; do not use it where such attacks matter.
+    coefficients: np.ndarray
+    exponent: int
+    discrete_scale: float
+    scale: float
+
+    def noisy_counts(self, n_steps: int) -> np.ndarray:
+        """The first ``K = n_steps`` noisy counts: the synthesis :func:`walk_steps` of the released coefficients
+        (post-processing: floats from here on)."""
+        return walk_steps(np.ldexp(self.coefficients.astype(float), -self.exponent), n_steps)
+
+
+def haar_lattice(counts: np.ndarray, exponent: int) -> np.ndarray:
+    """``lambda(c) 2^k`` exactly, in int64, for integer counts ``c`` (..., K) zero-padded to ``N = 2^L`` (``k >= 1``).
+
+    :func:`haar_coefficients` of integers: the level-0 coefficient is the sum, a level-``l`` one half the
+    difference of two sums, so ``2^k lambda(c)`` is an integer vector for ``k >= 1``.
+
+    Raises
+    ------
+    ParameterError
+        When ``2^k sum |c|`` reaches :data:`~privsyn_core.privacy.noise.LATTICE_LIMIT`.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    depth = walk_depth(counts.shape[-1])
+    if exponent < 1:
+        raise ValueError("the Haar lattice needs a step 2^-k with k >= 1")
+    if counts.size and int(np.abs(counts).sum(axis=-1).max()) > noise.LATTICE_LIMIT >> exponent:
+        raise ParameterError("the counts on the walk's noise lattice exceed 2^61: the data or epsilon is too large")
+    padded = np.zeros((*counts.shape[:-1], 1 << depth), dtype=np.int64)
+    padded[..., :counts.shape[-1]] = counts
+    parts = [padded.sum(axis=-1, keepdims=True) << exponent]
+    for level in range(1, depth + 1):
+        halves = padded.reshape(*padded.shape[:-1], 1 << (level - 1), 2, padded.shape[-1] >> level).sum(axis=-1)
+        parts.append((halves[..., 0] - halves[..., 1]) << (exponent - 1))
+    return np.concatenate(parts, axis=-1)
+
+
+def noisy_walk(counts: np.ndarray, rng: np.random.Generator, *, scale: float, count_sensitivity: int,
+               epsilon: float) -> LatticeWalk:
+    r"""The counts plus the superregular random walk of Theorem 3.1, ``c + s Z`` with ``s = Delta / epsilon``, drawn
+    on a lattice so that the loss holds in floating point.
+
+    In exact arithmetic the Haar coefficients of ``c + s Z`` are ``lambda(c) + s Lambda``, ``Lambda_j`` i.i.d.
+    ``Lap(b)`` (Sect. 3.2-3.4): a Laplace mechanism on ``lambda(c)`` of loss ``epsilon S / (Delta b)``,
+    ``S = max ||lambda(c) - lambda(c')||_1`` (:func:`coefficient_sensitivity`; ``docs/srw_privacy.md``).  Here
+    the coefficients are drawn on the public lattice ``2^-k Z`` (:func:`privsyn_core.privacy.noise.lattice_exponent`
+    of the coefficient scale ``beta = Delta b / epsilon``, with ``k >= 1``): ``lambda(c)`` of integer counts lies
+    on it exactly (:func:`haar_lattice`, no rounding of the data side), so ``||v - v'||_1 = S 2^k`` for
+    ``v = lambda(c) 2^k``, and the noise is ``Lap_Z(sigma)`` with ``sigma`` the least float ``>= beta 2^k``
+    (:func:`privsyn_core.privacy.noise.lattice_laplace`).  The loss is
+    ``S 2^k / sigma <= epsilon S / (Delta b)``, exactly: the tight ``b = S / Delta`` spends at most ``epsilon``, in
+    floating point too, since the counts returned by :meth:`LatticeWalk.noisy_counts` are computed from the
+    released integers only.  The noise ``2^-k G`` is the discretisation of ``Lap(beta')``,
+    ``beta' = 2^-k sigma < beta (1 + 2^-52)``, on a lattice of step ``2^-k <= 2^-20 beta``, with variance below
+    ``2 beta'^2``, so the bound (3.2) holds with ``b (1 + 2^-52)`` (``docs/srw_privacy.md`` §7).
 
     Parameters
     ----------
-    n_steps : int
-        ``K >= 1`` increments wanted.
+    counts : int array (..., K)
+        Cell counts in path order (leading axes: independent walks).
     rng : numpy.random.Generator
-    mode : {"paper", "tight"}
-        Laplace scale rule, see :func:`laplace_scale`.
-    size : int, optional
-        Number of independent walks (leading axis); ``None`` for one walk.
-    neighbouring : {"add_remove", "replace"}
-        Relation the ``"tight"`` scale is calibrated for (see :func:`laplace_scale`).
-
-    Returns
-    -------
-    steps : array (K,) or (size, K)
-        The increments ``Z_1..Z_K``.
-    coefficients : array (N,) or (size, N)
-        The Laplace weights ``Lambda`` (paper order).
     scale : float
-        ``b``.
+        ``b`` (:func:`laplace_scale`).
+    count_sensitivity : int
+        ``Delta``, the l1 change of the counts between neighbours (2 under replace, 1 under add/remove).
+    epsilon : float
+        The walk's budget ``epsilon_w``.
     """
-    depth = walk_depth(n_steps)
-    scale = laplace_scale(depth, mode, neighbouring)
-    shape = (1 << depth,) if size is None else (size, 1 << depth)
-    coefficients = noise.laplace(scale, shape, rng)
-    return walk_steps(coefficients, n_steps), coefficients, scale
+    counts = np.asarray(counts, dtype=np.int64)
+    beta = Fraction(count_sensitivity) * Fraction(scale) / Fraction(epsilon)
+    exponent = noise.lattice_exponent(float(beta), coarsest=1)
+    points = haar_lattice(counts, exponent)
+    noisy, sigma = noise.lattice_laplace(points, beta * 2 ** exponent, rng)
+    return LatticeWalk(noisy.reshape(points.shape), exponent, sigma, scale)
 
 
 def haar_coefficients(x: np.ndarray) -> np.ndarray:

@@ -112,8 +112,9 @@ def test_kept_runs_are_bounded_in_bytes_and_a_run_larger_than_the_budget_is_not_
     assert len(runs.RUNS) == 2 and runs.RUNS.get(keys[0]) is None
     key = {"sha256": "t", "columns": ["x", "y"], "schema": schema, "mechanism": "pmm", "params": {},
            "epsilon": 1.0, "neighbouring": "replace", "seed": 5, "n_synthetic": 20_000}  # ten times the rows
-    big = runs._cached_run(json.dumps(key), frame(2_000))
-    assert runs.result_bytes(big) > runs.RUNS.budget and runs.RUNS.get(json.dumps(key)) is None
+    monkeypatch.setattr(runs, "frame", lambda: frame(2_000))
+    big = runs._cached_run(key, {"schema": schema, "neighbouring": "replace", "n_synthetic": 20_000})
+    assert runs.result_bytes(big) > runs.RUNS.budget and runs.RUNS.get(json.dumps(key, sort_keys=True)) is None
     assert not big.unit_rows.flags.writeable, "a run handed to sessions is read-only, kept or not"
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from privsyn_core.data.grid import cell_boxes, cell_counts, released_grid_cells
 from privsyn_core.mechanisms.base.audit import AuditCase, cell_features
 from privsyn_core.mechanisms.base.rows import RowPlan
-from privsyn_core.mechanisms.base.spec import ParamSpec, register_staged
+from privsyn_core.mechanisms.base.spec import ParamSpec, W1Claim, register_staged
 from privsyn_core.mechanisms.base.stages import CellCounts, Stages
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.privacy.sampling import largest_remainder
@@ -63,6 +63,8 @@ SPEC = register_staged(
     params={"sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="where rows go in a cell")},
     guarantee="epsilon-DP: discrete Laplace counts (scale 2/epsilon replace-one, 1/epsilon add/remove)",
     description="A test fixture.", citation="Dwork, McSherry, Nissim, Smith, TCC 2006 (the Laplace mechanism)",
+    w1_claim=W1Claim("derived", "the flat grid's resolution 1/k against the noise mass k^d/(eps n), balanced at "
+                                "k ~ (eps n)^(1/(d+1))"),
     rate=lambda epsilon, n, d: max(epsilon * n, 2.0) ** (-1 / (d + 1)),
     audit=AuditCase(params={"sample": "center"}, features=cell_features),
     released=("bins",),

@@ -49,38 +49,57 @@ def test_metrics_loads_on_first_use():
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
-#: The optional extras a core install lacks (``pip install -r requirements.txt`` brings none of them).
-OPTIONAL_PACKAGES = ("opendp", "polars", "jax")
+#: The optional requirement files (the peers, and the benchmarks' own venvs): a core install has none of them.
+OPTIONAL_REQUIREMENTS = ("requirements-peers.txt", "requirements-bench.txt", "requirements-smartnoise.txt")
+#: What OpenDP pulls beside the names those files list.
+PULLED_BY_OPENDP = ("polars", "jax")
+#: What the ``[app]`` extra adds: the Plotly figures (:mod:`privsyn_core.reporting.figures`) need it, nothing else.
+APP_PACKAGES = ("streamlit", "plotly")
 
 
-def test_every_module_imports_without_the_optional_peers():
-    """Every module of privsyn_core imports with OpenDP (and what it pulls) blocked, so collection, doctests and the
-    registry work on a core install; the peers import OpenDP inside their runs."""
-    code = (f"import importlib, pkgutil, sys\nfor name in {OPTIONAL_PACKAGES!r}: sys.modules[name] = None\n"
+def _listed(name: str) -> set[str]:
+    """The packages a requirements file names (not its ``-e`` or ``-r`` lines), in their canonical spelling."""
+    text = (ROOT / name).read_text(encoding="utf-8").splitlines()
+    return {Requirement(line.split("#")[0]).name.lower().replace("_", "-") for line in text
+            if line.strip() and not line.lstrip().startswith(("#", "-"))}
+
+
+def _optional_packages() -> set[str]:
+    return set().union(*map(_listed, OPTIONAL_REQUIREMENTS))
+
+
+def _failing_imports(blocked: set[str]) -> tuple[int, list[str]]:
+    """How many modules privsyn_core has, and those that fail to import with ``blocked`` made unimportable."""
+    modules = sorted(name.replace("-", "_") for name in blocked)
+    code = (f"import importlib, pkgutil, sys\nfor name in {modules!r}: sys.modules[name] = None\n"
             "import privsyn_core\nnames = [info.name for info in "
             "pkgutil.walk_packages(privsyn_core.__path__, 'privsyn_core.')]\nfailed = []\n"
             "for name in names:\n    try:\n        importlib.import_module(name)\n"
-            "    except ImportError as exc:\n        failed.append(f'{name}: {exc}')\n"
+            "    except ImportError:\n        failed.append(name)\n"
             "print(len(names), *failed, sep='\\n')\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    modules, *failed = out.stdout.strip().splitlines()
-    assert int(modules) > 50 and failed == []  # the walk found the tree, and all of it imports
+    count, *failed = out.stdout.split()
+    return int(count), failed
 
 
-#: What the ``[app]`` extra adds: the Plotly figures (:mod:`privsyn_core.reporting.figures`) need it, nothing else.
-APP_PACKAGES = ("streamlit", "plotly")
+def test_optional_requirement_files_name_no_core_dependency():
+    """A package the library needs is a core dependency, never only an optional file's: removing what an optional
+    file installs leaves a working core install."""
+    core = {Requirement(text).name.lower() for text in PYPROJECT["project"]["dependencies"]}
+    assert _optional_packages() and not _optional_packages() & core
+
+
+def test_every_module_imports_without_the_optional_peers():
+    """Every module of privsyn_core imports with every optional file's packages and what OpenDP pulls blocked, so
+    collection, doctests and the registry work on a core install; the peers import OpenDP inside their runs."""
+    count, failed = _failing_imports(_optional_packages() | set(PULLED_BY_OPENDP))
+    assert count > 50 and failed == []  # the walk found the tree, and all of it imports
 
 
 def test_only_the_plotly_figures_need_the_app_extra():
     """With Streamlit and Plotly blocked, every module of privsyn_core imports but the Plotly figures, whose failure
     shows that the block works: the reports, the CLI and the SVG charts run on a core install."""
-    code = (f"import importlib, pkgutil, sys\nfor name in {APP_PACKAGES!r}: sys.modules[name] = None\n"
-            "import privsyn_core\nfailed = []\n"
-            "for info in pkgutil.walk_packages(privsyn_core.__path__, 'privsyn_core.'):\n    try:\n"
-            "        importlib.import_module(info.name)\n    except ImportError:\n        failed.append(info.name)\n"
-            "print(*failed, sep='\\n')\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["privsyn_core.reporting.figures"]
+    assert _failing_imports(set(APP_PACKAGES))[1] == ["privsyn_core.reporting.figures"]
 
 
 def test_requirements_files_defer_to_pyproject():

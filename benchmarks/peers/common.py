@@ -98,7 +98,8 @@ def fill_missing(synth: pd.DataFrame, columns: list[dict], rng: np.random.Genera
             continue
         if c["kind"] == "numeric":
             out.loc[holes, c["name"]] = rng.uniform(c["lo"], c["hi"], holes.sum())
-        else:
+        else:  # a category may not fit the column's dtype (bin numbers in a float column holding NaN)
+            out[c["name"]] = out[c["name"]].astype(object)
             out.loc[holes, c["name"]] = rng.choice(np.asarray(c["categories"], dtype=object), holes.sum())
     return out, missing
 

@@ -9,16 +9,23 @@ Prints three tables:
 3. **Two app servers x 8 sessions**: two release-only Streamlit servers on one data folder (one ledger), an upload
    kept there, 8 websocket sessions per server (Streamlit's own protocol, :mod:`benchmarks.load_wire`) each
    clicking Run ``--clicks`` times at epsilon 1 against ``PRIVSYN_BUDGET``; epsilon recorded against the budget.
+4. **Every door at once**: one ledger file and one named dataset (``PRIVSYN_DATASET``, ``dataset=``,
+   ``--dataset``) with one budget; at the same time the two app servers' 16 sessions click Run (epsilon 1),
+   16 library threads call ``ps.synthesize`` three times each (0.25), 4 command-line processes run ``synth``
+   three times each (0.3) and 2 threads create a stream (0.5 for the whole stream) and add batches to it; the
+   releases made and refused per door, anything else that went wrong, and the epsilon recorded per door and in
+   all, against the budget (``--doors-budget``).
 
 Usage::
 
-    python -m benchmarks.bench_budget [--clicks 3] [--budget 5] [--skip-app]
+    python -m benchmarks.bench_budget [--clicks 3] [--budget 5] [--doors-budget 20] [--skip-app]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import multiprocessing
 import os
@@ -173,10 +180,126 @@ async def _click_run(url: str, clicks: int, query: str) -> tuple[int, str]:
     return made, ""
 
 
+POPULATION = "population"
+
+
+def every_door(folder: Path, clicks: int, budget: float) -> dict:
+    """Table 4: the app, the library, the command line and the stream against one budget at once."""
+    from benchmarks.load_test import BOOT, free_port, wait_until_healthy
+
+    ledger_path = folder / "doors" / "ledger.sqlite"
+    ledger = PrivacyLedger.create(ledger_path)
+    ledger.set_budget(POPULATION, budget)
+    table = pd.DataFrame(two_blobs(2000, 2, rng=3) * 10, columns=["x", "y"])
+    schema = ps.Schema.from_dict({"columns": [{"name": c, "kind": "numeric", "lo": 0.0, "hi": 10.0}
+                                              for c in ("x", "y")]})
+    csv, schema_file = folder / "doors" / "table.csv", folder / "doors" / "schema.json"
+    table.to_csv(csv, index=False)
+    schema_file.write_text(json.dumps(schema.to_dict()))
+    env = {**os.environ, "PRIVSYN_DATA_DIR": str(folder / "doors" / "app-data"), "PRIVSYN_RELEASE_ONLY": "1",
+           "PRIVSYN_LEDGER": str(ledger_path), "PRIVSYN_DATASET": POPULATION}
+    token = _keep_upload(env["PRIVSYN_DATA_DIR"], table, schema)
+    servers, urls = [], []
+    try:
+        for _ in range(2):
+            port = free_port()
+            command = [sys.executable, "-c", BOOT, str(folder / f"dump{port}.txt"), "run", str(REPO / "app.py"),
+                       "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(port),
+                       "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+            servers.append(wait_until_healthy(subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                                                               stderr=subprocess.DEVNULL), port))
+            urls.append(f"ws://127.0.0.1:{port}/_stcore/stream")
+        outcomes: list[tuple[str, str]] = []  # (door, "released" | "refused" | what went wrong)
+        doors = [threading.Thread(target=_app_sessions, args=(urls, clicks, token, outcomes))]
+        doors += [threading.Thread(target=_library_releases, args=(table, schema, ledger_path, outcomes))
+                  for _ in range(16)]
+        doors += [threading.Thread(target=_cli_releases, args=(csv, schema_file, ledger_path, folder / "doors", i,
+                                                               outcomes)) for i in range(4)]
+        doors += [threading.Thread(target=_stream_writer, args=(table, schema, ledger_path, folder / "doors", i,
+                                                                outcomes)) for i in range(2)]
+        start = time.perf_counter()
+        for door in doors:
+            door.start()
+        for door in doors:
+            door.join()
+        seconds = time.perf_counter() - start
+    finally:
+        for server in servers:
+            server.kill()
+    spends = PrivacyLedger(ledger_path).spends(POPULATION)
+    by_door: dict[str, float] = {}  # the doors ask distinct epsilons, so a spend names its door
+    for spend in spends:
+        door = "stream" if spend.mechanism == "online_pmm" else "app" if spend.epsilon == 1.0 else \
+            "library" if spend.epsilon == 0.25 else "command line"
+        by_door[door] = by_door.get(door, 0.0) + spend.epsilon
+    tally: dict[str, dict[str, int]] = {}
+    for door, outcome in outcomes:
+        tally.setdefault(door, {}).setdefault(outcome, 0)
+        tally[door][outcome] += 1
+    return {"budget": budget, "asked": 2 * 8 * clicks * 1.0 + 16 * 3 * 0.25 + 4 * 3 * 0.3 + 2 * 0.5,
+            "outcomes": tally, "releases recorded": len(spends), "epsilon recorded": ledger.spent(POPULATION),
+            "recorded by door": {k: round(v, 6) for k, v in sorted(by_door.items())}, "seconds": round(seconds, 1)}
+
+
+def _keep_upload(data_dir: str, table: pd.DataFrame, schema: ps.Schema) -> str:
+    """Keep ``table`` in the app's data folder with its typed schema; its token."""
+    os.environ["PRIVSYN_DATA_DIR"] = data_dir
+    from pages._support import uploads
+
+    token = uploads.save(table.to_csv(index=False).encode(), "population.csv")
+    entries = {c.name: {**c.to_dict(), "public": True, "source": "typed by the user"} for c in schema.columns}
+    uploads.save_schema(str(token), entries, list(schema.names))
+    return str(token)
+
+
+def _app_sessions(urls: list[str], clicks: int, token: str, outcomes: list[tuple[str, str]]) -> None:
+    """The 16 sessions; a click that does not release shows the budget's refusal (counted from the ledger)."""
+    for made, error in asyncio.run(_sessions(urls, 8, clicks, f"data={token}")):
+        outcomes += [("app", "clicked")] * made + ([("app", error)] if error else [])
+
+
+def _library_releases(table: pd.DataFrame, schema: ps.Schema, ledger_path: Path,
+                      outcomes: list[tuple[str, str]]) -> None:
+    for _ in range(3):
+        try:
+            ps.synthesize(table, "pmm", 0.25, schema=schema, ledger=ledger_path, dataset=POPULATION)
+            outcomes.append(("library", "released"))
+        except BudgetExceeded:
+            outcomes.append(("library", "refused"))
+        except Exception as exc:  # the table counts what went wrong
+            outcomes.append(("library", f"{type(exc).__name__}: {exc}"[:120]))
+
+
+def _cli_releases(csv: Path, schema_file: Path, ledger_path: Path, folder: Path, worker: int,
+                  outcomes: list[tuple[str, str]]) -> None:
+    for run in range(3):
+        done = subprocess.run([sys.executable, "-m", "privsyn_core", "synth", str(csv),
+                               str(folder / f"cli{worker}-{run}.csv"), "--mechanism", "pmm", "--epsilon", "0.3",
+                               "--schema", str(schema_file), "--ledger", str(ledger_path), "--dataset", POPULATION],
+                              cwd=REPO, capture_output=True, text=True, check=False)
+        refused = done.returncode == 2 and "budget" in done.stderr.lower()
+        outcome = "released" if done.returncode == 0 else "refused" if refused else done.stderr.strip()[-120:]
+        outcomes.append(("command line", outcome))
+
+
+def _stream_writer(table: pd.DataFrame, schema: ps.Schema, ledger_path: Path, folder: Path, worker: int,
+                   outcomes: list[tuple[str, str]]) -> None:
+    try:
+        stream = ps.open_stream(folder / f"stream{worker}.json", schema, 0.5, create=True, depth=4,
+                                ledger=ledger_path, dataset=POPULATION)
+    except BudgetExceeded:
+        outcomes.append(("stream", "refused"))
+        return
+    for batch in range(4):
+        stream.add(table.iloc[batch * 100:(batch + 1) * 100])
+    outcomes.append(("stream", "released"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clicks", type=int, default=3)
     parser.add_argument("--budget", type=float, default=5.0)
+    parser.add_argument("--doors-budget", type=float, default=20.0)
     parser.add_argument("--skip-app", action="store_true")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
@@ -187,7 +310,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_app:
             result = app_servers(folder, args.clicks, args.budget)
             print("3. app servers:", result)
-            if result["epsilon recorded"] > args.budget or not math.isfinite(result["epsilon recorded"]):
+            doors = every_door(folder, args.clicks, args.doors_budget)
+            print("4. every door at once:", doors)
+            if any(r["epsilon recorded"] > r["budget"] or not math.isfinite(r["epsilon recorded"])
+                   for r in (result, doors)):
                 print("FAIL: the budget was exceeded")
                 return 1
     return 0

@@ -31,6 +31,8 @@ from typing import Any, cast
 import numpy as np
 
 from privsyn_core.mechanisms.base.rows import RowPlan
+from privsyn_core.privacy.accounting import Ledger
+from privsyn_core.privacy.sensitivity import count_sensitivity
 from privsyn_core.result import MechanismOutput
 
 #: :meth:`CellCounts.from_ids` counts with a dense bincount when the ids are below this many times their number.
@@ -139,6 +141,14 @@ def merge_counts(parts: list[CellCounts]) -> CellCounts:
     ids, counts = ids[order], np.concatenate([p.counts for p in parts])[order]
     starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
     return CellCounts(ids[starts], np.add.reduceat(counts, starts))
+
+
+def counts_ledger(counted: str, epsilon: float, neighbouring: str) -> Ledger:
+    """The one-stage ledger of a mechanism that releases one set of counts (``counted`` names them) with discrete
+    Laplace noise of scale ``Delta/epsilon``, ``Delta`` the counts' sensitivity (2 replace-one, 1 add/remove:
+    :func:`~privsyn_core.privacy.sensitivity.count_sensitivity`).  A function of public inputs only: the
+    mechanism's privacy map and its run both call it."""
+    return [(f"{counted}, discrete Laplace scale {count_sensitivity(neighbouring)}/epsilon", epsilon)]
 
 
 #: Key of ``params`` holding the variance of the public count ``n`` when it is a noisy count (the pipeline's

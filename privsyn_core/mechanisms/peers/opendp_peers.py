@@ -19,6 +19,7 @@ import numpy as np
 from privsyn_core.data.levelled_codec import LevelledCodec
 from privsyn_core.mechanisms.base.spec import ParamSpec, register, register_missing
 from privsyn_core.mechanisms.peers import opendp_support as peers
+from privsyn_core.privacy.accounting import Ledger
 from privsyn_core.result import MechanismOutput
 
 #: Widest table ``opendp_aim`` accepts: the widest on which its time was measured (docs/opendp_peers.md).
@@ -40,6 +41,18 @@ _COMMON = {
 }
 
 
+def mst_plan(algorithm: str, epsilon: float, d: int) -> peers.MstPlan | None:
+    """MST's configuration on ``d`` columns (:func:`~privsyn_core.mechanisms.peers.opendp_support.mst_plan`: epsilon
+    and ``d`` only), ``None`` for AIM."""
+    return peers.mst_plan(epsilon, d) if algorithm == "mst" else None
+
+
+def peer_ledger(algorithm: str, epsilon: float, d: int) -> Ledger:
+    """The ledger of a run on ``d`` columns, its privacy map's value: OpenDP's split of ``epsilon``
+    (:func:`~privsyn_core.mechanisms.peers.opendp_support.ledger`), a function of public inputs only."""
+    return peers.ledger(algorithm, epsilon, mst_plan(algorithm, epsilon, d))
+
+
 def _run(algorithm: str, unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
          rng: np.random.Generator, bins: int, size: int | None, levels: tuple[int, ...] | None,
          atoms: tuple[int, ...] | None) -> MechanismOutput:
@@ -55,13 +68,13 @@ def _run(algorithm: str, unit: np.ndarray, epsilon: float, *, neighbouring: str,
     codes = peers.to_codes(unit, levels, bins, atoms)
     # n_synthetic, else n where it is public (replace: size is n), else the model's noisy total
     rows = n_synthetic if n_synthetic is not None else size
-    plan = peers.mst_plan(epsilon, len(sizes)) if algorithm == "mst" else None  # epsilon and d only
+    plan = mst_plan(algorithm, epsilon, len(sizes))
     released = peers.release_with_opendp(codes, sizes, epsilon, algorithm, neighbouring, rows=rows, plan=plan)
     keys, nulls = peers.fill_nulls(released, sizes, rng)
     out = peers.from_codes(keys, levels, bins, rng, atoms)
     deviation = peers.mst_deviation(plan, len(sizes)) if plan else []
     return MechanismOutput(
-        unit=out, ledger=peers.ledger(algorithm, epsilon, plan),
+        unit=out, ledger=peer_ledger(algorithm, epsilon, len(sizes)),
         params={"bins": bins, "key_sizes": sizes},
         diagnostics={"null_cells": nulls},
         warnings=[*deviation, peers.null_warning(nulls, keys.size), peers.SEED_NOTE])
@@ -80,6 +93,7 @@ if peers.opendp_available():
                    "marginals of the public bins, report-noisy-max for the spanning tree"),
         description=("The field's standard: noisy one- and two-way marginals on a spanning tree of the columns, "
                      "a graphical model fitted to them, rows sampled from it. Optional (OpenDP)."),
+        privacy_map=lambda epsilon, neighbouring, params, n, d: peer_ledger("mst", epsilon, d),
         **_COMMON,
     )
     def opendp_mst(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
@@ -101,6 +115,7 @@ if peers.opendp_available():
         description=("Adaptive marginal selection (AIM), fitted by a graphical model; slower than MST (minutes on "
                      f"9-14 columns), at most {AIM_MAX_COLUMNS} columns. Optional (OpenDP)."),
         max_dim=AIM_MAX_COLUMNS,
+        privacy_map=lambda epsilon, neighbouring, params, n, d: peer_ledger("aim", epsilon, d),
         **_COMMON,
     )
     def opendp_aim(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,

@@ -10,6 +10,7 @@ ledger differs from its map or whose map does not sum to epsilon.  Nothing here 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -19,10 +20,10 @@ import pytest
 
 import privsyn_core as ps
 from privsyn_core import registry
-from privsyn_core.engine import pipeline
+from privsyn_core.engine import pipeline, release
 from privsyn_core.mechanisms.base import spec as declared
 from privsyn_core.mechanisms.base.rows import RowPlan
-from privsyn_core.mechanisms.base.stages import CellCounts, Stages
+from privsyn_core.mechanisms.base.stages import EXACT_N, CellCounts, Stages
 from privsyn_core.mechanisms.peers import opendp_support as peers
 from privsyn_core.privacy import budget
 from privsyn_core.privacy.accounting import ledger_total, split_epsilon
@@ -157,6 +158,17 @@ def test_a_ledger_chosen_from_the_data_is_refused_after_the_run_and_stays_counte
             ps.synthesize(table, "ledger_follows_data", 1.0, schema=SCHEMA, ledger=ledger, dataset="t")
     assert throwaway["ledger_follows_data"] == 2
     assert ledger.spent("t") == 2.0, "a refused run keeps its reservation"
+
+
+def test_a_layout_read_off_the_exact_n_is_refused(monkeypatch):
+    """PMM's depth read off the exact ``n`` under add/remove (the leak ``tests/test_release_surface.py`` detects by
+    comparing neighbours) spends on another number of levels than its map states from the public count."""
+    run = release.run_on_array
+    monkeypatch.setattr(release, "run_on_array", lambda request, unit, size, params, rng: run(
+        request, unit, dataclasses.replace(size, value=EXACT_N), params, rng))
+    table = pd.DataFrame({"a": np.linspace(0, 1, 512)})  # paper depth floor(log2(eps n)): 9 here, 8 at n = 256
+    with pytest.raises(RuntimeError, match="its privacy map stated"):
+        ps.synthesize(table, "pmm", 1.0, schema=SCHEMA, neighbouring="add_remove", public_n=256)
 
 
 def test_a_map_that_does_not_sum_to_epsilon_is_refused_before_the_mechanism_runs(throwaway):

@@ -24,6 +24,8 @@ from privsyn_core.result import MechanismOutput
 
 #: Widest table ``opendp_aim`` accepts: the widest on which its time was measured (docs/opendp_peers.md).
 AIM_MAX_COLUMNS = 14
+#: The encoded widths each algorithm takes (least, most): MST's tree needs two columns.
+WIDTHS: dict[str, tuple[int, int | None]] = {"mst": (2, None), "aim": (1, AIM_MAX_COLUMNS)}
 
 _BINS = ParamSpec(peers.DEFAULT_BINS, int, (2, 256), help=(
     "equal bins per continuous numeric column, cut from its public bounds (categories and integer columns with at "
@@ -49,7 +51,9 @@ def mst_plan(algorithm: str, epsilon: float, d: int) -> peers.MstPlan | None:
 
 def peer_ledger(algorithm: str, epsilon: float, d: int) -> Ledger:
     """The ledger of a run on ``d`` columns, its privacy map's value: OpenDP's split of ``epsilon``
-    (:func:`~privsyn_core.mechanisms.peers.opendp_support.ledger`), a function of public inputs only."""
+    (:func:`~privsyn_core.mechanisms.peers.opendp_support.ledger`), a function of public inputs only.  A width the
+    algorithm does not take (:data:`WIDTHS`) is refused here, before anything is drawn, as the run refuses it."""
+    peers.check_width(d, *WIDTHS[algorithm], f"opendp_{algorithm}")
     return peers.ledger(algorithm, epsilon, mst_plan(algorithm, epsilon, d))
 
 
@@ -99,7 +103,7 @@ if peers.opendp_available():
     def opendp_mst(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
                    rng: np.random.Generator, bins: int, size: int | None = None,
                    levels: tuple[int, ...] | None = None, atoms: tuple[int, ...] | None = None) -> MechanismOutput:
-        peers.check_columns(unit, 2, None, "opendp_mst")
+        peers.check_columns(unit, *WIDTHS["mst"], "opendp_mst")
         return _run("mst", unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng, bins=bins,
                     size=size, levels=levels, atoms=atoms)
 
@@ -121,7 +125,7 @@ if peers.opendp_available():
     def opendp_aim(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
                    rng: np.random.Generator, bins: int, size: int | None = None,
                    levels: tuple[int, ...] | None = None, atoms: tuple[int, ...] | None = None) -> MechanismOutput:
-        peers.check_columns(unit, 1, AIM_MAX_COLUMNS, "opendp_aim")
+        peers.check_columns(unit, *WIDTHS["aim"], "opendp_aim")
         return _run("aim", unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng, bins=bins,
                     size=size, levels=levels, atoms=atoms)
 else:

@@ -19,6 +19,10 @@ the in-memory run function (:meth:`Stages.run`) counts all rows as one block, th
 (:mod:`privsyn_core.engine.dask_backend`) sums the counts over partitions, so both paths give the same release
 for the same data and seed by construction.
 Synthetic rows come from the release's :class:`~privsyn_core.mechanisms.base.rows.RowPlan`.
+
+The ledger a release returns is what the mechanism's privacy map (``MechanismSpec.privacy_map``) states before the
+run; a map whose ledger depends on the partition computes it from ``layout`` (public inputs), the release from the
+same layout with the same function.
 """
 
 from __future__ import annotations

@@ -28,7 +28,8 @@ def extra_mechanism(monkeypatch):
 
     @declared.register("test_uniform_rows", title="uniform rows (test)", paper="test", data_kind="continuous",
                        released=(), neighbouring=("replace", "add_remove"), is_private=True, params={},
-                       guarantee="ignores the data", description="test only")
+                       guarantee="ignores the data", description="test only",
+                       privacy_map=lambda epsilon, neighbouring, params, n, d: [("nothing read", epsilon)])
     def _run(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
              rng: np.random.Generator, size: int | str | None = None) -> MechanismOutput:
         m = 100 if n_synthetic is None else n_synthetic  # a public default: under add/remove n is private

@@ -12,8 +12,12 @@ how the synthetic rows are materialised.  Every run goes through the same steps:
    exact) or, without one, a noisy count ``max(1, n + Lap_Z(1/epsilon_n))`` released as its own
    ledger stage with the share :data:`SIZE_SHARE` of epsilon; the mechanism runs on the rest.  A
    mechanism that does not read ``n`` costs nothing extra;
-3. the mechanism (:meth:`Records.release`: its run function in memory, its stages over the partitions on
-   Dask) with the user's parameters, the codec's public facts and :func:`size_params`;
+3. :func:`planned_ledger`: the mechanism's privacy map (``MechanismSpec.privacy_map``) states its ledger from
+   public inputs alone, before it draws anything, and the count's stage and that plan must sum exactly to
+   epsilon; then the mechanism (:meth:`Records.release`: its run function in memory, its stages over the
+   partitions on Dask) with the user's parameters, the codec's public facts and :func:`size_params`, and
+   :func:`check_planned`: the ledger it returns must be that plan, stage for stage (labels and amounts), or
+   nothing is released (the reservation stays counted);
 4. the synthetic rows (:meth:`Records.synthetic`), decoded with the schema alone (dtypes and integrality are
    public declarations, never read off the input's dtypes);
 5. :func:`assemble`: :func:`check_ledger` (the ledger sums exactly to the epsilon claimed) and the
@@ -169,8 +173,10 @@ def run_sequence(request: Request, schema: Schema, codec: Codec, records: Record
     check_width(spec, records.width)
     with before_noise(schema):
         size, params = mechanism_inputs(request, records.n, codec_stage_params(codec), rng)
+        plan = planned_ledger(request, size, params, records.width)
         start = time.perf_counter()
         out, drawn = records.release(request, size, params, rng)
+        check_planned(spec, out.ledger, plan)
         timings["mechanism"] = time.perf_counter() - start
         timings.update({f"mechanism.{k}": v for k, v in out.timings.items()})
         start = time.perf_counter()
@@ -191,6 +197,39 @@ def mechanism_inputs(request: Request, n: int, codec_params: dict[str, Any],
     spec = request.spec
     size = public_size(spec, request.resolved, n, request.epsilon, request.neighbouring, request.public_n, rng)
     return size, {**request.resolved, **codec_params, **size_params(spec, size)}
+
+
+def planned_ledger(request: Request, size: PublicSize, params: dict[str, Any], width: int) -> Ledger:
+    """The mechanism's ledger as its privacy map states it before the run (step 3 of the module docstring).
+
+    The map reads public inputs only: what is left of epsilon after the count (``size.mechanism_epsilon``), the
+    relation, the parameters the run receives (``params``), the public count ``size.value`` and the encoded
+    ``width``.
+
+    Raises
+    ------
+    RuntimeError
+        (internal error) when the count's stage and the plan of a private mechanism do not sum exactly to the
+        requested epsilon: raised before the mechanism draws anything.
+    """
+    spec = request.spec
+    plan = spec.privacy_map(size.mechanism_epsilon, request.neighbouring, params, size.value, width)
+    check_ledger(spec, [*size.ledger, *plan], request.epsilon)
+    return plan
+
+
+def check_planned(spec: MechanismSpec, ledger: Ledger, plan: Ledger) -> None:
+    """Refuse a run whose ledger is not the one its privacy map stated before it ran (:func:`planned_ledger`).
+
+    Raises
+    ------
+    RuntimeError
+        (internal error, naming the mechanism only: a ledger that differs may have been chosen from the data)
+        when ``ledger != plan``, stage for stage, labels and amounts.
+    """
+    if list(ledger) != list(plan):
+        raise RuntimeError(f"internal error: {spec.name} returned a ledger other than the one its privacy map "
+                           "stated before it ran; nothing is released")
 
 
 def run_on_array(request: Request, unit: np.ndarray, size: PublicSize, params: dict[str, Any],

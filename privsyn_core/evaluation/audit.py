@@ -58,7 +58,14 @@ from typing import Any
 
 import numpy as np
 
-from privsyn_core.engine.pipeline import Request, mechanism_inputs, run_ledger, run_on_array
+from privsyn_core.engine.pipeline import (
+    Request,
+    check_planned,
+    mechanism_inputs,
+    planned_ledger,
+    run_ledger,
+    run_on_array,
+)
 from privsyn_core.errors import ParameterError
 from privsyn_core.mechanisms.base.audit import SCALED_LAWS, AuditCase, FeatureFn, NeighbourPair, release_features
 from privsyn_core.mechanisms.base.spec import MechanismSpec
@@ -341,10 +348,13 @@ def _release(spec: MechanismSpec, data: np.ndarray, epsilon: float, relation: st
     """One run as :func:`privsyn_core.synthesize` makes it, through the same steps
     (:func:`~privsyn_core.engine.pipeline.mechanism_inputs`, :func:`~privsyn_core.engine.pipeline.run_on_array`):
     the public record count (a noisy count under add/remove when the mechanism reads one, so the audited release
-    includes that stage), then the mechanism on the rest of epsilon, on unit rows (no codec)."""
+    includes that stage), the ledger its privacy map states (:func:`~privsyn_core.engine.pipeline.planned_ledger`),
+    then the mechanism on the rest of epsilon, on unit rows (no codec), whose ledger must be that plan."""
     request = Request(spec, epsilon, relation, None, params, None)
     size, run_params = mechanism_inputs(request, len(data), {}, rng)
+    plan = planned_ledger(request, size, run_params, data.shape[1])
     out = run_on_array(request, data, size, run_params, rng)
+    check_planned(spec, out.ledger, plan)
     out.ledger = run_ledger(size, out)
     return out
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -40,23 +41,36 @@ def split_epsilon(epsilon: float, stages: Sequence[tuple[str, float]]) -> Ledger
 
 
 def _exact_split(epsilon: float, shares: list[float]) -> list[float]:
-    """``shares`` adjusted by a few units in the last place so that their ``fsum`` is ``epsilon``.
+    """``shares`` adjusted by a few units in the last place so that their exact sum rounds firmly to ``epsilon``.
 
-    The last share becomes the remainder ``epsilon - fsum(others)``, nudged with
-    :func:`math.nextafter` when rounding misses (e.g. seven shares of 0.3/7).  When the
-    exact sum sits on a rounding tie no remainder works, so the first share moves by one
-    unit and the remainder is recomputed.
+    The last share becomes the remainder ``epsilon - fsum(others)``, nudged with :func:`math.nextafter` towards
+    ``epsilon`` while the exact sum misses (e.g. seven shares of 0.3/7).  When no remainder works (every one
+    leaves the exact sum on a rounding tie or beyond), the first share moves by one unit and the remainder is
+    recomputed.
+
+    "Firmly" (:func:`_rounds_firmly`): the exact sum lies strictly within half a float spacing of ``epsilon``,
+    not on a tie, so ``fsum`` gives ``epsilon`` and a split of part of a budget composes exactly: the pipeline's
+    count stage ``epsilon_n`` with a mechanism's stages summing to its exact complement ``epsilon - epsilon_n``
+    adds up, by ``fsum``, to the whole budget (the same error on a larger total, whose spacing is no smaller).
     """
     parts = list(shares[:-1])
     for _ in range(8):
         last = epsilon - math.fsum(parts)
         for _ in range(4):
-            total = math.fsum([*parts, last])
-            if total == epsilon:
+            error = sum((Fraction(s) for s in (*parts, last)), -Fraction(epsilon))
+            if _rounds_firmly(error, epsilon):
                 return [*parts, last]
-            last = math.nextafter(last, math.inf if total < epsilon else -math.inf)
+            last = math.nextafter(last, -math.inf if error > 0 else math.inf)
         parts[0] = math.nextafter(parts[0], 0.0)
     raise ArithmeticError("ledger does not sum to epsilon")  # pragma: no cover - guards the arithmetic above
+
+
+def _rounds_firmly(error: Fraction, epsilon: float) -> bool:
+    """Whether ``epsilon + error`` (exact) is strictly within half a float spacing of ``epsilon`` on its side."""
+    if error == 0:
+        return True
+    neighbour = math.nextafter(epsilon, math.inf if error > 0 else -math.inf)
+    return abs(error) < abs(Fraction(neighbour) - Fraction(epsilon)) / 2
 
 
 def ledger_total(ledger: Ledger) -> float:

@@ -16,7 +16,8 @@ from privsyn_core.data.grid import cell_boxes, cell_counts, released_grid_cells
 from privsyn_core.mechanisms.base.audit import AuditCase, cell_features
 from privsyn_core.mechanisms.base.rows import RowPlan
 from privsyn_core.mechanisms.base.spec import ParamSpec, W1Claim, register_staged
-from privsyn_core.mechanisms.base.stages import CellCounts, Stages
+from privsyn_core.mechanisms.base.stages import CellCounts, Stages, counts_ledger
+from privsyn_core.privacy.accounting import Ledger
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.privacy.sampling import largest_remainder
 from privsyn_core.result import MechanismOutput
@@ -27,6 +28,11 @@ BINS = 2
 def layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[str, Any]) -> int:
     """Two cells per axis, whatever the data."""
     return BINS
+
+
+def ledger(epsilon: float, neighbouring: str, params: dict[str, Any], n: int | None, d: int) -> Ledger:
+    """The privacy map: one stage, the cells' counts at the whole epsilon."""
+    return counts_ledger("cell counts", epsilon, neighbouring)
 
 
 def counts(unit: np.ndarray, k: int) -> CellCounts:
@@ -51,13 +57,14 @@ def release(true: CellCounts, n: int, d: int, epsilon: float, *, neighbouring: s
     plan = RowPlan.from_counts(largest_remainder(released, total, sample_rng), lo, hi, sample=params["sample"],
                                rng=sample_rng)
     out = MechanismOutput(unit=(lo + hi) / 2, weights=released / released.sum(),
-                          ledger=[("cell counts", epsilon)], params={"bins": layout},
+                          ledger=ledger(epsilon, neighbouring, params, n, d), params={"bins": layout},
                           diagnostics={"cells": {"lo": lo, "hi": hi, "noisy_count": noisy}})
     return out, plan
 
 
 SPEC = register_staged(
     "throwaway_cells", Stages(layout=layout, count=counts, release=release),
+    privacy_map=ledger,
     title="Throwaway: halving-grid counts", paper="test", data_kind="continuous",
     neighbouring=("replace", "add_remove"), is_private=True,
     params={"sample": ParamSpec("uniform", str, choices=("uniform", "center"), help="where rows go in a cell")},

@@ -10,7 +10,8 @@ A run function has the signature::
     run(unit, epsilon, *, neighbouring, n_synthetic, rng, **params) -> MechanismOutput
 
 where ``unit`` is the encoded data (``[0,1]^d`` or ``{0,1}^p``), ``rng`` a
-:class:`numpy.random.Generator` and ``params`` the resolved parameters.
+:class:`numpy.random.Generator` and ``params`` the resolved parameters.  Its ledger (``MechanismOutput.ledger``)
+is what the mechanism's privacy map (:data:`PrivacyMap`, ``MechanismSpec.privacy_map``) states before it runs.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from privsyn_core.data.unit_codec import UnitCodec
 from privsyn_core.errors import ParameterError, PrivsynError
 from privsyn_core.mechanisms.base.audit import AuditCase
 from privsyn_core.mechanisms.base.stages import Stages
+from privsyn_core.privacy.accounting import Ledger
 from privsyn_core.result import MechanismOutput
 
 NEIGHBOURING = ("replace", "add_remove")
@@ -34,6 +36,9 @@ NEIGHBOURING = ("replace", "add_remove")
 #: (``MechanismSpec.params``), so only the return type is common to all of them.
 RunFunction = Callable[..., MechanismOutput]
 Run = TypeVar("Run", bound=RunFunction)
+#: A mechanism's privacy map: ``privacy_map(epsilon, neighbouring, params, n, d) -> Ledger``, the ledger stages its
+#: run function returns (labels and epsilons, in order), from public inputs only (``MechanismSpec.privacy_map``).
+PrivacyMap = Callable[[float, str, dict[str, Any], int | None, int], Ledger]
 #: What a mechanism's ``released_geometry`` returns: ``{"cells": {"lo", "hi", "count"}, "levels": [...] or None,
 #: "value": label}`` for a partition, ``{"path": (k, d) array}`` for a folding path.
 Geometry = dict[str, Any]
@@ -157,6 +162,17 @@ class MechanismSpec:
         A short plain-language description (for the app).
     run : callable
         The run function (see the module docstring).
+    privacy_map : callable
+        ``privacy_map(epsilon, neighbouring, params, n, d) -> Ledger``: the ledger the run returns, stated before
+        it runs from public inputs only: the epsilon the run receives (what is left after the pipeline's noisy
+        count stage, if any), the neighbouring relation, the parameters the run receives (the resolved user
+        parameters, the codec's stage parameters and the pipeline's size parameters), the public record count
+        ``n`` (:attr:`privsyn_core.engine.pipeline.PublicSize.value`: ``None`` when the run reads none) and the
+        encoded width ``d``.  Like an OpenDP measurement's privacy map it reads no record: a ledger that differs
+        from it (a stage or an amount chosen from the data) is refused before anything is released
+        (:func:`privsyn_core.engine.pipeline.run_sequence`).  The run builds its ledger with the same function
+        (one source for the labels and the amounts).  A non-private mechanism states its stages too (an
+        infinite epsilon).  Mandatory: :func:`register` refuses a mechanism without one.
     stages : Stages, optional
         The count-based stages (:mod:`privsyn_core.mechanisms.base.stages`) for the mechanisms registered with
         :func:`register_staged`; their ``run`` is ``stages.run`` and they also run on Dask.
@@ -228,6 +244,7 @@ class MechanismSpec:
     guarantee: str
     description: str
     run: RunFunction = field(repr=False, compare=False)
+    privacy_map: PrivacyMap = field(repr=False, compare=False)
     codec: CodecFactory = field(default=UnitCodec, repr=False, compare=False)
     stages: Stages | None = field(default=None, repr=False, compare=False)
     released: tuple[str, ...] = ()
@@ -314,6 +331,9 @@ def _declared(name: str, spec_fields: dict[str, Any]) -> dict[str, Any]:
     if spec_fields.get("rate") is not None and spec_fields.get("w1_claim", MEASURED_ONLY).kind == "measured":
         raise RuntimeError(f"mechanism {name!r} declares a W1 rate but no bound (w1_claim): a rate is the shape of "
                            "a theorem's or a derivation's bound")
+    if "privacy_map" not in spec_fields:
+        raise RuntimeError(f"mechanism {name!r} must declare privacy_map=...: the ledger its run returns, from "
+                           "public inputs only (epsilon, the relation, the parameters, the public count, the width)")
     return spec_fields
 
 

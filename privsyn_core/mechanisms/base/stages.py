@@ -19,6 +19,10 @@ the in-memory run function (:meth:`Stages.run`) counts all rows as one block, th
 (:mod:`privsyn_core.engine.dask_backend`) sums the counts over partitions, so both paths give the same release
 for the same data and seed by construction.
 Synthetic rows come from the release's :class:`~privsyn_core.mechanisms.base.rows.RowPlan`.
+
+The ledger a release returns is what the mechanism's privacy map (``MechanismSpec.privacy_map``) states before the
+run; a map whose ledger depends on the partition computes it from ``layout`` (public inputs), the release from the
+same layout with the same function.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from typing import Any, cast
 import numpy as np
 
 from privsyn_core.mechanisms.base.rows import RowPlan
+from privsyn_core.privacy.accounting import Ledger
+from privsyn_core.privacy.sensitivity import count_sensitivity
 from privsyn_core.result import MechanismOutput
 
 #: :meth:`CellCounts.from_ids` counts with a dense bincount when the ids are below this many times their number.
@@ -139,6 +145,14 @@ def merge_counts(parts: list[CellCounts]) -> CellCounts:
     ids, counts = ids[order], np.concatenate([p.counts for p in parts])[order]
     starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
     return CellCounts(ids[starts], np.add.reduceat(counts, starts))
+
+
+def counts_ledger(counted: str, epsilon: float, neighbouring: str) -> Ledger:
+    """The one-stage ledger of a mechanism that releases one set of counts (``counted`` names them) with discrete
+    Laplace noise of scale ``Delta/epsilon``, ``Delta`` the counts' sensitivity (2 replace-one, 1 add/remove:
+    :func:`~privsyn_core.privacy.sensitivity.count_sensitivity`).  A function of public inputs only: the
+    mechanism's privacy map and its run both call it."""
+    return [(f"{counted}, discrete Laplace scale {count_sensitivity(neighbouring)}/epsilon", epsilon)]
 
 
 #: Key of ``params`` holding the variance of the public count ``n`` when it is a noisy count (the pipeline's

@@ -11,11 +11,18 @@ import math
 import numpy as np
 
 from privsyn_core.mechanisms.base.spec import W1Claim, register
+from privsyn_core.privacy.accounting import Ledger
 from privsyn_core.result import MechanismOutput
+
+
+def bootstrap_ledger() -> Ledger:
+    """The ledger of every run (its privacy map's value): one stage with no guarantee (an infinite epsilon)."""
+    return [("resample the real data (not private)", math.inf)]
 
 
 @register(
     "bootstrap",
+    privacy_map=lambda epsilon, neighbouring, params, n, d: bootstrap_ledger(),
     title="Bootstrap of the real data (reference, not private)",
     paper="reference",
     data_kind="continuous",
@@ -37,5 +44,5 @@ def bootstrap(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_syntheti
               rng: np.random.Generator, size: int | str | None = None) -> MechanismOutput:
     n = len(unit)
     points = unit[rng.integers(0, n, n if n_synthetic is None else n_synthetic)]
-    return MechanismOutput(unit=points, ledger=[("resample the real data (not private)", math.inf)],
+    return MechanismOutput(unit=points, ledger=bootstrap_ledger(),
                            warnings=["bootstrap copies real records: it is not private"])

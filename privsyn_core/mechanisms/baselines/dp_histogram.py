@@ -29,7 +29,8 @@ from privsyn_core.errors import ParameterError
 from privsyn_core.mechanisms.base.audit import AuditCase, cell_features
 from privsyn_core.mechanisms.base.rows import RowPlan
 from privsyn_core.mechanisms.base.spec import ParamSpec, W1Claim, register_staged
-from privsyn_core.mechanisms.base.stages import CellCounts, Stages
+from privsyn_core.mechanisms.base.stages import CellCounts, Stages, counts_ledger
+from privsyn_core.privacy.accounting import Ledger
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.privacy.sampling import largest_remainder
 from privsyn_core.privacy.sensitivity import count_sensitivity
@@ -77,7 +78,7 @@ def histogram_release(counts: CellCounts, n: int, d: int, epsilon: float, *, nei
     keep = released > 0
     out = MechanismOutput(
         unit=centres[keep], weights=released[keep] / released.sum(),
-        ledger=[(f"cell counts, discrete Laplace scale {sensitivity}/epsilon", epsilon)],
+        ledger=histogram_ledger(epsilon, neighbouring, params, n, d),
         diagnostics={"cells": {"lo": lo, "hi": hi, "true_count": true_count, "noisy_count": noisy_count,
                                "count": row_counts}},
         params={"bins": k, "cells": k ** d}, warnings=warnings)
@@ -100,9 +101,15 @@ def auto_bins(n: int, d: int, epsilon: float) -> int:
     return min(k, max(1, int(np.floor(1e6 ** (1.0 / d) + 1e-9))))
 
 
+def histogram_ledger(epsilon: float, neighbouring: str, params: dict[str, Any], n: int | None, d: int) -> Ledger:
+    """The privacy map: one stage, the grid's cell counts at the whole ``epsilon``."""
+    return counts_ledger("cell counts", epsilon, neighbouring)
+
+
 STAGES = Stages(layout=histogram_layout, count=histogram_counts, release=histogram_release)
 SPEC = register_staged(
     "dp_histogram", STAGES,
+    privacy_map=histogram_ledger,
     title="Flat DP histogram (baseline)",
     paper="baseline",
     data_kind="continuous",

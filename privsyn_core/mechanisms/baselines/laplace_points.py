@@ -24,6 +24,7 @@ import numpy as np
 
 from privsyn_core.mechanisms.base.audit import AuditCase, record_features
 from privsyn_core.mechanisms.base.spec import ParamSpec, W1Claim, register
+from privsyn_core.privacy.accounting import Ledger
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.result import MechanismOutput
 
@@ -31,8 +32,14 @@ from privsyn_core.result import MechanismOutput
 UNIFORM_SCALE = 1 / 3
 
 
+def points_ledger(epsilon: float) -> Ledger:
+    """The ledger of every run (its privacy map's value): one stage, every record's noise at the whole epsilon."""
+    return [("per-record Laplace (sensitivity d)", epsilon)]
+
+
 @register(
     "laplace_points",
+    privacy_map=lambda epsilon, neighbouring, params, n, d: points_ledger(epsilon),
     title="Laplace noise on each record (baseline)",
     paper="baseline",
     data_kind="continuous",
@@ -62,5 +69,5 @@ def laplace_points(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_syn
         f"laplace_points: the noise scale d/epsilon = {scale:.3g} is at least {UNIFORM_SCALE:.2g} of each axis, so "
         "the released points are about as far from the data as points drawn uniformly on the box; raise epsilon "
         "or use a mechanism that releases counts (pmm, marginal_tree)"]
-    return MechanismOutput(unit=points, rows=rows, ledger=[("per-record Laplace (sensitivity d)", epsilon)],
+    return MechanismOutput(unit=points, rows=rows, ledger=points_ledger(epsilon),
                            params={"noise_scale_unit": scale}, warnings=warnings)

@@ -69,6 +69,7 @@ from privsyn_core.mechanisms.hvz23.pmm_tree import (
     paper_depth,
     sparse_leaf_counts,
 )
+from privsyn_core.privacy.accounting import Ledger
 from privsyn_core.privacy.noise import discrete_laplace_variance, fill_discrete_laplace
 from privsyn_core.privacy.sampling import largest_remainder
 from privsyn_core.result import MechanismOutput
@@ -97,6 +98,13 @@ def pmm_layout(n: int, d: int, epsilon: float, neighbouring: str,
     """Tree depth ``r`` (:func:`resolve_depth`) and its warnings."""
     r, warnings = resolve_depth(params["depth"], n, epsilon, d, neighbouring)
     return r, tuple(warnings)
+
+
+def pmm_ledger(epsilon: float, neighbouring: str, params: dict[str, Any], n: int | None, d: int) -> Ledger:
+    """PMM's privacy map: the ledger of :func:`~privsyn_core.mechanisms.hvz23.pmm_tree.noise_plan` (one stage per
+    noisy level) at the depth of the stages' layout (:func:`pmm_layout`), both functions of public inputs only;
+    :func:`pmm_release` spends that noise plan."""
+    return noise_plan(STAGES.layout(n, d, epsilon, neighbouring, params)[0], d, epsilon, neighbouring).ledger
 
 
 def pmm_counts(unit: np.ndarray, layout: tuple[int, tuple[str, ...]]) -> CellCounts:
@@ -307,6 +315,7 @@ def released_tree(release) -> dict | None:
 
 SPEC = register_staged(
     "pmm", STAGES,
+    privacy_map=pmm_ledger,
     title="Private Measure Mechanism (PMM)",
     paper="004, Alg 3-4",
     data_kind="continuous",

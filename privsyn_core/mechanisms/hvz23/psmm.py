@@ -59,9 +59,10 @@ from privsyn_core.errors import ParameterError
 from privsyn_core.mechanisms.base.audit import AuditCase, cell_features
 from privsyn_core.mechanisms.base.rows import RowPlan
 from privsyn_core.mechanisms.base.spec import ParamSpec, W1Claim, register_staged
-from privsyn_core.mechanisms.base.stages import CellCounts, Stages
+from privsyn_core.mechanisms.base.stages import CellCounts, Stages, counts_ledger
 from privsyn_core.mechanisms.hvz23.dbl_lp import king_edge_count, king_edges, project_dbl, star_edges
 from privsyn_core.mechanisms.hvz23.pmm_tree import HVZ23_REFERENCE
+from privsyn_core.privacy.accounting import Ledger
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.privacy.sampling import largest_remainder
 from privsyn_core.privacy.sensitivity import count_sensitivity
@@ -138,7 +139,7 @@ def psmm_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
     keep = tau > 0
     out = MechanismOutput(
         unit=centres[keep], weights=tau[keep],
-        ledger=[(f"cell counts, discrete Laplace scale {sensitivity}/epsilon", epsilon)],
+        ledger=psmm_ledger(epsilon, neighbouring, params, n, d),
         diagnostics={"cells": {"lo": lo, "hi": hi, "true_count": true_count, "noisy_count": noisy_count,
                                "count": tau},
                      "signed": signed, "projected": tau},
@@ -213,9 +214,15 @@ def check_lp_size(k: int, d: int, lp: str) -> None:
         f"{advice}, or leave cells_per_axis automatic, or use pmm (scales linearly)")
 
 
+def psmm_ledger(epsilon: float, neighbouring: str, params: dict[str, Any], n: int | None, d: int) -> Ledger:
+    """PSMM's privacy map: one stage, the grid's cell counts at the whole ``epsilon`` ([HVZ23] Alg. 1)."""
+    return counts_ledger("cell counts", epsilon, neighbouring)
+
+
 STAGES = Stages(layout=psmm_layout, count=psmm_counts, release=psmm_release)
 SPEC = register_staged(
     "psmm", STAGES,
+    privacy_map=psmm_ledger,
     title="Private Signed Measure Mechanism (PSMM)",
     paper="004, Alg 1-2",
     data_kind="continuous",

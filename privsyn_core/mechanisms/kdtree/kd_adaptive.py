@@ -68,7 +68,7 @@ from privsyn_core.mechanisms.kdtree.kd_empty import (
     tail_probability,
 )
 from privsyn_core.mechanisms.kdtree.kd_grid import auto_bins, default_rows, weighted_plan
-from privsyn_core.privacy.accounting import split_epsilon
+from privsyn_core.privacy.accounting import Ledger, split_epsilon
 from privsyn_core.privacy.noise import binomial_big, discrete_laplace
 from privsyn_core.privacy.sensitivity import count_sensitivity
 from privsyn_core.result import MechanismOutput
@@ -115,6 +115,12 @@ def adaptive_layout(n: int, d: int, epsilon: float, neighbouring: str, params: d
         tau = tree_scale * h * math.log(2)
     t = leaf_scale * h * math.log(2) if t is None else t
     return AdaptiveLayout(h, h_max, ledger, tree_scale, leaf_scale, tau, t, integer_threshold(t), tuple(warnings))
+
+
+def adaptive_ledger(epsilon: float, neighbouring: str, params: dict[str, Any], n: int | None, d: int) -> Ledger:
+    """The privacy map: the ledger of the stages' layout, :func:`adaptive_layout` (split decisions and leaf counts,
+    :func:`_budget`), which reads public inputs only; :func:`adaptive_release` spends that layout's budget."""
+    return list(STAGES.layout(n, d, epsilon, neighbouring, params).ledger)
 
 
 def adaptive_counts(unit: np.ndarray, layout: AdaptiveLayout) -> CellCounts:
@@ -309,6 +315,7 @@ def node_boxes(depths: np.ndarray, ids: np.ndarray, d: int) -> tuple[np.ndarray,
 STAGES = Stages(layout=adaptive_layout, count=adaptive_counts, release=adaptive_release)
 SPEC = register_staged(
     "kd_adaptive", STAGES,
+    privacy_map=adaptive_ledger,
     title="KD-tree paper: adaptive binning",
     paper="002, Alg 2-3",
     data_kind="continuous",

@@ -50,7 +50,7 @@ from privsyn_core.errors import ParameterError
 from privsyn_core.mechanisms.base.audit import AuditCase, released_cells
 from privsyn_core.mechanisms.base.rows import CubePlan, RowPlan
 from privsyn_core.mechanisms.base.spec import ParamSpec, W1Claim, register_staged
-from privsyn_core.mechanisms.base.stages import CellCounts, Stages
+from privsyn_core.mechanisms.base.stages import CellCounts, Stages, counts_ledger
 from privsyn_core.mechanisms.kdtree.kd_empty import (
     KD_REFERENCE,
     MAX_ID_SPACE,
@@ -58,6 +58,7 @@ from privsyn_core.mechanisms.kdtree.kd_empty import (
     sample_empty_cells,
     tail_probability,
 )
+from privsyn_core.privacy.accounting import Ledger
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.privacy.sampling import largest_remainder
 from privsyn_core.privacy.sensitivity import count_sensitivity
@@ -110,7 +111,7 @@ def grid_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
     cell_lo, cell_hi = cell_boxes(np.concatenate([ids, empty_ids]), k, d)
     out = MechanismOutput(
         unit=(lo + hi) / 2, weights=weights,
-        ledger=[(f"bin counts, discrete Laplace scale {sensitivity}/epsilon", epsilon)],
+        ledger=grid_ledger(epsilon, neighbouring, params, n, d),
         diagnostics={
             "cells": {"lo": cell_lo, "hi": cell_hi,
                       "true_count": np.concatenate([true_count, np.zeros(len(empty_ids), dtype=np.int64)]),
@@ -166,9 +167,15 @@ def weighted_plan(centres: np.ndarray, weights: np.ndarray, lo: np.ndarray, hi: 
     return RowPlan.from_counts(largest_remainder(weights, n_rows, rng), lo, hi, sample=sample, rng=rng), []
 
 
+def grid_ledger(epsilon: float, neighbouring: str, params: dict[str, Any], n: int | None, d: int) -> Ledger:
+    """The privacy map: one stage, every bin's count (empty bins included) at the whole ``epsilon`` (Alg 4)."""
+    return counts_ledger("bin counts", epsilon, neighbouring)
+
+
 STAGES = Stages(layout=grid_layout, count=grid_counts, release=grid_release)
 SPEC = register_staged(
     "kd_grid", STAGES,
+    privacy_map=grid_ledger,
     title="KD-tree paper: data-independent binning",
     paper="002, Alg 1, 4-5",
     data_kind="continuous",

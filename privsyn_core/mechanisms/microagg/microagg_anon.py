@@ -58,13 +58,20 @@ from privsyn_core.mechanisms.microagg.aggregation import (
     second_moment,
     top_eigenvectors,
 )
+from privsyn_core.privacy.accounting import Ledger
 from privsyn_core.result import MechanismOutput
 
 DEFAULT_BLOCK_SIZE = 10
 
 
+def anon_ledger() -> Ledger:
+    """The ledger of every run (its privacy map's value): one stage with no guarantee (an infinite epsilon)."""
+    return [("k-anonymous microaggregation (not differentially private)", math.inf)]
+
+
 @register(
     "microagg_anon",
+    privacy_map=lambda epsilon, neighbouring, params, n, d: anon_ledger(),
     title="k-anonymous Boolean microaggregation (not DP)",
     paper="001, Alg 1",
     data_kind="boolean",
@@ -120,7 +127,7 @@ def microagg_anon(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synt
     checks = _checks(S, lam, V, scaled, cells, len(G), weights, centres / math.sqrt(p), merged, alpha, t_used)
     return MechanismOutput(
         unit=centres, weights=weights, rows=rows,
-        ledger=[("k-anonymous microaggregation (not differentially private)", math.inf)],
+        ledger=anon_ledger(),
         diagnostics={"groups": {"sizes": sizes, "centres": centres, "noisy_weights": weights, "subspace": V,
                                 "covering": G, "cell_sizes": np.bincount(cells, minlength=len(G)),
                                 "merged_size": merged, "checks": checks}},

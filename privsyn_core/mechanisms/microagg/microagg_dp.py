@@ -73,7 +73,7 @@ from privsyn_core.mechanisms.microagg.aggregation import (
     resolve_t,
     second_moment,
 )
-from privsyn_core.privacy.accounting import split_epsilon
+from privsyn_core.privacy.accounting import Ledger, split_epsilon
 from privsyn_core.result import MechanismOutput
 
 
@@ -107,8 +107,14 @@ STAGES = (("private PCA projection PROJ (Alg 3)", 1.0), ("cell weights, Laplace 
           ("cell averages, Laplace 12 sqrt(p)/(b eps)", 1.0))
 
 
+def dp_ledger(epsilon: float) -> Ledger:
+    """The ledger of every run (its privacy map's value): ``epsilon`` split equally over :data:`STAGES` (Alg 4)."""
+    return split_epsilon(epsilon, list(STAGES))
+
+
 @register(
     "microagg_dp",
+    privacy_map=lambda epsilon, neighbouring, params, n, d: dp_ledger(epsilon),
     title="DP Boolean microaggregation (PVEC/PROJ)",
     paper="001, Alg 2-4",
     data_kind="boolean",
@@ -150,7 +156,7 @@ def microagg_dp(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthe
     alpha, t_paper, b_paper = alg4_params(n, p, epsilon, kappa)
     t_used, warnings = resolve_t(t, t_paper, p)
     b_used = b_paper if b == "paper" else float(b)
-    ledger = split_epsilon(epsilon, list(STAGES))
+    ledger = dp_ledger(epsilon)
     proj_rng, weight_rng, vector_rng, boot_rng, round_rng = rng.spawn(5)
     scaled = X / math.sqrt(p)
 

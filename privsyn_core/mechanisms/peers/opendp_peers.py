@@ -19,10 +19,13 @@ import numpy as np
 from privsyn_core.data.levelled_codec import LevelledCodec
 from privsyn_core.mechanisms.base.spec import ParamSpec, register, register_missing
 from privsyn_core.mechanisms.peers import opendp_support as peers
+from privsyn_core.privacy.accounting import Ledger
 from privsyn_core.result import MechanismOutput
 
 #: Widest table ``opendp_aim`` accepts: the widest on which its time was measured (docs/opendp_peers.md).
 AIM_MAX_COLUMNS = 14
+#: The encoded widths each algorithm takes (least, most): MST's tree needs two columns.
+WIDTHS: dict[str, tuple[int, int | None]] = {"mst": (2, None), "aim": (1, AIM_MAX_COLUMNS)}
 
 _BINS = ParamSpec(peers.DEFAULT_BINS, int, (2, 256), help=(
     "equal bins per continuous numeric column, cut from its public bounds (categories and integer columns with at "
@@ -40,6 +43,20 @@ _COMMON = {
 }
 
 
+def mst_plan(algorithm: str, epsilon: float, d: int) -> peers.MstPlan | None:
+    """MST's configuration on ``d`` columns (:func:`~privsyn_core.mechanisms.peers.opendp_support.mst_plan`: epsilon
+    and ``d`` only), ``None`` for AIM."""
+    return peers.mst_plan(epsilon, d) if algorithm == "mst" else None
+
+
+def peer_ledger(algorithm: str, epsilon: float, d: int) -> Ledger:
+    """The ledger of a run on ``d`` columns, its privacy map's value: OpenDP's split of ``epsilon``
+    (:func:`~privsyn_core.mechanisms.peers.opendp_support.ledger`), a function of public inputs only.  A width the
+    algorithm does not take (:data:`WIDTHS`) is refused here, before anything is drawn, as the run refuses it."""
+    peers.check_width(d, *WIDTHS[algorithm], f"opendp_{algorithm}")
+    return peers.ledger(algorithm, epsilon, mst_plan(algorithm, epsilon, d))
+
+
 def _run(algorithm: str, unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
          rng: np.random.Generator, bins: int, size: int | None, levels: tuple[int, ...] | None,
          atoms: tuple[int, ...] | None) -> MechanismOutput:
@@ -55,13 +72,13 @@ def _run(algorithm: str, unit: np.ndarray, epsilon: float, *, neighbouring: str,
     codes = peers.to_codes(unit, levels, bins, atoms)
     # n_synthetic, else n where it is public (replace: size is n), else the model's noisy total
     rows = n_synthetic if n_synthetic is not None else size
-    plan = peers.mst_plan(epsilon, len(sizes)) if algorithm == "mst" else None  # epsilon and d only
+    plan = mst_plan(algorithm, epsilon, len(sizes))
     released = peers.release_with_opendp(codes, sizes, epsilon, algorithm, neighbouring, rows=rows, plan=plan)
     keys, nulls = peers.fill_nulls(released, sizes, rng)
     out = peers.from_codes(keys, levels, bins, rng, atoms)
     deviation = peers.mst_deviation(plan, len(sizes)) if plan else []
     return MechanismOutput(
-        unit=out, ledger=peers.ledger(algorithm, epsilon, plan),
+        unit=out, ledger=peer_ledger(algorithm, epsilon, len(sizes)),
         params={"bins": bins, "key_sizes": sizes},
         diagnostics={"null_cells": nulls},
         warnings=[*deviation, peers.null_warning(nulls, keys.size), peers.SEED_NOTE])
@@ -80,12 +97,13 @@ if peers.opendp_available():
                    "marginals of the public bins, report-noisy-max for the spanning tree"),
         description=("The field's standard: noisy one- and two-way marginals on a spanning tree of the columns, "
                      "a graphical model fitted to them, rows sampled from it. Optional (OpenDP)."),
+        privacy_map=lambda epsilon, neighbouring, params, n, d: peer_ledger("mst", epsilon, d),
         **_COMMON,
     )
     def opendp_mst(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
                    rng: np.random.Generator, bins: int, size: int | None = None,
                    levels: tuple[int, ...] | None = None, atoms: tuple[int, ...] | None = None) -> MechanismOutput:
-        peers.check_columns(unit, 2, None, "opendp_mst")
+        peers.check_columns(unit, *WIDTHS["mst"], "opendp_mst")
         return _run("mst", unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng, bins=bins,
                     size=size, levels=levels, atoms=atoms)
 
@@ -101,12 +119,13 @@ if peers.opendp_available():
         description=("Adaptive marginal selection (AIM), fitted by a graphical model; slower than MST (minutes on "
                      f"9-14 columns), at most {AIM_MAX_COLUMNS} columns. Optional (OpenDP)."),
         max_dim=AIM_MAX_COLUMNS,
+        privacy_map=lambda epsilon, neighbouring, params, n, d: peer_ledger("aim", epsilon, d),
         **_COMMON,
     )
     def opendp_aim(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
                    rng: np.random.Generator, bins: int, size: int | None = None,
                    levels: tuple[int, ...] | None = None, atoms: tuple[int, ...] | None = None) -> MechanismOutput:
-        peers.check_columns(unit, 1, AIM_MAX_COLUMNS, "opendp_aim")
+        peers.check_columns(unit, *WIDTHS["aim"], "opendp_aim")
         return _run("aim", unit, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng, bins=bins,
                     size=size, levels=levels, atoms=atoms)
 else:

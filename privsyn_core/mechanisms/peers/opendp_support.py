@@ -387,7 +387,11 @@ def _run_opendp(dp: Any, codes: np.ndarray, sizes: list[int], epsilon: float, al
 
 def check_columns(unit: np.ndarray, minimum: int, maximum: int | None, name: str) -> None:
     """Refuse a table of the wrong width before OpenDP sees it (the width is public)."""
-    d = unit.shape[1]
+    check_width(unit.shape[1], minimum, maximum, name)
+
+
+def check_width(d: int, minimum: int, maximum: int | None, name: str) -> None:
+    """Refuse ``d`` encoded columns outside ``[minimum, maximum]`` (a :class:`ParameterError` naming the range)."""
     if d < minimum or (maximum is not None and d > maximum):
         allowed = f"at least {minimum}" if maximum is None else f"{minimum} to {maximum}"
         raise ParameterError(f"{name} needs {allowed} columns, got {d}")

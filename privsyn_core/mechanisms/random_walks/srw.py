@@ -115,9 +115,19 @@ def walk_rate(epsilon: float, n: int, d: int) -> float:
     return (math.log(alpha) ** 1.5 / alpha) ** (1 / d)
 
 
-#: The registration fields srw and srw_tsp share: data, relations, noise, paper, rate, the published outputs, and
-#: that both read the public record count.
+def walk_ledger(epsilon: float, neighbouring: str) -> Ledger:
+    """The walk mechanisms' ledger: one stage, the walk at the whole ``epsilon`` under the relation's calibration
+    (:func:`calibrate`); a function of public inputs only, their privacy map."""
+    if neighbouring == "replace":
+        return [("superregular walk on the path (alpha = epsilon n, noise (2/alpha) Z; Prop 5.1, Lemma 4.1)",
+                 epsilon)]
+    return [("superregular walk on the cell counts, noise Z/epsilon (add/remove extension)", epsilon)]
+
+
+#: The registration fields srw and srw_tsp share: data, relations, noise, paper, rate, the published outputs, that
+#: both read the public record count, and their privacy map (:func:`walk_ledger`).
 WALK_FIELDS: dict[str, Any] = {
+    "privacy_map": lambda epsilon, neighbouring, params, n, d: walk_ledger(epsilon, neighbouring),
     "data_kind": "continuous",
     "neighbouring": ("replace", "add_remove"),
     "is_private": True,
@@ -165,12 +175,8 @@ def calibrate(n: int, epsilon: float, neighbouring: str) -> Calibration:
     ``n`` is the public record count: the exact one under replace-one, else the count
     :func:`privsyn_core.synthesize` passes (the caller's ``public_n`` or a noisy count).
     """
-    if neighbouring == "replace":
-        ledger = [("superregular walk on the path (alpha = epsilon n, noise (2/alpha) Z; Prop 5.1, Lemma 4.1)",
-                   epsilon)]
-        return Calibration(float(n), epsilon, count_sensitivity(neighbouring), ledger)
-    ledger = [("superregular walk on the cell counts, noise Z/epsilon (add/remove extension)", epsilon)]
-    return Calibration(float(max(1, n)), epsilon, count_sensitivity(neighbouring), ledger)
+    normaliser = n if neighbouring == "replace" else max(1, n)
+    return Calibration(float(normaliser), epsilon, count_sensitivity(neighbouring), walk_ledger(epsilon, neighbouring))
 
 
 def privacy_loss_bound(cal: Calibration, depth: int, scale: float, neighbouring: str) -> float:

@@ -73,7 +73,7 @@ from privsyn_core.mechanisms.base.spec import MechanismSpec, ParamSpec, W1Claim,
 from privsyn_core.mechanisms.base.stages import EXACT_N
 from privsyn_core.mechanisms.hvz23 import pmm
 from privsyn_core.mechanisms.hvz23.pmm_tree import MAX_DEPTH, accuracy_bound
-from privsyn_core.privacy.accounting import split_epsilon
+from privsyn_core.privacy.accounting import Ledger, split_epsilon
 from privsyn_core.privacy.noise import discrete_laplace
 from privsyn_core.result import MechanismOutput
 
@@ -260,8 +260,17 @@ AUDIT_CASE = AuditCase(d=1, params={"k": 1, "depth": 2, "sample": "center"}, fea
                        pair_loss=moment_pair_loss)
 
 
+def lowdim_ledger(epsilon: float, d: int, moment_share: float) -> Ledger:
+    """The ledger of a run on ``d`` columns (its privacy map's value): the moment stage's ``moment_share`` of
+    ``epsilon``, then PMM in the subspace (its levels' split in ``diagnostics["pmm"]``); basic composition."""
+    return split_epsilon(epsilon, [(f"{MOMENT_STAGE}: discrete Laplace on {d * (d + 3) // 2} quantised first "
+                                    "and second moments", moment_share),
+                                   ("PMM in the private subspace (levels in diagnostics['pmm'])", 1.0 - moment_share)])
+
+
 @register(
     "lowdim_pmm",
+    privacy_map=lambda epsilon, neighbouring, params, n, d: lowdim_ledger(epsilon, d, params["moment_share"]),
     title="Private low-dimensional subspace + PMM",
     paper="He-Strohmer-Vershynin-Zhu 2023 (private PCA) + 004 Alg 3-4 in the subspace",
     data_kind="continuous",
@@ -308,10 +317,7 @@ def lowdim_pmm(unit: np.ndarray, epsilon: float, *, neighbouring: str, n_synthet
     if not isinstance(n, (int, np.integer)):
         raise ParameterError(f"lowdim_pmm reads the record count: size must be a public count, got {size!r}")
     n = int(n)
-    shares = split_epsilon(epsilon, [(f"{MOMENT_STAGE}: discrete Laplace on {d * (d + 3) // 2} quantised first "
-                                      "and second moments", moment_share),
-                                     ("PMM in the private subspace (levels in diagnostics['pmm'])",
-                                      1.0 - moment_share)])
+    shares = lowdim_ledger(epsilon, d, moment_share)
     eps_m, eps_p = shares[0][1], shares[1][1]
     moment_rng, pmm_rng = rng.spawn(2)
     timings: dict[str, float] = {}

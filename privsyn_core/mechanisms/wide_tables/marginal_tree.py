@@ -84,7 +84,7 @@ from privsyn_core.mechanisms.wide_tables.tree_pieces import (
     spread,
     valid_bins,
 )
-from privsyn_core.privacy.accounting import split_epsilon
+from privsyn_core.privacy.accounting import Ledger, split_epsilon
 from privsyn_core.privacy.sensitivity import count_sensitivity
 from privsyn_core.result import MechanismOutput
 
@@ -261,7 +261,7 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
     """Selection, edge releases, consistency and the row plan, from the pair counts only."""
     if layout.joint is not None:
         return joint_release(counts, n, d, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
-                             grid=layout.joint, shares=layout.shares)
+                             grid=layout.joint, ledger=tree_ledger(layout, d))
     marg_rng, select_rng, edge_rng, sample_rng = rng.spawn(4)
     dense = counts.dense(layout.offsets[-1])
     grids = [dense[s:e].reshape(2 ** p.cuts[0], 2 ** p.cuts[1])
@@ -302,10 +302,9 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
         warnings.append("the noisy record count was 0: marginal_tree released no synthetic rows")
     plan = TreePlan(np.array([total], dtype=np.int64), np.zeros((1, d)), sample_rng, sampler=sampler,
                     shuffle=False)
-    ledger = [(_stage_label(name, layout, releases), eps) for name, eps in layout.shares]
     edges = [[r.tree.a, r.tree.b] for r in releases]
     out = MechanismOutput(
-        unit=np.empty((0, d)), ledger=ledger,
+        unit=np.empty((0, d)), ledger=tree_ledger(layout, d),
         diagnostics={"tree": {"edges": edges, **select_diag},
                      "marginals": [{"bits": m.bits, "epsilon": eps_a, "sigma": m.sigma, "true_count": m.true_count,
                                     "noisy_count": m.noisy, "count": m.counts}
@@ -325,38 +324,51 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
 
 
 def joint_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbouring: str, n_synthetic: int | None,
-                  rng: np.random.Generator, grid: PsmmLayout,
-                  shares: list[tuple[str, float]]) -> tuple[MechanismOutput, RowPlan]:
+                  rng: np.random.Generator, grid: PsmmLayout, ledger: Ledger) -> tuple[MechanismOutput, RowPlan]:
     """The narrow-table branch: PSMM ([HVZ23] Alg. 1 with the corrected d_BL projection) on the whole joint.
 
     Every stage is :func:`privsyn_core.mechanisms.hvz23.psmm.psmm_release` at the full ``epsilon``: discrete
     Laplace cell counts (sensitivity 1 add/remove, 2 replace), then post-processing.  The output
-    keeps this mechanism's shape: one ledger stage, ``branch = "joint"``, no tree.
+    keeps this mechanism's shape: its ``ledger`` (one stage, :func:`tree_ledger`), ``branch = "joint"``, no tree.
     """
     out, plan = psmm_release(counts, n, d, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
                              layout=grid, params=JOINT_PSMM_PARAMS)
     out.warnings = [w.replace("psmm:", "marginal_tree (joint branch, psmm):") for w in out.warnings]
     k = grid[0]
-    out.ledger = [(f"joint distribution of the {d} columns: PSMM on {k}^{d} cells, discrete Laplace counts", eps)
-                  for _, eps in shares]
+    out.ledger = ledger
     out.diagnostics = {"tree": {"edges": [], "scores": None}, "joint": out.diagnostics}
     out.params = {"branch": "joint", "tree_edges": [], "root": 0, "edge_depths": [], "edge_cuts": [],
                   "cells_per_axis": k, "cells": k ** d}
     return out, plan
 
 
-def _stage_label(name: str, layout: TreeLayout, releases: list[PairRelease]) -> str:
-    if name == "noisy n":
-        return "record count n: discrete Laplace (add/remove; n is private)"
+def tree_privacy_map(epsilon: float, neighbouring: str, params: dict[str, Any], n: int | None, d: int) -> Ledger:
+    """The privacy map: :func:`tree_ledger` of the stages' layout (:func:`tree_layout`, public inputs only)."""
+    return tree_ledger(STAGES.layout(n, d, epsilon, neighbouring, params), d)
+
+
+def tree_ledger(layout: TreeLayout, d: int) -> Ledger:
+    """The run's ledger: every share of ``layout.shares`` labelled from the layout alone (public inputs).
+
+    An edge's stage is named by its position in the selected tree, not by its pair: the pairs are chosen by the
+    selection stage, released as ``tree_edges`` (and their depths as ``edge_depths``), while the ledger is stated
+    before the run.
+    """
+    if layout.joint is not None:
+        k = layout.joint[0]
+        return [(f"joint distribution of the {d} columns: PSMM on {k}^{d} cells, discrete Laplace counts", eps)
+                for _, eps in layout.shares]
+    return [(_stage_label(name, layout), eps) for name, eps in layout.shares]
+
+
+def _stage_label(name: str, layout: TreeLayout) -> str:
     if name == "marginals":
         return f"1-way marginals of {len(layout.levels)} columns: discrete Laplace per bin"
     if name == "selection":
         return f"tree selection: {len(layout.levels) - 1} exponential-mechanism rounds (Gumbel-max)"
-    k = int(name.split()[1])
-    tree = releases[k].tree
     if layout.flat:
-        return f"edge {tree.a}-{tree.b}: flat, {2 ** tree.depth} leaves, discrete Laplace per leaf"
-    return f"edge {tree.a}-{tree.b}: PMM, depth {tree.depth}, discrete Laplace per level"
+        return f"{name} of the selected tree: flat, discrete Laplace per leaf"
+    return f"{name} of the selected tree: PMM, discrete Laplace per level"
 
 
 def select_tree(grids: list[np.ndarray], layout: TreeLayout, one_way: list[MarginalRelease], sensitivity: int,
@@ -628,6 +640,7 @@ def _prepare(unit: np.ndarray) -> np.ndarray:
 STAGES = Stages(layout=tree_layout, count=tree_counts_stage, release=tree_release, prepare=_prepare)
 SPEC = register_staged(
     "marginal_tree", STAGES,
+    privacy_map=tree_privacy_map,
     title="Marginal tree of PMM pieces",
     paper="MST [MMS21] tree selection + 004 Alg 3-4 per edge",
     data_kind="continuous",

@@ -70,6 +70,7 @@ import pandas as pd
 
 from privsyn_core.data.domain import Schema, as_frame
 from privsyn_core.engine.pipeline import PublicSize, Publisher, assemble
+from privsyn_core.engine.release import ledger_of, reserve_release
 from privsyn_core.errors import DataError, OutputError, ParameterError, PrivsynError, SchemaError, StreamError
 from privsyn_core.mechanisms.online import online_pmm
 from privsyn_core.mechanisms.online.continual import CounterState, keyed_rng
@@ -139,11 +140,11 @@ def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: 
     if create:
         reservation, binding = None, None
         if ledger is not None and epsilon is not None:  # (a missing epsilon is named by _create)
-            store = ledger if isinstance(ledger, PrivacyLedger) else PrivacyLedger(ledger)
+            store = ledger_of(ledger)
             name, stream_id = dataset or f"stream:{path.resolve()}", uuid.uuid4().hex
-            reservation = store.reserve(name, check_epsilon(epsilon), relation=NEIGHBOURING,
-                                        mechanism=MECHANISM, label=f"stream {path.name} (every step)",
-                                        stream=stream_id)
+            reservation = reserve_release(store, name, check_epsilon(epsilon), relation=NEIGHBOURING,
+                                          mechanism=MECHANISM, label=f"stream {path.name} (every step)",
+                                          stream=stream_id)
             binding = {"ledger": str(store.path.absolute()), "dataset": name, "stream": stream_id}
         try:
             stream = _create(path, schema, epsilon, depth, horizon_n, horizon_steps, growing, rng, binding)

@@ -700,10 +700,12 @@ def test_compare_draws_every_columns_marginal_real_beside_synthetic_only_in_teac
 def test_the_ledger_is_read_by_its_tail_and_totals_stay_exact(tmp_path, monkeypatch):
     """A page reads the last spends, the counts and the totals, never every row: the ledger grows with every run."""
     from pages._support import ledger
+    from privsyn_core.engine.release import reserve_release
 
     monkeypatch.setenv(ledger.DATA_DIR_ENV, str(tmp_path))
     for i in range(30):
-        ledger.record("d", label=f"run {i}", mechanism="pmm", relation="replace", epsilon=0.1, private=i % 3 != 0)
+        reserve_release(ledger.store(), "d", 0.1, relation="replace", mechanism="pmm", label=f"run {i}",
+                        private=i % 3 != 0).confirm()
     assert ledger.count("d") == 30 and ledger.count("d", private=True) == 20 and ledger.count("d", private=False) == 10
     tail = ledger.spends("d", last=8, private=True)
     assert [e["label"] for e in tail] == [f"run {i}" for i in range(30) if i % 3][-8:], "the latest, oldest first"

@@ -8,12 +8,14 @@ import sqlite3
 import pytest
 
 from pages._support import ledger
+from privsyn_core.engine.release import reserve_release
 from privsyn_core.errors import LedgerError
 
 
 def spend(data: str, epsilon: float, *, private: bool = True, relation: str = "replace", key: str | None = None):
-    return ledger.record(data, label="run", mechanism="pmm", relation=relation, epsilon=epsilon, private=private,
-                         run_key=key)
+    """A spend recorded through the release path's one reservation site, confirmed at once."""
+    reserve_release(ledger.store(), data, epsilon, relation=relation, mechanism="pmm", label="run", private=private,
+                    run_key=key).confirm()
 
 
 def connections(monkeypatch) -> list[str]:

@@ -4,9 +4,9 @@ One file for the app, the CLI and scripts: ``$PRIVSYN_LEDGER``, else ``ledger.sq
 (``$PRIVSYN_DATA_DIR``, default ``app-data/`` next to ``app.py``).  An uploaded table is identified by its
 records (:func:`pages._support.data_state.ledger_id`: the CLI's ``budget set DATA.csv --schema S.json`` names
 the same dataset), or by the operator's ``PRIVSYN_DATASET``; a bundled sample gets a ledger per browser session,
-so a classroom does not share one list.  A run reserves its epsilon through the library's release path
-(:func:`privsyn_core.synthesize` with :func:`store`), in one transaction that checks the budget, before the
-mechanism draws anything.  On a release-only server the budget is the operator's
+so a classroom does not share one list.  A run and DP bounds reserve their epsilon through the library's release
+path (:func:`privsyn_core.synthesize` and :func:`privsyn_core.dp_bounds` with :func:`store`), in one transaction
+that checks the budget, before the mechanism draws anything.  On a release-only server the budget is the operator's
 (``PRIVSYN_BUDGET`` or ``python -m privsyn_core budget set``) and a release with no budget at all is refused;
 a session can only tighten a budget (:func:`tighten_budget`).  Nothing here is shown in release mode but
 totals, labels and epsilons; the data's hash is the key, never displayed.
@@ -26,7 +26,6 @@ from privsyn_core.privacy.budget import (
     BudgetExceeded,
     LedgerError,
     PrivacyLedger,
-    Reservation,
     environment_budget,
 )
 
@@ -36,8 +35,7 @@ DATA_DIR_ENV = "PRIVSYN_DATA_DIR"
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "app-data"
 
 __all__ = ["BudgetExceeded", "LedgerError", "DATA_DIR_ENV", "data_dir", "path", "store", "ensure", "one_connection",
-           "spends", "count", "totals", "budget", "budget_owner", "known", "reserve", "record", "set_budget",
-           "tighten_budget"]
+           "spends", "count", "totals", "budget", "budget_owner", "known", "set_budget", "tighten_budget"]
 
 
 def data_dir() -> Path:
@@ -118,22 +116,6 @@ def budget_owner(data: str) -> str | None:
 
 def known(data: str, run_key: str | None) -> bool:
     return store().known(data, run_key)
-
-
-def reserve(data: str, epsilon: float, *, relation: str, mechanism: str, label: str, private: bool,
-            run_key: str | None = None) -> Reservation:
-    """:meth:`PrivacyLedger.reserve`: check the budget and record the spend atomically, before the run."""
-    return store().reserve(data, epsilon, relation=relation, mechanism=mechanism, label=label, private=private,
-                           run_key=run_key)
-
-
-def record(data: str, *, label: str, mechanism: str, relation: str, epsilon: float, private: bool,
-           run_key: str | None = None) -> bool:
-    """Reserve and confirm at once (a spend whose output is already known); True if a new spend was recorded."""
-    reservation = reserve(data, epsilon, relation=relation, mechanism=mechanism, label=label, private=private,
-                          run_key=run_key)
-    reservation.confirm()
-    return reservation.spends
 
 
 def set_budget(data: str, epsilon: float | None) -> None:

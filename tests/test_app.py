@@ -759,3 +759,33 @@ def test_compare_draws_static_figures_and_a_zoomable_scatter_on_demand():
     assert not problems(at)
     assert [f["data"][0]["name"] for f in figures(at)] == ["real", "synthetic"]
     assert sum("h0" in m for m in svgs(at)) == 0
+
+
+def test_a_fresh_machine_runs_the_bundled_sample_on_the_default_ledger(tmp_path, monkeypatch):
+    """No PRIVSYN_DATA_DIR nor PRIVSYN_LEDGER: the app makes the library's default ledger on first use and runs."""
+    from pages._support import ledger
+    from privsyn_core.privacy import budget
+
+    monkeypatch.delenv(ledger.DATA_DIR_ENV)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "share"))
+    monkeypatch.setattr(ledger, "EARLIER_DEFAULT", tmp_path / "checkout" / "app-data" / "ledger.sqlite")
+    at = run_mechanism(new_app(), "dp_histogram")
+    assert not problems(at) and len(spends(at)) == 1
+    assert budget.default_path() == tmp_path / "share" / "privsyn" / "ledger.sqlite"
+    assert budget.PrivacyLedger().count(ledger_key(at)) == 1
+
+
+def test_a_ledger_at_the_apps_earlier_default_refuses_every_run_with_one_line(tmp_path, monkeypatch):
+    from pages._support import ledger
+    from privsyn_core.privacy import budget
+
+    monkeypatch.delenv(ledger.DATA_DIR_ENV)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "share"))
+    earlier = tmp_path / "checkout" / "app-data" / "ledger.sqlite"
+    budget.PrivacyLedger.create(earlier)
+    monkeypatch.setattr(ledger, "EARLIER_DEFAULT", earlier)
+    at = run_mechanism(new_app(), "dp_histogram")
+    assert not at.exception and at.session_state["result"] is None
+    shown = [e.value for e in at.error if str(earlier) in e.value]
+    assert shown and all("PRIVSYN_LEDGER" in e and "\n" not in e for e in shown)
+    assert not (tmp_path / "share" / "privsyn").exists()

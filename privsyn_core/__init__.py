@@ -19,7 +19,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from privsyn_core.api import synthesize
+    from privsyn_core.api import dp_bounds, synthesize
     from privsyn_core.data.domain import Column, Schema, unit_schema
     from privsyn_core.errors import (
         BudgetExceeded,
@@ -46,7 +46,7 @@ from privsyn_core._version import __version__
 
 #: Where each public name lives (loaded on first use).
 _PUBLIC = {
-    "synthesize": "privsyn_core.api",
+    "synthesize": "privsyn_core.api", "dp_bounds": "privsyn_core.api",
     "Schema": "privsyn_core.data.domain", "Column": "privsyn_core.data.domain",
     "unit_schema": "privsyn_core.data.domain",
     "list_mechanisms": "privsyn_core.registry", "get_mechanism": "privsyn_core.registry",
@@ -59,7 +59,7 @@ _PUBLIC = {
                     "privsyn_core.errors"),
 }
 
-__all__ = ["synthesize", "Schema", "Column", "unit_schema", "list_mechanisms", "get_mechanism",
+__all__ = ["synthesize", "dp_bounds", "Schema", "Column", "unit_schema", "list_mechanisms", "get_mechanism",
            "MechanismSpec", "ParamSpec", "SynthResult", "MechanismOutput", "Release", "open_stream", "Stream",
            "PrivacyLedger", "PrivsynError", "InputError", "DataError", "SchemaError", "ParameterError", "UsageError",
            "ResourceError", "OutputError", "BudgetExceeded", "LedgerError", "StreamError", "ClusterError",

@@ -1,29 +1,40 @@
 """The one entry point: :func:`synthesize` (and :func:`synthesize_chunks` for a table in blocks of rows): the public
-arguments checked, then the release path (:mod:`privsyn_core.engine.release`, :mod:`privsyn_core.engine.pipeline`)."""
+arguments checked, then the release path (:mod:`privsyn_core.engine.release`, :mod:`privsyn_core.engine.pipeline`).
+:func:`dp_bounds` releases a public domain for numeric columns against the same ledger."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import os
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from privsyn_core.data import dp_bounds as bounds
 from privsyn_core.data.codec import Codec
 from privsyn_core.data.conform import DomainPolicy, conform, conform_partition
 from privsyn_core.data.domain import Schema, as_frame
 from privsyn_core.data.identity import IdentityDigest, table_identity
 from privsyn_core.engine.pipeline import Request
-from privsyn_core.engine.release import BudgetGuard, LedgerLike, encode_chunks, release_encoded
+from privsyn_core.engine.release import (
+    BudgetGuard,
+    LedgerLike,
+    encode_chunks,
+    ledger_of,
+    release_encoded,
+    reserve_release,
+)
 from privsyn_core.errors import ParameterError, SchemaError
+from privsyn_core.privacy import budget
 from privsyn_core.privacy.accounting import check_epsilon
 from privsyn_core.privacy.noise import RandomLike
 from privsyn_core.registry import get_mechanism
 from privsyn_core.result import SynthResult
 from privsyn_core.validation import MAX_SYNTHETIC_ROWS, check_count, check_neighbouring, check_public_n
 
-__all__ = ["synthesize", "synthesize_chunks", "count_replay", "check_epsilon", "MAX_SYNTHETIC_ROWS"]
+__all__ = ["synthesize", "synthesize_chunks", "count_replay", "dp_bounds", "check_epsilon", "MAX_SYNTHETIC_ROWS"]
 
 
 def synthesize(data: Any, mechanism: str, epsilon: float, *, schema: Schema | dict | None = None,
@@ -201,6 +212,60 @@ def count_replay(data: Any, mechanism: str, epsilon: float, *, schema: Schema | 
     content = table_identity(frame, schema.names)
     with BudgetGuard.of(ledger, dataset or content, request, rng, content)(schema):
         pass
+
+
+def dp_bounds(data: Any, columns: Sequence[str], epsilon: float, *, neighbouring: str = "replace",
+              tail: float = 0.01, rng: RandomLike = None, integer: Collection[str] = (), ledger: LedgerLike = None,
+              dataset: str | None = None, min_abs: float = 2.0**-10, max_abs: float = 2.0**40,
+              per_octave: int = 2) -> bounds.DPBounds:
+    """Public bounds for numeric columns, released with ``epsilon``-DP (the Laplace histogram of bucket counts and
+    its DP quantiles, :mod:`privsyn_core.data.dp_bounds`), counted in ``ledger`` like a synthetic release.
+
+    Parameters
+    ----------
+    data : DataFrame or array-like
+        The private table.
+    columns : sequence of str
+        Numeric columns to bound; the epsilon is split equally over them.
+    epsilon : float
+        What the bounds spend, ``> 0``.
+    neighbouring : {"replace", "add_remove"}
+    tail : float
+        Share of records allowed below ``lo`` and above ``hi`` each (before noise), in (0, 0.5).
+    rng : None, int, numpy.random.Generator or "secure"
+        As in :func:`synthesize`.
+    integer : collection of str
+        Columns the caller declares integer (public: never read off the data's dtypes).
+    ledger : PrivacyLedger, path or None
+        As in :func:`synthesize`: the epsilon is reserved against the dataset's budget, once every argument is
+        checked and before any noise (:func:`~privsyn_core.engine.release.reserve_release`), or
+        :class:`~privsyn_core.errors.BudgetExceeded` is raised and nothing is drawn.
+    dataset : str, optional
+        The dataset's name in the ledger.  Default: the identity of the table's records on all its columns
+        (:func:`~privsyn_core.data.identity.table_identity`), the one :func:`synthesize` gives the same table when
+        the schema has every column; name the dataset to count both under one budget otherwise.
+    min_abs, max_abs, per_octave : float, float, int
+        The public bucket grid (:func:`~privsyn_core.data.dp_bounds.bucket_edges`).
+
+    Returns
+    -------
+    DPBounds
+        ``schema`` holds the bounded columns (``public=True``); ``ledger`` sums to ``epsilon`` exactly.
+    """
+    frame, columns = as_frame(data), list(columns)
+    guard = None if ledger is None else _bounds_guard(ledger, dataset or table_identity(frame), epsilon, neighbouring,
+                                                      len(columns))
+    return bounds.dp_bounds(frame, columns, epsilon, neighbouring=neighbouring, tail=tail, rng=rng,
+                            min_abs=min_abs, max_abs=max_abs, per_octave=per_octave, integer=integer,
+                            before_noise=guard)
+
+
+def _bounds_guard(ledger: budget.PrivacyLedger | str | os.PathLike[str], dataset: str, epsilon: float,
+                  neighbouring: str, width: int) -> Callable[[], AbstractContextManager[object]]:
+    """The reservation of DP bounds on ``width`` columns, taken when called (after the arguments are checked)."""
+    store = ledger_of(ledger)
+    return lambda: reserve_release(store, dataset, check_epsilon(epsilon), relation=neighbouring,
+                                   mechanism="dp_bounds", label=f"DP bounds of {width} column(s)")
 
 
 def _request(mechanism: str, epsilon: float, neighbouring: str, public_n: int | None, n_synthetic: int | None,

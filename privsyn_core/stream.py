@@ -39,11 +39,19 @@ is saved, and marked published once the release has left (:meth:`Stream.add`'s `
 A stream created without a ledger (the library's ``ledger=None``) records nothing: copies of its state are
 outside the guarantee (docs/online_pmm.md).
 
-Bad input -- a batch outside the schema, a missing or corrupted state, a state of another schema or epsilon --
-raises a :class:`~privsyn_core.errors.PrivsynError` with one line, and the state file is left unchanged; the state
-is read only from a regular file, at most :data:`MAX_STATE_BYTES`, and its counters are checked against its step.
-A state of format version 1 (fixed depth, one counter) is read with one group of levels and continues with the
-same noise; versions 1 and 2 are unbound (no ledger binding).  Each is written back as version 3.
+Release mode.  A stream created with ``release_mode=True`` never refuses a batch on its content: every record
+goes through the batch path's public rule (:class:`~privsyn_core.data.conform.DomainPolicy`: numbers clipped into
+their bounds, a missing, non-numeric or unlisted value replaced by the column's declared fallback), a per-record
+map, 1-stable (McSherry, "Privacy Integrated Queries", SIGMOD 2009, Thm. 1), so each step keeps its epsilon
+under event-level add/remove.  The rule is chosen at creation, stored in the state and stated in every step's
+release (``Release.domain_policy``).  Without it (teaching), a value outside the schema is refused.
+
+Bad input -- in teaching mode a batch outside the schema; a batch without the schema's columns; a missing or
+corrupted state, a state of another schema or epsilon -- raises a :class:`~privsyn_core.errors.PrivsynError` with
+one line, and the state file is left unchanged; the state is read only from a regular file, at most
+:data:`MAX_STATE_BYTES`, and its counters are checked against its step.  A state of format version 1 (fixed
+depth, one counter) is read with one group of levels and continues with the same noise; versions 1 and 2 are
+unbound (no ledger binding); versions 1 to 3 refuse values outside the schema.  Each is written back as version 4.
 """
 
 from __future__ import annotations
@@ -68,8 +76,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from privsyn_core.data.conform import DomainPolicy, conform
 from privsyn_core.data.domain import Schema, as_frame
 from privsyn_core.engine.pipeline import PublicSize, Publisher, assemble
+from privsyn_core.engine.release import ledger_of, reserve_release
 from privsyn_core.errors import DataError, OutputError, ParameterError, PrivsynError, SchemaError, StreamError
 from privsyn_core.mechanisms.online import online_pmm
 from privsyn_core.mechanisms.online.continual import CounterState, keyed_rng
@@ -81,9 +91,10 @@ from privsyn_core.result import MechanismOutput, Release
 from privsyn_core.validation import MAX_SYNTHETIC_ROWS, check_count
 
 FORMAT = "privsyn-stream"
-VERSION = 3
-#: Versions this library reads (1: fixed depth, one counter; 2: groups of levels; 3: the ledger binding).
-READABLE = (1, 2, 3)
+VERSION = 4
+#: Versions this library reads (1: fixed depth, one counter; 2: groups of levels; 3: the ledger binding; 4: release
+#: mode's domain policy).
+READABLE = (1, 2, 3, 4)
 MECHANISM = "online_pmm"
 #: The relation of every stream release (event level: ``online_pmm.RELATION`` says it in words).
 NEIGHBOURING = "add_remove"
@@ -98,7 +109,8 @@ MAX_STATE_BYTES = 2**32
 def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: float | None = None, *,
                 create: bool = False, depth: int | None = None, horizon_n: int | None = None,
                 horizon_steps: int | None = None, growing: bool = False, rng: RandomLike = None,
-                ledger: PrivacyLedger | str | os.PathLike[str] | None = None, dataset: str | None = None) -> Stream:
+                ledger: PrivacyLedger | str | os.PathLike[str] | None = None, dataset: str | None = None,
+                release_mode: bool = False, fallbacks: dict[str, Any] | None = None) -> Stream:
     """Open the stream whose state is ``path``, or create it (``create=True``).
 
     Parameters
@@ -134,19 +146,26 @@ def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: 
     dataset : str, optional
         The dataset's name in the ledger (default ``stream:<the state file's absolute path>``); name it as the
         table's offline releases are named to keep both under one budget.
+    release_mode : bool
+        Creating only: never refuse a batch on its content (module docstring): values outside the schema are
+        clipped or replaced by their column's fallback, as :func:`privsyn_core.synthesize` does in release mode.
+    fallbacks : dict, optional
+        With ``release_mode``: the value a missing or out-of-domain value of a column becomes (public; default
+        :func:`~privsyn_core.data.conform.default_fallback`).
     """
     path = Path(path)
     if create:
         reservation, binding = None, None
         if ledger is not None and epsilon is not None:  # (a missing epsilon is named by _create)
-            store = ledger if isinstance(ledger, PrivacyLedger) else PrivacyLedger(ledger)
+            store = ledger_of(ledger)
             name, stream_id = dataset or f"stream:{path.resolve()}", uuid.uuid4().hex
-            reservation = store.reserve(name, check_epsilon(epsilon), relation=NEIGHBOURING,
-                                        mechanism=MECHANISM, label=f"stream {path.name} (every step)",
-                                        stream=stream_id)
+            reservation = reserve_release(store, name, check_epsilon(epsilon), relation=NEIGHBOURING,
+                                          mechanism=MECHANISM, label=f"stream {path.name} (every step)",
+                                          stream=stream_id)
             binding = {"ledger": str(store.path.absolute()), "dataset": name, "stream": stream_id}
         try:
-            stream = _create(path, schema, epsilon, depth, horizon_n, horizon_steps, growing, rng, binding)
+            stream = _create(path, schema, epsilon, depth, horizon_n, horizon_steps, growing, rng, binding,
+                             _policy(schema, release_mode, fallbacks))
         except BaseException:
             if reservation is not None:
                 reservation.cancel()  # no state, no noise: nothing was released
@@ -157,9 +176,10 @@ def open_stream(path: str | Path, schema: Schema | dict | None = None, epsilon: 
     if ledger is not None or dataset is not None:
         raise ParameterError("ledger and dataset go with create=True: the whole stream's epsilon is counted once, "
                              "when it is created")
-    if depth is not None or horizon_n is not None or horizon_steps is not None or growing or rng is not None:
-        raise ParameterError("depth, horizon_n, growing and rng are fixed when a stream is created; open it without "
-                             "them")
+    if depth is not None or horizon_n is not None or horizon_steps is not None or growing or rng is not None or \
+            release_mode or fallbacks is not None:
+        raise ParameterError("depth, horizon_n, growing, rng, release_mode and fallbacks are fixed when a stream is "
+                             "created; open it without them")
     stream = Stream(path)
     state = _load(path)
     if schema is not None:
@@ -187,6 +207,7 @@ class Stream:
         self.opened: list[int] = [1]
         self.seed: int | None = None
         self.params: dict[str, Any] = {}
+        self.policy: DomainPolicy | None = None
 
     def _refresh(self, state: dict[str, Any]) -> None:
         self.schema = Schema.from_dict(state["schema"])
@@ -197,6 +218,7 @@ class Stream:
         self.opened = [g["opened"] for g in state["groups"] for _ in range(g["first"], g["last"] + 1)]
         self.seed = state["seed"]
         self.params = dict(state["params"])
+        self.policy = _stored_policy(self.schema, state["domain_policy"])
 
     @property
     def ledger(self) -> list[tuple[str, float]]:
@@ -213,8 +235,9 @@ class Stream:
 
         ``batch`` is a DataFrame with the schema's columns, an iterable of such DataFrames (blocks of one batch,
         e.g. :func:`~privsyn_core.data.io.iter_csv`), or a Dask DataFrame (counted partition by partition where
-        it lies).  Values outside the public bounds or categories are refused (nothing is
-        clipped).  An empty batch is a step without records.
+        it lies).  Values outside the public bounds or categories are refused (nothing is clipped), except in a
+        stream created in release mode, which maps them into the domain (module docstring).  An empty batch is a
+        step without records.
 
         ``publish(release)``, when given, is called once the step is recorded and the state saved (the command
         line writes the output files there); the step is marked published in the ledger only after it returns,
@@ -260,6 +283,7 @@ class Stream:
         return {"mechanism": MECHANISM, "epsilon": self.epsilon, "ledger": [[s, e] for s, e in self.ledger],
                 "neighbouring": NEIGHBOURING, "privacy_unit": online_pmm.RELATION, "step": self.step,
                 "schema": self.schema.to_dict(),
+                "domain_policy": None if self.policy is None else self.policy.to_dict(),
                 "params": {**self.params, **self._depth_params(self.depth, self.opened)}, "seed": self.seed}
 
     def _depth_params(self, depth: int, opened: list[int]) -> dict[str, Any]:
@@ -275,7 +299,8 @@ class Stream:
         if dask_backend.is_dask_frame(batch):
             import dask
 
-            parts = [dask.delayed(_partition_leaves)(part, self.schema, depth) for part in batch.to_delayed()]
+            parts = [dask.delayed(_partition_leaves)(part, self.schema, depth, self.policy)
+                     for part in batch.to_delayed()]
             leaves = np.zeros(2 ** depth, dtype=np.int64)
             for counts in dask.compute(*parts):
                 leaves += counts
@@ -283,9 +308,9 @@ class Stream:
         if isinstance(batch, Iterable) and not isinstance(batch, (pd.DataFrame, np.ndarray, list, tuple, dict)):
             leaves = np.zeros(2 ** depth, dtype=np.int64)
             for chunk in batch:  # blocks of rows (a CSV read in chunks): counted and dropped one by one
-                leaves += _partition_leaves(chunk, self.schema, depth)
+                leaves += _partition_leaves(chunk, self.schema, depth, self.policy)
             return leaves
-        return _partition_leaves(batch, self.schema, depth)
+        return _partition_leaves(batch, self.schema, depth, self.policy)
 
     def _release(self, counters: StreamCounters, n_synthetic: int | None, state: dict[str, Any]) -> Release:
         """The step's release, assembled as every batch release is (:func:`~privsyn_core.engine.pipeline.assemble`:
@@ -307,7 +332,8 @@ class Stream:
         result = assemble(STREAM_PUBLISHER, out, data=self.schema.decode(rows), schema=self.schema,
                           epsilon=self.epsilon, neighbouring=NEIGHBOURING, resolved=params,
                           size=PublicSize(None, "unused", [], self.epsilon), n_synthetic=n_synthetic,
-                          seed=state["seed"], unit_rows=rows, clipped={}, timings={}, n_records=0)
+                          seed=state["seed"], unit_rows=rows, clipped={}, timings={}, n_records=0,
+                          domain_policy=None if self.policy is None else self.policy.to_dict())
         return result.release()
 
 
@@ -351,18 +377,23 @@ class _Binding:
         self.ledger.publish_stream_step(self.stream, step)
 
 
-def _partition_leaves(batch: Any, schema: Schema, depth: int) -> np.ndarray:
-    """Leaf counts of one batch (or Dask partition), refusing values outside the public domain."""
+def _partition_leaves(batch: Any, schema: Schema, depth: int, policy: DomainPolicy | None) -> np.ndarray:
+    """Leaf counts of one batch (or Dask partition): its values mapped into the public domain by release mode's
+    ``policy`` (:func:`~privsyn_core.data.conform.conform`, then clipped by the codec), or, without one, refused
+    when outside it."""
     frame = as_frame(batch) if not isinstance(batch, pd.DataFrame) else batch
     if len(frame) == 0:
         return np.zeros(2 ** depth, dtype=np.int64)
+    if policy is not None:
+        return online_pmm.leaf_counts(schema.encode(conform(frame, schema, policy))[0], depth)
     unit, clipped = schema.encode(frame)
     outside = {name: count for name, count in clipped.items() if count}
     if outside:
         name = next(iter(outside))
         lo, hi = schema[name].bounds
         raise DataError(f"the batch has values of column {name!r} outside its public bounds [{lo:g}, {hi:g}]; a "
-                        "stream refuses to clip: fix the batch or create a stream with wider bounds")
+                        "stream refuses to clip: fix the batch, or create a stream with wider bounds or in release "
+                        "mode")
     return online_pmm.leaf_counts(unit, depth)
 
 
@@ -375,9 +406,30 @@ def _as_schema(schema: Schema | dict | None) -> Schema:
                       "private")
 
 
+def _policy(schema: Schema | dict | None, release_mode: bool, fallbacks: dict[str, Any] | None) -> DomainPolicy | None:
+    """Release mode's rule for a new stream (``None``: teaching, values outside the schema refused)."""
+    if not isinstance(release_mode, bool):
+        raise ParameterError(f"release_mode is True or False, got {release_mode!r}")
+    if not release_mode:
+        if fallbacks is not None:
+            raise ParameterError("fallbacks go with release_mode=True")
+        return None
+    return DomainPolicy.of(_as_schema(schema), fallbacks)
+
+
+def _stored_policy(schema: Schema, stored: dict[str, Any] | None) -> DomainPolicy | None:
+    """The state's release-mode rule, checked against its schema (a state's field: an error means corruption)."""
+    if stored is None:
+        return None
+    policy = DomainPolicy.of(schema, stored["fallbacks"])
+    if policy.to_dict() != stored:
+        raise ValueError("the domain policy is not the one its fallbacks give")
+    return policy
+
+
 def _create(path: Path, schema: Schema | dict | None, epsilon: float | None, depth: int | None,
             horizon_n: int | None, horizon_steps: int | None, growing: bool, rng: RandomLike,
-            binding: dict[str, str] | None) -> Stream:
+            binding: dict[str, str] | None, policy: DomainPolicy | None) -> Stream:
     schema = _as_schema(schema)
     if epsilon is None:
         raise ParameterError("a new stream needs epsilon, the budget of the whole stream")
@@ -423,7 +475,8 @@ def _create(path: Path, schema: Schema | dict | None, epsilon: float | None, dep
     state = {"format": FORMAT, "version": VERSION, "mechanism": MECHANISM, "schema": schema.to_dict(),
              "epsilon": epsilon, "depth": r, "params": params, "neighbouring": online_pmm.RELATION,
              "ledger": [[s, e] for s, e in plan.ledger], "step": 0, "seed": seed, "key": key.hex(),
-             "groups": [_pack_group(g) for g in StreamCounters.start(plan).groups], "binding": binding}
+             "groups": [_pack_group(g) for g in StreamCounters.start(plan).groups], "binding": binding,
+             "domain_policy": None if policy is None else policy.to_dict()}
     if path.exists() or path.is_symlink():
         raise StreamError(f"{path} already exists; a stream is created once (open it, or choose another path)")
     _save(path, state, exclusive=True)
@@ -474,9 +527,10 @@ def _plan(state: dict[str, Any]) -> StreamPlan:
 
 
 def _upgrade(state: dict[str, Any]) -> None:
-    """An earlier state as version 3.  Version 1 (fixed depth, one counter): one group of every level, opened at
-    step 1.  Versions 1 and 2: no ledger binding (the stream was not bound)."""
+    """An earlier state as version 4.  Version 1 (fixed depth, one counter): one group of every level, opened at
+    step 1.  Versions 1 and 2: no ledger binding (the stream was not bound).  Versions 1 to 3: no release mode."""
     state.setdefault("binding", None)
+    state.setdefault("domain_policy", None)
     if state["version"] == 1:
         size = 2 ** (state["depth"] + 1)
         counter = state.pop("counter")
@@ -533,7 +587,7 @@ def _save(path: Path, state: dict[str, Any], *, exclusive: bool = False) -> None
 _REQUIRED = {"format": str, "version": int, "mechanism": str, "schema": dict, "epsilon": float, "depth": int,
              "params": dict, "neighbouring": str, "ledger": list, "step": int, "key": str, "checksum": str}
 #: The counters' field of each version.
-_COUNTERS = {1: ("counter", dict), 2: ("groups", list), 3: ("groups", list)}
+_COUNTERS = {1: ("counter", dict), 2: ("groups", list), 3: ("groups", list), 4: ("groups", list)}
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -555,10 +609,12 @@ def _load(path: Path) -> dict[str, Any]:
     if _checksum(body) != state["checksum"]:
         raise StreamError(f"the stream state {path} is corrupted (checksum mismatch); restore it from a backup")
     try:
-        Schema.from_dict(state["schema"])
+        schema = Schema.from_dict(state["schema"])
         if len(_key(state)) != 32 or not _binding_valid(state.get("binding")) or \
-                (state["version"] >= 3 and "binding" not in state):
+                (state["version"] >= 3 and "binding" not in state) or \
+                (state["version"] >= 4 and "domain_policy" not in state):
             raise ValueError("the noise key is 256 bits; a binding names a ledger, a dataset and a stream")
+        _stored_policy(schema, state.get("domain_policy"))
         plan = _plan(state)
         _upgrade(state)
         consistent = _consistent(_counters(state), plan, state["step"])

@@ -1,7 +1,8 @@
 """The ``stream`` commands of the command line (wired into :mod:`privsyn_core.cli` by :func:`add_subparser`).
 
 ``python -m privsyn_core stream open STATE --schema schema.json --epsilon 1 --horizon-n 100000`` (or
-``--depth R``, or ``--growing``) creates a stream bound to the privacy ledger (``--ledger``);
+``--depth R``, or ``--growing``) creates a stream bound to the privacy ledger (``--ledger``), in release mode with
+``--release-mode`` (values outside the schema clipped or replaced by each column's ``--fallback``, never refused);
 ``stream add STATE BATCH.csv OUT.csv [--report REPORT.json]`` adds one batch and writes that step's synthetic
 rows (run again with the same batch after a crash, it writes the same rows; another batch at a step already
 released, from a copied or restored state, is refused); ``stream release STATE OUT.csv`` writes the current step's
@@ -46,6 +47,12 @@ def add_subparser(sub: Any, number: Callable[[str], Callable[[str], float]]) -> 
     create.add_argument("--ledger", type=Path, help="the privacy ledger that counts the whole stream's epsilon once "
                                                     "(default: as for synth)")
     create.add_argument("--dataset", help="the dataset's name in the ledger (default: stream:<state path>)")
+    create.add_argument("--release-mode", action="store_true",
+                        help="never refuse a batch on its content: out-of-domain values are clipped or replaced by "
+                             "each column's fallback, as synth --release-mode does (fixed for the whole stream)")
+    create.add_argument("--fallback", action="append", default=[], metavar="COLUMN=VALUE",
+                        help="--release-mode: the value a missing or out-of-domain value of COLUMN becomes (default: "
+                             "the midpoint of its bounds, or its first category); repeatable")
     create.set_defaults(handler=_cmd_open)
 
     add = commands.add_parser("add", help="add one batch (CSV) and write this step's synthetic rows")
@@ -75,20 +82,24 @@ def _release_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_open(args: argparse.Namespace) -> int:
-    from privsyn_core.cli import _check_outputs, _seed
+    from privsyn_core.cli import _check_outputs, _seed, _split_param
     from privsyn_core.data.io import read_schema
+    from privsyn_core.errors import UsageError
+    from privsyn_core.privacy.budget import PrivacyLedger
     from privsyn_core.stream import open_stream
 
     _check_outputs([args.state], [args.schema], force=True)  # an existing state: refused by open_stream
-    from privsyn_core.privacy.budget import PrivacyLedger
-
+    if args.fallback and not args.release_mode:
+        raise UsageError("--fallback applies with --release-mode only")
     stream = open_stream(args.state, read_schema(args.schema), args.epsilon, create=True, depth=args.depth,
                          horizon_n=args.horizon_n, horizon_steps=args.horizon_steps, growing=args.growing,
-                         rng=_seed(args.seed),
-                         ledger=PrivacyLedger(args.ledger), dataset=args.dataset)
+                         rng=_seed(args.seed), ledger=PrivacyLedger(args.ledger), dataset=args.dataset,
+                         release_mode=args.release_mode,
+                         fallbacks=dict(_split_param(f, "--fallback") for f in args.fallback) or None)
     depth = f"depth growing up to {stream.plan.depth}" if stream.plan.growing else f"depth {stream.plan.depth}"
+    mode = ", release mode: out-of-domain values clipped or replaced by fallbacks" if stream.policy else ""
     print(f"created stream {args.state} (online_pmm, epsilon={stream.epsilon:g} for the whole stream, {depth}, "
-          f"{len(stream.schema.columns)} columns); the state file is secret: keep it like the raw data")
+          f"{len(stream.schema.columns)} columns{mode}); the state file is secret: keep it like the raw data")
     return 0
 
 

@@ -700,10 +700,12 @@ def test_compare_draws_every_columns_marginal_real_beside_synthetic_only_in_teac
 def test_the_ledger_is_read_by_its_tail_and_totals_stay_exact(tmp_path, monkeypatch):
     """A page reads the last spends, the counts and the totals, never every row: the ledger grows with every run."""
     from pages._support import ledger
+    from privsyn_core.engine.release import reserve_release
 
     monkeypatch.setenv(ledger.DATA_DIR_ENV, str(tmp_path))
     for i in range(30):
-        ledger.record("d", label=f"run {i}", mechanism="pmm", relation="replace", epsilon=0.1, private=i % 3 != 0)
+        reserve_release(ledger.store(), "d", 0.1, relation="replace", mechanism="pmm", label=f"run {i}",
+                        private=i % 3 != 0).confirm()
     assert ledger.count("d") == 30 and ledger.count("d", private=True) == 20 and ledger.count("d", private=False) == 10
     tail = ledger.spends("d", last=8, private=True)
     assert [e["label"] for e in tail] == [f"run {i}" for i in range(30) if i % 3][-8:], "the latest, oldest first"
@@ -757,3 +759,33 @@ def test_compare_draws_static_figures_and_a_zoomable_scatter_on_demand():
     assert not problems(at)
     assert [f["data"][0]["name"] for f in figures(at)] == ["real", "synthetic"]
     assert sum("h0" in m for m in svgs(at)) == 0
+
+
+def test_a_fresh_machine_runs_the_bundled_sample_on_the_default_ledger(tmp_path, monkeypatch):
+    """No PRIVSYN_DATA_DIR nor PRIVSYN_LEDGER: the app makes the library's default ledger on first use and runs."""
+    from pages._support import ledger
+    from privsyn_core.privacy import budget
+
+    monkeypatch.delenv(ledger.DATA_DIR_ENV)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "share"))
+    monkeypatch.setattr(ledger, "EARLIER_DEFAULT", tmp_path / "checkout" / "app-data" / "ledger.sqlite")
+    at = run_mechanism(new_app(), "dp_histogram")
+    assert not problems(at) and len(spends(at)) == 1
+    assert budget.default_path() == tmp_path / "share" / "privsyn" / "ledger.sqlite"
+    assert budget.PrivacyLedger().count(ledger_key(at)) == 1
+
+
+def test_a_ledger_at_the_apps_earlier_default_refuses_every_run_with_one_line(tmp_path, monkeypatch):
+    from pages._support import ledger
+    from privsyn_core.privacy import budget
+
+    monkeypatch.delenv(ledger.DATA_DIR_ENV)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "share"))
+    earlier = tmp_path / "checkout" / "app-data" / "ledger.sqlite"
+    budget.PrivacyLedger.create(earlier)
+    monkeypatch.setattr(ledger, "EARLIER_DEFAULT", earlier)
+    at = run_mechanism(new_app(), "dp_histogram")
+    assert not at.exception and at.session_state["result"] is None
+    shown = [e.value for e in at.error if str(earlier) in e.value]
+    assert shown and all("PRIVSYN_LEDGER" in e and "\n" not in e for e in shown)
+    assert not (tmp_path / "share" / "privsyn").exists()

@@ -436,3 +436,23 @@ def test_the_apps_earlier_ledger_is_upgraded_in_place_and_forgets_nothing(tmp_pa
         reserve(ledger, 0.5)
     reserve(ledger, 0.3).confirm()
     assert [e.status for e in ledger.spends("d")] == ["spent", "spent"]
+
+
+def test_an_earlier_default_ledger_refuses_the_default_only(tmp_path, monkeypatch):
+    """A door's earlier default holding a ledger refuses the new default (one line naming both files); a ledger
+    named by PRIVSYN_LEDGER or PRIVSYN_DATA_DIR, or no ledger at the earlier place, is not refused."""
+    earlier = tmp_path / "old" / "ledger.sqlite"
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "share"))
+    budget.check_earlier_default(earlier)  # nothing there
+    PrivacyLedger.create(earlier)
+    budget.check_earlier_default(earlier)  # PRIVSYN_DATA_DIR (the fixture's) names the data folder
+    monkeypatch.delenv("PRIVSYN_DATA_DIR")
+    with pytest.raises(LedgerError) as refused:
+        budget.check_earlier_default(earlier)
+    assert "\n" not in str(refused.value) and str(earlier) in str(refused.value)
+    assert str(budget.default_path()) in str(refused.value)
+    monkeypatch.setenv("PRIVSYN_LEDGER", str(earlier))
+    budget.check_earlier_default(earlier)
+    monkeypatch.delenv("PRIVSYN_LEDGER")
+    monkeypatch.setattr(budget, "data_folder", lambda: earlier.parent)
+    budget.check_earlier_default(earlier)  # the earlier default is the default

@@ -8,12 +8,14 @@ import sqlite3
 import pytest
 
 from pages._support import ledger
+from privsyn_core.engine.release import reserve_release
 from privsyn_core.errors import LedgerError
 
 
 def spend(data: str, epsilon: float, *, private: bool = True, relation: str = "replace", key: str | None = None):
-    return ledger.record(data, label="run", mechanism="pmm", relation=relation, epsilon=epsilon, private=private,
-                         run_key=key)
+    """A spend recorded through the release path's one reservation site, confirmed at once."""
+    reserve_release(ledger.store(), data, epsilon, relation=relation, mechanism="pmm", label="run", private=private,
+                    run_key=key).confirm()
 
 
 def connections(monkeypatch) -> list[str]:
@@ -79,3 +81,43 @@ def test_a_data_folder_with_uploads_but_no_ledger_is_refused_and_one_connection_
     with ledger.one_connection():  # the page still runs; every ledger call names the problem
         with pytest.raises(LedgerError, match="its folder is not empty"):
             ledger.totals("d")
+
+
+def test_the_app_and_the_cli_share_one_default_ledger(monkeypatch, tmp_path):
+    """Without PRIVSYN_LEDGER and PRIVSYN_DATA_DIR the app's ledger is the library's default, the CLI's too."""
+    from privsyn_core.privacy import budget
+
+    monkeypatch.delenv(ledger.DATA_DIR_ENV)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "share"))
+    monkeypatch.setattr(ledger, "EARLIER_DEFAULT", tmp_path / "checkout" / "app-data" / "ledger.sqlite")
+    assert ledger.path() == budget.default_path() == tmp_path / "share" / "privsyn" / "ledger.sqlite"
+    assert ledger.data_dir() == budget.data_folder() == tmp_path / "share" / "privsyn"
+    spend("d", 0.5)
+    assert budget.PrivacyLedger().spent("d") == 0.5, "a script's and the CLI's default ledger is the app's"
+
+
+def test_a_ledger_at_the_apps_earlier_default_refuses_the_new_one_until_pointed_at_or_moved(monkeypatch, tmp_path):
+    from privsyn_core.privacy import budget
+
+    monkeypatch.delenv(ledger.DATA_DIR_ENV)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "share"))
+    earlier = tmp_path / "checkout" / "app-data" / "ledger.sqlite"
+    monkeypatch.setattr(ledger, "EARLIER_DEFAULT", earlier)
+    reserve_release(budget.PrivacyLedger.create(earlier), "d", 0.75, relation="replace", mechanism="pmm",
+                    label="run").confirm()
+    current = tmp_path / "share" / "privsyn" / "ledger.sqlite"
+    with ledger.one_connection(), pytest.raises(LedgerError) as refused:
+        ledger.totals("d")
+    message = str(refused.value)
+    assert "\n" not in message and str(earlier) in message and str(current) in message
+    assert f"PRIVSYN_LEDGER={earlier}" in message and "move it" in message
+    assert not current.exists() and not current.parent.exists(), "no fresh ledger was made"
+    monkeypatch.setenv("PRIVSYN_LEDGER", str(earlier))
+    assert ledger.totals("d") == {"replace": 0.75}
+    monkeypatch.delenv("PRIVSYN_LEDGER")
+    monkeypatch.setenv(ledger.DATA_DIR_ENV, str(earlier.parent))
+    assert ledger.totals("d") == {"replace": 0.75}
+    monkeypatch.delenv(ledger.DATA_DIR_ENV)
+    current.parent.mkdir(parents=True)
+    earlier.rename(current)
+    assert ledger.totals("d") == {"replace": 0.75}, "moved: the spends follow the file"

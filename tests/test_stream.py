@@ -522,7 +522,7 @@ def _batch40(t: int) -> pd.DataFrame:
     return _batch(t, 40)
 
 
-def test_a_version_1_state_continues_with_the_same_noise_and_is_written_as_version_3(tmp_path):
+def test_a_version_1_state_continues_with_the_same_noise_and_is_written_as_version_4(tmp_path):
     """A state written by format version 1 (fixed depth, one counter): step 4 releases exactly the counters that
     version 1 released (recorded with it), so a backup restored across the upgrade gets no fresh noise; its rows,
     post-processing of those counters, are pinned by the hash of the current leaf sampler."""
@@ -535,16 +535,17 @@ def test_a_version_1_state_continues_with_the_same_noise_and_is_written_as_versi
     assert stream.counters().tolist() == expected["counters_step4"]
     assert hashlib.sha256(release.data.to_csv(index=False).encode()).hexdigest() == expected["rows_sha256_step4"]
     written = json.loads(state.read_text())
-    assert written["version"] == 3 and written["binding"] is None, "an earlier stream was not bound to a ledger"
+    assert written["version"] == 4 and written["binding"] is None, "an earlier stream was not bound to a ledger"
+    assert written["domain_policy"] is None, "an earlier stream refuses values outside its schema"
     assert open_stream(state).release().data.equals(release.data)
 
 
 def test_a_state_of_an_unknown_version_is_refused_with_one_line(state):
     open_stream(state, SCHEMA, 1.0, create=True, depth=3, rng=0).add(_batch(1))
     body = json.loads(state.read_text())
-    body["version"] = 4
+    body["version"] = 5
     state.write_text(json.dumps(body))
-    with pytest.raises(StreamError, match="format version 4; this library reads versions 1, 2, 3") as info:
+    with pytest.raises(StreamError, match="format version 5; this library reads versions 1, 2, 3, 4") as info:
         open_stream(state)
     assert "\n" not in str(info.value)
 

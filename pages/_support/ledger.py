@@ -1,12 +1,15 @@
 """The app's view of the library's privacy ledger (:class:`privsyn_core.privacy.budget.PrivacyLedger`).
 
-One file for the app, the CLI and scripts: ``$PRIVSYN_LEDGER``, else ``ledger.sqlite`` in the data folder
-(``$PRIVSYN_DATA_DIR``, default ``app-data/`` next to ``app.py``).  An uploaded table is identified by its
+One file for the app, the CLI and scripts, named by the library (:func:`privsyn_core.privacy.budget.default_path`):
+``$PRIVSYN_LEDGER``, else ``ledger.sqlite`` in the data folder (``$PRIVSYN_DATA_DIR``, else
+``~/.local/share/privsyn/``), which also holds the uploads.  A ledger left at ``app-data/ledger.sqlite`` next to
+``app.py`` (:data:`EARLIER_DEFAULT`) refuses the default ledger until the operator points at it or moves it
+(:func:`privsyn_core.privacy.budget.check_earlier_default`).  An uploaded table is identified by its
 records (:func:`pages._support.data_state.ledger_id`: the CLI's ``budget set DATA.csv --schema S.json`` names
 the same dataset), or by the operator's ``PRIVSYN_DATASET``; a bundled sample gets a ledger per browser session,
-so a classroom does not share one list.  A run reserves its epsilon through the library's release path
-(:func:`privsyn_core.synthesize` with :func:`store`), in one transaction that checks the budget, before the
-mechanism draws anything.  On a release-only server the budget is the operator's
+so a classroom does not share one list.  A run and DP bounds reserve their epsilon through the library's release
+path (:func:`privsyn_core.synthesize` and :func:`privsyn_core.dp_bounds` with :func:`store`), in one transaction
+that checks the budget, before the mechanism draws anything.  On a release-only server the budget is the operator's
 (``PRIVSYN_BUDGET`` or ``python -m privsyn_core budget set``) and a release with no budget at all is refused;
 a session can only tighten a budget (:func:`tighten_budget`).  Nothing here is shown in release mode but
 totals, labels and epsilons; the data's hash is the key, never displayed.
@@ -21,33 +24,37 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from privsyn_core.privacy.budget import (
+    DATA_DIR_ENV,
     LEDGER_ENV,
     LEDGER_FILE,
     BudgetExceeded,
     LedgerError,
     PrivacyLedger,
-    Reservation,
+    check_earlier_default,
+    data_folder,
+    default_path,
     environment_budget,
 )
 
 from .state import release_locked
 
-DATA_DIR_ENV = "PRIVSYN_DATA_DIR"
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "app-data"
+#: Where the app kept its ledger by default before the library named one default for every door.
+EARLIER_DEFAULT = Path(__file__).resolve().parents[2] / "app-data" / LEDGER_FILE
 
-__all__ = ["BudgetExceeded", "LedgerError", "DATA_DIR_ENV", "data_dir", "path", "store", "ensure", "one_connection",
-           "spends", "count", "totals", "budget", "budget_owner", "known", "reserve", "record", "set_budget",
+__all__ = ["BudgetExceeded", "LedgerError", "DATA_DIR_ENV", "EARLIER_DEFAULT", "data_dir", "path", "store", "ensure",
+           "one_connection", "spends", "count", "totals", "budget", "budget_owner", "known", "set_budget",
            "tighten_budget"]
 
 
 def data_dir() -> Path:
-    """The app's data folder (the ledger by default, the uploads)."""
-    return Path(os.environ.get(DATA_DIR_ENV) or DEFAULT_DIR)
+    """The data folder of the app and the CLI (the ledger by default, the uploads)."""
+    return data_folder()
 
 
 def path() -> Path:
-    """The ledger's file."""
-    return Path(os.environ[LEDGER_ENV]) if os.environ.get(LEDGER_ENV) else data_dir() / LEDGER_FILE
+    """The ledger's file; refused while the app's earlier default holds a ledger (:data:`EARLIER_DEFAULT`)."""
+    check_earlier_default(EARLIER_DEFAULT)
+    return default_path()
 
 
 _STORES: dict[tuple[str, bool], PrivacyLedger] = {}
@@ -118,22 +125,6 @@ def budget_owner(data: str) -> str | None:
 
 def known(data: str, run_key: str | None) -> bool:
     return store().known(data, run_key)
-
-
-def reserve(data: str, epsilon: float, *, relation: str, mechanism: str, label: str, private: bool,
-            run_key: str | None = None) -> Reservation:
-    """:meth:`PrivacyLedger.reserve`: check the budget and record the spend atomically, before the run."""
-    return store().reserve(data, epsilon, relation=relation, mechanism=mechanism, label=label, private=private,
-                           run_key=run_key)
-
-
-def record(data: str, *, label: str, mechanism: str, relation: str, epsilon: float, private: bool,
-           run_key: str | None = None) -> bool:
-    """Reserve and confirm at once (a spend whose output is already known); True if a new spend was recorded."""
-    reservation = reserve(data, epsilon, relation=relation, mechanism=mechanism, label=label, private=private,
-                          run_key=run_key)
-    reservation.confirm()
-    return reservation.spends
 
 
 def set_budget(data: str, epsilon: float | None) -> None:

@@ -7,7 +7,6 @@ import pandas as pd
 import streamlit as st
 
 import privsyn_core as ps
-from privsyn_core.data.dp_bounds import dp_bounds
 
 from . import ledger as store, shared, state
 from .data_state import columns, frame, ledger_id, table
@@ -72,9 +71,8 @@ def estimate_dp_bounds(epsilon: float, neighbouring: str) -> None:
     if not numeric:
         raise ps.DataError("every chosen numeric column has typed bounds: DP bounds fill only the others")
     rng = state.release_rng() if release_mode() else shared.seed()
-    with store.reserve(ledger_id(), epsilon, relation=neighbouring, mechanism="dp_bounds",
-                       label=f"DP bounds of {len(numeric)} column(s)", private=True):
-        found = dp_bounds(frame(), numeric, epsilon, neighbouring=neighbouring, rng=rng)
+    found = ps.dp_bounds(frame(), numeric, epsilon, neighbouring=neighbouring, rng=rng, ledger=store.store(),
+                         dataset=ledger_id())
     for col in found.schema.columns:
         entries[col.name] = {**col.to_dict(), "source": f"DP bounds (epsilon {epsilon:g})"}
     set_schema_entries(entries)

@@ -20,7 +20,8 @@ JSON), so that a reload restores the table *and* what the user typed about it.  
 information the user declared (or a DP estimate, or, in teaching mode, a proposal labelled as read
 off the data), stored beside the table and dropped with it.
 
-The folder is ``$PRIVSYN_DATA_DIR/uploads`` (default ``app-data/uploads`` beside ``app.py``, as the ledger).
+The folder is ``uploads`` in the data folder of the ledger (:func:`privsyn_core.privacy.budget.data_folder`:
+``$PRIVSYN_DATA_DIR``, else ``~/.local/share/privsyn/``).
 Uploaded tables hold raw, possibly sensitive data: keep the data folder as private as the data, or set
 ``PRIVSYN_UPLOAD_MAX_BYTES=0`` on a server that must not keep uploads.
 """

@@ -37,7 +37,8 @@ clipped into the bounds when the data are encoded.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -117,7 +118,8 @@ def quantile_bounds(kept: np.ndarray, edges: np.ndarray, tail: float) -> tuple[f
 
 def dp_bounds(df: pd.DataFrame, columns: Sequence[str], epsilon: float, *, neighbouring: str = "replace",
               tail: float = 0.01, rng: RandomLike = None, min_abs: float = 2.0**-10,
-              max_abs: float = 2.0**40, per_octave: int = 2, integer: Collection[str] = ()) -> DPBounds:
+              max_abs: float = 2.0**40, per_octave: int = 2, integer: Collection[str] = (),
+              before_noise: Callable[[], AbstractContextManager[object]] | None = None) -> DPBounds:
     """Estimate public bounds for numeric columns with epsilon-DP.
 
     Parameters
@@ -136,6 +138,9 @@ def dp_bounds(df: pd.DataFrame, columns: Sequence[str], epsilon: float, *, neigh
         Columns the caller declares integer (a public declaration: never read off the data's dtypes).
     min_abs, max_abs, per_octave : float, float, int
         The public bucket grid (:func:`bucket_edges`); values beyond ``max_abs`` are clipped.
+    before_noise : callable, optional
+        Called once every argument is checked, before the first draw; the noise is drawn inside the context it
+        returns (the privacy ledger's reservation: :func:`privsyn_core.dp_bounds`).
 
     Returns
     -------
@@ -156,16 +161,17 @@ def dp_bounds(df: pd.DataFrame, columns: Sequence[str], epsilon: float, *, neigh
     ledger = split_epsilon(epsilon, [(f"DP bounds of {c!r}: discrete Laplace bucket counts", 1.0) for c in columns])
     generator, seed = resolve_rng(rng)
     noisy, bounded, warnings = {}, [], []
-    for (name, x), (_, eps_col), child in zip(values.items(), ledger, generator.spawn(len(columns)), strict=True):
-        true_count = np.bincount(bucket_index(x, edges), minlength=len(edges) - 1)
-        sigma = SENSITIVITY[neighbouring] / eps_col
-        noisy[name] = true_count + discrete_laplace(sigma, true_count.shape, child)
-        kept = kept_counts(noisy[name], sigma)
-        lo, hi = quantile_bounds(kept, edges, tail)
-        if kept.sum() == 0:
-            warnings.append(f"column {name!r}: no noisy bucket count passed the threshold, so the whole public "
-                            f"range [{lo:g}, {hi:g}] was used; spend more epsilon or type the bounds")
-        bounded.append(Column(name, "numeric", lo=lo, hi=hi, integer=name in integer, public=True))
+    with before_noise() if before_noise is not None else nullcontext():
+        for (name, x), (_, eps_col), child in zip(values.items(), ledger, generator.spawn(len(columns)), strict=True):
+            true_count = np.bincount(bucket_index(x, edges), minlength=len(edges) - 1)
+            sigma = SENSITIVITY[neighbouring] / eps_col
+            noisy[name] = true_count + discrete_laplace(sigma, true_count.shape, child)
+            kept = kept_counts(noisy[name], sigma)
+            lo, hi = quantile_bounds(kept, edges, tail)
+            if kept.sum() == 0:
+                warnings.append(f"column {name!r}: no noisy bucket count passed the threshold, so the whole public "
+                                f"range [{lo:g}, {hi:g}] was used; spend more epsilon or type the bounds")
+            bounded.append(Column(name, "numeric", lo=lo, hi=hi, integer=name in integer, public=True))
     return DPBounds(Schema(tuple(bounded)), ledger, neighbouring, edges, noisy, seed, warnings)
 
 

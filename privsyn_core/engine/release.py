@@ -3,6 +3,11 @@
 ledger's reservation (:class:`BudgetGuard`), then the run sequence.  :func:`privsyn_core.synthesize`,
 :func:`~privsyn_core.api.synthesize_chunks` and :func:`~privsyn_core.api.count_replay` call it (the Dask path has
 its own records, :mod:`privsyn_core.engine.dask_backend`, and the same guard).
+
+:func:`reserve_release` is the one place where a release's epsilon enters the privacy ledger, for every door: a
+batch release (:class:`BudgetGuard`), a stream's creation (:func:`privsyn_core.open_stream`) and DP bounds
+(:func:`privsyn_core.dp_bounds`), from the library, the command line and the app alike
+(``tests/test_reservation_site.py`` checks that nothing else calls the ledger's ``reserve``).
 """
 
 from __future__ import annotations
@@ -34,6 +39,27 @@ LedgerLike = budget.PrivacyLedger | str | os.PathLike[str] | None
 Encoder = Callable[[Codec], tuple[np.ndarray, dict[str, int], list[str]]]
 
 
+def ledger_of(ledger: budget.PrivacyLedger | str | os.PathLike[str]) -> budget.PrivacyLedger:
+    """The ledger ``ledger=`` names: the object itself, or the ledger in that file (which must exist)."""
+    return ledger if isinstance(ledger, budget.PrivacyLedger) else budget.PrivacyLedger(ledger)
+
+
+def reserve_release(ledger: budget.PrivacyLedger, dataset: str, epsilon: float, *, relation: str, mechanism: str,
+                    label: str, private: bool = True, run_key: str | None = None,
+                    stream: str | None = None) -> budget.Reservation:
+    """Reserve a release's epsilon on ``dataset`` before any noise is drawn: the budget checked and the spend
+    recorded in one transaction (:meth:`~privsyn_core.privacy.budget.PrivacyLedger.reserve`, sequential
+    composition: Dwork and Roth 2014, Thm. 3.16), or :class:`~privsyn_core.errors.BudgetExceeded` and nothing
+    recorded.
+
+    The caller draws its noise only after this returns, inside the reservation (a context manager: confirmed
+    when the block ends, marked failed but still counted when it raises), or cancels it only when nothing was
+    drawn.  ``run_key`` makes a seeded replay free; ``stream`` records a new stream's step 0 with the spend.
+    """
+    return ledger.reserve(dataset, epsilon, relation=relation, mechanism=mechanism, label=label, private=private,
+                          run_key=run_key, stream=stream)
+
+
 class BudgetGuard:
     """The ledger's reservation of one release, taken when called: after the input is checked and encoded, before
     the mechanism draws anything (:meth:`~privsyn_core.privacy.budget.PrivacyLedger.reserve`)."""
@@ -48,7 +74,7 @@ class BudgetGuard:
         if ledger is None:
             return lambda schema: nullcontext()
         assert dataset is not None
-        store = ledger if isinstance(ledger, budget.PrivacyLedger) else budget.PrivacyLedger(ledger)
+        store = ledger_of(ledger)
         seed = int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
         key = None if seed is None or content is None else json.dumps(
             [content, request.spec.name, request.epsilon, request.neighbouring, request.public_n,
@@ -57,11 +83,11 @@ class BudgetGuard:
 
     def __call__(self, schema: Schema) -> budget.Reservation:
         request = self.request
-        return self.ledger.reserve(self.dataset, request.epsilon, relation=request.neighbouring,
-                                   mechanism=request.spec.name, label=request.spec.name,
-                                   private=request.spec.is_private and schema.dp_valid,
-                                   run_key=None if self.run_key is None else self.run_key + json.dumps(schema.to_dict(),
-                                                                                                    sort_keys=True))
+        return reserve_release(self.ledger, self.dataset, request.epsilon, relation=request.neighbouring,
+                               mechanism=request.spec.name, label=request.spec.name,
+                               private=request.spec.is_private and schema.dp_valid,
+                               run_key=None if self.run_key is None else self.run_key + json.dumps(schema.to_dict(),
+                                                                                                sort_keys=True))
 
 
 def release_encoded(request: Request, schema: Schema, encode: Encoder, rng: RandomLike,

@@ -19,12 +19,13 @@ before its output leaves the process and no two releases can both pass the check
 * **Fail closed.**  A ledger that is missing after it existed, empty (0 bytes), unreadable, damaged or not a
   privsyn ledger refuses every release with one sentence (:class:`LedgerError`).  A new ledger is created only by
   :meth:`PrivacyLedger.create` (``python -m privsyn_core budget init``) or on the first use of the data folder's
-  ledger (:func:`default_path` without ``PRIVSYN_LEDGER``) in a folder that does not exist or is empty and that
-  never held one: creating a ledger leaves a marker in the folder and one in the user's configuration folder
-  (:func:`marker_paths`), so a ledger deleted after use is refused until the operator runs ``budget init``.  A
-  ledger named by its file (``PRIVSYN_LEDGER``, ``--ledger``, a path given to :class:`PrivacyLedger`) must exist:
-  a mistyped path is refused, never a fresh ledger with no spends.  Another program's SQLite file is checked
-  read-only and refused untouched.
+  ledger (:func:`default_path` without ``PRIVSYN_LEDGER``: the one default of the library, the CLI and the app, in
+  :func:`data_folder`) in a folder that does not exist or is empty and that never held one: creating a ledger
+  leaves a marker in the folder and one in the user's configuration folder (:func:`marker_paths`), so a ledger
+  deleted after use is refused until the operator runs ``budget init``.  A ledger named by its file
+  (``PRIVSYN_LEDGER``, ``--ledger``, a path given to :class:`PrivacyLedger`) must exist: a mistyped path is
+  refused, never a fresh ledger with no spends.  Another program's SQLite file is checked read-only and refused
+  untouched.
 * **Replays.**  A seeded run (its run key) already in the ledger spends nothing new only when it draws the same
   noise: the stored key holds the library's version and the samplers'
   (:data:`~privsyn_core.privacy.noise.SAMPLER_VERSION`), so the same call after an upgrade is charged again.
@@ -96,19 +97,49 @@ RECORDED, PUBLISHED = "recorded", "published"
 
 
 def default_path() -> Path:
-    """The ledger's file: ``$PRIVSYN_LEDGER``, else :func:`data_folder_path`."""
+    """The default ledger of every door (the library, the command line, the app): ``$PRIVSYN_LEDGER``, else
+    :func:`data_folder_path`."""
     if os.environ.get(LEDGER_ENV):
         return Path(os.environ[LEDGER_ENV])
     return data_folder_path()
 
 
-def data_folder_path() -> Path:
-    """The data folder's ledger: ``$PRIVSYN_DATA_DIR/ledger.sqlite``, else ``$XDG_DATA_HOME/privsyn/ledger.sqlite``
-    (``~/.local/share/privsyn/ledger.sqlite``).  The one ledger made on its folder's first use."""
+def data_folder() -> Path:
+    """The data folder shared by every door: ``$PRIVSYN_DATA_DIR``, else ``$XDG_DATA_HOME/privsyn``
+    (``~/.local/share/privsyn/``).  It holds the default ledger and the app's uploads."""
     if os.environ.get(DATA_DIR_ENV):
-        return Path(os.environ[DATA_DIR_ENV]) / LEDGER_FILE
+        return Path(os.environ[DATA_DIR_ENV])
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "privsyn" / LEDGER_FILE
+    return Path(base) / "privsyn"
+
+
+def data_folder_path() -> Path:
+    """The data folder's ledger, :func:`data_folder` ``/ ledger.sqlite``: the one ledger made on its folder's first
+    use."""
+    return data_folder() / LEDGER_FILE
+
+
+def check_earlier_default(earlier: str | os.PathLike[str]) -> None:
+    """Refuse the default ledger while a ledger sits at ``earlier``, where a door kept it by default before.
+
+    Only when neither ``PRIVSYN_LEDGER`` nor ``PRIVSYN_DATA_DIR`` names the ledger: a deployment whose spends are
+    at ``earlier`` would otherwise start again from zero in a new default ledger (fail closed).
+
+    Raises
+    ------
+    LedgerError
+        One line naming both files and the two ways out (point the environment at the earlier ledger, or move it).
+    """
+    earlier = Path(earlier)
+    if os.environ.get(LEDGER_ENV) or os.environ.get(DATA_DIR_ENV) or not earlier.exists():
+        return
+    current = data_folder_path()
+    if earlier.resolve() == current.resolve():
+        return
+    raise LedgerError(f"a privacy ledger is at {earlier}, the app's earlier default, but the default ledger is "
+                      f"{current}: every release is refused so that no spend is forgotten. Set "
+                      f"{LEDGER_ENV}={earlier} (or {DATA_DIR_ENV}={earlier.parent} to keep its uploads too), or "
+                      f"stop every process using it and move it, with its -wal and -shm files, to {current}")
 
 
 def marker_paths(path: str | os.PathLike[str]) -> tuple[Path, Path]:

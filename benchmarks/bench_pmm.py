@@ -100,14 +100,10 @@ def timing() -> None:
 
 def measured_w1(X: np.ndarray, Y: np.ndarray) -> W1Value:
     """Exact W1 (network simplex) while its cost matrix is allowed (``EXACT_HARD_LIMIT`` entries), else the
-    certified interval, or the grid method with its error bound where the certified solver fails (it can on
-    point sets of different sizes: ``POT`` reports the lattice problem infeasible)."""
+    certified interval."""
     if len(X) * len(Y) <= EXACT_HARD_LIMIT:
         return w1(X, Y, metric="chebyshev", method="exact")
-    try:
-        return w1(X, Y, metric="chebyshev", method="certified")
-    except (RuntimeError, AssertionError):
-        return w1(X, Y, metric="chebyshev", method="grid")
+    return w1(X, Y, metric="chebyshev", method="certified")
 
 
 class W1Cache:

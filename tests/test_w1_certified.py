@@ -4,12 +4,13 @@ the network simplex with potentials, the domain decomposition; every interval ho
 All instances use fixed seeds: the checks are deterministic (no false-failure rate)."""
 
 import numpy as np
+import ot
 import pytest
 from ortools.graph.python import min_cost_flow
 
 import privsyn_core as ps
-from privsyn_core.evaluation import w1_certified
-from privsyn_core.evaluation.w1_flow import transshipment
+from privsyn_core.evaluation import w1_certified, w1_flow
+from privsyn_core.evaluation.w1_flow import integer_transshipment, transshipment
 from privsyn_core.evaluation.w1_transform import planar_c_transform
 
 w1 = ps.metrics.w1
@@ -40,10 +41,8 @@ def test_planar_c_transform_of_a_slope_one_potential_is_exact_and_fast_enough():
     np.testing.assert_allclose(best, full.min(axis=1), rtol=0, atol=1e-12)
 
 
-def test_transshipment_is_optimal_and_its_potentials_are_feasible_and_tight():
-    """A random transshipment problem with transit nodes: the flow conserves every supply, costs what OR-tools'
-    optimum costs (integer costs, so equal up to the float sum), and the potentials satisfy
-    ``pi[t] - pi[h] <= cost`` on every arc with equality on arcs that carry flow."""
+def _random_transshipment(scale: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A random transshipment problem with transit nodes, integer costs, supplies times ``scale``."""
     rng = np.random.default_rng(5)
     nodes = 60
     tails, heads = rng.integers(0, nodes, 600), rng.integers(0, nodes, 600)
@@ -54,16 +53,81 @@ def test_transshipment_is_optimal_and_its_potentials_are_feasible_and_tight():
     supply = np.zeros(nodes, dtype=np.int64)
     supply[:10], supply[10:20] = rng.integers(1, 9, 10), 0
     supply[20:30] = -rng.multinomial(int(supply[:10].sum()), np.full(10, 0.1))
-    flow, potential = transshipment(supply, tails, heads, cost)
+    return supply * scale, tails, heads, cost
+
+
+def _check_optimal_with_tight_potentials(solution, supply, tails, heads, cost) -> None:
+    """The flow conserves every supply, costs what OR-tools' optimum costs (integer costs, so equal up to the
+    float sum), and the potentials satisfy ``pi[t] - pi[h] <= cost`` on every arc with equality on arcs that
+    carry flow (to 1e-9 of the largest potential)."""
+    flow, potential = solution
+    nodes = len(supply)
     balance = np.bincount(tails, weights=flow, minlength=nodes) - np.bincount(heads, weights=flow, minlength=nodes)
     np.testing.assert_array_equal(balance, supply)
     solver = min_cost_flow.SimpleMinCostFlow()
-    solver.add_arcs_with_capacity_and_unit_cost(tails, heads, np.full(len(tails), 10**6), cost.astype(np.int64))
+    solver.add_arcs_with_capacity_and_unit_cost(tails, heads, np.full(len(tails), int(supply[supply > 0].sum())),
+                                                cost.astype(np.int64))
     solver.set_nodes_supplies(np.arange(nodes), supply)
     assert solver.solve() == solver.OPTIMAL
-    assert flow @ cost == pytest.approx(solver.optimal_cost(), abs=1e-9)
+    assert flow @ cost == pytest.approx(solver.optimal_cost(), rel=1e-12)
     slack = cost - potential[tails] + potential[heads]
     assert slack.min() >= -1e-9 and np.abs(slack[flow > 0]).max() <= 1e-9
+
+
+@pytest.mark.parametrize("scale", [1, 2**22, 2**36])
+def test_transshipment_is_optimal_and_its_potentials_are_feasible_and_tight(scale):
+    """Masses of 1, 2^22 and 2^36 units: POT with the full hold, POT with the hold lowered to fit its range (the
+    total mass is near 2^31), and OR-tools with residual shortest paths (the supply alone passes 2^31)."""
+    supply, tails, heads, cost = _random_transshipment(scale)
+    _check_optimal_with_tight_potentials(transshipment(supply, tails, heads, cost), supply, tails, heads, cost)
+
+
+def test_integer_transshipment_is_optimal_and_its_potentials_are_feasible_and_tight():
+    """OR-tools and the residual shortest paths on the small problem (integer costs: the power-of-two step keeps
+    them exact), and on equal costs (one step per arc, as on the lattice)."""
+    supply, tails, heads, cost = _random_transshipment(1)
+    _check_optimal_with_tight_potentials(integer_transshipment(supply, tails, heads, cost), supply, tails, heads,
+                                         cost)
+    equal = np.full(len(cost), 0.37)
+    flow, potential = integer_transshipment(supply, tails, heads, equal)
+    _check_optimal_with_tight_potentials((flow / 0.37 * 0.37, potential / 0.37), supply, tails, heads,
+                                         np.ones(len(cost)))
+
+
+def test_residual_distances_report_a_negative_cycle():
+    """A cycle of cost -1 has no shortest paths: None, not a wrong answer."""
+    assert w1_flow.residual_distances(3, np.array([0, 1, 2]), np.array([1, 2, 0]), np.array([1, -1, -1])) is None
+    np.testing.assert_array_equal(
+        w1_flow.residual_distances(3, np.array([0, 1, 2]), np.array([1, 2, 0]), np.array([1, -1, 1])), [0, 0, -1])
+
+
+def test_unequal_sizes_hold_pots_exact_value_on_both_solver_paths(monkeypatch):
+    """n = 1500 against m = 1499 in d = 2 (masses in units of 1 / lcm = 1 / 2,248,500: the lattice problem needs
+    POT's hold lowered to fit its range): the certified interval holds ``ot.emd2`` on the raw points, as it is
+    and with every flow solved by OR-tools (``POT_MAX_MASS`` = 0)."""
+    rng = np.random.default_rng(8)
+    X, Y = rng.random((1500, 2)), np.clip(rng.normal(0.5, 0.2, (1499, 2)), 0, 1)
+    exact = ot.emd2(np.full(1500, 1 / 1500), np.full(1499, 1 / 1499), ot.dist(X, Y, metric="chebyshev"),
+                    numItermax=10**7)
+    for limit in (w1_flow.POT_MAX_MASS, 0):
+        monkeypatch.setattr(w1_flow, "POT_MAX_MASS", limit)
+        value = w1(X, Y, metric="chebyshev", method="certified")
+        assert value.lower <= exact * (1 + 1e-9) and exact <= value.upper * (1 + 1e-9), (limit, value.lower, exact,
+                                                                                           value.upper)
+        assert value.upper - value.lower <= 0.1 * value.lower
+
+
+@pytest.mark.slow
+def test_twenty_thousand_against_19950_rows_is_certified():
+    """The lattice problem of 20,000 against 19,950 uniform points (units of 1 / 7,980,000) is solved: the
+    certified interval intersects the grid method's (both hold W1) and meets the default tolerance (10%)."""
+    rng = np.random.default_rng(0)
+    X, Y = rng.random((20000, 2)), rng.random((19950, 2))
+    value = w1(X, Y)
+    assert value.method == "certified_flow"
+    grid = w1(X, Y, method="grid")
+    assert value.lower <= float(grid) + grid.error_bound and float(grid) - grid.error_bound <= value.upper
+    assert value.upper - value.lower <= 0.1 * value.lower
 
 
 CASES = (("normal", "chebyshev"), ("shared", "cityblock"), ("grid", "chebyshev"), ("shift", "cityblock"),

@@ -388,26 +388,44 @@ def assemble(spec: MechanismSpec | Publisher, out: MechanismOutput, *, data: Any
 
 
 def collapse_warnings(data: Any, schema: Schema) -> list[str]:
-    """Numeric columns of the synthetic table with fewer distinct values than they could show.
+    """Columns of the synthetic table with fewer distinct values than they could show.
 
-    A column whose synthetic rows take fewer than ``min(3, rows, its integer values)`` distinct values
-    shows no shape.  This reads the released rows only (post-processing); a lazy (Dask) table is not read.
+    A numeric column whose synthetic rows take fewer than ``min(3, rows, its integer values)`` distinct values
+    shows no shape; a categorical column of at least 2 categories whose rows all take one category shows none
+    either (a mechanism that smooths every record towards a centre, such as a projection onto a subspace, can
+    land every record in one category's cell).  This reads the released rows only (post-processing); a lazy
+    (Dask) table is not read.
     """
     if not isinstance(data, pd.DataFrame) or len(data) < 2:
         return []
-    collapsed = []
+    collapsed, constant = [], []
     for col in schema.columns:
-        if col.kind != "numeric" or col.name not in data:
+        if col.name not in data:
+            continue
+        if col.kind != "numeric":
+            if len(col.category_list) >= 2 and takes_one_value(data[col.name].to_numpy()):
+                constant.append(f"{col.name!r} ({len(col.category_list)} categories)")
             continue
         lo, hi = col.bounds
         possible = math.floor(hi) - math.ceil(lo) + 1 if col.integer else math.inf
         distinct = distinct_up_to_three(data[col.name].to_numpy())
         if distinct < min(3, len(data), possible):
             collapsed.append(f"{col.name!r} ({distinct})")
-    if not collapsed:
-        return []
-    return [f"synthetic column(s) {', '.join(collapsed)} take fewer than 3 distinct values: the output shows no "
-            "shape on them"]
+    warnings = []
+    if collapsed:
+        warnings.append(f"synthetic column(s) {', '.join(collapsed)} take fewer than 3 distinct values: the output "
+                        "shows no shape on them")
+    if constant:
+        warnings.append(f"synthetic categorical column(s) {', '.join(constant)} take a single category in every "
+                        "row: the output shows nothing of their distribution")
+    return warnings
+
+
+def takes_one_value(x: np.ndarray) -> bool:
+    """Whether every entry of ``x`` equals the first, chunk by chunk with an early exit (no hashing)."""
+    first = x[:1]
+    return not any(bool(np.any(x[start:start + _DISTINCT_CHUNK] != first))
+                   for start in range(0, len(x), _DISTINCT_CHUNK))
 
 
 def distinct_up_to_three(x: np.ndarray) -> int:

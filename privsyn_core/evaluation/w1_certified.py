@@ -27,7 +27,7 @@ an optimal dual of the full problem.
 blocks of ``CERTIFIED_BLOCK`` x ``CERTIFIED_BLOCK`` lattice cells (about 10^3 atoms at 10^5 points a side) take
 milliseconds each. So the network's flow problem is solved block by block, on two partitions shifted by half a
 block, with POT's network simplex (:func:`privsyn_core.evaluation.w1_flow.transshipment`, which also returns the
-potentials):
+potentials; OR-tools and residual shortest paths where the masses pass POT's range):
 
 * *primal sweep* (the upper end): the flow on the arcs between blocks is held fixed; each block's flow is then an
   independent min-cost flow with supplies corrected by the fixed flow across its border, solved exactly. No
@@ -54,7 +54,7 @@ Rounds stop once ``U - L <= tolerance * L``, or after ``rounds``; every round's 
 best ends are kept.
 
 Exactness: masses are integers (unweighted inputs, in units of ``1 / lcm(n, m)``) and stay integers in every
-network simplex solve (sums of integers below 2^53); the flow is checked for conservation at every node before
+min-cost flow solve (sums of integers below 2^53); the flow is checked for conservation at every node before
 ``U`` is taken from it. The lengths, transforms and sums are floating point: every arc is lengthened by 1e-14 of
 the coordinates' scale (its computed length is within a few units in the last place of the true distance, and
 a unit of flow pays it once per arc it crosses) and ``U`` is widened by 1e-9 relative; ``G`` is raised by 1e-12
@@ -231,7 +231,7 @@ def _lattice_solution(node_supply: np.ndarray, tails: np.ndarray, heads: np.ndar
     """Min-cost flow of the lattice supplies (arc cost ``width``): the flow on each arc and node potentials."""
     solution = transshipment(node_supply, tails, heads, np.full(len(tails), width))
     if solution is None:
-        raise RuntimeError("POT's network simplex did not solve the lattice problem")
+        raise RuntimeError("the min-cost flow solver did not solve the lattice problem")
     return solution
 
 

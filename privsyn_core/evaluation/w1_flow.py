@@ -1,21 +1,38 @@
-"""Min-cost flow with node potentials, by POT's network simplex (Bonneel, van de Panne, Paris and Heidrich,
-"Displacement interpolation using Lagrangian mass transport", 2011) on a sparse bipartite graph.
+"""Min-cost flow with node potentials on a sparse graph, exact in integer masses of any size below 2^53.
 
 Used by the certified W1 intervals (:mod:`privsyn_core.evaluation.w1_certified`,
-:mod:`privsyn_core.evaluation.w1_sparse`): POT returns the optimal flow *and* the dual potentials, which OR-tools'
-``SimpleMinCostFlow`` does not. POT solves transport problems (sources to targets); a transshipment problem is put
-in that form by splitting every node that has arcs both in and out into a source and a target joined by a free
-arc, both holding ``big`` extra units (more than any node can pass on: the total supply, plus one), so the free
-arc carries what does not pass through the node. Its flow is positive, so it is in the optimal basis and the two
-halves' potentials agree.
+:mod:`privsyn_core.evaluation.w1_sparse`), which need the optimal flow *and* the dual potentials. Two solvers:
+
+* POT's network simplex (Bonneel, van de Panne, Paris and Heidrich, "Displacement interpolation using Lagrangian
+  mass transport", 2011), which returns both. It solves transport problems (sources to targets); a transshipment
+  problem is put in that form by splitting every node that has arcs both in and out into a source and a target
+  joined by a free arc, both holding ``hold`` extra units, so the free arc carries ``hold`` minus what passes
+  through the node. This is the transshipment problem with each node's throughput capped at ``hold``. An acyclic
+  optimal flow passes at most the total positive supply ``P`` through any node, so ``hold = P + 1`` loses nothing.
+  POT reports problems whose total mass exceeds about 2^32 infeasible, so ``hold`` is lowered to fit
+  ``POT_MAX_MASS`` when needed, and the solution then accepted only if every free arc carries flow. Then no cap binds,
+  so the capped optimum is a local, hence (linear programme) global optimum of the uncapped problem; and every
+  free arc is in the optimal basis, so the two halves' potentials agree.
+* Otherwise (unweighted inputs of unequal sizes count mass in units of ``1 / lcm(n, m)``: up to 2^40 units),
+  OR-tools' ``SimpleMinCostFlow`` (cost scaling, 64-bit integers) on the arc costs rounded to a power-of-two step
+  (exact for equal costs, as on the lattice, and for small integers), and the potentials from shortest paths in
+  its residual graph (Ahuja, Magnanti and Orlin, *Network Flows*, 1993, section 9.3): with ``d`` the distances
+  from a virtual node joined to every node at cost 0, ``pi = -d`` satisfies ``pi[t] - pi[h] <= cost`` on every
+  arc with room left and ``>=`` on every arc carrying flow (its reverse is a residual arc of cost ``-cost``); the
+  residual graph of an optimal flow has no negative cycle, so the label-correcting iteration (Bellman-Ford, one
+  vectorised pass over all residual arcs per round) converges.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import ot
+from ortools.graph.python import min_cost_flow
 from scipy.sparse import coo_array
 
+POT_MAX_MASS = 2**31  # POT's network simplex on at most this total mass (it reports about 2^32 infeasible)
+_COST_STEPS = 2**20  # OR-tools' integer costs: the largest arc cost in about this many power-of-two steps ...
+_COST_TOTAL = 2**60  # ... fewer where steps x capacity x (nodes + 1) would pass this (int64 cost sums)
 _ITERATIONS = 10**9
 
 
@@ -26,7 +43,7 @@ def transshipment(supply: np.ndarray, tails: np.ndarray, heads: np.ndarray,
     Parameters
     ----------
     supply : array (nodes,)
-        Integer-valued supplies (negative: demands); integers stay exact in POT's double arithmetic below 2^53.
+        Integer-valued supplies (negative: demands), exact below 2^53.
     tails, heads : int arrays (arcs,)
         Distinct (tail, head) pairs.
     cost : array (arcs,)
@@ -34,8 +51,10 @@ def transshipment(supply: np.ndarray, tails: np.ndarray, heads: np.ndarray,
     Returns
     -------
     (flow, potential) or None
-        The flow on each arc and node potentials with ``potential[t] - potential[h] <= cost`` on every arc
-        (equality where the flow is positive), or None unless the solver reached the optimum.
+        An integral flow on each arc conserving every supply and node potentials with
+        ``potential[t] - potential[h] <= cost`` on every arc (equality where the flow is positive), or None unless
+        a solver reached the optimum. The flow is optimal for ``cost`` when POT solves it, else for ``cost``
+        rounded to a power-of-two step (the potentials likewise, within half a step).
     """
     nodes = len(supply)
     if not np.any(supply) and np.all(cost >= 0):  # nothing to move (POT calls a problem without mass infeasible)
@@ -43,19 +62,82 @@ def transshipment(supply: np.ndarray, tails: np.ndarray, heads: np.ndarray,
     source, target = supply > 0, supply < 0
     source[tails], target[heads] = True, True
     transit = np.flatnonzero(source & target)
+    positive = float(np.maximum(supply, 0).sum())
+    hold = min(positive + 1, float(np.floor((POT_MAX_MASS - positive) / max(len(transit), 1))))
+    solution = split_network_simplex(supply, tails, heads, cost, transit, hold) if hold >= 1 else None
+    if solution is not None:
+        return solution
+    return integer_transshipment(np.rint(supply).astype(np.int64), tails, heads, cost)
+
+
+def split_network_simplex(supply: np.ndarray, tails: np.ndarray, heads: np.ndarray, cost: np.ndarray,
+                          transit: np.ndarray, hold: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`transshipment` by POT, the ``transit`` nodes split with ``hold`` extra units each; None unless POT
+    reached the optimum and, if ``hold`` is at most the total positive supply, with flow on every free arc (module
+    docstring)."""
+    nodes = len(supply)
+    source, target = supply > 0, supply < 0
+    source[tails], target[heads] = True, True
     source_id, target_id = np.cumsum(source) - 1, np.cumsum(target) - 1
-    big = float(np.abs(supply).sum()) + 1
     extra = np.zeros(nodes)
-    extra[transit] = big
+    extra[transit] = hold
     result = network_simplex(np.maximum(supply, 0)[source] + extra[source],
                              np.maximum(-supply, 0)[target] + extra[target],
                              np.r_[source_id[tails], source_id[transit]], np.r_[target_id[heads], target_id[transit]],
                              np.r_[cost, np.zeros(len(transit))])
-    if result is None:
+    capped = hold <= np.maximum(supply, 0).sum()
+    if result is None or (capped and np.any(result[0][len(tails):] <= 0)):
         return None
     flow, u, v = result
     potential = np.where(source, u[np.maximum(source_id, 0)], -v[np.maximum(target_id, 0)])
     return flow[:len(tails)], potential
+
+
+def integer_transshipment(supply: np.ndarray, tails: np.ndarray, heads: np.ndarray,
+                          cost: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`transshipment` by OR-tools on int64 ``supply`` and the costs in integer steps, with the potentials
+    from shortest paths in the residual graph (module docstring)."""
+    nodes = len(supply)
+    capacity = max(int(supply[supply > 0].sum()), 1)  # an acyclic optimal flow carries at most this on any arc
+    largest = float(np.abs(cost).max()) if len(cost) else 0.0
+    resolution = max(1, min(_COST_STEPS, _COST_TOTAL // (capacity * (nodes + 1))))
+    if largest == 0 or np.all(cost == cost[0]):
+        step = largest or 1.0  # one step per arc: exact
+    else:
+        step = float(2.0 ** np.floor(np.log2(largest / resolution)))  # a power of two: small integers stay exact
+    steps = np.rint(cost / step).astype(np.int64)
+    solver = min_cost_flow.SimpleMinCostFlow()
+    arcs = solver.add_arcs_with_capacity_and_unit_cost(tails.astype(np.int32), heads.astype(np.int32),
+                                                       np.full(len(tails), capacity, dtype=np.int64), steps)
+    solver.set_nodes_supplies(np.arange(nodes, dtype=np.int32), supply)
+    if solver.solve() != solver.OPTIMAL:
+        return None
+    flow = solver.flows(arcs)
+    open_arcs, used = flow < capacity, flow > 0
+    distance = residual_distances(nodes, np.r_[tails[open_arcs], heads[used]], np.r_[heads[open_arcs], tails[used]],
+                                  np.r_[steps[open_arcs], -steps[used]])
+    if distance is None:
+        return None
+    return flow.astype(float), -step * distance.astype(float)
+
+
+def residual_distances(nodes: int, tails: np.ndarray, heads: np.ndarray, cost: np.ndarray) -> np.ndarray | None:
+    """Shortest distances from a virtual node joined to every node at cost 0, along integer-cost arcs (some
+    negative), by Bellman-Ford rounds (each relaxes every arc at once); None on a negative cycle."""
+    distance = np.zeros(nodes, dtype=np.int64)
+    if len(tails) == 0:
+        return distance
+    order = np.argsort(heads, kind="stable")
+    tails, heads, cost = tails[order], heads[order], cost[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(heads)) + 1]
+    ends = heads[starts]
+    for _ in range(nodes + 1):  # a shortest path has at most nodes arcs, the first from the virtual node
+        candidate = np.minimum.reduceat(distance[tails] + cost, starts)
+        better = candidate < distance[ends]
+        if not better.any():
+            return distance
+        distance[ends[better]] = candidate[better]
+    return None
 
 
 def network_simplex(a: np.ndarray, b: np.ndarray, src: np.ndarray, dst: np.ndarray,

@@ -14,7 +14,7 @@ Upper end ``U`` (a coupling). The sparse graph has the atoms and the nodes ("hub
 each of length :math:`\rho` between its ends (hubs at the cell centres). A flow of ``mu - nu`` through the graph
 decomposes into paths from positive to negative atoms; by the triangle inequality each path is at least as long
 as :math:`\rho` between its ends, so the paths form a coupling of cost at most :math:`U = \sum_a x_a \rho_a`
-and :math:`W_1 \le U`. The flow is POT's network simplex
+and :math:`W_1 \le U`. The flow is POT's network simplex, or OR-tools where the masses pass POT's range
 (:func:`privsyn_core.evaluation.w1_flow.transshipment`), checked for conservation of mass before ``U`` is taken
 from it.
 
@@ -94,7 +94,7 @@ def sparse_certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric
         length = np.r_[_distance(atoms[tails[:len(pairs)]], atoms[heads[:len(pairs)]], norm), hub_length]
         solution = transshipment(node_supply, tails, heads, length)
         if solution is None:
-            raise RuntimeError("POT's network simplex did not solve the sparse problem")
+            raise RuntimeError("the min-cost flow solver did not solve the sparse problem")
         flows, potential = solution
         _check_conservation(tails, heads, flows, node_supply)
         upper = min(upper, float(flows @ length) * (1 + _MARGIN_REL))

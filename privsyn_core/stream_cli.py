@@ -3,7 +3,8 @@
 ``python -m privsyn_core stream open STATE --schema schema.json --epsilon 1 --horizon-n 100000`` (or
 ``--depth R``, or ``--growing``) creates a stream bound to the privacy ledger (``--ledger``);
 ``stream add STATE BATCH.csv OUT.csv [--report REPORT.json]`` adds one batch and writes that step's synthetic
-rows (run again with the same batch after a crash, it writes the same rows; another batch at a step already
+rows and their manifest (``OUT.manifest.json``, :mod:`privsyn_core.manifest`; it names no ledger entry: the
+ledger counts the stream's epsilon once, at ``open``) (run again with the same batch after a crash, it writes the same rows; another batch at a step already
 released, from a copied or restored state, is refused); ``stream release STATE OUT.csv`` writes the current step's
 release again (the same rows: nothing new is drawn); ``stream status STATE`` prints the public facts (epsilon,
 ledger, step).  Errors are one line with exit status 2 (:func:`privsyn_core.cli.main`), and leave the state file
@@ -95,9 +96,10 @@ def _cmd_open(args: argparse.Namespace) -> int:
 def _cmd_add(args: argparse.Namespace) -> int:
     from privsyn_core.cli import _check_outputs
     from privsyn_core.data.io import iter_csv
+    from privsyn_core.manifest import manifest_path
     from privsyn_core.stream import open_stream
 
-    _check_outputs([args.output, args.report], [args.state, args.batch], force=args.force)
+    _check_outputs([args.output, manifest_path(args.output), args.report], [args.state, args.batch], force=args.force)
     stream = open_stream(args.state)
     with iter_csv(args.batch) as chunks:  # the files are written before a bound stream marks the step published
         stream.add(chunks, n_synthetic=args.n_synthetic, publish=lambda release: _write(release, args, recorded=True))
@@ -106,9 +108,10 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
 def _cmd_release(args: argparse.Namespace) -> int:
     from privsyn_core.cli import _check_outputs
+    from privsyn_core.manifest import manifest_path
     from privsyn_core.stream import open_stream
 
-    _check_outputs([args.output, args.report], [args.state], force=args.force)
+    _check_outputs([args.output, manifest_path(args.output), args.report], [args.state], force=args.force)
     _write(open_stream(args.state).release(n_synthetic=args.n_synthetic), args, recorded=False)
     return 0
 
@@ -128,11 +131,12 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _write(release: Any, args: argparse.Namespace, *, recorded: bool) -> None:
-    from privsyn_core.data.io import atomic_open, write_csv
+    from privsyn_core.data.io import atomic_open
+    from privsyn_core.manifest import manifest_path, write_release
 
     try:
         with contextlib.ExitStack() as stack:
-            write_csv(release.data, stack.enter_context(atomic_open(args.output)))
+            write_release(stack, release, None, args.output, manifest_path(args.output))
             if args.report:
                 report = stack.enter_context(atomic_open(args.report))
                 report.write(json.dumps(release.to_dict(), indent=2, default=str).encode("utf-8"))
@@ -144,4 +148,5 @@ def _write(release: Any, args: argparse.Namespace, *, recorded: bool) -> None:
     for warning in release.to_dict()["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
     print(f"wrote {release.n_synthetic} synthetic rows of step {release.params['step']} to {args.output} "
-          f"(online_pmm, epsilon={release.epsilon:g} for the whole stream, event-level add/remove)")
+          f"(online_pmm, epsilon={release.epsilon:g} for the whole stream, event-level add/remove) and its manifest "
+          f"to {manifest_path(args.output)}")

@@ -548,8 +548,9 @@ class PrivacyLedger:
     def find_release(self, release_id: str) -> RecordedRelease | None:
         """The file recorded under ``release_id`` (:meth:`record_release`) and its spend; ``None`` if there is none.
 
-        Read-only: the file is opened with SQLite's ``mode=ro`` and never created, upgraded or written (``verify``
-        checks a ledger it may not change).
+        Read-only: the file is never created, upgraded or written, and no file is added beside it (``verify`` checks
+        a ledger it may not change).  A ledger with a write-ahead log is read through it (SQLite's ``mode=ro``); one
+        without is read as an immutable file, so that SQLite makes no ``-wal`` or ``-shm`` file beside it.
 
         Raises
         ------
@@ -558,17 +559,19 @@ class PrivacyLedger:
         """
         if not self.path.is_file() or self.path.stat().st_size == 0:
             raise LedgerError(f"no privacy ledger at {self.path}: check the path")
+        wal = Path(f"{self.path}-wal")
+        uri = f"{self.path.absolute().as_uri()}?mode=ro" + ("" if wal.is_file() else "&immutable=1")
         try:
-            kind, tables = self._probe()
-            if kind is None:
-                raise LedgerError(f"{self.path} is not a privsyn ledger ({FORMAT})")
-            if "releases" not in tables:
-                return None
-            uri = f"{self.path.absolute().as_uri()}?mode=ro"
             with closing(sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT)) as db:
-                row = db.execute("select r.id, r.sha256, s.id, s.data, s.label, s.mechanism, s.relation, s.epsilon, "
-                                 "s.private, s.status, s.created from releases r join spends s on s.id = r.spend "
-                                 "where r.id = ?", (release_id,)).fetchone()
+                tables = {row[0] for row in db.execute("select name from sqlite_master where type = 'table'")}
+                found = db.execute("select value from meta where key = 'format'").fetchone() if "meta" in tables else None
+                app = "meta" not in tables and {"spends", "budgets"} <= tables  # earlier app versions: no releases
+                if not app and (found is None or found[0] != FORMAT):
+                    raise LedgerError(f"{self.path} is not a privsyn ledger ({FORMAT})")
+                row = None if "releases" not in tables else db.execute(
+                    "select r.id, r.sha256, s.id, s.data, s.label, s.mechanism, s.relation, s.epsilon, s.private, "
+                    "s.status, s.created from releases r join spends s on s.id = r.spend where r.id = ?",
+                    (release_id,)).fetchone()
         except sqlite3.DatabaseError as exc:
             raise LedgerError(f"the privacy ledger {self.path} cannot be read ({exc})") from None
         if row is None:

@@ -38,10 +38,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from privsyn_core import manifest
 from privsyn_core.api import synthesize, synthesize_chunks
 from privsyn_core.data.domain import Schema
 from privsyn_core.data.identity import IdentityDigest, file_identity
-from privsyn_core import manifest
 from privsyn_core.data.io import atomic_open, iter_csv, read_csv, read_schema
 from privsyn_core.errors import OutputError, PrivsynError, UsageError
 from privsyn_core.privacy import budget

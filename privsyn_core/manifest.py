@@ -37,8 +37,8 @@ from privsyn_core.privacy.budget import LedgerEntry, PrivacyLedger
 if TYPE_CHECKING:
     from privsyn_core.result import Release, SynthResult
 
-__all__ = ["FORMAT", "SUFFIX", "build_manifest", "manifest_bytes", "manifest_path", "save_release", "write_release", "read_manifest",
-           "sha256_file", "verify", "Verdict", "describe"]
+__all__ = ["FORMAT", "SUFFIX", "build_manifest", "manifest_bytes", "manifest_path", "save_release", "write_release",
+           "read_manifest", "sha256_file", "verify", "Verdict", "describe"]
 
 #: The format tag every manifest carries.
 FORMAT = "privsyn-manifest/1"
@@ -168,7 +168,7 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     file, release, entry = manifest.get("file"), manifest.get("release"), manifest.get("ledger_entry")
     if not (isinstance(file, dict) and isinstance(file.get("sha256"), str) and isinstance(release, dict)
             and {"mechanism", "epsilon", "neighbouring", "dp_valid"} <= release.keys()
-            and (entry is None or isinstance(entry, dict) and isinstance(entry.get("release_id"), str))):
+            and (entry is None or (isinstance(entry, dict) and isinstance(entry.get("release_id"), str)))):
         raise UsageError(f"{path} is a damaged release manifest: it lacks the file's SHA-256 or the release's fields")
     return manifest
 

@@ -3,12 +3,12 @@
 ``python -m privsyn_core stream open STATE --schema schema.json --epsilon 1 --horizon-n 100000`` (or
 ``--depth R``, or ``--growing``) creates a stream bound to the privacy ledger (``--ledger``);
 ``stream add STATE BATCH.csv OUT.csv [--report REPORT.json]`` adds one batch and writes that step's synthetic
-rows and their manifest (``OUT.manifest.json``, :mod:`privsyn_core.manifest`; it names no ledger entry: the
-ledger counts the stream's epsilon once, at ``open``) (run again with the same batch after a crash, it writes the same rows; another batch at a step already
+rows (run again with the same batch after a crash, it writes the same rows; another batch at a step already
 released, from a copied or restored state, is refused); ``stream release STATE OUT.csv`` writes the current step's
 release again (the same rows: nothing new is drawn); ``stream status STATE`` prints the public facts (epsilon,
 ledger, step).  Errors are one line with exit status 2 (:func:`privsyn_core.cli.main`), and leave the state file
-unchanged.
+unchanged.  Each file of rows is written with its manifest (``OUT.manifest.json``, :mod:`privsyn_core.manifest`),
+which names no ledger entry: the ledger counts the stream's whole epsilon once, at ``open``.
 """
 
 from __future__ import annotations

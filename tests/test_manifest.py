@@ -191,7 +191,7 @@ def test_verify_reads_a_ledger_in_use_through_its_write_ahead_log(capsys, tmp_pa
 
 
 def test_describe_says_what_was_released_and_how_to_check_it(saved):
-    _, csv, written = saved
+    written = saved[2]
     lines = manifest.describe(json.loads(written.read_text()))
     assert lines[0].startswith("What was released: the file release.csv")
     assert any("privsyn verify release.csv release.manifest.json --ledger" in line for line in lines)

@@ -564,7 +564,8 @@ class PrivacyLedger:
         try:
             with closing(sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT)) as db:
                 tables = {row[0] for row in db.execute("select name from sqlite_master where type = 'table'")}
-                found = db.execute("select value from meta where key = 'format'").fetchone() if "meta" in tables else None
+                found = (db.execute("select value from meta where key = 'format'").fetchone() if "meta" in tables
+                         else None)
                 app = "meta" not in tables and {"spends", "budgets"} <= tables  # earlier app versions: no releases
                 if not app and (found is None or found[0] != FORMAT):
                     raise LedgerError(f"{self.path} is not a privsyn ledger ({FORMAT})")

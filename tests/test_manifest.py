@@ -207,3 +207,24 @@ def test_stream_add_writes_a_manifest_verify_accepts(capsys, tmp_path, ledger):
     assert run_main(capsys, "stream", "add", state, batch, out).returncode == 0
     checked = run_main(capsys, "verify", out, tmp_path / "step.manifest.json")
     assert checked.returncode == 0, checked.stdout
+
+
+def test_the_stakeholder_report_says_what_was_released_and_how_to_check_it_in_plain_words(saved):
+    from html.parser import HTMLParser
+
+    from privsyn_core.reporting import stakeholder
+
+    result, _, written = saved
+    document = json.loads(written.read_text())
+    html = stakeholder.build(release=result.release(), data_name="people.csv", totals={"replace": 0.5}, budget=None,
+                             manifest=document)
+    parts: list[str] = []
+    parser = HTMLParser()
+    parser.handle_data = parts.append  # type: ignore[method-assign]
+    parser.feed(html.split("<body>", 1)[1])
+    text = " ".join(parts)
+    assert "What was released, and how to check it" in text and document["file"]["sha256"] in text
+    assert document["ledger_entry"]["release_id"] in text and "privsyn verify release.csv" in text
+    assert not re.search(r"\b[a-z]+_[a-z_]+\b", text), "no code names in a stakeholder's text"
+    assert "What was released, and how to check it" not in stakeholder.build(
+        release=result.release(), data_name="people.csv", totals={}, budget=None)

@@ -166,11 +166,19 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise UsageError(f"{path} is not a release manifest ({FORMAT})")
     file, release, entry = manifest.get("file"), manifest.get("release"), manifest.get("ledger_entry")
-    if not (isinstance(file, dict) and isinstance(file.get("sha256"), str) and isinstance(release, dict)
-            and {"mechanism", "epsilon", "neighbouring", "dp_valid"} <= release.keys()
+    if not (isinstance(file, dict) and isinstance(file.get("sha256"), str) and isinstance(file.get("name"), str)
+            and isinstance(release, dict) and _release_fields(release)
             and (entry is None or (isinstance(entry, dict) and isinstance(entry.get("release_id"), str)))):
         raise UsageError(f"{path} is a damaged release manifest: it lacks the file's SHA-256 or the release's fields")
     return manifest
+
+
+def _release_fields(release: dict[str, Any]) -> bool:
+    """Whether a manifest's ``release`` has the fields :func:`verify` reads, of their types."""
+    epsilon = release.get("epsilon")
+    return (isinstance(release.get("mechanism"), str) and isinstance(release.get("neighbouring"), str)
+            and isinstance(release.get("dp_valid"), bool)
+            and isinstance(epsilon, (int, float)) and not isinstance(epsilon, bool))
 
 
 class Verdict(NamedTuple):

@@ -140,15 +140,19 @@ def test_verify_fails_on_a_manifest_that_understates_the_epsilon(capsys, saved):
 
 
 @pytest.mark.parametrize("case", ["missing file", "missing manifest", "manifest not JSON", "not a manifest",
-                                  "missing ledger", "ledger not a ledger"])
+                                  "damaged manifest", "missing ledger", "ledger not a ledger"])
 def test_verify_refuses_bad_input_with_one_line_and_exit_2(capsys, tmp_path, saved, case):
     _, csv, written = saved
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "other.json").write_text(json.dumps({"format": "something else"}))
+    damaged = json.loads(written.read_text())
+    damaged["release"]["epsilon"] = "one"
+    (tmp_path / "damaged.json").write_bytes(manifest.manifest_bytes(damaged))
     args = {"missing file": [tmp_path / "none.csv", written],
             "missing manifest": [csv, tmp_path / "none.json"],
             "manifest not JSON": [csv, tmp_path / "bad.json"],
             "not a manifest": [csv, tmp_path / "other.json"],
+            "damaged manifest": [csv, tmp_path / "damaged.json"],
             "missing ledger": [csv, written, "--ledger", tmp_path / "none.sqlite"],
             "ledger not a ledger": [csv, written, "--ledger", csv]}[case]
     checked = run_main(capsys, "verify", *args)
@@ -228,3 +232,14 @@ def test_the_stakeholder_report_says_what_was_released_and_how_to_check_it_in_pl
     assert not re.search(r"\b[a-z]+_[a-z_]+\b", text), "no code names in a stakeholder's text"
     assert "What was released, and how to check it" not in stakeholder.build(
         release=result.release(), data_name="people.csv", totals={}, budget=None)
+
+
+def test_a_ledger_made_before_the_table_of_released_files_gets_it_on_its_next_write(tmp_path):
+    """The schema change is additive: an existing ledger keeps every spend and gains the ``releases`` table."""
+    older = budget.PrivacyLedger.create(tmp_path / "older.sqlite")
+    older.set_budget("kept", 2.0)
+    with sqlite3.connect(older.path) as db:
+        db.execute("drop table releases")
+    result = ps.synthesize(table(), "dp_histogram", 0.5, schema=SCHEMA, ledger=older.path)
+    csv, written = result.save(tmp_path / "release.csv")
+    assert older.budget("kept") == 2.0 and manifest.verify(csv, written, older.path).ok

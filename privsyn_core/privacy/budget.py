@@ -524,27 +524,6 @@ class PrivacyLedger:
         self._write([("update stream_steps set status = ? where stream = ? and step = ?",
                       (PUBLISHED, stream, int(step)))])
 
-    def record_release(self, spend_id: int, sha256: str) -> str:
-        """Record that a file with the SHA-256 ``sha256`` was written of the spend ``spend_id``, before the file is
-        published; returns its release id.
-
-        The id is random (:func:`uuid.uuid4`): the release's manifest names its entry here by it, never by the
-        dataset's identity (a hash of the records, never shown).  The same bytes of one spend keep their first id.
-        """
-        def record(db: sqlite3.Connection) -> str:
-            if db.execute("select 1 from spends where id = ?", (int(spend_id),)).fetchone() is None:
-                raise LedgerError(f"the privacy ledger {self.path} holds no such spend: the release's file is not "
-                                  "recorded")
-            found = db.execute("select id from releases where spend = ? and sha256 = ?",
-                               (int(spend_id), sha256)).fetchone()
-            if found is not None:
-                return str(found[0])
-            release_id = uuid.uuid4().hex
-            db.execute("insert into releases(id, spend, sha256, created) values(?, ?, ?, ?)",
-                       (release_id, int(spend_id), sha256, _now()))
-            return release_id
-        return self._transaction(record)
-
     def find_release(self, release_id: str) -> RecordedRelease | None:
         """The file recorded under ``release_id`` (:meth:`record_release`) and its spend; ``None`` if there is none.
 
@@ -582,6 +561,27 @@ class PrivacyLedger:
         return RecordedRelease(id=str(row[0]), sha256=str(row[1]), spend=spend)
 
     # -- writing ----------------------------------------------------------------------------------------------
+
+    def record_release(self, spend_id: int, sha256: str) -> str:
+        """Record that a file with the SHA-256 ``sha256`` was written of the spend ``spend_id``, before the file is
+        published; returns its release id.
+
+        The id is random (:func:`uuid.uuid4`): the release's manifest names its entry here by it, never by the
+        dataset's identity (a hash of the records, never shown).  The same bytes of one spend keep their first id.
+        """
+        def record(db: sqlite3.Connection) -> str:
+            if db.execute("select 1 from spends where id = ?", (int(spend_id),)).fetchone() is None:
+                raise LedgerError(f"the privacy ledger {self.path} holds no such spend: the release's file is not "
+                                  "recorded")
+            found = db.execute("select id from releases where spend = ? and sha256 = ?",
+                               (int(spend_id), sha256)).fetchone()
+            if found is not None:
+                return str(found[0])
+            release_id = uuid.uuid4().hex
+            db.execute("insert into releases(id, spend, sha256, created) values(?, ?, ?, ?)",
+                       (release_id, int(spend_id), sha256, _now()))
+            return release_id
+        return self._transaction(record)
 
     def set_budget(self, data: str, epsilon: float | None) -> None:
         """The operator sets (or, with ``None``, removes) the dataset's own budget.  Not for browser sessions."""

@@ -284,7 +284,7 @@ def cases(f: dict[str, Path], work: Path, tmpfs: Path | None) -> list[Case]:
     synth(g, "report = input", small, "--report", str(small), "--force", expect="refused: is the input file",
           **fails("is the input file"))
     report_eq = synth(g, "report = output", small, "--force", expect="refused: the same file",
-                      **fails("the output and the report are the same file"))
+                      **fails("is named twice among the files to write"))
     report_eq.args += ["--report", str(report_eq.out)]
     synth(g, "existing output without --force", small, "--schema", str(unit2), old="keep",
           expect="refused, old file kept", **fails("exists; pass --force"))

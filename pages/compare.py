@@ -10,10 +10,10 @@ import streamlit as st
 
 import privsyn_core as ps
 from pages._support import code_panel, data_state, shared, state, widgets
-from pages._support.downloads import downloads, report_builder, synthetic_table
+from pages._support.downloads import csv_builder, downloads, manifest_builder, report_builder, synthetic_table
 from pages._support.runs import evaluate_result, execute
 from pages._support.text import md
-from privsyn_core.data.io import to_csv_bytes
+from privsyn_core.manifest import manifest_path
 from privsyn_core.registry import missing_mechanisms
 from privsyn_core.reporting import comparison as cmp, figures as F, plot_data, report, svg_charts
 
@@ -140,15 +140,19 @@ if found:
                                + cmp.info(metric).meaning.capitalize() + ".")
                 st.markdown("**Downloads of every run**")
                 for name, run in runs.items():
-                    cols = st.columns([2, 1, 1])
+                    cols = st.columns([2, 1, 1, 1])
                     mark = "" if cmp.is_private(run["result"]) else " (NOT private)"
                     cols[0].write(f"{md(name)}{mark}")
-                    cols[1].download_button("CSV", data=to_csv_bytes(run["result"].data),
-                                            file_name=f"synthetic_{name}.csv",
+                    csv_name = f"synthetic_{name}.csv"
+                    csv = csv_builder(run["result"].data)
+                    cols[1].download_button("CSV", data=csv, file_name=csv_name,
                                             mime="text/csv", on_click="ignore", key=f"dl_cmp_csv_{name}")
+                    cols[2].download_button("Manifest", data=manifest_builder(run["result"], csv, csv_name),
+                                            file_name=manifest_path(csv_name).name, mime="application/json",
+                                            on_click="ignore", key=f"dl_cmp_manifest_{name}")
                     run_json = json.dumps(report_builder(run["result"], run["key"])(metrics=run["evaluation"]),
                                           indent=1, default=str)
-                    cols[2].download_button("JSON report", data=run_json, file_name=f"run_report_{name}.json",
+                    cols[3].download_button("JSON report", data=run_json, file_name=f"run_report_{name}.json",
                                             mime="application/json", on_click="ignore", key=f"dl_cmp_json_{name}")
                 tables = {name: synthetic_table(run["result"]) for name, run in runs.items()}
                 real = data_state.real_of(result)

@@ -1,4 +1,4 @@
-"""Command line: ``python -m privsyn_core mechanisms | synth | evaluate | audit | budget | stream``.
+"""Command line: ``python -m privsyn_core mechanisms | synth | verify | evaluate | audit | budget | stream``.
 
 ``synth`` counts every release in the persistent privacy ledger (:mod:`privsyn_core.privacy.budget`; ``--ledger``,
 default :func:`~privsyn_core.privacy.budget.default_path`) before any output is written, and is refused when the
@@ -15,9 +15,12 @@ the release's ``--report`` states.
 Bad input, including a bad command line, ends with a one-line error naming the problem and
 exit status 2, never a traceback.  With ``--schema``, ``synth`` reads its input in blocks of rows
 (:func:`~privsyn_core.data.io.iter_csv`, :func:`~privsyn_core.api.synthesize_chunks`), so the whole
-table is never held as text or as a DataFrame, only as the encoded float array.  Files are written
+table is never held as text or as a DataFrame, only as the encoded float array.  ``synth`` writes the release's
+manifest beside its output (``OUT.manifest.json``, :mod:`privsyn_core.manifest`: what was released and the SHA-256
+of the file, recorded in the ledger with the spend); ``verify OUT.csv OUT.manifest.json [--ledger PATH]`` checks a
+received file against it (exit 0 when it is the release, 1 when not, 2 on bad input).  Files are written
 atomically (:func:`~privsyn_core.data.io.atomic_open`):
-``synth`` refuses an output or report path that is one of its inputs or each other, and an
+``synth`` refuses an output, manifest or report path that is one of its inputs or each other, and an
 existing file unless ``--force`` is given.  SIGINT and SIGTERM end the command with one line
 and exit status 130 or 143, after removing any file not yet complete.
 """
@@ -35,10 +38,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from privsyn_core import manifest
 from privsyn_core.api import synthesize, synthesize_chunks
 from privsyn_core.data.domain import Schema
 from privsyn_core.data.identity import IdentityDigest, file_identity
-from privsyn_core.data.io import atomic_open, iter_csv, read_csv, read_schema, write_csv
+from privsyn_core.data.io import atomic_open, iter_csv, read_csv, read_schema
 from privsyn_core.errors import OutputError, PrivsynError, UsageError
 from privsyn_core.privacy import budget
 from privsyn_core.registry import get_mechanism, list_mechanisms
@@ -175,6 +179,13 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="print JSON")
     _identity_options(show)
     show.set_defaults(handler=_cmd_budget_show)
+    check = sub.add_parser("verify", help="check that a received file is the release its manifest describes "
+                                          "(exit 1 when it is not)")
+    check.add_argument("release", type=Path, help="the received CSV file")
+    check.add_argument("manifest", type=Path, help="its manifest (RELEASE.manifest.json)")
+    check.add_argument("--ledger", type=Path, help="also check that this privacy ledger holds the release's spend "
+                                                   "(read only)")
+    check.set_defaults(handler=_cmd_verify)
     from privsyn_core import stream_cli  # stream open|add|release|status: handlers in their own module
 
     stream_cli.add_subparser(sub, _number)
@@ -263,7 +274,8 @@ _OPTIONS_NOT_PARAMS: dict[str, str | None] = {"epsilon": "--epsilon", "schema": 
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
-    _check_outputs([args.output, args.report], [args.input, args.schema], force=args.force)
+    manifest_file = manifest.manifest_path(args.output)
+    _check_outputs([args.output, manifest_file, args.report], [args.input, args.schema], force=args.force)
     params: dict[str, Any] = dict(_split_param(p) for p in args.param)
     for key in params:
         if key in _OPTIONS_NOT_PARAMS:
@@ -291,9 +303,9 @@ def _cmd_synth(args: argparse.Namespace) -> int:
                                        dataset=args.dataset, identity=identity, **params)
         dataset = args.dataset or identity.hexdigest()
     release = result.release()
-    # Both files are complete on disk before either is renamed into place; any failure removes both.
+    # Every file is complete on disk before any is renamed into place; any failure removes them all.
     with contextlib.ExitStack() as stack:
-        write_csv(release.data, stack.enter_context(atomic_open(args.output)))
+        manifest.write_release(stack, release, result.ledger_entry, args.output, manifest_file)
         if args.report:
             report = stack.enter_context(atomic_open(args.report))
             report.write(json.dumps(release.to_dict(), indent=2, default=str).encode("utf-8"))
@@ -305,7 +317,7 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     seed = f", seed={release.seed}" if release.seed is not None else ""
     print(f"wrote {release.n_synthetic} synthetic rows to {args.output} "
           f"({release.mechanism}, epsilon={release.epsilon:g}, {release.neighbouring}, "
-          f"dp_valid={release.dp_valid}{seed})")
+          f"dp_valid={release.dp_valid}{seed}) and its manifest to {manifest_file}")
     print(_budget_line(ledger, dataset))
     return 0
 
@@ -364,6 +376,12 @@ def _cmd_budget_show(args: argparse.Namespace) -> int:
         kind = "" if e.private else "  [not private: outside the budget]"
         print(f"  {e.created}  {e.label}  epsilon {e.epsilon:g}  {e.relation}  {e.status}{kind}")
     return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    verdict = manifest.verify(args.release, args.manifest, args.ledger)
+    print(f"{'verified' if verdict.ok else 'NOT VERIFIED'}: {verdict.message}")
+    return 0 if verdict.ok else 1
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
@@ -443,7 +461,8 @@ def _check_outputs(outputs: list[Path | None], inputs: list[Path | None], *, for
                 raise OutputError(f"refusing to write {out}: it is the input file {other}; choose another path")
         for other in outputs_given[:k]:
             if _same_file(out, other):
-                raise OutputError(f"the output and the report are the same file {out}; give two paths")
+                raise OutputError(f"{out} is named twice among the files to write (the output, its manifest, the "
+                                  "report); give distinct paths")
         folder = out.resolve().parent
         if not folder.is_dir():
             raise OutputError(f"no such folder: {folder}")

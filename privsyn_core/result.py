@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,6 +13,7 @@ import pandas as pd
 
 from privsyn_core.data.json_values import plain
 from privsyn_core.privacy.accounting import Ledger
+from privsyn_core.privacy.budget import LedgerEntry
 
 
 @dataclass
@@ -95,6 +98,9 @@ class SynthResult:
     domain_policy : dict or None
         Release mode only: the public rule the records went through before the mechanism (out-of-domain values
         clipped or replaced by declared fallbacks, :mod:`privsyn_core.data.conform`); ``None`` otherwise.
+    ledger_entry : LedgerEntry or None
+        Where the privacy ledger recorded this release's spend (``None`` without a ledger, or for a seeded run
+        already in it); :meth:`save` records the written file there.  Never published.
     """
 
     data: pd.DataFrame
@@ -116,6 +122,7 @@ class SynthResult:
     seed: int | None = None
     floating_point_exposure: str | None = None
     domain_policy: dict[str, Any] | None = None
+    ledger_entry: LedgerEntry | None = None
 
     def release(self) -> Release:
         """What may be published, and nothing else (see :class:`Release`): each of its fields is the field of the
@@ -127,6 +134,16 @@ class SynthResult:
     def report(self) -> dict[str, Any]:
         """The release's JSON metadata (:meth:`Release.to_dict`): safe to publish with the rows."""
         return self.release().to_dict()
+
+    def save(self, path: str | os.PathLike[str], *, manifest: str | os.PathLike[str] | None = None,
+             force: bool = False) -> tuple[Path, Path]:
+        """Write the release's rows to ``path`` (CSV) and its manifest beside it (``RELEASE.manifest.json``, or
+        ``manifest``): what was released and the SHA-256 of the bytes written, recorded in the privacy ledger with
+        the spend when one counted the release (:func:`privsyn_core.manifest.save_release`).  Returns both paths;
+        an existing file is refused unless ``force``."""
+        from privsyn_core.manifest import save_release
+
+        return save_release(self, path, manifest=manifest, force=force)
 
 
 def noise_statement(exposure: str | None) -> str:

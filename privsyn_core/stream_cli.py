@@ -8,7 +8,8 @@ rows (run again with the same batch after a crash, it writes the same rows; anot
 released, from a copied or restored state, is refused); ``stream release STATE OUT.csv`` writes the current step's
 release again (the same rows: nothing new is drawn); ``stream status STATE`` prints the public facts (epsilon,
 ledger, step).  Errors are one line with exit status 2 (:func:`privsyn_core.cli.main`), and leave the state file
-unchanged.
+unchanged.  Each file of rows is written with its manifest (``OUT.manifest.json``, :mod:`privsyn_core.manifest`),
+which names no ledger entry: the ledger counts the stream's whole epsilon once, at ``open``.
 """
 
 from __future__ import annotations
@@ -106,9 +107,10 @@ def _cmd_open(args: argparse.Namespace) -> int:
 def _cmd_add(args: argparse.Namespace) -> int:
     from privsyn_core.cli import _check_outputs
     from privsyn_core.data.io import iter_csv
+    from privsyn_core.manifest import manifest_path
     from privsyn_core.stream import open_stream
 
-    _check_outputs([args.output, args.report], [args.state, args.batch], force=args.force)
+    _check_outputs([args.output, manifest_path(args.output), args.report], [args.state, args.batch], force=args.force)
     stream = open_stream(args.state)
     with iter_csv(args.batch) as chunks:  # the files are written before a bound stream marks the step published
         stream.add(chunks, n_synthetic=args.n_synthetic, publish=lambda release: _write(release, args, recorded=True))
@@ -117,9 +119,10 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
 def _cmd_release(args: argparse.Namespace) -> int:
     from privsyn_core.cli import _check_outputs
+    from privsyn_core.manifest import manifest_path
     from privsyn_core.stream import open_stream
 
-    _check_outputs([args.output, args.report], [args.state], force=args.force)
+    _check_outputs([args.output, manifest_path(args.output), args.report], [args.state], force=args.force)
     _write(open_stream(args.state).release(n_synthetic=args.n_synthetic), args, recorded=False)
     return 0
 
@@ -139,11 +142,12 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _write(release: Any, args: argparse.Namespace, *, recorded: bool) -> None:
-    from privsyn_core.data.io import atomic_open, write_csv
+    from privsyn_core.data.io import atomic_open
+    from privsyn_core.manifest import manifest_path, write_release
 
     try:
         with contextlib.ExitStack() as stack:
-            write_csv(release.data, stack.enter_context(atomic_open(args.output)))
+            write_release(stack, release, None, args.output, manifest_path(args.output))
             if args.report:
                 report = stack.enter_context(atomic_open(args.report))
                 report.write(json.dumps(release.to_dict(), indent=2, default=str).encode("utf-8"))
@@ -155,4 +159,5 @@ def _write(release: Any, args: argparse.Namespace, *, recorded: bool) -> None:
     for warning in release.to_dict()["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
     print(f"wrote {release.n_synthetic} synthetic rows of step {release.params['step']} to {args.output} "
-          f"(online_pmm, epsilon={release.epsilon:g} for the whole stream, event-level add/remove)")
+          f"(online_pmm, epsilon={release.epsilon:g} for the whole stream, event-level add/remove) and its manifest "
+          f"to {manifest_path(args.output)}")

@@ -426,8 +426,9 @@ def test_several_mechanisms_side_by_side_at_the_same_epsilon():
     assert set(runs["privacy"]) == {"private"} and set(runs["dp_valid"]) == {True}
     assert {"epsilon", "neighbours differ by"} <= set(runs.columns)
     labels = {b.label for b in at.get("download_button")}
-    assert {"CSV", "JSON report", "Download the comparison report (HTML, every run)"} <= labels
+    assert {"CSV", "Manifest", "JSON report", "Download the comparison report (HTML, every run)"} <= labels
     assert sum(b.label == "CSV" for b in at.get("download_button")) == 3  # every run, not only the last
+    assert sum(b.label == "Manifest" for b in at.get("download_button")) == 3
 
 
 def test_the_synthesize_page_says_what_to_do_on_itself_and_names_missing_domains_in_words():

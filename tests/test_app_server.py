@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from privsyn_core.data.io import to_csv_bytes
 from privsyn_core.errors import ResourceError
 from privsyn_core.mechanisms.base import resources
 from privsyn_core.mechanisms.hvz23.pmm import max_pmm_depth
+from privsyn_core.privacy import budget
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -171,7 +173,8 @@ def test_a_rerun_with_unchanged_settings_builds_no_download(monkeypatch):
     at = synthesize_page()
     next(b for b in at.button if b.label == "Run").click().run()
     assert not at.exception and at.session_state["result"] is not None
-    assert len([b for b in at.get("download_button") if b.key in ("dl_csv", "dl_json", "dl_html")]) == 3
+    assert len([b for b in at.get("download_button")
+                if b.key in ("dl_csv", "dl_manifest", "dl_json", "dl_html")]) == 4
     assert calls == {"csv": 0, "shaped": 1}, "a run shapes its table once and builds no file"
     for _ in range(2):
         at.run()
@@ -185,6 +188,11 @@ def test_a_rerun_with_unchanged_settings_builds_no_download(monkeypatch):
     result = at.session_state["result"]
     assert data == real_csv(result.data), "the CSV is the release's rows, the bytes the command line writes"
     assert view["csv"]() is data and calls["csv"] == 1, "a second click of the same run reuses the bytes"
+    manifest = json.loads(view["manifest"]())  # its manifest: the SHA-256 of those bytes, recorded with the spend
+    assert manifest["file"] == {"name": "synthetic.csv", "sha256": hashlib.sha256(data).hexdigest()}
+    recorded = budget.PrivacyLedger(result.ledger_entry.path).find_release(manifest["ledger_entry"]["release_id"])
+    assert recorded is not None and recorded.sha256 == manifest["file"]["sha256"]
+    assert "What was released, and how to check it" in view["html"]()
 
 
 def test_the_csv_builder_keeps_only_small_files():

@@ -291,7 +291,8 @@ def test_signal_ends_with_one_line_and_removes_partial_files(files, sig, code, w
     try:
         assert proc.stdout.readline().strip() == "READY"
         if where == "write":
-            assert len(_leftovers(tmp)) == 2  # both temporary files are written, the first fsync is blocked
+            assert len(_leftovers(tmp)) == 3  # every temporary file (rows, manifest, report) is written, the first
+            # fsync is blocked
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:
@@ -299,6 +300,7 @@ def test_signal_ends_with_one_line_and_removes_partial_files(files, sig, code, w
     assert proc.returncode == code
     assert err.strip().splitlines() == [f"error: interrupted ({sig.name}); unfinished files were removed"]
     assert out.read_bytes() == b"old\n" and not report.exists() and _leftovers(tmp) == []
+    assert not (tmp / "synth.manifest.json").exists()
 
 
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

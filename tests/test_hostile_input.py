@@ -315,7 +315,7 @@ def _command_cases(tmp: Path, real: Path) -> dict[str, tuple[list[str], str]]:
                              "is the input file"),
         "report == input": (["synth", real, tmp / "o.csv", *synth, "--report", real, "--force"], "is the input file"),
         "report == output": (["synth", real, tmp / "o.csv", *synth, "--report", tmp / "o.csv"],
-                             "the output and the report are the same file"),
+                             "is named twice among the files to write"),
         "output exists": (["synth", real, tmp / "exists.csv", *synth], "exists; pass --force"),
         "report exists": (["synth", real, tmp / "o.csv", *synth, "--report", tmp / "exists.csv"],
                           "exists; pass --force"),

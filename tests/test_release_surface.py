@@ -12,8 +12,8 @@ count noise is shifted by -1 and both noisy counts coincide.  Everything derived
 then coincide too.
 
 Channels: the API (:meth:`SynthResult.release` and its ``to_dict``, the output's columns and
-dtypes, whether and how it fails), the CLI (``--report`` JSON, stdout, stderr, the CSV's header
-and dtypes; with ``--release-mode`` also on a record outside the schema) and the HTML report in release mode.
+dtypes, whether and how it fails), the CLI (``--report`` JSON, the release's manifest, stdout, stderr, the CSV's
+header and dtypes; with ``--release-mode`` also on a record outside the schema) and the HTML report in release mode.
 The app's release mode has its own test (``tests/test_app_release_surface.py``).  A new private mechanism is
 covered by registering it; a non-private one (``bootstrap``, ``microagg_anon``) releases records or k-anonymous
 averages, so its release only has to say that it is not private.
@@ -21,6 +21,7 @@ averages, so its release only has to say that it is not private.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -193,8 +194,21 @@ def _cli(tmp_path, data: pd.DataFrame, name: str, relation: str, schema: dict, p
         report_json = json.loads((folder / "report.json").read_text())
         report_json.pop("n_synthetic")
         synthetic = pd.read_csv(folder / "out.csv")
-        seen.update(report=report_json, header=list(synthetic.columns), dtypes=[str(t) for t in synthetic.dtypes])
+        seen.update(report=report_json, header=list(synthetic.columns), dtypes=[str(t) for t in synthetic.dtypes],
+                    manifest=_manifest_seen(folder))
     return seen
+
+
+def _manifest_seen(folder) -> dict[str, Any]:
+    """The manifest channel: everything but the file's SHA-256 and row count (functions of the noisy rows) and the
+    release id (drawn at random: checked for its form, 32 hex digits, and never a function of the data)."""
+    manifest = json.loads((folder / "out.manifest.json").read_text())
+    assert manifest["file"].pop("sha256") == hashlib.sha256((folder / "out.csv").read_bytes()).hexdigest()
+    manifest["release"].pop("n_synthetic")
+    entry = manifest["ledger_entry"]
+    if entry is not None:
+        assert re.fullmatch(r"[0-9a-f]{32}", entry.pop("release_id"))
+    return manifest
 
 
 @pytest.mark.parametrize("name, relation, mode", _cases())

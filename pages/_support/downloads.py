@@ -1,4 +1,4 @@
-"""Downloads of a run: the synthetic CSV, the JSON run report and the HTML stakeholder report.
+"""Downloads of a run: the synthetic CSV with its manifest, the JSON run report and the HTML stakeholder report.
 
 What a run's view and downloads need is made once per run and kept in the session (:func:`synthetic_table`,
 :func:`run_view`); the files are built only on a click.
@@ -7,20 +7,26 @@ What a run's view and downloads need is made once per run and kept in the sessio
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 import privsyn_core as ps
+from privsyn_core import manifest
 from privsyn_core.data.io import to_csv_bytes
+from privsyn_core.manifest import manifest_path
 from privsyn_core.reporting import report, stakeholder
 
 from . import ledger as store, output, shared
 from .data_state import ledger_id, real_of
 from .state import release_mode
 
+#: The synthetic CSV's file name (its manifest's is :func:`~privsyn_core.manifest.manifest_path` of it).
+CSV_NAME = "synthetic.csv"
 #: Largest synthetic CSV kept in memory between two download clicks of the same run (larger ones are rebuilt).
 CSV_KEEP_BYTES = 64 * 2**20
 
@@ -43,15 +49,18 @@ def downloads(result: ps.SynthResult, key: dict, metrics: dict | None = None) ->
     concurrent sessions those evaluations queued into minute-long stalls).  Release mode has no metrics.
     """
     view = run_view(result, key, metrics)
-    cols = st.columns(3)
-    cols[0].download_button("Download synthetic CSV", data=view["csv"], file_name="synthetic.csv", mime="text/csv",
+    cols = st.columns(4)
+    cols[0].download_button("Download synthetic CSV", data=view["csv"], file_name=CSV_NAME, mime="text/csv",
                             on_click="ignore", key="dl_csv")
-    cols[1].download_button("Download JSON report", data=view["json"], file_name="run_report.json",
+    cols[1].download_button("Download its manifest", data=view["manifest"], file_name=manifest_path(CSV_NAME).name,
+                            mime="application/json", on_click="ignore", key="dl_manifest")
+    cols[2].download_button("Download JSON report", data=view["json"], file_name="run_report.json",
                             mime="application/json", on_click="ignore", key="dl_json")
-    cols[2].download_button("Export stakeholder report (HTML)", data=view["html"], file_name="privsyn_report.html",
+    cols[3].download_button("Export stakeholder report (HTML)", data=view["html"], file_name="privsyn_report.html",
                             mime="text/html", on_click="ignore", key="dl_html")
     st.caption("The stakeholder report is one small HTML file in plain words (no scripts); the JSON report holds "
-               "every technical detail.")
+               "every technical detail. The manifest lets anyone who receives the CSV check that it is this release: "
+               f"python -m privsyn_core verify {CSV_NAME} {manifest_path(CSV_NAME).name}.")
     st.caption("The JSON report reproduces the run: save its 'schema' as schema.json and run")
     st.code(view["run"]["cli"], language="bash", wrap_lines=True)
     with st.expander("What the JSON report contains" + (" (release only)" if release_mode() else "")):
@@ -89,12 +98,16 @@ def run_view(result: ps.SynthResult, key: dict, metrics: dict | None = None) -> 
         return json.dumps(run_report(metrics=report_metrics(), extra_ledger=ledger_rows(did)), indent=1,
                           default=str)
 
+    csv = csv_builder(result.data)
+    manifest_file = manifest_builder(result, csv, CSV_NAME)
+
     def html_report() -> str:
         return stakeholder.build(**inputs, totals=store.totals(did), budget=store.budget(did),
-                                 ledger=ledger_rows(did), evaluation=report_metrics())
+                                 ledger=ledger_rows(did), evaluation=report_metrics(),
+                                 manifest=json.loads(manifest_file()))
 
     view = {"result": result, "run": run_report(extra_ledger=ledger_rows(did, last=SHOWN_SPENDS)),
-            "csv": csv_builder(result.data), "json": json_report, "html": html_report}
+            "csv": csv, "manifest": manifest_file, "json": json_report, "html": html_report}
     while len(views) >= VIEWS_KEPT:
         views.pop(next(iter(views)))
     views[token] = view
@@ -113,6 +126,23 @@ def csv_builder(table: pd.DataFrame, keep_bytes: int = CSV_KEEP_BYTES):
         if len(data) <= keep_bytes:
             kept.append(data)
         return data
+
+    return build
+
+
+def manifest_builder(result: ps.SynthResult, csv: Callable[[], bytes], file_name: str) -> Callable[[], bytes]:
+    """A callable returning the manifest of the CSV download ``csv()`` named ``file_name``
+    (:func:`privsyn_core.manifest.build_manifest`), built on its first call, when the file's SHA-256 is recorded in
+    the ledger with the run's spend (the same bytes keep one release id), then kept."""
+    kept: list[bytes] = []
+
+    def build() -> bytes:
+        if not kept:
+            sha256 = hashlib.sha256(csv()).hexdigest()
+            document = manifest.build_manifest(result.release(), sha256, file_name=file_name,
+                                               release_id=manifest.record(result.ledger_entry, sha256))
+            kept.append(manifest.manifest_bytes(document))
+        return kept[0]
 
     return build
 

@@ -5,7 +5,8 @@ Dask); what differs between them is passed in as :class:`Records`: how the mecha
 how the synthetic rows are materialised.  Every run goes through the same steps:
 
 1. :func:`check_width`: the encoded width against ``MechanismSpec.max_dim``; then the ledger's reservation
-   (``before_noise``) is entered, before anything is drawn, and left once the result is assembled;
+   (``before_noise``) is entered, before anything is drawn, and left once the result is assembled (the result
+   keeps where its spend is recorded, ``SynthResult.ledger_entry``);
 2. :func:`public_size`: the record count the mechanism may read.  Under replace-one ``n`` is public
    (the relation fixes it).  Under add/remove ``n`` is private, so a mechanism that reads it
    (``MechanismSpec.uses_n``) gets the caller's ``public_n`` (a public declaration, which need not be
@@ -45,6 +46,7 @@ from privsyn_core.data.domain import Schema
 from privsyn_core.errors import ParameterError
 from privsyn_core.mechanisms.base.spec import MechanismSpec
 from privsyn_core.mechanisms.base.stages import SIZE_VARIANCE
+from privsyn_core.privacy import budget
 from privsyn_core.privacy.accounting import Ledger, ledger_total
 from privsyn_core.privacy.noise import discrete_laplace, discrete_laplace_variance
 from privsyn_core.result import MechanismOutput, SynthResult
@@ -171,7 +173,7 @@ def run_sequence(request: Request, schema: Schema, codec: Codec, records: Record
     """
     spec = request.spec
     check_width(spec, records.width)
-    with before_noise(schema):
+    with before_noise(schema) as reservation:
         size, params = mechanism_inputs(request, records.n, codec_stage_params(codec), rng)
         plan = planned_ledger(request, size, params, records.width)
         start = time.perf_counter()
@@ -182,11 +184,13 @@ def run_sequence(request: Request, schema: Schema, codec: Codec, records: Record
         start = time.perf_counter()
         synthetic = records.synthetic(out, drawn, rng)
         timings["decode"] = time.perf_counter() - start
-        return assemble(spec, out, data=synthetic.data, schema=schema, epsilon=request.epsilon,
-                        neighbouring=request.neighbouring, resolved=request.resolved, size=size,
-                        n_synthetic=request.n_synthetic, seed=seed, unit_rows=synthetic.unit_rows,
-                        clipped=records.clipped, timings=timings, n_records=records.n, left_out=records.left_out,
-                        diagnostics=synthetic.diagnostics, domain_policy=domain_policy)
+        result = assemble(spec, out, data=synthetic.data, schema=schema, epsilon=request.epsilon,
+                          neighbouring=request.neighbouring, resolved=request.resolved, size=size,
+                          n_synthetic=request.n_synthetic, seed=seed, unit_rows=synthetic.unit_rows,
+                          clipped=records.clipped, timings=timings, n_records=records.n, left_out=records.left_out,
+                          diagnostics=synthetic.diagnostics, domain_policy=domain_policy)
+    result.ledger_entry = reservation.entry if isinstance(reservation, budget.Reservation) else None
+    return result
 
 
 def mechanism_inputs(request: Request, n: int, codec_params: dict[str, Any],

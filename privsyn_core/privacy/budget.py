@@ -87,7 +87,14 @@ create table if not exists stream_steps (
 """
 #: The columns a ledger of earlier app versions had (upgraded in place, :func:`_migrate_app_ledger`).
 _APP_SPENDS = {"data", "label", "mechanism", "relation", "epsilon", "private", "run_key", "created"}
-SCHEMA = SCHEMA_TABLES + STREAM_SCHEMA
+#: The files written of each spend (:meth:`PrivacyLedger.record_release`): a random id, the file's SHA-256 (added to
+#: a ledger of this format that lacks it).
+RELEASE_SCHEMA = """
+create table if not exists releases (
+    id text primary key, spend integer not null, sha256 text not null, created text not null,
+    unique (spend, sha256));
+"""
+SCHEMA = SCHEMA_TABLES + STREAM_SCHEMA + RELEASE_SCHEMA
 
 T = TypeVar("T")
 #: Statuses of a spend; every one of them counts in the totals.
@@ -222,6 +229,25 @@ class Spend:
     private: bool
     status: str
     created: str
+
+
+@dataclass(frozen=True)
+class RecordedRelease:
+    """A file written of a spend (:meth:`PrivacyLedger.record_release`): its random id, its SHA-256, the spend."""
+
+    id: str
+    sha256: str
+    spend: Spend
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """Where a release's spend is recorded: the ledger's file and the spend's row (kept on the
+    :class:`~privsyn_core.result.SynthResult`, never published; a manifest names the file it writes by a random
+    release id instead, :meth:`PrivacyLedger.record_release`)."""
+
+    path: str
+    spend: int
 
 
 #: Ledger files this process has opened: one that disappears afterwards was removed, not "never made".
@@ -362,6 +388,8 @@ class PrivacyLedger:
                     _migrate_app_ledger(db)
                 if "stream_steps" not in tables:
                     db.executescript(STREAM_SCHEMA)
+                if "releases" not in tables:
+                    db.executescript(RELEASE_SCHEMA)
                 if self.first_use and not marker_paths(self.path)[0].exists():
                     _leave_markers(self.path)  # a ledger made before the markers existed
             except BaseException:
@@ -527,7 +555,64 @@ class PrivacyLedger:
         self._write([("update stream_steps set status = ? where stream = ? and step = ?",
                       (PUBLISHED, stream, int(step)))])
 
+    def find_release(self, release_id: str) -> RecordedRelease | None:
+        """The file recorded under ``release_id`` (:meth:`record_release`) and its spend; ``None`` if there is none.
+
+        Read-only: the file is never created, upgraded or written, and no file is added beside it (``verify`` checks
+        a ledger it may not change).  A ledger with a write-ahead log is read through it (SQLite's ``mode=ro``); one
+        without is read as an immutable file, so that SQLite makes no ``-wal`` or ``-shm`` file beside it.
+
+        Raises
+        ------
+        LedgerError
+            When there is no ledger at :attr:`path`, or the file is not a privsyn ledger or cannot be read.
+        """
+        if not self.path.is_file() or self.path.stat().st_size == 0:
+            raise LedgerError(f"no privacy ledger at {self.path}: check the path")
+        wal = Path(f"{self.path}-wal")
+        uri = f"{self.path.absolute().as_uri()}?mode=ro" + ("" if wal.is_file() else "&immutable=1")
+        try:
+            with closing(sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT)) as db:
+                tables = {row[0] for row in db.execute("select name from sqlite_master where type = 'table'")}
+                found = (db.execute("select value from meta where key = 'format'").fetchone() if "meta" in tables
+                         else None)
+                app = "meta" not in tables and {"spends", "budgets"} <= tables  # earlier app versions: no releases
+                if not app and (found is None or found[0] != FORMAT):
+                    raise LedgerError(f"{self.path} is not a privsyn ledger ({FORMAT})")
+                row = None if "releases" not in tables else db.execute(
+                    "select r.id, r.sha256, s.id, s.data, s.label, s.mechanism, s.relation, s.epsilon, s.private, "
+                    "s.status, s.created from releases r join spends s on s.id = r.spend where r.id = ?",
+                    (release_id,)).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"the privacy ledger {self.path} cannot be read ({exc})") from None
+        if row is None:
+            return None
+        spend = Spend(id=int(row[2]), data=str(row[3]), label=str(row[4]), mechanism=str(row[5]), relation=str(row[6]),
+                      epsilon=float(row[7]), private=bool(row[8]), status=str(row[9]), created=str(row[10]))
+        return RecordedRelease(id=str(row[0]), sha256=str(row[1]), spend=spend)
+
     # -- writing ----------------------------------------------------------------------------------------------
+
+    def record_release(self, spend_id: int, sha256: str) -> str:
+        """Record that a file with the SHA-256 ``sha256`` was written of the spend ``spend_id``, before the file is
+        published; returns its release id.
+
+        The id is random (:func:`uuid.uuid4`): the release's manifest names its entry here by it, never by the
+        dataset's identity (a hash of the records, never shown).  The same bytes of one spend keep their first id.
+        """
+        def record(db: sqlite3.Connection) -> str:
+            if db.execute("select 1 from spends where id = ?", (int(spend_id),)).fetchone() is None:
+                raise LedgerError(f"the privacy ledger {self.path} holds no such spend: the release's file is not "
+                                  "recorded")
+            found = db.execute("select id from releases where spend = ? and sha256 = ?",
+                               (int(spend_id), sha256)).fetchone()
+            if found is not None:
+                return str(found[0])
+            release_id = uuid.uuid4().hex
+            db.execute("insert into releases(id, spend, sha256, created) values(?, ?, ?, ?)",
+                       (release_id, int(spend_id), sha256, _now()))
+            return release_id
+        return self._transaction(record)
 
     def set_budget(self, data: str, epsilon: float | None) -> None:
         """The operator sets (or, with ``None``, removes) the dataset's own budget.  Not for browser sessions."""
@@ -641,6 +726,11 @@ class Reservation:
     def spends(self) -> bool:
         """False for a run already in the ledger (same run key): it spends nothing new."""
         return self.spend_id is not None
+
+    @property
+    def entry(self) -> LedgerEntry | None:
+        """The spend's place in the ledger (``None`` for a run already in it, which spends nothing new)."""
+        return None if self.spend_id is None else LedgerEntry(str(self.ledger.path.absolute()), self.spend_id)
 
     def confirm(self) -> None:
         """The release left the process: mark it released (it was counted already)."""

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 import privsyn_core as ps
+from privsyn_core.manifest import describe
 from privsyn_core.reporting import plot_data, svg_charts, verdicts, words
 from privsyn_core.reporting.report import schema_encode
 from privsyn_core.result import Release, noise_statement
@@ -50,14 +51,16 @@ def _corr_matrix(frame: pd.DataFrame, schema: dict) -> np.ndarray:
 
 def build(*, release: Release, data_name: str, totals: dict[str, float], budget: float | None,
           real: pd.DataFrame | None = None, evaluation: dict[str, Any] | None = None,
-          shaped: pd.DataFrame | None = None, ledger: Sequence[dict] = ()) -> str:
+          shaped: pd.DataFrame | None = None, ledger: Sequence[dict] = (),
+          manifest: dict[str, Any] | None = None) -> str:
     """The report's HTML: one page, no scripts, in plain words.
 
     In release mode (``real`` and ``evaluation`` both ``None``) it holds the release only: what was released, the
     privacy promise, each column of the synthetic table, its correlations and the method.  In teaching mode it
     opens with a banner saying that it contains real data, and adds a verdict per question with its evidence and
     uncertainty (:mod:`privsyn_core.reporting.verdicts`), the real distributions beside the synthetic ones and the
-    real correlations.
+    real correlations.  With the release's ``manifest`` (:mod:`privsyn_core.manifest`) it says how to check a copy
+    of the file.
     """
     spec = ps.get_mechanism(release.mechanism)
     private = spec.is_private and release.dp_valid
@@ -82,6 +85,8 @@ def build(*, release: Release, data_name: str, totals: dict[str, float], budget:
         if real_corr is not None:
             body.append("<h3>Real (not private)</h3>" + real_corr.to_html(border=0, na_rep="-"))
     body.append(f"<h2>Method</h2><p>{escape(spec.title)}: {escape(spec.citation)}.</p>")
+    if manifest is not None:
+        body.append(_manifest_section(manifest))
     body.append(_details(release, spec, ledger))
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Synthetic data report: "
             f"{escape(data_name)}</title><style>{STYLE}</style></head><body>{''.join(body)}</body></html>")
@@ -125,6 +130,13 @@ def _verdict_section(release: Release, names: list[str], real: pd.DataFrame | No
             f"<p><b>{escape(verdicts.summary(found, release.epsilon, rows))}</b></p>"
             f"<table class='verdicts'><tr><th>Question</th><th>Answer</th><th>Evidence</th></tr>{table}</table>"
             f"<p>How the answers are decided: {escape(verdicts.RULES)}</p>")
+
+
+def _manifest_section(manifest: dict[str, Any]) -> str:
+    """The release's manifest in plain words (:func:`privsyn_core.manifest.describe`): what was released and how
+    anyone who receives the file can check it."""
+    items = "".join(f"<li>{escape(line)}</li>" for line in describe(manifest))
+    return f"<h2>What was released, and how to check it</h2><ul>{items}</ul>"
 
 
 def _details(release: Release, spec: ps.MechanismSpec, ledger: Sequence[dict]) -> str:

@@ -19,3 +19,13 @@ def md(text: object) -> str:
     """``text`` with every Markdown-active character backslash-escaped and newlines flattened."""
     escaped = _SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
     return "\\" + escaped if escaped[:1] in ("-", "+", "=") else escaped
+
+
+def relation_statement(relation: str) -> str:
+    """What a run under the neighbouring ``relation`` protects, in plain words (shown beside the Run button)."""
+    if relation == "replace":
+        return ("**Neighbours differ by replacing one record.** The release hides what any one record says, not "
+                "whether a person is in the table. This table's row count counts as public and is published as is: "
+                "unless 'Synthetic rows' is set, the release has exactly that many rows.")
+    return ("**Neighbours differ by adding or removing one record.** The release hides whether any one person is in "
+            "the table at all, and the number of records is private too.")

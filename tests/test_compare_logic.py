@@ -112,7 +112,15 @@ def test_every_metric_has_a_direction_an_interval_and_a_floor(runs):
 def test_standing_against_the_floor():
     row = {"value": 0.5, "low": 0.4, "high": 0.6, "floor": 0.1, "floor_low": 0.05, "floor_high": 0.15}
     assert comparison._standing(row, "lower") == "worse than the floor"
-    assert comparison._standing({**row, "floor_high": 0.45}, "lower").startswith("at the floor")
+    assert comparison._standing({**row, "floor_low": 0.35, "floor_high": 0.65}, "lower").startswith("at the floor")
+    # an interval that only overlaps the floor's (a wide one, or one reaching past it) is not "at the floor"
+    assert comparison._standing({**row, "floor_high": 0.45}, "lower") == "worse than the floor; the intervals overlap"
+    assert comparison._standing({**row, "floor": 0.45, "floor_low": 0.42, "floor_high": 0.48},
+                                "lower") == "worse than the floor; the intervals overlap"
+    # srw_tsp at epsilon 1 on the blobs sample (seed 0): a visibly square blob, its W1 interval past the floor's
+    square = {"value": 0.0282, "low": 0.0246, "high": 0.0318, "floor": 0.0208, "floor_low": 0.0149,
+              "floor_high": 0.0267}
+    assert not comparison._standing(square, "lower").startswith("at the floor")
     assert comparison._standing(row, "higher").startswith("better than the floor")
 
 

@@ -138,3 +138,10 @@ def test_the_comparison_report_opens_with_the_real_data_banner():
                                       real=real, rank_metric="w1")
     assert html.index(stakeholder.REAL_DATA_BANNER[:40]) < html.index("What this compares")
     assert "<script" not in html.lower() and not JARGON.search(body_text(html).replace("ot.emd2", ""))
+
+
+def test_the_columns_verdict_says_kept_only_when_the_whole_interval_is_no_further_than_the_floor():
+    entry = {"value": 0.0282, "low": 0.0246, "high": 0.0318, "floor": 0.0208, "floor_low": 0.0149,
+             "floor_high": 0.0267}  # an interval reaching past the floor's: not "as close as real data is"
+    assert verdicts.columns({"marginal_tvd_1way": entry}).answer == "roughly"
+    assert verdicts.columns({"marginal_tvd_1way": {**entry, "high": 0.0260}}).answer == "yes"

@@ -90,6 +90,13 @@ def test_1_a_release_only_session_cannot_lift_or_raise_the_operators_budget(lock
     assert any("exceed its budget of 1.5" in e for e in errors(at)) and spent(at) == 1.0
 
 
+def test_1_the_release_only_sidebar_suggests_no_teaching_run(locked):
+    at = release(upload(new_app()))
+    ledger_text = " ".join(c.value for c in at.sidebar.caption)
+    assert "epsilons add up" in ledger_text and "Every run spends epsilon again" in ledger_text
+    assert "teaching" not in ledger_text.lower() and "seed" not in ledger_text.lower()
+
+
 def test_1_a_release_only_server_without_an_operators_budget_refuses_every_release(monkeypatch):
     monkeypatch.setenv("PRIVSYN_RELEASE_ONLY", "1")
     at = release(upload(new_app()))

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 import privsyn_core as ps
 from pages._support import guide_panel, offer
-from pages._support.text import md
+from pages._support.text import md, plain_lists
 from privsyn_core.data.unit_codec import UnitCodec
 from privsyn_core.evaluation import guide
 from test_app import choose_columns, csv_bytes, new_app, problems, upload
@@ -66,6 +66,15 @@ def test_one_column_mechanisms_follow_their_declared_max_dim():
     assert one and not offered(at) & one
     choose_columns(at, ["x"])
     assert one <= offered(at)
+
+
+def test_the_not_offered_note_says_lists_in_plain_words():
+    at = new_app()  # the default sample: two numeric columns, too wide for the one-column mechanisms
+    at.switch_page("pages/synthesize.py").run()
+    note = next(c.value for c in at.caption if c.value.startswith("Not offered"))
+    assert "['" not in note and "use one of pmm, psmm, " in note
+    said = plain_lists("use one of ['a', 'b', 'c'] or ['d']; bounds [0, 1]")
+    assert said == "use one of a, b or c or d; bounds [0, 1]"
 
 
 def test_the_choice_reads_the_declaration_not_the_name():

@@ -77,6 +77,7 @@ def test_a_teaching_report_opens_with_the_real_data_banner_and_a_verdict_per_que
                      "Would a model trained on it predict like one trained on the real data?", "What is lost?"):
         assert question in text
     assert "At epsilon 1 on 400 rows," in text and "95% interval" in text
+    assert "compare the two tables cell by cell" in text and "Real (not private)" in text
     assert "relationships between columns are lost" in text or "weakened" in text, "dp_histogram at eps 1 loses them"
     assert not JARGON.search(text), JARGON.search(text)
     assert not SNAKE.search(text), f"code names in the text: {SNAKE.findall(text)[:5]}"
@@ -89,6 +90,7 @@ def test_a_release_mode_report_holds_the_release_only(made):
     assert stakeholder.REAL_DATA_BANNER[:40] not in html and "Verdict" not in text and "not private" not in text
     assert "400" not in text, "no exact row count read off the data"
     assert "How the noise was drawn" in text and not SNAKE.search(text) and not JARGON.search(text)
+    assert "Correlations between numeric columns" in text and "cell by cell" not in text, "one table, nothing beside"
     assert len(html.encode()) < 150 * 1024
 
 

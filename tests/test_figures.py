@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
@@ -236,8 +237,15 @@ def test_released_tree_figure_reads_only_the_schema_and_the_released_parameters(
     for k, (a, b) in enumerate(params["tree_edges"]):
         assert np.allclose([drawn[0][k], drawn[1][k]], [[xy[a, 0], xy[b, 0]], [xy[a, 1], xy[b, 1]]])
         ca, cb = params["edge_cuts"][k]
-        assert labels.text[k] == f"PMM depth {params['edge_depths'][k]}, {2 ** ca} x {2 ** cb} cells"
-    assert len(params["tree_edges"]) == 3
+        assert labels.hovertext[k] == f"PMM depth {params['edge_depths'][k]}, {2 ** ca} x {2 ** cb} cells"
+        assert labels.text[k] == labels.hovertext[k].replace(", ", "<br>")
+        child = a if xy[a, 1] < xy[b, 1] else b  # each label under the column its edge leads down to
+        assert labels.x[k] == xy[child, 0] and xy[child, 1] - 0.2 < labels.y[k] < xy[child, 1]
+    # one label per column below the root, labels on one row a whole leaf spacing apart (the middles of sibling
+    # edges are half of it apart, where the edges converge)
+    spots = sorted(zip(labels.y, labels.x, strict=True))
+    assert all(x2 - x1 >= 1 for (y1, x1), (y2, x2) in itertools.pairwise(spots) if y1 == y2)
+    assert len(set(spots)) == len(params["tree_edges"]) == 3
 
 
 def test_released_tree_figure_is_none_for_a_release_without_a_tree():

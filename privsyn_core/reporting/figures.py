@@ -424,20 +424,23 @@ def released_tree_figure(release) -> go.Figure | None:
     fig = go.Figure()
     line_x: list[float | None] = []
     line_y: list[float | None] = []
-    mid_x, mid_y, mid_text = [], [], []
+    label_x, label_y, label_text = [], [], []
     for (a, b), depth, cut in zip(edges, depths, cuts, strict=True):
         line_x += [xy[a, 0], xy[b, 0], None]
         line_y += [xy[a, 1], xy[b, 1], None]
-        mid_x.append((xy[a, 0] + xy[b, 0]) / 2)
-        mid_y.append((xy[a, 1] + xy[b, 1]) / 2)
+        child = b if xy[b, 1] < xy[a, 1] else a  # the lower end: each column below the root has one edge above it
+        label_x.append(xy[child, 0])
+        label_y.append(xy[child, 1] - 0.12)  # below the marker
         grid = "" if cut is None else f"{2 ** int(cut[0])} x {2 ** int(cut[1])} cells"
         tree = "" if depth is None else f"PMM depth {int(depth)}"
-        mid_text.append(", ".join(t for t in (tree, grid) if t))
+        label_text.append(", ".join(t for t in (tree, grid) if t))
     fig.add_trace(go.Scatter(x=line_x, y=line_y, mode="lines", line={"color": "#9ecae1", "width": 3},
                              hoverinfo="skip", showlegend=False, name="edges"))
-    fig.add_trace(go.Scatter(x=mid_x, y=mid_y, mode="text", text=mid_text, textposition="middle right",
-                             textfont={"size": 11, "color": "#555"}, hoverinfo="text", showlegend=False,
-                             name="edge releases"))
+    # each edge's release is written under the column it leads down to, one part a line: sibling edges meet at
+    # their parent, so labels at the edges' middles would overlap where the edges converge
+    fig.add_trace(go.Scatter(x=label_x, y=label_y, mode="text", text=[t.replace(", ", "<br>") for t in label_text],
+                             textposition="bottom center", textfont={"size": 10, "color": "#555"},
+                             hovertext=label_text, hoverinfo="text", showlegend=False, name="edge releases"))
     names = [str(c.get("name", j)) for j, c in enumerate(columns)]
     kinds = [str(c.get("kind", "numeric")) for c in columns]
     fig.add_trace(go.Scatter(
@@ -449,7 +452,7 @@ def released_tree_figure(release) -> go.Figure | None:
         hoverinfo="text", showlegend=False, name="columns"))
     fig.update_layout(
         title="Released tree of column pairs (chosen with differential privacy)",
-        xaxis={"visible": False, "range": [xy[:, 0].min() - 0.7, xy[:, 0].max() + 1.2]},
+        xaxis={"visible": False, "range": [xy[:, 0].min() - 0.7, xy[:, 0].max() + 0.7]},
         yaxis={"visible": False, "range": [xy[:, 1].min() - 0.6, 0.6]},
         height=max(260, 120 * (1 - int(xy[:, 1].min()))), margin={"l": 10, "r": 10, "t": 50, "b": 10},
         plot_bgcolor="white")

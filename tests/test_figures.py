@@ -124,6 +124,19 @@ def test_tradeoff_is_log_log_with_error_bars_rates_and_floor():
     assert [t.name for t in fig.data] == ["a (mean W1)", "a theoretical rate", "b (mean W1)"]
     np.testing.assert_allclose(fig.data[0].error_y.array, [0.05, 0.01])
     assert fig.layout.shapes[0].y0 == 0.05  # the one horizontal floor line
+    label = fig.layout.annotations[0]  # on its line: a log axis places annotations at the log10 of the value
+    assert label.text == "real vs real floor" and label.y == pytest.approx(math.log10(0.05))
+    assert list(fig.layout.xaxis.tickvals) == [0.1, 1.0] and list(fig.layout.xaxis.ticktext) == ["0.1", "1"]
+    assert list(fig.layout.yaxis.ticktext) == ["0.03", "0.05", "0.1", "0.2", "0.3", "0.5", "1"]
+
+
+def test_log_ticks_are_few_and_round_and_cover_the_range():
+    for lo, hi in [(0.13, 0.6), (0.001, 0.9), (1e-6, 5.0), (0.2, 0.21), (3.0, 3.0), (10, 100_000)]:
+        ticks = F.log_ticks(lo, hi)
+        assert 2 <= len(ticks) <= F.MAX_LOG_TICKS, (lo, hi, ticks)
+        assert ticks[0] <= lo and ticks[-1] >= hi and np.all(np.diff(ticks) > 0), (lo, hi, ticks)
+        assert {f"{t:.0e}"[0] for t in ticks} <= set("1235"), ticks
+    assert [f"{t:g}" for t in F.log_ticks(0.13, 0.6)] == ["0.1", "0.2", "0.3", "0.5", "1"]
 
 
 def test_laplace_teaching_figure_satisfies_the_privacy_ratio():

@@ -205,3 +205,12 @@ def test_partitions_page_draws_the_released_tree_in_both_modes_from_the_release_
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["layout"]["title"]["text"].startswith("Released tree of column pairs")
     assert [t["text"] for t in spec["data"] if t.get("name") == "columns"] == [["x", "y"]]
+
+
+def test_the_schema_grid_fits_1280_px_and_gives_the_categories_the_most_room():
+    from pages._support.schema_editor import COLUMN_ORDER, WIDTHS
+
+    main_area = 818  # the main area of a 1280 px window with the sidebar open
+    assert set(WIDTHS) == set(COLUMN_ORDER) and sum(WIDTHS.values()) <= main_area
+    assert max(WIDTHS, key=WIDTHS.__getitem__) == "categories" == COLUMN_ORDER[-1]
+    assert WIDTHS["categories"] >= 200, "room for a few categories, comma separated"

@@ -24,10 +24,14 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from test_app_browser import goto, shoot, wait_idle
 
+from pages._support.schema_editor import WIDTHS
+
 pytestmark = pytest.mark.browser
 
 HEADER, ROW = 35, 35  # Streamlit's data editor: header and row heights in CSS pixels
-COLUMN_X = {2: 250, 3: 330}  # x of the lo and hi columns from the grid canvas's left edge (schema_editor.WIDTHS)
+# x of the middle of the lo and hi columns from the grid canvas's left edge
+COLUMN_X = {2: WIDTHS["name"] + WIDTHS["kind"] + WIDTHS["lo"] // 2,
+            3: WIDTHS["name"] + WIDTHS["kind"] + WIDTHS["lo"] + WIDTHS["hi"] // 2}
 EDITOR_OPEN = "document.activeElement && document.activeElement.classList.contains('gdg-input')"
 TYPED = {(2, 0): "17.5", (3, 0): "42", (2, 1): "0", (3, 1): "99.5", (2, 2): "1000", (3, 2): "250000"}
 

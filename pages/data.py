@@ -129,8 +129,8 @@ cols = st.columns(2)
 with cols[0]:
     st.markdown("**Estimate bounds with DP** (numeric columns)")
     eps_bounds = state.keep(st.select_slider, "epsilon for the bounds", "w_bounds_eps", 0.5, options=widgets.EPSILONS)
-    relation = state.keep(st.radio, "neighbouring", "w_bounds_rel", "add_remove" if state.release_mode() else "replace",
-                          options=["replace", "add_remove"], horizontal=True)
+    relation = data_state.keep_per_table(st.radio, "neighbouring", "w_bounds_rel", data_state.SAFE_RELATION,
+                                         options=["replace", "add_remove"], horizontal=True)
     if st.button("Estimate DP bounds", help="Noisy log-scale histogram per column, DP quantiles at 1% and 99%"):
         with widgets.user_errors():
             schema_state.estimate_dp_bounds(eps_bounds, relation)

@@ -40,8 +40,8 @@ if found:
         st.subheader("The released tree of column pairs")
         st.plotly_chart(tree, key="released_tree_chart")
         st.caption("marginal_tree chose these pairs of columns with differential privacy (part of the release) and "
-                   "released each pair's joint distribution with PMM on the grid shown beside its edge; rows are "
-                   "drawn from the root down, each column given its parent.")
+                   "released each pair's joint distribution with PMM on the grid written under the lower column of "
+                   "the pair; rows are drawn from the root down, each column given its parent.")
     elif cells is None and not levels:
         st.info(f"{result.mechanism} releases no partition"
                 + (" whose cells can be drawn from the release alone" if release_mode else "")

@@ -9,7 +9,7 @@ import privsyn_core as ps
 from pages._support import code_panel, data_state, guide_panel, offer, output, shared, state, widgets
 from pages._support.downloads import downloads, synthetic_table
 from pages._support.runs import execute, run_key
-from pages._support.text import md
+from pages._support.text import md, relation_statement
 from privsyn_core.errors import BudgetExceeded, LedgerError
 from privsyn_core.reporting import words
 from privsyn_core.result import noise_statement
@@ -43,12 +43,13 @@ with left:
     epsilon = state.keep(st.select_slider, "epsilon (privacy budget, log scale)", "w_epsilon", 1.0,
                          options=widgets.EPSILONS)
     st.markdown(widgets.epsilon_guidance(epsilon))
-    # One choice for every mechanism, made by the user: choosing another mechanism (or the guide's "Use" button)
-    # never changes it.  Adding or removing one record (n private) by default.
-    neighbouring = state.keep(st.radio, "Neighbouring datasets differ by", "w_neighbouring", "add_remove",
-                              options=RELATIONS, horizontal=True,
-                              format_func=lambda r: {"replace": "replacing one record (n public)",
-                                                     "add_remove": "adding or removing one record (n private)"}[r])
+    # One choice per table for every mechanism, made by the user: choosing another mechanism (or the guide's
+    # "Use" button) never changes it; another table starts at adding or removing one record (n private).
+    neighbouring = data_state.keep_per_table(st.radio, "Neighbouring datasets differ by", "w_neighbouring",
+                                             data_state.SAFE_RELATION, options=RELATIONS, horizontal=True,
+                                             format_func=lambda r: {"replace": "replacing one record (n public)",
+                                                                    "add_remove": "adding or removing one record "
+                                                                                  "(n private)"}[r])
     relation_fits = neighbouring in spec.neighbouring
     if not relation_fits:
         st.warning(f"{spec.title} is calibrated only for neighbours that differ by "
@@ -83,7 +84,9 @@ live = (not state.release_mode()) and state.keep(
     st.toggle, "Re-run automatically when a setting changes", "w_live", small,
     help="Teaching mode, n <= 10^4: after a run, changing a setting of the same mechanism runs it again (a new "
          "ledger entry unless that exact run was made before). Choosing another mechanism never runs it.")
-clicked = st.button("Run", type="primary", disabled=key is None)
+run_column, relation_column = st.columns([1, 5], vertical_alignment="center")
+clicked = run_column.button("Run", type="primary", disabled=key is None)
+relation_column.caption(relation_statement(neighbouring))
 # Browsing never spends: only a changed setting of the mechanism last run re-runs it (choosing another mechanism
 # in the list does not), and release mode never re-runs on its own.
 last = st.session_state.run

@@ -90,6 +90,13 @@ def test_1_a_release_only_session_cannot_lift_or_raise_the_operators_budget(lock
     assert any("exceed its budget of 1.5" in e for e in errors(at)) and spent(at) == 1.0
 
 
+def test_1_the_release_only_sidebar_suggests_no_teaching_run(locked):
+    at = release(upload(new_app()))
+    ledger_text = " ".join(c.value for c in at.sidebar.caption)
+    assert "epsilons add up" in ledger_text and "Every run spends epsilon again" in ledger_text
+    assert "teaching" not in ledger_text.lower() and "seed" not in ledger_text.lower()
+
+
 def test_1_a_release_only_server_without_an_operators_budget_refuses_every_release(monkeypatch):
     monkeypatch.setenv("PRIVSYN_RELEASE_ONLY", "1")
     at = release(upload(new_app()))
@@ -226,3 +233,39 @@ def test_9_an_operator_names_the_servers_one_dataset(monkeypatch):
     second = release(upload(new_app(), other.to_csv(index=False)))
     assert not errors(first) and any("exceed its budget of 1.5" in e for e in errors(second))
     assert ledger.store().spent("clinic") == 1.0
+
+
+def relation_beside_run(at: AppTest) -> str:
+    return next(c.value for c in at.caption if c.value.startswith("**Neighbours differ by"))
+
+
+@pytest.mark.parametrize("operator_dataset", [None, "one population"])
+def test_6_the_relation_belongs_to_one_table_and_is_never_carried_to_another(monkeypatch, operator_dataset):
+    """Replace chosen on table A: table B starts at add/remove (also when the operator's PRIVSYN_DATASET gives both
+    one ledger identity) and runs under it; loading A again brings back A's own choice, stated beside Run."""
+    if operator_dataset:
+        monkeypatch.setenv("PRIVSYN_DATASET", operator_dataset)
+    other = pd.DataFrame(two_blobs(250, 2, rng=1) * 10 - 2, columns=["x", "y"]).to_csv(index=False)
+    at = upload(new_app())
+    at.radio(key="w_bounds_rel").set_value("replace").run()  # the Data page's DP bounds: their own choice
+    at.switch_page("pages/synthesize.py").run()
+    at.radio(key="w_neighbouring").set_value("replace").run()
+    assert "row count counts as public and is published as is" in relation_beside_run(at)
+    release(at)
+    assert at.session_state["result"].neighbouring == "replace"
+
+    upload(at, other)
+    assert at.radio(key="w_bounds_rel").value == "add_remove"
+    at.switch_page("pages/synthesize.py").run()
+    assert at.radio(key="w_neighbouring").value == "add_remove"
+    assert relation_beside_run(at).startswith("**Neighbours differ by adding or removing one record.**")
+    release(at)
+    assert not errors(at) and at.session_state["result"].neighbouring == "add_remove"
+    at.switch_page("pages/data.py").run()
+    at.switch_page("pages/synthesize.py").run()  # other pages and back: B keeps its relation
+    assert at.radio(key="w_neighbouring").value == "add_remove"
+
+    upload(at)  # the very bytes of A again: A's own choice, shown beside Run
+    at.switch_page("pages/synthesize.py").run()
+    assert at.radio(key="w_neighbouring").value == "replace"
+    assert relation_beside_run(at).startswith("**Neighbours differ by replacing one record.**")

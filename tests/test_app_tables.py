@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 import privsyn_core as ps
 from pages._support import guide_panel, offer
-from pages._support.text import md
+from pages._support.text import md, plain_lists
 from privsyn_core.data.unit_codec import UnitCodec
 from privsyn_core.evaluation import guide
 from test_app import choose_columns, csv_bytes, new_app, problems, upload
@@ -66,6 +66,15 @@ def test_one_column_mechanisms_follow_their_declared_max_dim():
     assert one and not offered(at) & one
     choose_columns(at, ["x"])
     assert one <= offered(at)
+
+
+def test_the_not_offered_note_says_lists_in_plain_words():
+    at = new_app()  # the default sample: two numeric columns, too wide for the one-column mechanisms
+    at.switch_page("pages/synthesize.py").run()
+    note = next(c.value for c in at.caption if c.value.startswith("Not offered"))
+    assert "['" not in note and "use one of pmm, psmm, " in note
+    said = plain_lists("use one of ['a', 'b', 'c'] or ['d']; bounds [0, 1]")
+    assert said == "use one of a, b or c or d; bounds [0, 1]"
 
 
 def test_the_choice_reads_the_declaration_not_the_name():
@@ -196,3 +205,12 @@ def test_partitions_page_draws_the_released_tree_in_both_modes_from_the_release_
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["layout"]["title"]["text"].startswith("Released tree of column pairs")
     assert [t["text"] for t in spec["data"] if t.get("name") == "columns"] == [["x", "y"]]
+
+
+def test_the_schema_grid_fits_1280_px_and_gives_the_categories_the_most_room():
+    from pages._support.schema_editor import COLUMN_ORDER, WIDTHS
+
+    main_area = 818  # the main area of a 1280 px window with the sidebar open
+    assert set(WIDTHS) == set(COLUMN_ORDER) and sum(WIDTHS.values()) <= main_area
+    assert max(WIDTHS, key=WIDTHS.__getitem__) == "categories" == COLUMN_ORDER[-1]
+    assert WIDTHS["categories"] >= 200, "room for a few categories, comma separated"

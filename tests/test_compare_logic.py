@@ -52,6 +52,26 @@ def test_svg_correlations_show_real_synthetic_and_difference_on_one_scale():
     assert ">0.80<" in svg and ">-0.60<" in svg, "cells carry their values"
 
 
+def test_svg_correlations_fit_the_page_with_whole_or_visibly_cut_names():
+    names = ["alcohol", "malic_acid", "alcalinity_of_ash", "nonflavanoid_phenols", "od280/od315_of_diluted_wines",
+             "proanthocyanins", "color_intensity", "hue", "proline", "magnesium", "ash", "total_phenols",
+             "flavanoids", "cultivar"]  # the wine sample: 14 columns, long names
+    d = len(names)
+    svg = svg_charts.svg_correlations(np.eye(d), names, real=np.eye(d))
+    width = int(re.search(r'<svg [^>]*width="(\d+)"', svg).group(1))
+    assert width <= svg_charts.CORRELATION_WIDTH, "drawn at its size on a 1280 px page, never shrunk"
+    labels = re.findall(r"<text [^>]*><title>([^<]*)</title>([^<]*)</text>", svg)
+    assert len(labels) == 3 * d + d  # under each panel, and beside the first
+    for whole, shown in labels:
+        assert shown == whole or (shown == whole[:svg_charts.LABEL_CHARS - 1] + "\u2026"), (whole, shown)
+    assert ("od280/od315_of_diluted_wines", "od280/od315_of_dilu\u2026") in labels
+    assert ("nonflavanoid_phenols", "nonflavanoid_phenols") in labels
+    cell = int(re.search(r'<rect x="\d+" y="\d+" width="(\d+)"', svg).group(1))
+    fonts = {int(f) for f in re.findall(r'text-anchor="end" font-size="(\d+)"><title>', svg)}
+    assert fonts and max(fonts) <= cell - 2, "one label a cell, each no taller than its cell: none overlap"
+    assert 'rotate(-90' in svg and 'rotate(-45' not in svg, "the column labels run upright, one per cell"
+
+
 def test_svg_correlations_in_release_mode_have_the_synthetic_panel_only():
     svg = svg_charts.svg_correlations(np.eye(3), ["a", "b", "c"])
     assert "synthetic" in svg and "real" not in svg and "minus" not in svg
@@ -112,7 +132,15 @@ def test_every_metric_has_a_direction_an_interval_and_a_floor(runs):
 def test_standing_against_the_floor():
     row = {"value": 0.5, "low": 0.4, "high": 0.6, "floor": 0.1, "floor_low": 0.05, "floor_high": 0.15}
     assert comparison._standing(row, "lower") == "worse than the floor"
-    assert comparison._standing({**row, "floor_high": 0.45}, "lower").startswith("at the floor")
+    assert comparison._standing({**row, "floor_low": 0.35, "floor_high": 0.65}, "lower").startswith("at the floor")
+    # an interval that only overlaps the floor's (a wide one, or one reaching past it) is not "at the floor"
+    assert comparison._standing({**row, "floor_high": 0.45}, "lower") == "worse than the floor; the intervals overlap"
+    assert comparison._standing({**row, "floor": 0.45, "floor_low": 0.42, "floor_high": 0.48},
+                                "lower") == "worse than the floor; the intervals overlap"
+    # srw_tsp at epsilon 1 on the blobs sample (seed 0): a visibly square blob, its W1 interval past the floor's
+    square = {"value": 0.0282, "low": 0.0246, "high": 0.0318, "floor": 0.0208, "floor_low": 0.0149,
+              "floor_high": 0.0267}
+    assert not comparison._standing(square, "lower").startswith("at the floor")
     assert comparison._standing(row, "higher").startswith("better than the floor")
 
 

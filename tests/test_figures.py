@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
@@ -123,6 +124,19 @@ def test_tradeoff_is_log_log_with_error_bars_rates_and_floor():
     assert [t.name for t in fig.data] == ["a (mean W1)", "a theoretical rate", "b (mean W1)"]
     np.testing.assert_allclose(fig.data[0].error_y.array, [0.05, 0.01])
     assert fig.layout.shapes[0].y0 == 0.05  # the one horizontal floor line
+    label = fig.layout.annotations[0]  # on its line: a log axis places annotations at the log10 of the value
+    assert label.text == "real vs real floor" and label.y == pytest.approx(math.log10(0.05))
+    assert list(fig.layout.xaxis.tickvals) == [0.1, 1.0] and list(fig.layout.xaxis.ticktext) == ["0.1", "1"]
+    assert list(fig.layout.yaxis.ticktext) == ["0.03", "0.05", "0.1", "0.2", "0.3", "0.5", "1"]
+
+
+def test_log_ticks_are_few_and_round_and_cover_the_range():
+    for lo, hi in [(0.13, 0.6), (0.001, 0.9), (1e-6, 5.0), (0.2, 0.21), (3.0, 3.0), (10, 100_000)]:
+        ticks = F.log_ticks(lo, hi)
+        assert 2 <= len(ticks) <= F.MAX_LOG_TICKS, (lo, hi, ticks)
+        assert ticks[0] <= lo and ticks[-1] >= hi and np.all(np.diff(ticks) > 0), (lo, hi, ticks)
+        assert {f"{t:.0e}"[0] for t in ticks} <= set("1235"), ticks
+    assert [f"{t:g}" for t in F.log_ticks(0.13, 0.6)] == ["0.1", "0.2", "0.3", "0.5", "1"]
 
 
 def test_laplace_teaching_figure_satisfies_the_privacy_ratio():
@@ -236,8 +250,15 @@ def test_released_tree_figure_reads_only_the_schema_and_the_released_parameters(
     for k, (a, b) in enumerate(params["tree_edges"]):
         assert np.allclose([drawn[0][k], drawn[1][k]], [[xy[a, 0], xy[b, 0]], [xy[a, 1], xy[b, 1]]])
         ca, cb = params["edge_cuts"][k]
-        assert labels.text[k] == f"PMM depth {params['edge_depths'][k]}, {2 ** ca} x {2 ** cb} cells"
-    assert len(params["tree_edges"]) == 3
+        assert labels.hovertext[k] == f"PMM depth {params['edge_depths'][k]}, {2 ** ca} x {2 ** cb} cells"
+        assert labels.text[k] == labels.hovertext[k].replace(", ", "<br>")
+        child = a if xy[a, 1] < xy[b, 1] else b  # each label under the column its edge leads down to
+        assert labels.x[k] == xy[child, 0] and xy[child, 1] - 0.2 < labels.y[k] < xy[child, 1]
+    # one label per column below the root, labels on one row a whole leaf spacing apart (the middles of sibling
+    # edges are half of it apart, where the edges converge)
+    spots = sorted(zip(labels.y, labels.x, strict=True))
+    assert all(x2 - x1 >= 1 for (y1, x1), (y2, x2) in itertools.pairwise(spots) if y1 == y2)
+    assert len(set(spots)) == len(params["tree_edges"]) == 3
 
 
 def test_released_tree_figure_is_none_for_a_release_without_a_tree():

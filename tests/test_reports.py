@@ -77,6 +77,7 @@ def test_a_teaching_report_opens_with_the_real_data_banner_and_a_verdict_per_que
                      "Would a model trained on it predict like one trained on the real data?", "What is lost?"):
         assert question in text
     assert "At epsilon 1 on 400 rows," in text and "95% interval" in text
+    assert "compare the two tables cell by cell" in text and "Real (not private)" in text
     assert "relationships between columns are lost" in text or "weakened" in text, "dp_histogram at eps 1 loses them"
     assert not JARGON.search(text), JARGON.search(text)
     assert not SNAKE.search(text), f"code names in the text: {SNAKE.findall(text)[:5]}"
@@ -89,6 +90,7 @@ def test_a_release_mode_report_holds_the_release_only(made):
     assert stakeholder.REAL_DATA_BANNER[:40] not in html and "Verdict" not in text and "not private" not in text
     assert "400" not in text, "no exact row count read off the data"
     assert "How the noise was drawn" in text and not SNAKE.search(text) and not JARGON.search(text)
+    assert "Correlations between numeric columns" in text and "cell by cell" not in text, "one table, nothing beside"
     assert len(html.encode()) < 150 * 1024
 
 
@@ -138,3 +140,10 @@ def test_the_comparison_report_opens_with_the_real_data_banner():
                                       real=real, rank_metric="w1")
     assert html.index(stakeholder.REAL_DATA_BANNER[:40]) < html.index("What this compares")
     assert "<script" not in html.lower() and not JARGON.search(body_text(html).replace("ot.emd2", ""))
+
+
+def test_the_columns_verdict_says_kept_only_when_the_whole_interval_is_no_further_than_the_floor():
+    entry = {"value": 0.0282, "low": 0.0246, "high": 0.0318, "floor": 0.0208, "floor_low": 0.0149,
+             "floor_high": 0.0267}  # an interval reaching past the floor's: not "as close as real data is"
+    assert verdicts.columns({"marginal_tvd_1way": entry}).answer == "roughly"
+    assert verdicts.columns({"marginal_tvd_1way": {**entry, "high": 0.0260}}).answer == "yes"

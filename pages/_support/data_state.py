@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import secrets
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -24,7 +25,7 @@ from privsyn_core.data.values import select_columns
 from privsyn_core.reporting import report
 
 from . import shared, table_cache, uploads
-from .state import ASSETS, release_mode, set_schema_entries
+from .state import ASSETS, keep, release_mode, set_schema_entries
 
 DEFAULT_SAMPLE = "blobs"
 MAX_UPLOAD_MB = 50
@@ -249,6 +250,29 @@ def _identity(sha256: str, chosen: tuple[str, ...]) -> str:
     if key not in kept:
         kept[key] = table_identity(select_columns(table(), list(chosen)) if chosen else table())
     return kept[key]
+
+
+#: The neighbouring relation every table starts with: a neighbour adds or removes one record, so the number of
+#: records is protected too.  A mechanism calibrated only for "replace" stays unrunnable until the user chooses it.
+SAFE_RELATION = "add_remove"
+
+
+def keep_per_table(widget, label: str, key: str, default: Any, **kwargs: Any) -> Any:
+    """:func:`~pages._support.state.keep` for a choice that belongs to one table (the neighbouring relation).
+
+    Each table has its own value, keyed by the SHA-256 of its bytes: a table loaded for the first time in the
+    session starts at ``default``, and loading a table seen before brings back the value chosen for it.  Nothing
+    chosen for one table reaches another (the ledger's :func:`ledger_id` would not do: an operator's
+    ``PRIVSYN_DATASET`` gives every upload one identity, and it changes with the chosen columns).
+    """
+    table_key = (st.session_state.get("data") or {}).get("sha256")
+    per_table = st.session_state.setdefault("table_choices", {}).setdefault(key, {})
+    owners = st.session_state.setdefault("table_choice_owners", {})
+    if owners.get(key, "") != table_key:  # another table since the widget was last drawn
+        st.session_state[key] = st.session_state.setdefault("saved", {})[key] = per_table.get(table_key, default)
+        owners[key] = table_key
+    per_table[table_key] = keep(widget, label, key, default, **kwargs)
+    return per_table[table_key]
 
 
 def real_of(result: ps.SynthResult) -> pd.DataFrame:

@@ -39,9 +39,9 @@ def note(reasons: dict[str, str], specs: list[ps.MechanismSpec]) -> None:
         return
     import streamlit as st
 
-    from .text import md
+    from .text import md, plain_lists
 
     titles = {s.name: s.title for s in specs}
-    st.caption("Not offered for the chosen columns: " + "; ".join(
-        f"{md(titles.get(name, name))} [{md(name)}]: {md(reason)}" for name, reason in reasons.items())
-        + ". Choose other columns on the Data page to use them.")
+    st.caption("Not offered for the chosen columns (choose other columns on the Data page to use them):\n"
+               + "\n".join(f"- {md(titles.get(name, name))} [{md(name)}]: {md(plain_lists(reason))}"
+                           for name, reason in reasons.items()))

@@ -31,9 +31,11 @@ import streamlit as st
 FIELDS = ("name", "kind", "lo", "hi", "categories", "integer", "decimals", "atoms")
 #: The grid's column order on screen: the short decisions first, the wide categories last.
 COLUMN_ORDER = ("name", "kind", "lo", "hi", "integer", "decimals", "atoms", "categories")
-#: Column widths in CSS pixels: 750 in all, inside the main area (818 px) of a 1280 px window with the sidebar open.
-WIDTHS = {"name": 110, "kind": 100, "lo": 80, "hi": 80, "integer": 70, "decimals": 80, "atoms": 80,
-          "categories": 150}
+#: Column widths in CSS pixels: 800 in all, inside the main area (818 px) of a 1280 px window with the sidebar open
+#: (the grid spreads what is left evenly over the columns).  Each short column is as wide as its header with its
+#: edit mark; the categories get the rest.
+WIDTHS = {"name": 120, "kind": 105, "lo": 70, "hi": 70, "integer": 76, "decimals": 86, "atoms": 66,
+          "categories": 207}
 TYPED = "typed by the user"
 
 

@@ -83,8 +83,10 @@ def _ledger_panel(did: str) -> None:
                  for i, e in enumerate(private, n_private - len(private) + 1)]
         st.markdown((f"(the last {len(private)} of {n_private})\n" if n_private > len(private) else "")
                     + "\n".join(lines))
-        st.caption("Releases on the same data compose: their epsilons add up. Re-running with a new seed "
-                   "spends epsilon again; the same teaching run with the same seed does not.")
+        st.caption("Releases on the same data compose: their epsilons add up. "
+                   + ("Every run spends epsilon again." if release_mode() else
+                      "Re-running with a new seed spends epsilon again; the same teaching run with the same seed "
+                      "does not."))
     if others:
         with st.expander(f"Not private: {n_others} run(s), outside the budget"):
             st.markdown("\n".join(f"- {md(e['label'])}" for e in others))

@@ -63,16 +63,25 @@ def _interval(low: float, high: float, what: str) -> str:
 
 
 def _standing(row: dict, direction: str) -> str:
+    """Where a metric's value stands against its real-vs-real floor.
+
+    *At the floor* only when the value's whole 95% interval lies within the floor's: an interval that merely
+    overlaps the floor's (a wide one, say) shows no such closeness, and the value is compared with the floor, the
+    overlap named.
+    """
     value, low, high = row["value"], row["low"], row["high"]
     floor, floor_low, floor_high = row["floor"], row["floor_low"], row["floor_high"]
     if not math.isfinite(floor):
         return "no floor"
-    if all(math.isfinite(v) for v in (low, high, floor_low, floor_high)) and low <= floor_high and floor_low <= high:
+    intervals = all(math.isfinite(v) for v in (low, high, floor_low, floor_high))
+    if intervals and floor_low <= low and high <= floor_high:
         return "at the floor: as close as real data to itself"
     if value == floor:
         return "equal to the floor"
     worse = value > floor if direction == "lower" else value < floor
-    return "worse than the floor" if worse else "better than the floor (check the coverage)"
+    standing = "worse than the floor" if worse else "better than the floor (check the coverage)"
+    overlap = intervals and low <= floor_high and floor_low <= high
+    return f"{standing}; the intervals overlap" if overlap else standing
 
 
 def metric_table(evaluation: dict[str, Any]) -> pd.DataFrame:

@@ -16,6 +16,7 @@ charts of the reports are :mod:`privsyn_core.reporting.svg_charts`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -345,13 +346,51 @@ def tradeoff_figure(summary: pd.DataFrame, *, x: str = "epsilon", rates: pd.Data
             if len(rate):
                 fig.add_trace(go.Scatter(x=rate[x], y=rate["rate"], mode="lines", name=f"{name} theoretical rate",
                                          line=dict(color=colour, dash="dash")))
+    heights = [summary["mean"] - summary["std"], summary["mean"] + summary["std"]]
+    if rates is not None:
+        heights.append(rates["rate"])
     if floor is not None:
-        fig.add_hline(y=floor, line=dict(color="#777", dash="dot"),
-                      annotation_text="real vs real floor", annotation_position="bottom left")
-    fig.update_layout(title=f"W1 against {x} (log-log; {NOT_PRIVATE})", xaxis=dict(type="log", title=x),
-                      yaxis=dict(type="log", title="W1 (unit cube, chebyshev)"), margin=dict(l=40, r=10, t=50, b=40),
-                      legend=dict(orientation="h", y=-0.25))
+        fig.add_hline(y=floor, line=dict(color="#777", dash="dot"))
+        # an annotation's position on a log axis is the log10 of the value (add_hline's own would sit at 10^floor)
+        fig.add_annotation(x=0, xref="x domain", y=math.log10(floor), yref="y", text="real vs real floor",
+                           showarrow=False, xanchor="left", yanchor="top", font=dict(color="#555", size=11))
+        heights.append(pd.Series([floor]))
+    x_ticks = np.unique(summary[x].to_numpy(dtype=float))
+    if len(x_ticks) > MAX_LOG_TICKS:
+        x_ticks = log_ticks(float(x_ticks.min()), float(x_ticks.max()))
+    y_values = pd.concat(heights).to_numpy(dtype=float)
+    y_values = y_values[np.isfinite(y_values) & (y_values > 0)]
+    y_ticks = log_ticks(float(y_values.min()), float(y_values.max())) if len(y_values) else np.array([])
+    fig.update_layout(title=f"W1 against {x} (log-log; {NOT_PRIVATE})",
+                      xaxis=dict(type="log", title=x, tickvals=x_ticks, ticktext=[f"{v:g}" for v in x_ticks]),
+                      yaxis=dict(type="log", title="W1 (unit cube, chebyshev)", tickvals=y_ticks,
+                                 ticktext=[f"{v:g}" for v in y_ticks]),
+                      margin=dict(l=40, r=10, t=50, b=40), legend=dict(orientation="h", y=-0.25))
     return fig
+
+
+#: At most this many labelled ticks on a log axis (:func:`log_ticks`); the swept values label the x axis up to it.
+MAX_LOG_TICKS = 7
+
+
+def log_ticks(lo: float, hi: float) -> np.ndarray:
+    """Round tick values for a log axis over ``[lo, hi]`` (``0 < lo <= hi``), one either side of the range.
+
+    1, 2, 3 and 5 times the powers of ten, thinned to 1, 2, 5, then 1, 3, then the powers alone (then every other
+    one) while there would be more than :data:`MAX_LOG_TICKS` (Plotly's own labels every digit on a short log axis).
+    """
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    powers = 10.0 ** np.arange(first, last + 1)
+    for steps in ((1, 2, 3, 5), (1, 2, 5), (1, 3), (1,)):
+        ticks = np.sort(np.concatenate([powers * step for step in steps]))
+        inside = np.flatnonzero((ticks >= lo) & (ticks <= hi))
+        start = max(int(inside[0]) - 1, 0) if len(inside) else int(np.searchsorted(ticks, lo)) - 1
+        stop = min(int(inside[-1]) + 2, len(ticks)) if len(inside) else start + 2
+        chosen = ticks[max(start, 0):stop]
+        if len(chosen) <= MAX_LOG_TICKS:
+            return chosen
+    every = math.ceil((last - first) / (MAX_LOG_TICKS - 1))  # many decades: every other power, or fewer
+    return 10.0 ** np.arange(first, last + every, every)
 
 
 # -- teaching ----------------------------------------------------------------------------------
@@ -424,20 +463,23 @@ def released_tree_figure(release) -> go.Figure | None:
     fig = go.Figure()
     line_x: list[float | None] = []
     line_y: list[float | None] = []
-    mid_x, mid_y, mid_text = [], [], []
+    label_x, label_y, label_text = [], [], []
     for (a, b), depth, cut in zip(edges, depths, cuts, strict=True):
         line_x += [xy[a, 0], xy[b, 0], None]
         line_y += [xy[a, 1], xy[b, 1], None]
-        mid_x.append((xy[a, 0] + xy[b, 0]) / 2)
-        mid_y.append((xy[a, 1] + xy[b, 1]) / 2)
+        child = b if xy[b, 1] < xy[a, 1] else a  # the lower end: each column below the root has one edge above it
+        label_x.append(xy[child, 0])
+        label_y.append(xy[child, 1] - 0.12)  # below the marker
         grid = "" if cut is None else f"{2 ** int(cut[0])} x {2 ** int(cut[1])} cells"
         tree = "" if depth is None else f"PMM depth {int(depth)}"
-        mid_text.append(", ".join(t for t in (tree, grid) if t))
+        label_text.append(", ".join(t for t in (tree, grid) if t))
     fig.add_trace(go.Scatter(x=line_x, y=line_y, mode="lines", line={"color": "#9ecae1", "width": 3},
                              hoverinfo="skip", showlegend=False, name="edges"))
-    fig.add_trace(go.Scatter(x=mid_x, y=mid_y, mode="text", text=mid_text, textposition="middle right",
-                             textfont={"size": 11, "color": "#555"}, hoverinfo="text", showlegend=False,
-                             name="edge releases"))
+    # each edge's release is written under the column it leads down to, one part a line: sibling edges meet at
+    # their parent, so labels at the edges' middles would overlap where the edges converge
+    fig.add_trace(go.Scatter(x=label_x, y=label_y, mode="text", text=[t.replace(", ", "<br>") for t in label_text],
+                             textposition="bottom center", textfont={"size": 10, "color": "#555"},
+                             hovertext=label_text, hoverinfo="text", showlegend=False, name="edge releases"))
     names = [str(c.get("name", j)) for j, c in enumerate(columns)]
     kinds = [str(c.get("kind", "numeric")) for c in columns]
     fig.add_trace(go.Scatter(
@@ -449,7 +491,7 @@ def released_tree_figure(release) -> go.Figure | None:
         hoverinfo="text", showlegend=False, name="columns"))
     fig.update_layout(
         title="Released tree of column pairs (chosen with differential privacy)",
-        xaxis={"visible": False, "range": [xy[:, 0].min() - 0.7, xy[:, 0].max() + 1.2]},
+        xaxis={"visible": False, "range": [xy[:, 0].min() - 0.7, xy[:, 0].max() + 0.7]},
         yaxis={"visible": False, "range": [xy[:, 1].min() - 0.6, 0.6]},
         height=max(260, 120 * (1 - int(xy[:, 1].min()))), margin={"l": 10, "r": 10, "t": 50, "b": 10},
         plot_bgcolor="white")

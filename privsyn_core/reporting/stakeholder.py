@@ -79,9 +79,11 @@ def build(*, release: Release, data_name: str, totals: dict[str, float], budget:
     body.append(f"<div class='figs'>{''.join(figs)}</div>")
     synthetic_corr = _correlations(rows, release.schema)
     if synthetic_corr is not None:
-        body.append("<h2>Correlations between numeric columns</h2><p>From -1 to 1; compare the tables cell by "
-                    "cell.</p><h3>Synthetic</h3>" + synthetic_corr.to_html(border=0, na_rep="-"))
         real_corr = _correlations(real, release.schema) if real is not None else None
+        how = ("compare the two tables cell by cell" if real_corr is not None
+               else "1 when two columns rise together, -1 when one falls as the other rises")
+        body.append(f"<h2>Correlations between numeric columns</h2><p>From -1 to 1; {how}.</p><h3>Synthetic</h3>"
+                    + synthetic_corr.to_html(border=0, na_rep="-"))
         if real_corr is not None:
             body.append("<h3>Real (not private)</h3>" + real_corr.to_html(border=0, na_rep="-"))
     body.append(f"<h2>Method</h2><p>{escape(spec.title)}: {escape(spec.citation)}.</p>")

@@ -205,8 +205,21 @@ def rdbu(values: np.ndarray) -> list[str]:
                                                                                             strict=True)]
 
 
+#: The widest a correlation figure is drawn (CSS pixels): the Compare page's main area at a 1280 px window with the
+#: sidebar open holds it unshrunk, so its labels keep their size.
+CORRELATION_WIDTH = 816
+#: Characters of a column name on the correlation axes; a longer name is cut with an ellipsis (whole on hover).
+LABEL_CHARS = 20
+#: Approximate width of one character of the 10 px axis labels, in pixels.
+CHAR_PX = 6
+
+
+def _axis_label(name: str) -> str:
+    return name if len(name) <= LABEL_CHARS else name[:LABEL_CHARS - 1] + "\u2026"
+
+
 def svg_correlations(synthetic: np.ndarray, names: Sequence[str], *, real: np.ndarray | None = None,
-                     annotate_max: int = 12) -> str:
+                     annotate_max: int = 12, max_width: int = CORRELATION_WIDTH) -> str:
     """Correlation matrices side by side as one inline SVG: real (teaching only), synthetic, and their difference.
 
     Parameters
@@ -215,9 +228,14 @@ def svg_correlations(synthetic: np.ndarray, names: Sequence[str], *, real: np.nd
         Matrices from :func:`~privsyn_core.reporting.plot_data.correlation_matrix`; ``real`` is ``None`` in release
         mode (only the release drawn).
     names : sequence of str
-        Column names, in the order of the matrices (escaped; cut to 14 characters on the axes).
+        Column names, in the order of the matrices (escaped; cut to :data:`LABEL_CHARS` characters on the axes,
+        whole in each cell's hover text).
     annotate_max : int
-        Cells carry their value as text up to this many columns; every cell names its pair and value on hover.
+        Cells carry their value as text up to this many columns (and while a cell is wide enough for it); every
+        cell names its pair and value on hover.
+    max_width : int
+        The figure's width in pixels: the panels share what the labels and the legend leave, so that a page of
+        this width shows the labels at their size instead of shrinking the whole figure.
 
     Returns
     -------
@@ -230,14 +248,19 @@ def svg_correlations(synthetic: np.ndarray, names: Sequence[str], *, real: np.nd
         real = np.asarray(real, dtype=float)
         panels = [(f"real ({NOT_PRIVATE})", real), panels[0], ("synthetic minus real", panels[0][1] - real)]
     labels = [str(n) for n in names]
+    shown = [_axis_label(n) for n in labels]
     d = len(labels)
-    cell = int(np.clip(300 // max(d, 1), 12, 44))
-    left, upper, legend = 100, 50, 70
+    label_px = CHAR_PX * max((len(n) for n in shown), default=1)
+    left, upper, legend, gap = label_px + 10, 50, 56, 24
+    cell = int(np.clip((max_width - left - legend) // len(panels) - gap, 0, 300) // max(d, 1))
+    cell = int(np.clip(cell, 8, 44))
     side = cell * d
-    slot = max(side + 24, 200)  # room for the panel's title
-    width, height = left + len(panels) * slot + legend, upper + side + 96
+    slot = max(side + gap, 200 if len(panels) > 1 else side + gap)  # room for each panel's title
+    width, height = left + len(panels) * slot + legend, upper + side + label_px + 12
+    label_font = min(10, cell - 2)  # the axis labels, one a cell: never taller than the cell they name
     font, digits = max(7, min(11, int(cell * 0.34))), 1 if d > 5 else 2
-    parts = [_svg_open(width, height, "Correlations between columns")]
+    annotate = d <= annotate_max and cell >= 4 * font * 0.6 + 2  # room for "-0.5" in the cell
+    parts = [_svg_open(width, max(height, upper + 12 * 11 + 10), "Correlations between columns")]
     pairs = [divmod(k, d) for k in range(d * d)]  # (row, column) of each cell, row by row
     for p, (title, matrix) in enumerate(panels):
         x0 = left + p * slot
@@ -253,18 +276,18 @@ def svg_correlations(synthetic: np.ndarray, names: Sequence[str], *, real: np.nd
                 ("no spread" if np.isnan(v) else f"{v:.3f}")
             parts.append(f'<rect x="{x0 + j * cell}" y="{upper + i * cell}" width="{cell}" height="{cell}" '
                          f'fill="{fill}"><title>{tip}</title></rect>')
-            if d <= annotate_max and not np.isnan(v):
+            if annotate and not np.isnan(v):
                 ink = "white" if abs(v) > 0.6 else "black"
                 parts.append(f'<text x="{x0 + (j + 0.5) * cell:.1f}" y="{upper + (i + 0.5) * cell + font / 3:.1f}" '
                              f'text-anchor="middle" font-size="{font}" fill="{ink}" pointer-events="none">'
                              f'{round(v, digits) + 0.0:.{digits}f}</text>')  # + 0.0: never "-0.0"
-        for j, name in enumerate(labels):
-            x, y = x0 + (j + 0.5) * cell, upper + side + 6
-            parts.append(f'<text x="{x:.1f}" y="{y}" transform="rotate(-45 {x:.1f} {y})" text-anchor="end">'
-                         f'{_svg_text(name[:14])}</text>')
-    for i, name in enumerate(labels):
-        parts.append(f'<text x="{left - 4}" y="{upper + (i + 0.5) * cell + 3:.1f}" text-anchor="end">'
-                     f'{_svg_text(name[:14])}</text>')
+        for j, name in enumerate(shown):
+            x, y = x0 + (j + 0.5) * cell + label_font / 3, upper + side + 6
+            parts.append(f'<text x="{x:.1f}" y="{y}" transform="rotate(-90 {x:.1f} {y})" text-anchor="end" '
+                         f'font-size="{label_font}"><title>{_svg_text(labels[j])}</title>{_svg_text(name)}</text>')
+    for i, name in enumerate(shown):
+        parts.append(f'<text x="{left - 4}" y="{upper + (i + 0.5) * cell + label_font / 3:.1f}" text-anchor="end" '
+                     f'font-size="{label_font}"><title>{_svg_text(labels[i])}</title>{_svg_text(name)}</text>')
     scale = np.linspace(1, -1, 11)
     x_legend = width - legend + 10
     for k, fill in enumerate(rdbu(scale)):

@@ -7,7 +7,8 @@ in words, with the uncertainty the evaluation measured.  The thresholds are stat
 the report:
 
 * **columns** (mean total variation distance of each column's distribution, 0 = identical, 1 = disjoint): *kept*
-  when its interval reaches the real-vs-real floor; *roughly kept* up to :data:`ROUGH_TVD`; else *not kept*;
+  when its whole interval lies at or below the top of the real-vs-real floor's interval; *roughly kept* up to
+  :data:`ROUGH_TVD`; else *not kept*;
 * **relationships** (Pearson correlations, categories in their public order): among the pairs whose real
   correlation is at least :data:`STRONG` in size, the mean absolute change: *kept* up to :data:`KEPT_GAP`,
   *partly kept* up to :data:`PARTLY_GAP`, else *lost*;
@@ -70,7 +71,7 @@ def columns(evaluation: dict[str, Any]) -> Verdict:
     worst = _worst_columns(evaluation)
     if worst:
         evidence += f". Most changed: {worst}"
-    if floor_high is not None and entry.get("low", value) <= floor_high:
+    if floor_high is not None and entry.get("high", value) <= floor_high:
         return Verdict(question, "yes", "The columns' shapes are kept: as close to the real ones as real data is "
                                         "to itself.", evidence + ".")
     if value <= ROUGH_TVD:

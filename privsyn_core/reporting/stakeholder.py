@@ -112,8 +112,8 @@ def _first_box(release: Release, spec: ps.MechanismSpec, private: bool, names: l
                   f"{escape(words.relation(release.neighbouring))}.</p>",
                   f"<p><b>What it means:</b> whatever anyone knew beforehand, seeing this release changes the odds "
                   f"of any conclusion about any one person by at most a factor of e<sup>epsilon</sup> = "
-                  f"{math.exp(eps):.3g}. It says nothing about how accurate the table is: see "
-                  "<i>How accurate is it?</i> below.</p>",
+                  f"{math.exp(eps):.3g}. It says nothing about the table's accuracy: the section on accuracy below gives "
+                  "what is known of it.</p>",
                   f"<p><b>How the noise was drawn:</b> {escape(words.floating_point(spec))}</p>"]
     else:
         first.append("<p><b>This is NOT a private release.</b> "
@@ -175,7 +175,7 @@ def _outlook_section(known: outlook.Outlook, teaching: bool) -> str:
              "This report cannot measure the quality of this table: in release mode it never reads the real data. "
              "What can be known without it follows, each figure with where it comes from.")
     signs = ("The warning signs are at the top of this report." if known.weak else
-             "None of the figures below is a warning sign; they are expectations for a release of this kind, not "
+             "No figure below is a warning sign; they are expectations for a release of this kind, not "
              "measurements of this table.")
     derived = (f"<h3>Derived from the privacy budget (not measured)</h3><p>{escape(' '.join(known.derived))}</p>"
                if known.derived else "")

@@ -173,8 +173,8 @@ def test_the_noise_figure_is_the_discrete_laplace_standard_deviation():
 
 
 def test_the_small_cars_table_at_epsilon_1_is_called_weak_before_anything_else():
-    """274 rows, 7 columns, epsilon 1 with the guide's pick: noise of about 7 rows or more on pair cells of about 11
-    rows, and every measured public table is larger; the report says so at its top."""
+    """274 rows, 7 columns, epsilon 1 with the guide's pick: a typical step's noise of about 34 rows on pair cells of
+    about 11 rows, and every measured public table is larger; the report says so at its top."""
     real, schema = cars()
     release = ps.synthesize(real, "marginal_tree", 1.0, schema=schema, rng=0).release()
     known = outlook.outlook(release)

@@ -7,19 +7,20 @@ can still be known from public inputs alone, and :func:`outlook` says both in pl
 * **derived** (:func:`noise_plan`): a count released with a share ``e`` of the budget gets discrete Laplace noise of
   scale ``b = S / e``, with ``S`` the L1 sensitivity of a table of counts (2 when neighbours replace one record, 1
   when they add or remove one).  Its standard deviation is ``sqrt(2 q) / (1 - q)`` with ``q = exp(-1/b)``, about
-  ``sqrt(2) b`` (Canonne, Kamath, Steinke, NeurIPS 2020, the discrete Laplace law).  ``e`` is the largest single
-  spend of the release's ledger: no count of the release gets less noise, so the figure is the most favourable
-  one and a warning drawn from it is conservative.  It is set against the average count of a cell: the released
+  ``sqrt(2) b`` (Canonne, Kamath, Steinke, NeurIPS 2020, the discrete Laplace law).  ``e`` is the median spend of
+  the release's ledger, a typical step (the largest spend, the least noise any count of the release gets, is stated
+  beside it; a mechanism's steps count different things, so no one figure fits every count).  It is set against
+  the average count of a cell: the released
   row count over the cells of a column or of a pair of columns, with categories and few-valued integers as they
   are and every other numeric column cut into :data:`COARSE_BINS` ranges (the median over columns and pairs);
 * **measured** (:func:`privsyn_core.evaluation.guide.measured_accuracy`): the mechanism's measured 1-way and
   2-way marginal TVD and W1 on the nearest public benchmark tables at the nearest measured epsilon, with their
   95% intervals.
 
-The release is called weak, and the report says so first, when the noise is at least :data:`WEAK_NOISE_SHARE` of
-the average cell of a pair (a relationship is then likely lost) or of a column, when the nearest measured table
-has a 2-way TVD interval wholly above :data:`privsyn_core.reporting.verdicts.ROUGH_TVD`, or when the table is
-smaller than every measured table.
+The release is called weak, and the report says so first, when the typical step's noise is at least
+:data:`WEAK_NOISE_SHARE` of the average cell of a pair (a relationship is then likely lost) or of a column, when the
+nearest measured table has a 2-way TVD interval wholly above :data:`privsyn_core.reporting.verdicts.ROUGH_TVD`, or
+when the table is smaller than every measured table.
 """
 
 from __future__ import annotations
@@ -51,12 +52,12 @@ class NoisePlan:
     ----------
     rows : int
         The released row count (public: the release's own size).
-    epsilon, stage_epsilon, smallest_epsilon : float
-        The release's epsilon, its largest and its smallest single spend; ``stages`` the number of spends.
+    epsilon, stage_epsilon, largest_epsilon : float
+        The release's epsilon, its median and its largest single spend; ``stages`` the number of spends.
     sensitivity : int
-    noise_sd, smallest_sd : float
-        Standard deviation of discrete Laplace noise of scale ``sensitivity / stage_epsilon`` (and of scale
-        ``sensitivity / smallest_epsilon``).
+    noise_sd, largest_sd : float
+        Standard deviation of discrete Laplace noise of scale ``sensitivity / stage_epsilon`` (a typical step) and
+        of scale ``sensitivity / largest_epsilon`` (the least noise of any count of the release).
     column_cells, pair_cells : int
         Median number of cells of one column and of one pair of columns (0: the table has one column).
     """
@@ -64,11 +65,11 @@ class NoisePlan:
     rows: int
     epsilon: float
     stage_epsilon: float
-    smallest_epsilon: float
+    largest_epsilon: float
     stages: int
     sensitivity: int
     noise_sd: float
-    smallest_sd: float
+    largest_sd: float
     column_cells: int
     pair_cells: int
 
@@ -104,11 +105,11 @@ def noise_plan(release: Release) -> NoisePlan | None:
     if not spends or not len(release.data) or not math.isfinite(release.epsilon):
         return None
     sensitivity = SENSITIVITY.get(release.neighbouring, 2)
-    stage = max(spends)
+    stage = median(spends)
     per_column = cells(Schema.from_dict(release.schema))
     pairs = [a * b for a, b in combinations(per_column, 2)]
-    return NoisePlan(len(release.data), release.epsilon, stage, min(spends), len(spends), sensitivity,
-                     discrete_laplace_sd(sensitivity / stage), discrete_laplace_sd(sensitivity / min(spends)),
+    return NoisePlan(len(release.data), release.epsilon, stage, max(spends), len(spends), sensitivity,
+                     discrete_laplace_sd(sensitivity / stage), discrete_laplace_sd(sensitivity / max(spends)),
                      round(median(per_column)),
                      round(median(pairs)) if pairs else 0)
 
@@ -126,13 +127,14 @@ def outlook(release: Release) -> Outlook:
 def _weak_plan(plan: NoisePlan) -> list[str]:
     found = []
     if plan.pair_cells and plan.share(plan.pair_cells) >= WEAK_NOISE_SHARE:
-        found.append(f"Relationships between columns are likely lost: counts of a pair of columns get random noise "
-                     f"of about {plan.noise_sd:.1f} rows or more, while a typical cell of the pair holds about "
-                     f"{plan.rows / plan.pair_cells:.1f} rows ({_percent(plan.share(plan.pair_cells))} of it).")
+        found.append(f"Relationships between columns are likely lost: a typical step of this release adds random "
+                     f"noise of about {plan.noise_sd:.1f} rows to each count, while a typical cell of a pair of "
+                     f"columns holds about {plan.rows / plan.pair_cells:.1f} rows "
+                     f"({_percent(plan.share(plan.pair_cells))} of it).")
     if plan.share(plan.column_cells) >= WEAK_NOISE_SHARE:
-        found.append(f"Even single columns are likely distorted: their counts get random noise of about "
-                     f"{plan.noise_sd:.1f} rows or more, while a typical cell of a column holds about "
-                     f"{plan.rows / plan.column_cells:.1f} rows.")
+        found.append(f"Even single columns are likely distorted: a typical step adds random noise of about "
+                     f"{plan.noise_sd:.1f} rows to each count, while a typical cell of a column holds about "
+                     f"{plan.rows / plan.column_cells:.1f} rows ({_percent(plan.share(plan.column_cells))} of it).")
     return found
 
 
@@ -150,25 +152,25 @@ def _weak_measured(measured: guide.MeasuredAccuracy | None, rows: int) -> list[s
     nearest = measured.nearest_tvd2_range
     if nearest is not None and nearest[0] > ROUGH_TVD:
         found.append(f"On the most similar public table ({name}, {table_rows:,} rows, {columns} columns) this "
-                     f"method misplaced {_percent(nearest[0])} to {_percent(nearest[1])} of the joint distribution "
-                     f"of a pair of columns at epsilon {measured.epsilon:g}, more than the {_percent(ROUGH_TVD)} up "
-                     "to which a shape counts as roughly kept.")
+                     f"method (default settings) misplaced {_percent(nearest[0])} to {_percent(nearest[1])} of the "
+                     f"joint distribution of a pair of columns at epsilon {measured.epsilon:g}, more than the "
+                     f"{_percent(ROUGH_TVD)} up to which a shape counts as roughly kept.")
     return found
 
 
 def _derived(plan: NoisePlan) -> tuple[str, ...]:
-    said = [f"The largest share of the privacy budget spent on one step is epsilon {plan.stage_epsilon:.3g} of "
-            f"{plan.epsilon:g}, over {plan.stages} step(s). A count released with that share gets random noise of "
-            f"about {plan.noise_sd:.1f} rows (one standard deviation)"
-            + (f"; one released with the smallest share, epsilon {plan.smallest_epsilon:.3g}, about "
-               f"{plan.smallest_sd:.1f} rows." if plan.smallest_epsilon < plan.stage_epsilon else "."),
+    said = [f"The privacy budget, epsilon {plan.epsilon:g}, is spent in {plan.stages} step(s); a typical step (the "
+            f"median) spends epsilon {plan.stage_epsilon:.3g} and adds random noise of about {plan.noise_sd:.1f} "
+            "rows to each count it releases (one standard deviation)"
+            + (f"; the largest step, epsilon {plan.largest_epsilon:.3g}, about {plan.largest_sd:.1f} rows."
+               if plan.largest_epsilon > plan.stage_epsilon else "."),
             f"Cut into {plan.column_cells} groups (the median over columns: categories and few-valued whole numbers "
             f"as they are, other numeric columns in {COARSE_BINS} ranges), a column of the {plan.rows:,} released "
-            f"rows holds about {plan.rows / plan.column_cells:.1f} rows per group, so that noise is about "
-            f"{_percent(plan.share(plan.column_cells))} of a typical group."]
+            f"rows holds about {plan.rows / plan.column_cells:.1f} rows per group, so a typical step's noise is "
+            f"about {_percent(plan.share(plan.column_cells))} of a typical group."]
     if plan.pair_cells:
         said.append(f"A pair of columns has about {plan.pair_cells} combined groups holding about "
-                    f"{plan.rows / plan.pair_cells:.1f} rows each, so the noise is about "
+                    f"{plan.rows / plan.pair_cells:.1f} rows each, so that noise is about "
                     f"{_percent(plan.share(plan.pair_cells))} of a typical group of a pair.")
     return tuple(said)
 
@@ -179,7 +181,7 @@ def _measured(measured: guide.MeasuredAccuracy | None) -> tuple[str, ...]:
     where = "; ".join(f"{name.replace('_', ' ')} ({rows:,} rows, {columns} columns)"
                       for name, rows, columns in measured.tables)
     said = [f"Measured on the public tables most like this one in shape ({where}) at epsilon {measured.epsilon:g}, "
-            "over repeated runs with 95% intervals:"]
+            "with the method's default settings, over repeated runs with 95% intervals:"]
     if measured.tvd2_range is not None:
         said.append(f"between {_percent(measured.tvd2_range[0])} and {_percent(measured.tvd2_range[1])} of the joint "
                     "distribution of a pair of columns was misplaced on average;")

@@ -100,8 +100,8 @@ def _first_box(release: Release, spec: ps.MechanismSpec, private: bool, names: l
     eps = release.epsilon
     total = math.fsum(totals.values())
     weak = known.weak if known else ()
-    first = ([f"<div class='weak'><p><b>Weak release.</b></p><ul>{''.join(f'<li>{escape(w)}</li>' for w in weak)}"
-              "</ul></div>"] if weak else [])
+    first = ([f"<p class='weak'><b>Weak release.</b></p><ul class='weak'>"
+              f"{''.join(f'<li>{escape(w)}</li>' for w in weak)}</ul>"] if weak else [])
     first += [(f"<p><b>What was released:</b> {len(release.data):,} synthetic rows of {len(names)} column(s) "
               f"({escape(', '.join(names))}) standing in for the table <i>{escape(data_name)}</i>, made by "
               f"{escape(spec.title)}.</p>")]
@@ -112,8 +112,8 @@ def _first_box(release: Release, spec: ps.MechanismSpec, private: bool, names: l
                   f"{escape(words.relation(release.neighbouring))}.</p>",
                   f"<p><b>What it means:</b> whatever anyone knew beforehand, seeing this release changes the odds "
                   f"of any conclusion about any one person by at most a factor of e<sup>epsilon</sup> = "
-                  f"{math.exp(eps):.3g}. It says nothing about the table's accuracy: the section on accuracy below gives "
-                  "what is known of it.</p>",
+                  f"{math.exp(eps):.3g}. It says nothing about the table's accuracy: the section on accuracy below "
+                  "gives what is known of it.</p>",
                   f"<p><b>How the noise was drawn:</b> {escape(words.floating_point(spec))}</p>"]
     else:
         first.append("<p><b>This is NOT a private release.</b> "

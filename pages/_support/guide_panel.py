@@ -74,7 +74,7 @@ def show(schema: ps.Schema | None, epsilon: float, neighbouring: str, n_public: 
         found = recommended(len(kinds), n_rows, tuple(kinds), float(epsilon))
         st.markdown(f"**Try {md(found.mechanism)} first.** {md(found.why)}")
         if found.mechanism and ps.get_mechanism(found.mechanism).floating_point_exposure:
-            st.info(words.floating_point(ps.get_mechanism(found.mechanism)))
+            st.info(md(words.floating_point(ps.get_mechanism(found.mechanism))))
         st.markdown(f"- mean 2-way marginal TVD (robust: averaged over 16 bin grids): "
                     f"{measured(found.expected_tvd2_range)}\n"
                     f"- mean 1-way marginal TVD: {measured(found.expected_tvd1_range)}\n"

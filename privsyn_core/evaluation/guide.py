@@ -218,9 +218,11 @@ def measured_accuracy(mechanism: str, n_columns: int, n_rows: int, column_kinds:
         return None
     tables = sorted({r[0] for r in runs}, key=lambda t: shape_distance(shape, Shape(*shapes[t])))[:NEAREST]
     eps = min({r[1] for r in runs if r[0] in tables}, key=lambda e: abs(math.log(e / epsilon)))
-    ranges = [_range(runs, tables, eps, mechanism, metric) for metric in ("tvd1", "tvd2", "w1")]
-    return MeasuredAccuracy(mechanism, eps, tuple((t, shapes[t][1], shapes[t][0]) for t in tables), *ranges,
-                            _range(runs, tables[:1], eps, mechanism, "tvd2"))
+    return MeasuredAccuracy(mechanism, eps, tuple((t, shapes[t][1], shapes[t][0]) for t in tables),
+                            tvd1_range=_range(runs, tables, eps, mechanism, "tvd1"),
+                            tvd2_range=_range(runs, tables, eps, mechanism, "tvd2"),
+                            w1_range=_range(runs, tables, eps, mechanism, "w1"),
+                            nearest_tvd2_range=_range(runs, tables[:1], eps, mechanism, "tvd2"))
 
 
 def _shape(n_columns: int, n_rows: int, column_kinds: Sequence[str], epsilon: float) -> tuple[Shape, list[str]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from html import escape
 from html.parser import HTMLParser
 from pathlib import Path
@@ -120,7 +121,9 @@ def test_the_checks_pass_plain_sentences_with_figures():
 def cars() -> tuple[pd.DataFrame, ps.Schema]:
     from vega_datasets import data
 
-    table = data.cars().drop(columns=["Name", "Year"]).dropna()
+    with warnings.catch_warnings():  # vega_datasets reads its JSON with an argument pandas deprecates
+        warnings.simplefilter("ignore")
+        table = data.cars().drop(columns=["Name", "Year"]).dropna()
     return table.sample(frac=0.7, random_state=0).reset_index(drop=True), ps.Schema.from_dict(CARS_SCHEMA)
 
 

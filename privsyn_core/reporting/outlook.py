@@ -128,13 +128,13 @@ def _weak_plan(plan: NoisePlan) -> list[str]:
     found = []
     if plan.pair_cells and plan.share(plan.pair_cells) >= WEAK_NOISE_SHARE:
         found.append(f"Relationships between columns are likely lost: a typical step of this release adds random "
-                     f"noise of about {plan.noise_sd:.1f} rows to each count, while a typical cell of a pair of "
-                     f"columns holds about {plan.rows / plan.pair_cells:.1f} rows "
+                     f"noise of about {_count(plan.noise_sd)} rows to each count, while a typical cell of a pair of "
+                     f"columns holds about {_count(plan.rows / plan.pair_cells)} rows "
                      f"({_percent(plan.share(plan.pair_cells))} of it).")
     if plan.share(plan.column_cells) >= WEAK_NOISE_SHARE:
         found.append(f"Even single columns are likely distorted: a typical step adds random noise of about "
-                     f"{plan.noise_sd:.1f} rows to each count, while a typical cell of a column holds about "
-                     f"{plan.rows / plan.column_cells:.1f} rows ({_percent(plan.share(plan.column_cells))} of it).")
+                     f"{_count(plan.noise_sd)} rows to each count, while a typical cell of a column holds about "
+                     f"{_count(plan.rows / plan.column_cells)} rows ({_percent(plan.share(plan.column_cells))} of it).")
     return found
 
 
@@ -160,17 +160,17 @@ def _weak_measured(measured: guide.MeasuredAccuracy | None, rows: int) -> list[s
 
 def _derived(plan: NoisePlan) -> tuple[str, ...]:
     said = [f"The privacy budget, epsilon {plan.epsilon:g}, is spent in {plan.stages} step(s); a typical step (the "
-            f"median) spends epsilon {plan.stage_epsilon:.3g} and adds random noise of about {plan.noise_sd:.1f} "
+            f"median) spends epsilon {plan.stage_epsilon:.3g} and adds random noise of about {_count(plan.noise_sd)} "
             "rows to each count it releases (one standard deviation)"
-            + (f"; the largest step, epsilon {plan.largest_epsilon:.3g}, about {plan.largest_sd:.1f} rows."
+            + (f"; the largest step, epsilon {plan.largest_epsilon:.3g}, about {_count(plan.largest_sd)} rows."
                if plan.largest_epsilon > plan.stage_epsilon else "."),
             f"Cut into {plan.column_cells} groups (the median over columns: categories and few-valued whole numbers "
             f"as they are, other numeric columns in {COARSE_BINS} ranges), a column of the {plan.rows:,} released "
-            f"rows holds about {plan.rows / plan.column_cells:.1f} rows per group, so a typical step's noise is "
+            f"rows holds about {_count(plan.rows / plan.column_cells)} rows per group, so a typical step's noise is "
             f"about {_percent(plan.share(plan.column_cells))} of a typical group."]
     if plan.pair_cells:
         said.append(f"A pair of columns has about {plan.pair_cells} combined groups holding about "
-                    f"{plan.rows / plan.pair_cells:.1f} rows each, so that noise is about "
+                    f"{_count(plan.rows / plan.pair_cells)} rows each, so that noise is about "
                     f"{_percent(plan.share(plan.pair_cells))} of a typical group of a pair.")
     return tuple(said)
 
@@ -197,3 +197,8 @@ def _measured(measured: guide.MeasuredAccuracy | None) -> tuple[str, ...]:
 
 def _percent(share: float) -> str:
     return f"{100 * share:.0f}%" if share >= 0.01 else f"{100 * share:.1f}%"
+
+
+def _count(rows: float) -> str:
+    """A number of rows: one decimal below 100, whole and grouped from there."""
+    return f"{rows:.1f}" if rows < 100 else f"{rows:,.0f}"

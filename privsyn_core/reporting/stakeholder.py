@@ -27,7 +27,7 @@ import pandas as pd
 import privsyn_core as ps
 from privsyn_core.reporting import outlook, plot_data, svg_charts, verdicts, words
 from privsyn_core.reporting.report import schema_encode
-from privsyn_core.result import Release, noise_statement
+from privsyn_core.result import Release
 
 STYLE = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em;color:#222}"
          ".first{border:2px solid #08519c;border-radius:6px;padding:1em 1.5em;background:#f7fbff}"
@@ -186,6 +186,7 @@ def _outlook_section(known: outlook.Outlook, teaching: bool) -> str:
 def _sources(spec: ps.MechanismSpec) -> str:
     """The footnotes: the method's paper, the noise in technical terms, and the terms the body explains in words."""
     items = [f"Method: {spec.title}; {spec.citation}.",
-             f"Noise, in technical terms: {noise_statement(spec.floating_point_exposure)}",
+             words.EXACT_NOISE_SOURCE if spec.floating_point_exposure is None else
+             f"Floating-point exposure, in technical terms: {spec.floating_point_exposure}. {words.FLOAT_SOURCE}",
              *words.GLOSSARY]
     return "<h2>Notes and sources</h2><ul>" + "".join(f"<li>{escape(item)}</li>" for item in items) + "</ul>"

@@ -45,6 +45,12 @@ def floating_point(spec: MechanismSpec) -> str:
 
 #: After the method's name in the report body (its paper is in the footnotes).
 METHOD_NOTE = "The paper it comes from is named in the notes at the end of this report."
+#: The footnote on exact noise (a mechanism without floating-point exposure).
+EXACT_NOISE_SOURCE = ("Noise, in technical terms: discrete Laplace noise sampled with integer arithmetic only "
+                      "(Canonne, Kamath, Steinke, \"The Discrete Gaussian for Differential Privacy\", NeurIPS 2020).")
+#: The footnote's source for the floating-point exposure.
+FLOAT_SOURCE = ("Floating-point noise can leak its input through its low-order bits (Mironov, \"On significance of the "
+                "least significant bits for differential privacy\", CCS 2012).")
 #: The footnotes' glossary: the technical names behind the plain words of the body.
 GLOSSARY = (
     "Epsilon is the privacy-loss parameter of differential privacy (epsilon-DP): smaller means more private and "

@@ -12,7 +12,6 @@ from pages._support.runs import execute, run_key
 from pages._support.text import md, relation_statement
 from privsyn_core.errors import BudgetExceeded, LedgerError
 from privsyn_core.reporting import words
-from privsyn_core.result import noise_statement
 
 #: The neighbouring relations, in the order the page offers them.
 RELATIONS = ("add_remove", "replace")
@@ -35,8 +34,8 @@ st.caption(spec.description)
 if not spec.is_private:
     st.error(f"{spec.title} is NOT differentially private: never release its output (dp_valid = False).")
 if spec.floating_point_exposure:
-    st.warning(f"{noise_statement(spec.floating_point_exposure)} The mechanisms without this warning use exact integer "
-               "noise only. See docs/security.md.")
+    st.warning(f"Floating-point exposure. {words.floating_point(spec)} The mechanisms without this warning use exact "
+               "integer noise only. See docs/security.md.")
 
 left, right = st.columns(2)
 with left:

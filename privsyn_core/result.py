@@ -151,9 +151,9 @@ def noise_statement(exposure: str | None) -> str:
     if exposure is None:
         return ("Exact integer noise: every noise draw of this release is discrete Laplace noise sampled with integer "
                 "arithmetic, so no floating-point noise reaches a released value.")
-    return (f"Floating-point exposure: the {exposure}. Floating-point noise can leak the input through the "
-            "low-order bits of released values (Mironov, CCS 2012); treat this release as a teaching or "
-            "low-stakes release.")
+    return (f"Floating-point exposure: {exposure}. Floating-point noise can leak its input through its low-order "
+            "bits (Mironov, CCS 2012); how far that reaches is the mechanism's floating_point_severity "
+            "(docs/budget.md).")
 
 
 #: Sentence every release made with an explicit seed carries.

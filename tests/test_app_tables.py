@@ -16,6 +16,7 @@ from pages._support import guide_panel, offer
 from pages._support.text import md, plain_lists
 from privsyn_core.data.unit_codec import UnitCodec
 from privsyn_core.evaluation import guide
+from privsyn_core.reporting import words
 from test_app import choose_columns, csv_bytes, new_app, problems, upload
 
 BOOLEAN_SPECS = {s.name for s in ps.list_mechanisms() if s.data_kind == "boolean"}
@@ -149,6 +150,9 @@ def test_guide_panel_shows_the_recommendation_its_reason_and_figures_and_can_cho
     figures = "\n".join(m.value for m in at.markdown if "2-way marginal TVD" in m.value)
     assert guide_panel.measured(expected.expected_tvd2_range) in figures
     assert guide_panel.measured(expected.expected_w1_range) in figures
+    spec = ps.get_mechanism(expected.mechanism)
+    exposure = md(words.floating_point(spec))
+    assert any(i.value == exposure for i in at.info) == bool(spec.floating_point_exposure)
     if expected.mechanism != "pmm":
         next(b for b in at.button if b.label == f"Use {expected.mechanism}").click().run()
         assert at.selectbox(key="w_mechanism").value == expected.mechanism

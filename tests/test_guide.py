@@ -11,6 +11,7 @@ import privsyn_core as ps
 from privsyn_core.evaluation.guide import (
     Shape,
     candidates,
+    measured_accuracy,
     recommend,
     shape_distance,
     shipped_evidence,
@@ -118,3 +119,13 @@ def test_the_shipped_guide_recommends_a_registered_private_mechanism():
 def test_bad_shapes_are_refused(args):
     with pytest.raises(ValueError):
         recommend(*args)
+
+
+def test_measured_accuracy_reads_the_mechanisms_own_runs_on_the_nearest_tables_at_the_nearest_epsilon():
+    """The union of its intervals on the nearest tables, the nearest one's 2-way interval alone, and nothing for a
+    mechanism never measured."""
+    found = measured_accuracy("pmm", 5, 1_200, ["numeric"] * 4 + ["categorical"], 0.8, evidence=(TABLES, RUNS))
+    assert found is not None and found.epsilon == 1.0 and found.tables[0] == ("small", 1_000, 5)
+    assert found.nearest_tvd2_range == (0.18, 0.22) and found.tvd1_range == (0.04, 0.06)
+    assert found.tvd2_range is not None and found.tvd2_range[0] == 0.18 and found.tvd2_range[1] >= 0.31
+    assert measured_accuracy("srw", 5, 1_200, [], 1.0, evidence=(TABLES, RUNS)) is None

@@ -4,7 +4,8 @@ of the table.
 It reads only public inputs: the schema (number of columns and their kinds), epsilon, and the number of
 rows where it is public (replace-one neighbours); under add/remove the row count is private, so the
 user types a public estimate instead.  The recommendation, its reason and the measured ranges it rests
-on are shown as the guide returns them (measured figures, not bounds).
+on are shown as the guide returns them (measured figures, not bounds), with the recommended mechanism's
+floating-point exposure in the words of the reports (:func:`privsyn_core.reporting.words.floating_point`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import functools
 import streamlit as st
 
 import privsyn_core as ps
-from privsyn_core.data.boolean_codec import is_boolean_column
-from privsyn_core.data.levelled_codec import level_count
 from privsyn_core.evaluation import guide
+from privsyn_core.evaluation.guide import column_kinds
+from privsyn_core.reporting import words
 
 from .text import md
 
@@ -28,13 +29,6 @@ DEFAULT_ESTIMATE = 1000
 def recommended(n_columns: int, n_rows: int, kinds: tuple[str, ...], epsilon: float) -> guide.Recommendation:
     """:func:`guide.recommend` (pure, on public inputs), kept per process: the panel asks on every rerun."""
     return guide.recommend(n_columns, n_rows, kinds, epsilon)
-
-
-def column_kinds(schema: ps.Schema) -> list[str]:
-    """The guide's kind of every column: ``boolean`` by its public declaration, ``integer`` for an integer column
-    with few public values (one level each), else ``numeric``/``categorical``."""
-    return ["boolean" if is_boolean_column(c) else "integer" if c.kind == "numeric" and level_count(c) else c.kind
-            for c in schema.columns]
 
 
 def measured(low_high: tuple[float, float] | None) -> str:
@@ -79,6 +73,8 @@ def show(schema: ps.Schema | None, epsilon: float, neighbouring: str, n_public: 
         kinds = column_kinds(schema)
         found = recommended(len(kinds), n_rows, tuple(kinds), float(epsilon))
         st.markdown(f"**Try {md(found.mechanism)} first.** {md(found.why)}")
+        if found.mechanism and ps.get_mechanism(found.mechanism).floating_point_exposure:
+            st.info(md(words.floating_point(ps.get_mechanism(found.mechanism))))
         st.markdown(f"- mean 2-way marginal TVD (robust: averaged over 16 bin grids): "
                     f"{measured(found.expected_tvd2_range)}\n"
                     f"- mean 1-way marginal TVD: {measured(found.expected_tvd1_range)}\n"

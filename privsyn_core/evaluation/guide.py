@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from importlib import resources
 from statistics import mean
 
+from privsyn_core.data.boolean_codec import is_boolean_column
 from privsyn_core.data.domain import Schema
+from privsyn_core.data.levelled_codec import level_count
 from privsyn_core.evaluation.scorecard import rank_runs
 from privsyn_core.registry import list_mechanisms
 
@@ -123,6 +125,13 @@ def stand_in_schema(column_kinds: Sequence[str]) -> Schema:
     return Schema.from_dict({"version": 1, "columns": columns})
 
 
+def column_kinds(schema: Schema) -> list[str]:
+    """The guide's kind of every column of a public schema: ``boolean`` by its public declaration, ``integer`` for an
+    integer column with few public values (one level each), else ``numeric``/``categorical``."""
+    return ["boolean" if is_boolean_column(c) else "integer" if c.kind == "numeric" and level_count(c) else c.kind
+            for c in schema.columns]
+
+
 def candidates(column_kinds: Sequence[str]) -> list[str]:
     """Registered private mechanisms that accept a table of these kinds, in the registry's order."""
     schema = stand_in_schema(column_kinds)
@@ -148,15 +157,7 @@ def recommend(n_columns: int, n_rows: int, column_kinds: Sequence[str], epsilon:
         before they are written there.
     """
     shapes, measured_runs = evidence if evidence is not None else shipped_evidence()
-    if n_columns < 1 or n_rows < 1 or not epsilon > 0:
-        raise ValueError("n_columns, n_rows and epsilon must be positive")
-    kinds = list(column_kinds) or ["numeric"] * n_columns
-    unknown = sorted(set(kinds) - set(KINDS))
-    if unknown:
-        raise ValueError(f"column kinds must be among {KINDS}, got {unknown}")
-    if len(kinds) != n_columns:
-        raise ValueError(f"{len(kinds)} column kinds for {n_columns} columns")
-    shape = Shape(n_columns, n_rows, sum(k in ("categorical", "boolean") for k in kinds), kinds.count("integer"))
+    shape, kinds = _shape(n_columns, n_rows, column_kinds, epsilon)
     offered = candidates(kinds)
     runs = [r for r in measured_runs if r[0] not in exclude_tables and r[2] in offered]
     tables = sorted({r[0] for r in runs}, key=lambda t: shape_distance(shape, Shape(*shapes[t])))[:NEAREST]
@@ -176,6 +177,66 @@ def recommend(n_columns: int, n_rows: int, column_kinds: Sequence[str], epsilon:
                           _range(runs, tables, eps, best, "tvd1"), (*tables, f"epsilon {eps:g}"),
                           _why(best, [(t, shapes[t]) for t in tables], eps, epsilon, ranks[best], seconds_of[best])
                           + _why_fastest(best, [m for m in seconds_of if m != best]))
+
+
+@dataclass(frozen=True)
+class MeasuredAccuracy:
+    """What :func:`measured_accuracy` returns: one mechanism's measured accuracy on the public tables nearest a shape.
+
+    Attributes
+    ----------
+    mechanism : str
+    epsilon : float
+        The measured epsilon nearest (log scale) to the one asked for.
+    tables : tuple of (str, int, int)
+        The measured tables (name, rows, columns), nearest first.
+    tvd1_range, tvd2_range, w1_range : (float, float) or None
+        The union of the mechanism's 95% intervals on those tables (mean 1-way and resolution-robust 2-way marginal
+        TVD; W1 in the unit cube, l-infinity); ``None`` when not measured.
+    nearest_tvd2_range : (float, float) or None
+        The 2-way TVD interval on the nearest table alone.
+    """
+
+    mechanism: str
+    epsilon: float
+    tables: tuple[tuple[str, int, int], ...]
+    tvd1_range: tuple[float, float] | None
+    tvd2_range: tuple[float, float] | None
+    w1_range: tuple[float, float] | None
+    nearest_tvd2_range: tuple[float, float] | None
+
+
+def measured_accuracy(mechanism: str, n_columns: int, n_rows: int, column_kinds: Sequence[str], epsilon: float, *,
+                      evidence: Evidence | None = None) -> MeasuredAccuracy | None:
+    """The accuracy ``mechanism`` was measured to reach on the :data:`NEAREST` measured tables nearest this public
+    shape (:func:`shape_distance`, among the tables it was measured on) at the measured epsilon nearest ``epsilon``;
+    ``None`` when it was never measured.  Arguments as :func:`recommend`; measured figures, not bounds."""
+    shapes, measured_runs = evidence if evidence is not None else shipped_evidence()
+    shape, _ = _shape(n_columns, n_rows, column_kinds, epsilon)
+    runs = [r for r in measured_runs if r[2] == mechanism]
+    if not runs:
+        return None
+    tables = sorted({r[0] for r in runs}, key=lambda t: shape_distance(shape, Shape(*shapes[t])))[:NEAREST]
+    eps = min({r[1] for r in runs if r[0] in tables}, key=lambda e: abs(math.log(e / epsilon)))
+    return MeasuredAccuracy(mechanism, eps, tuple((t, shapes[t][1], shapes[t][0]) for t in tables),
+                            tvd1_range=_range(runs, tables, eps, mechanism, "tvd1"),
+                            tvd2_range=_range(runs, tables, eps, mechanism, "tvd2"),
+                            w1_range=_range(runs, tables, eps, mechanism, "w1"),
+                            nearest_tvd2_range=_range(runs, tables[:1], eps, mechanism, "tvd2"))
+
+
+def _shape(n_columns: int, n_rows: int, column_kinds: Sequence[str], epsilon: float) -> tuple[Shape, list[str]]:
+    """The :class:`Shape` of a table and its column kinds (all numeric when none are given), checked."""
+    if n_columns < 1 or n_rows < 1 or not epsilon > 0:
+        raise ValueError("n_columns, n_rows and epsilon must be positive")
+    kinds = list(column_kinds) or ["numeric"] * n_columns
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown:
+        raise ValueError(f"column kinds must be among {KINDS}, got {unknown}")
+    if len(kinds) != n_columns:
+        raise ValueError(f"{len(kinds)} column kinds for {n_columns} columns")
+    categorical = sum(k in ("categorical", "boolean") for k in kinds)
+    return Shape(n_columns, n_rows, categorical, kinds.count("integer")), kinds
 
 
 def _ranks(entries: dict) -> dict[str, list[int]]:
@@ -228,5 +289,5 @@ def _why(best: str, tables: list[tuple[str, tuple[int, ...]]], eps: float, epsil
             f"2-way marginal TVD and W1 on the most similar measured tables, {where}, at {at}{timed}.")
 
 
-__all__ = ["KINDS", "NEAREST", "RANK_SLACK", "Recommendation", "Shape", "candidates", "recommend", "shape_distance",
-           "stand_in_schema"]
+__all__ = ["KINDS", "NEAREST", "RANK_SLACK", "MeasuredAccuracy", "Recommendation", "Shape", "candidates",
+           "column_kinds", "measured_accuracy", "recommend", "shape_distance", "stand_in_schema"]

@@ -71,12 +71,13 @@ def columns(evaluation: dict[str, Any]) -> Verdict:
     worst = _worst_columns(evaluation)
     if worst:
         evidence += f". Most changed: {worst}"
+    moved = f"{100 * value:.0f}% of a column's distribution differs on average"
     if floor_high is not None and entry.get("high", value) <= floor_high:
-        return Verdict(question, "yes", "The columns' shapes are kept: as close to the real ones as real data is "
-                                        "to itself.", evidence + ".")
+        return Verdict(question, "yes", f"The columns' shapes are kept: {moved}, as close to the real ones as real "
+                                        "data is to itself.", evidence + ".")
     if value <= ROUGH_TVD:
-        return Verdict(question, "roughly", "The columns' shapes are roughly kept.", evidence + ".")
-    return Verdict(question, "no", "The columns' shapes are not kept.", evidence + ".")
+        return Verdict(question, "roughly", f"The columns' shapes are roughly kept: {moved}.", evidence + ".")
+    return Verdict(question, "no", f"The columns' shapes are not kept: {moved}.", evidence + ".")
 
 
 def _worst_columns(evaluation: dict[str, Any], count: int = 3) -> str:
@@ -111,11 +112,13 @@ def relationships(real_corr: np.ndarray | None, synth_corr: np.ndarray | None, n
     pairs = [f"{names[i]} and {names[j]}" for i, j, s in zip(*upper, strong, strict=True) if s][:3]
     evidence = (f"{ranges[0].upper() + ranges[1:]}. The {int(strong.sum())} strong real relationship(s) (such as "
                 f"{'; '.join(pairs)}) change by {change:.2f} on average.")
+    moved = f"the strong ones change by {change:.2f} on average"
     if change <= KEPT_GAP:
-        return Verdict(question, "yes", "The relationships between columns are kept.", evidence)
+        return Verdict(question, "yes", f"The relationships between columns are kept: {moved}.", evidence)
     if change <= PARTLY_GAP:
-        return Verdict(question, "partly", "The relationships between columns are partly kept: weakened.", evidence)
-    return Verdict(question, "no", "The relationships between columns are lost.", evidence)
+        return Verdict(question, "partly", f"The relationships between columns are partly kept: weakened, {moved}.",
+                       evidence)
+    return Verdict(question, "no", f"The relationships between columns are lost: {moved}.", evidence)
 
 
 def prediction(evaluation: dict[str, Any]) -> Verdict:
@@ -144,8 +147,9 @@ def prediction(evaluation: dict[str, Any]) -> Verdict:
                                               f"columns do not predict {tstr['target']}, so this question cannot be "
                                               "answered with this target.", evidence + ".")
     if synthetic >= real - margin:
-        return Verdict(question, "yes", "A model trained on the synthetic table predicts about as well as one "
-                                        "trained on real data.", evidence + ".")
+        return Verdict(question, "yes", f"A model trained on the synthetic table predicts about as well as one "
+                                        f"trained on real data ({words} {synthetic:.2f} against {real:.2f}).",
+                       evidence + ".")
     guess_margin = half(synthetic) if half else 0.0
     if guess is None or synthetic - guess_margin > guess:
         return Verdict(question, "partly", "A model trained on it predicts worse than one trained on real data, "
@@ -162,13 +166,13 @@ def lost(verdicts: list[Verdict]) -> Verdict:
     gone = [parts[v.question] for v in verdicts if v.answer in ("no", "partly") and v.question in parts]
     if not gone:
         return Verdict(question, "nothing measured", "Nothing that was measured here is lost; rare combinations and "
-                                                     "single records never are kept, by design.", "")
+                                                     "single records are left out by design.", "")
     return Verdict(question, ", ".join(gone), f"Lost or weakened: {', '.join(gone)}. Rare combinations and single "
-                                               "records are never kept, by design.", "")
+                                               "records are left out by design.", "")
 
 
 def summary(verdicts: list[Verdict], epsilon: float, rows: int) -> str:
-    """One sentence a manager needs: at this epsilon and size, what is kept and what is lost."""
+    """One sentence a manager needs: at this epsilon and size, what is lost and what is kept, the weakest first."""
     shape = {"yes": "the columns' shapes are kept", "roughly": "the columns' shapes are roughly kept",
              "no": "the columns' shapes are not kept"}
     relation = {"yes": "the relationships between columns are kept",
@@ -176,9 +180,10 @@ def summary(verdicts: list[Verdict], epsilon: float, rows: int) -> str:
                 "no": "the relationships between columns are lost",
                 "nothing to keep": "the columns had few relationships to keep"}
     by_question = {v.question: v for v in verdicts}
-    pieces = [shape.get(by_question.get("Is each column's distribution kept?", _NONE).answer, ""),
-              relation.get(by_question.get("Are the relationships between columns kept?", _NONE).answer, "")]
-    said = " and ".join(p for p in pieces if p) or "the synthetic table was not compared with the real one"
+    asked = (("Is each column's distribution kept?", shape), ("Are the relationships between columns kept?", relation))
+    found = [(by_question.get(q, _NONE).answer, words) for q, words in asked]
+    pieces = [words[answer] for answer, words in sorted(found, key=lambda f: _weakness(f[0])) if answer in words]
+    said = " and ".join(pieces) or "the synthetic table was not compared with the real one"
     return f"At epsilon {epsilon:g} on {rows:,} rows, {said}."
 
 
@@ -190,3 +195,52 @@ def all_verdicts(evaluation: dict[str, Any], real_corr: np.ndarray | None, synth
     """The four verdicts, in the order the report shows them."""
     found = [columns(evaluation), relationships(real_corr, synth_corr, names, evaluation), prediction(evaluation)]
     return [*found, lost(found)]
+
+
+#: How weak each answer is (lower: weaker); answers that judge nothing come last.
+WEAKNESS = {"no": 0, "partly": 1, "roughly": 1, "yes": 2}
+
+
+def _weakness(answer: str) -> int:
+    return WEAKNESS.get(answer, len(WEAKNESS))
+
+
+def weakest_first(verdicts: list[Verdict]) -> list[Verdict]:
+    """The verdicts with the weakest answer first (ties in their order); "What is lost?" stays last."""
+    judged = [v for v in verdicts if v.question != "What is lost?"]
+    return sorted(judged, key=lambda v: _weakness(v.answer)) + [v for v in verdicts if v.question == "What is lost?"]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One measured figure (lower is better) with its 95% interval and the same figure between two halves of the real
+    data (the real-vs-real floor) with its interval; ``times_floor`` is ``value / floor``."""
+
+    label: str
+    value: float
+    low: float
+    high: float
+    floor: float
+    floor_low: float
+    floor_high: float
+
+    @property
+    def times_floor(self) -> float:
+        return self.value / self.floor if self.floor > 0 else math.inf
+
+
+#: The figures of :func:`measured`, by their key in the evaluation, in plain words.
+MEASURED = {"marginal_tvd_2way": "Share of a pair of columns' joint distribution that differs",
+            "marginal_tvd_1way": "Share of a column's distribution that differs",
+            "correlation_gap": "Largest change of one correlation",
+            "w1": "Distance rows would have to move to match, each column scaled to run from 0 to 1"}
+
+
+def measured(evaluation: dict[str, Any]) -> list[Measured]:
+    """The figures of :data:`MEASURED` that the evaluation holds with an interval and a floor, the farthest from its
+    floor (the weakest) first."""
+    keys = ("value", "low", "high", "floor", "floor_low", "floor_high")
+    found = [Measured(label, *(float(entry[k]) for k in keys)) for key, label in MEASURED.items()
+             if isinstance(entry := evaluation.get(key), dict)
+             and all(isinstance(entry.get(k), (int, float)) and math.isfinite(entry[k]) for k in keys)]
+    return sorted(found, key=lambda m: -m.times_floor)

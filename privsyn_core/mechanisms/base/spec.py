@@ -32,6 +32,8 @@ from privsyn_core.privacy.accounting import Ledger
 from privsyn_core.result import MechanismOutput
 
 NEIGHBOURING = ("replace", "add_remove")
+#: The fields that declare a floating-point exposure: all of them or none.
+FLOATING_POINT_FIELDS = ("floating_point_exposure", "floating_point_severity", "floating_point_plain")
 #: A run function (module docstring).  Its keyword parameters after ``rng`` are the mechanism's own
 #: (``MechanismSpec.params``), so only the return type is common to all of them.
 RunFunction = Callable[..., MechanismOutput]
@@ -226,6 +228,15 @@ class MechanismSpec:
         apply.  Otherwise one sentence naming the continuous noise the mechanism samples in
         floating point: its released values may leak through their low-order bits, and the app
         shows this sentence.  ``tests/test_float_safety.py`` checks the declaration both ways.
+    floating_point_severity : {"choice", "structure", "values"}, optional
+        How far the exposure reaches, required with ``floating_point_exposure`` (``docs/mechanisms.md``, column
+        *float*): ``"choice"`` when the floating-point noise only picks a discrete structure and no released number
+        carries it (an index); ``"structure"`` when it draws a continuous structure (a projection) while the released
+        numbers get exact integer noise; ``"values"`` when released numbers carry floating-point noise.
+    floating_point_plain : str, optional
+        The exposure in plain words for the reports and the guide, required with ``floating_point_exposure``: one
+        clause saying what is drawn in floating point and what of it is released, with no library, sampler or paper
+        name (those stay in ``floating_point_exposure``).
     implemented_by : str, optional
         ``None`` when privsyn_core draws the mechanism's noise, from the caller's ``rng`` (a seed replays the
         release) with the samplers the privacy audit rescales.  Otherwise the outside library that runs the
@@ -258,6 +269,8 @@ class MechanismSpec:
     rate: Callable[[float, int, int], float] | None = field(default=None, repr=False, compare=False)
     audit: AuditCase | None = field(default=None, repr=False, compare=False)
     floating_point_exposure: str | None = None
+    floating_point_severity: Literal["choice", "structure", "values"] | None = None
+    floating_point_plain: str | None = None
     implemented_by: str | None = None
 
     def resolve_params(self, given: dict[str, Any]) -> dict[str, Any]:
@@ -334,6 +347,9 @@ def _declared(name: str, spec_fields: dict[str, Any]) -> dict[str, Any]:
     if "privacy_map" not in spec_fields:
         raise RuntimeError(f"mechanism {name!r} must declare privacy_map=...: the ledger its run returns, from "
                            "public inputs only (epsilon, the relation, the parameters, the public count, the width)")
+    declared = [spec_fields.get(key) is not None for key in FLOATING_POINT_FIELDS]
+    if any(declared) and not all(declared):
+        raise RuntimeError(f"mechanism {name!r} must declare all of {FLOATING_POINT_FIELDS} or none of them")
     return spec_fields
 
 

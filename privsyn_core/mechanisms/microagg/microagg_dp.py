@@ -120,7 +120,10 @@ def dp_ledger(epsilon: float) -> Ledger:
     data_kind="boolean",
     neighbouring=("replace",),
     is_private=True,
-    floating_point_exposure="Bingham sampler of the private PCA (t >= 1) is a float64 rejection sampler",
+    floating_point_exposure="the Bingham sampler of the private PCA (t >= 1) is a float64 rejection sampler",
+    floating_point_severity="structure",
+    floating_point_plain="the direction the rows are projected on before they are grouped is drawn with random "
+                         "noise in floating point; the released group sizes and averages get exact whole-number noise",
     params={
         "kappa": ParamSpec(1 / 3, float, (1e-6, 1 - 1e-6),
                            help="trade-off exponent in (0,1): t = floor(kappa log n/log(7/alpha)) and "

@@ -675,6 +675,9 @@ SPEC = register_staged(
                 "releases the whole joint by PSMM.",
     codec=LevelledCodec,
     floating_point_exposure=SELECTION_EXPOSURE,
+    floating_point_severity="choice",
+    floating_point_plain="which pairs of columns the table is built from is chosen with random noise drawn in "
+                         "floating point; only that choice is released, never a number carrying that noise",
     citation=('McKenna, Miklau, Sheldon, "Winning the NIST contest: a scalable and general approach to '
               'differentially private synthetic data", J. Privacy and Confidentiality 2021 (MST tree '
               'selection); He, Vershynin, Zhu, "Algorithmically Effective Differentially Private Synthetic '

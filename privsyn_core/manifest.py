@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from privsyn_core.result import Release, SynthResult
 
 __all__ = ["FORMAT", "SUFFIX", "build_manifest", "manifest_bytes", "manifest_path", "save_release", "write_release",
-           "read_manifest", "sha256_file", "verify", "Verdict", "describe"]
+           "record", "read_manifest", "sha256_file", "verify", "Verdict", "describe"]
 
 #: The format tag every manifest carries.
 FORMAT = "privsyn-manifest/1"

@@ -345,7 +345,8 @@ def assemble(spec: MechanismSpec | Publisher, out: MechanismOutput, *, data: Any
         diagnostics={**out.diagnostics, **(diagnostics or {}), "teaching_warnings": teaching_warnings},
         timings=timings, mechanism=spec.name, schema=schema.to_dict(), unit_rows=unit_rows, clipped=clipped,
         warnings=warnings, release_params=released_params(spec, resolved, out, size, n_synthetic, seed),
-        seed=seed, floating_point_exposure=spec.floating_point_exposure, domain_policy=domain_policy)
+        seed=seed, floating_point_exposure=spec.floating_point_exposure, domain_policy=domain_policy,
+        noise_source=spec.implemented_by)
 
 
 def collapse_warnings(data: Any, schema: Schema) -> list[str]:

@@ -286,6 +286,8 @@ class Publisher:
         The names of its output parameters that may be published (see :func:`released_params`).
     floating_point_exposure : str or None
         ``None`` when every noise draw is exact integer noise.
+    implemented_by : str or None
+        ``None`` when privsyn_core draws the noise (the outside library that draws it otherwise).
     """
 
     name: str
@@ -293,6 +295,7 @@ class Publisher:
     released: tuple[str, ...] = ()
     released_noisy: tuple[str, ...] = ()
     floating_point_exposure: str | None = None
+    implemented_by: str | None = None
 
 
 def check_ledger(spec: MechanismSpec | Publisher, ledger: Ledger, epsilon: float) -> float:

@@ -533,7 +533,7 @@ def column_marginal(one_way: MarginalRelease, edges: list[tuple[np.ndarray, int,
     of the 1-way release, every coarse bin is moved to the precision-weighted mean of the 1-way's and the edges'
     coarse distributions (inverse variances of their noisy counts before projection, public:
     :meth:`MarginalRelease.coarse_variance`, :func:`_coarse_variance`), as MST's estimation combines its 1-way and
-    2-way measurements; a coarse bin that the projected 1-way histogram leaves empty stays empty (the edges' noise
+    2-way measurements; a coarse bin that the 1-way estimate leaves empty stays empty (the edges' noise
     would otherwise put mass on values no row holds).  Reads released values only.
     """
     levels, bits = one_way.levels, one_way.bits

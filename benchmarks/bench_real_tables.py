@@ -82,10 +82,10 @@ PEERS = (*REGISTRY_PEERS, *SMARTNOISE)
 # ----------------------------------------------------------------------------------------------------- data
 def load_table(name: str) -> dict:
     """Private table (70%), real hold-out (30%), schema and TSTR target of one table of the benchmark."""
-    from benchmarks.peers.real_tables import TABLES
+    from benchmarks.peers.real_tables import ALL_TABLES
     from privsyn_core.data.domain import Schema
 
-    table = TABLES[name]
+    table = ALL_TABLES[name]
     frame = table.frame()
     order = np.random.default_rng(SPLIT_SEED).permutation(len(frame))
     cut = round(len(order) * (1 - HOLDOUT))
@@ -409,13 +409,13 @@ def _jsonable(value):
 
 # ---------------------------------------------------------------------------------------------------- main
 def main() -> None:
-    from benchmarks.peers.real_tables import TABLES
+    from benchmarks.peers.real_tables import ALL_TABLES, TABLES
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
                         help=f"smoke run: tables {QUICK['tables']}, eps {QUICK['epsilons']}, seeds {QUICK['seeds']}, "
                              f"{QUICK['timeout']:g} s per run (other options still apply)")
-    parser.add_argument("--tables", nargs="+", default=list(TABLES), choices=list(TABLES))
+    parser.add_argument("--tables", nargs="+", default=list(TABLES), choices=list(ALL_TABLES))
     parser.add_argument("--systems", nargs="+", default=None, help="default: every system of every table")
     parser.add_argument("--epsilons", type=float, nargs="+", default=list(EPSILONS), help="run in this order")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))

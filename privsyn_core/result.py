@@ -101,6 +101,9 @@ class SynthResult:
     ledger_entry : LedgerEntry or None
         Where the privacy ledger recorded this release's spend (``None`` without a ledger, or for a seeded run
         already in it); :meth:`save` records the written file there.  Never published.
+    noise_source : str or None
+        ``None`` when privsyn_core drew the noise from the run's generator (a seed replays it); else the outside
+        library that drew it from a generator of its own (``MechanismSpec.implemented_by``), which no seed replays.
     """
 
     data: pd.DataFrame
@@ -123,6 +126,7 @@ class SynthResult:
     floating_point_exposure: str | None = None
     domain_policy: dict[str, Any] | None = None
     ledger_entry: LedgerEntry | None = None
+    noise_source: str | None = None
 
     def release(self) -> Release:
         """What may be published, and nothing else (see :class:`Release`): each of its fields is the field of the
@@ -183,12 +187,16 @@ class Release:
     mechanism, epsilon, ledger, neighbouring, dp_valid, schema, params, warnings
         As on :class:`SynthResult`, restricted to what may be published.
     seed : int or None
-        The caller's explicit seed; a release made with one says that it replays the noise.
+        The caller's explicit seed; a release made with one says that it replays the noise, unless an outside
+        library drew the noise (``noise_source``): its mechanism's warnings then say that the seed replays only
+        privsyn_core's post-processing.
     floating_point_exposure : str or None
         ``None`` when every noise draw is exact integer noise; else the continuous noise the mechanism
         samples in floating point (public: a property of the mechanism, never of the data).
     domain_policy : dict or None
         As on :class:`SynthResult` (public: the rule and the declared fallbacks, never what they changed).
+    noise_source : str or None
+        As on :class:`SynthResult` (public: a property of the mechanism).
     """
 
     data: pd.DataFrame
@@ -205,6 +213,7 @@ class Release:
     seed: int | None = None
     floating_point_exposure: str | None = None
     domain_policy: dict[str, Any] | None = None
+    noise_source: str | None = None
 
     @property
     def n_synthetic(self) -> int:
@@ -213,7 +222,8 @@ class Release:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable metadata of the release (everything but the rows and atoms)."""
-        warnings = list(self.warnings) + ([SEED_WARNING] if self.seed is not None else [])
+        replayable = self.seed is not None and self.noise_source is None
+        warnings = list(self.warnings) + ([SEED_WARNING] if replayable else [])
         return {
             "mechanism": self.mechanism,
             "epsilon": self.epsilon,

@@ -18,6 +18,7 @@ from privsyn_core.mechanisms.wide_tables.tree_pieces import (
     cut_schedule,
     release_marginal,
     release_pair,
+    split_down,
 )
 
 CATS = ("a", "b", "c", "d")
@@ -384,6 +385,21 @@ def test_one_way_release_is_calibrated_in_domain_and_sums_to_the_total(neighbour
     numeric = release_marginal(np.bincount(np.arange(300) % 7, minlength=128), 0, 7, 1.0, neighbouring, 300,
                                np.random.default_rng(1))
     assert (numeric.counts >= 0).all() and numeric.counts.sum() == pytest.approx(300)
+
+
+def test_a_numeric_one_way_histogram_is_split_down_its_dyadic_hierarchy():
+    """split_down: non-negative integer counts summing to the total; without noise the histogram itself; a half
+    whose noisy sum is at most 0 gets nothing however its bins' noise is spread (deterministic: the noisy counts
+    are given)."""
+    rng = np.random.default_rng(4)
+    for _ in range(200):
+        counts = split_down(rng.integers(-30, 60, 32), 500)
+        assert (counts >= 0).all() and counts.sum() == 500 and (counts == np.rint(counts)).all()
+    histogram = np.bincount(rng.integers(0, 20, 300), minlength=64)
+    np.testing.assert_array_equal(split_down(histogram, 300), histogram)
+    counts = split_down(np.array([60, 30, 10, 0, 4, -3, 2, -3]), 100)
+    assert counts[4:].sum() == 0 and counts[:4].tolist() == [60, 30, 10, 0]
+    assert split_down(np.full(8, -5), 40).tolist() == [5.0] * 8
 
 
 @pytest.mark.parametrize("neighbouring", ["replace", "add_remove"])

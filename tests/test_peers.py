@@ -219,6 +219,23 @@ def test_same_seed_replays_the_post_processing(fake):
     assert peers.SEED_NOTE in a.warnings
 
 
+def test_a_seeded_peer_release_says_once_that_its_noise_is_not_replayed(fake):
+    """OpenDP draws the noise: a seeded release states that the seed replays only the post-processing, and does
+    not also claim (as a release whose noise privsyn_core draws does) that the seed replays the noise."""
+    from privsyn_core.reporting.report import cli_note
+    from privsyn_core.result import SEED_WARNING
+
+    result = ps.synthesize(_table(), "opendp_mst", 1.0, schema=SCHEMA, rng=11, n_synthetic=37)
+    warnings = result.report()["warnings"]
+    assert result.release().noise_source == "OpenDP"
+    assert warnings.count(peers.SEED_NOTE) == 1 and SEED_WARNING not in warnings
+    assert not [w for w in warnings if "seed" in w and w != peers.SEED_NOTE]
+    assert "cannot replay" in cli_note(result.release())
+    ours = ps.synthesize(_table(), "psmm", 1.0, schema=SCHEMA, rng=11, n_synthetic=37)
+    assert SEED_WARNING in ours.report()["warnings"] and ours.release().noise_source is None
+    assert "give the same rows" in cli_note(ours.release())
+
+
 @pytest.mark.parametrize("name, d, message", [("opendp_mst", 1, "at least 2"),  # the peer's own check
                                               # the registry's max_dim, enforced by the pipeline
                                               ("opendp_aim", 15, r"at most 14 encoded column")])

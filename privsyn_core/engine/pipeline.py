@@ -329,6 +329,8 @@ class Publisher:
         The names of its output parameters that may be published (see :func:`released_params`).
     floating_point_exposure : str or None
         ``None`` when every noise draw is exact integer noise.
+    implemented_by : str or None
+        ``None`` when privsyn_core draws the noise (the outside library that draws it otherwise).
     """
 
     name: str
@@ -336,6 +338,7 @@ class Publisher:
     released: tuple[str, ...] = ()
     released_noisy: tuple[str, ...] = ()
     floating_point_exposure: str | None = None
+    implemented_by: str | None = None
 
 
 def check_ledger(spec: MechanismSpec | Publisher, ledger: Ledger, epsilon: float) -> float:
@@ -388,7 +391,8 @@ def assemble(spec: MechanismSpec | Publisher, out: MechanismOutput, *, data: Any
         diagnostics={**out.diagnostics, **(diagnostics or {}), "teaching_warnings": teaching_warnings},
         timings=timings, mechanism=spec.name, schema=schema.to_dict(), unit_rows=unit_rows, clipped=clipped,
         warnings=warnings, release_params=released_params(spec, resolved, out, size, n_synthetic, seed),
-        seed=seed, floating_point_exposure=spec.floating_point_exposure, domain_policy=domain_policy)
+        seed=seed, floating_point_exposure=spec.floating_point_exposure, domain_policy=domain_policy,
+        noise_source=spec.implemented_by)
 
 
 def collapse_warnings(data: Any, schema: Schema) -> list[str]:

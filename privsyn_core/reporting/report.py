@@ -34,7 +34,7 @@ from privsyn_core.data.domain import Schema
 from privsyn_core.data.json_values import jsonable, plain
 from privsyn_core.evaluation.distances import w1
 from privsyn_core.registry import get_mechanism
-from privsyn_core.result import SynthResult
+from privsyn_core.result import Release, SynthResult
 
 #: Rows of each side given to the metrics; larger tables are subsampled (the metrics' cost grows with n).
 EVAL_ROWS = 10_000
@@ -85,6 +85,17 @@ def cli_command(*, mechanism: str, epsilon: float, params: dict[str, Any], seed:
     return " ".join(shlex.quote(p) for p in parts)
 
 
+def cli_note(release: Release) -> str:
+    """What repeating the report's command gives: the same rows (a seed, noise drawn by privsyn_core), the same
+    post-processing only (a seed, noise drawn by an outside library's own generator), or nothing (no seed)."""
+    if release.seed is None:
+        return "the run drew from the secure generator: it cannot be replayed, by design"
+    if release.noise_source is not None:
+        return (f"{release.noise_source} drew the noise from its own generator, which a seed cannot replay: the same "
+                "CSV, seed and versions give other rows")
+    return "save 'schema' of this report as schema.json; the same CSV, seed and versions give the same rows"
+
+
 def run_report(result: SynthResult, *, params: dict[str, Any], data_name: str, release_mode: bool,
                data_sha256: str | None = None, metrics: dict | None = None,
                extra_ledger: Sequence[dict] = ()) -> dict[str, Any]:
@@ -109,9 +120,7 @@ def run_report(result: SynthResult, *, params: dict[str, Any], data_name: str, r
         "cli": cli_command(mechanism=release.mechanism, epsilon=release.epsilon if math.isfinite(release.epsilon)
                            else 1.0, params=params, seed=release.seed, neighbouring=release.neighbouring,
                            n_synthetic=release.params.get("n_synthetic"), data_file=data_name),
-        "cli_note": ("save 'schema' of this report as schema.json; the same CSV, seed and versions give the same rows"
-                     if release.seed is not None else
-                     "the run drew from the secure generator: it cannot be replayed, by design"),
+        "cli_note": cli_note(release),
     })
     if not release_mode:
         report["teaching"] = {

@@ -10,8 +10,9 @@ is close to the diameter, the data is modelled by a tree of 2-D marginals (docs/
    (:class:`~privsyn_core.mechanisms.wide_tables.tree_pieces.PairTree`), every column on its fine 1-way bins.
 2. 1-way marginals (share ``marginals`` of epsilon, split equally over the ``d`` columns; MST spends half of
    epsilon on them, [MMS21] Alg. 1 line 2): a column with public levels (categories, few-valued integers) one bin
-   per level, a numeric column ``2^b`` equal bins (:func:`marginal_bits`); discrete Laplace ``Lap_Z(S/eps_a)`` per
-   bin, projected onto the non-negative counts summing to ``n~``
+   per level, a numeric column ``2^b`` equal bins at which a uniform column expects about one noise scale of
+   records per bin (:func:`marginal_bits`); discrete Laplace ``Lap_Z(S/eps_a)`` per bin, then non-negative counts
+   summing to ``n~``: projected (levels), or split down the bins' dyadic hierarchy by [HVZ23] Alg. 3 (numeric)
    (:func:`~privsyn_core.mechanisms.wide_tables.tree_pieces.release_marginal`).
 3. Tree selection (``d >= 3``), as MST [MMS21] Alg. 1 lines 3-5: ``d - 1`` rounds of the exponential mechanism
    over the pairs joining two components (Kruskal), with the integer score :func:`pair_score` (the L1 distance of
@@ -149,8 +150,12 @@ def joint_branch(levels: tuple[int, ...], params: dict[str, Any]) -> bool:
 #: Default shares of epsilon of the fine 1-way marginals and of the tree selection (the edges share the rest):
 #: docs/marginal_tree.md, "Budget".
 MARGINALS, SELECTION = 0.4, 0.1
-#: Range of the cuts of a numeric column's fine 1-way histogram (:func:`marginal_bits`).
-MARGINAL_BITS = (7, 10)
+#: Range of the cuts of a numeric column's 1-way histogram (:func:`marginal_bits`; at least ``coarse_bits`` in
+#: :func:`tree_layout`, so that the selection's coarse bins are sums of measured bins).
+MARGINAL_BITS = (3, 10)
+#: Expected records per bin of a uniform column, in noise scales ``1/eps_col``, at the cuts of a numeric column's
+#: 1-way histogram (:func:`marginal_bits`).
+MARGINAL_NOISE_SCALES = 1.0
 #: Default of ``flat_below``: edges are measured flat while ``eps_edge n~`` is below it (docs/marginal_tree.md).
 FLAT_BELOW = 2048
 
@@ -203,7 +208,7 @@ def tree_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[
     caps = [category_bits(k) for k in levels]
     coarse = tuple(min(params["coarse_bits"], c) for c in caps)
     column_eps = marginal_epsilons(dict(shares)["marginals"], levels)
-    fine = tuple(marginal_bits(k, e, n_hat) for k, e in zip(levels, column_eps, strict=True))
+    fine = tuple(max(marginal_bits(k, e, n_hat), c) for k, e, c in zip(levels, column_eps, coarse, strict=True))
     pairs_ab = [(a, b) for a in range(d) for b in range(a + 1, d)]
     flat = flat_edges(eps_edge, n_hat, params)
     r = edge_depth(eps_edge, n_hat, flat, params)
@@ -231,14 +236,15 @@ def marginal_bits(levels: int, epsilon: float, n_hat: int) -> int:
     """Cuts of a column's fine 1-way histogram (public: the schema, the column's budget, the public count).
 
     A column with ``K`` levels is measured one bin per level (``ceil(log2 K)`` cuts, virtual indices empty).  A
-    numeric column gets ``2^b`` equal bins, ``b = floor(log2(eps_col n~ / 4))`` clipped to :data:`MARGINAL_BITS`:
-    the bins that minimised the robust 1-way TVD of a projected noisy histogram on the numeric columns of three
-    real tables (docs/marginal_tree.md, "1-way marginals").
+    numeric column gets ``2^b`` equal bins, ``b = floor(log2(eps_col n~ / c))`` with ``c`` =
+    :data:`MARGINAL_NOISE_SCALES`, clipped to :data:`MARGINAL_BITS`: the finest bins at which a uniform column's
+    expected count reaches ``c`` noise scales ``1/eps_col``; below, a bin's count is mostly noise wherever the
+    column is not concentrated (docs/marginal_tree.md, "1-way marginals").
     """
     if levels:
         return category_bits(levels)
     low, high = MARGINAL_BITS
-    scale = epsilon * max(n_hat, 1) / 4
+    scale = epsilon * max(n_hat, 1) / MARGINAL_NOISE_SCALES
     return int(min(max(math.floor(math.log2(scale)) if scale >= 1 else 0, low), high))
 
 
@@ -539,7 +545,7 @@ def column_marginal(one_way: MarginalRelease, edges: list[tuple[np.ndarray, int,
     of the 1-way release, every coarse bin is moved to the precision-weighted mean of the 1-way's and the edges'
     coarse distributions (inverse variances of their noisy counts before projection, public:
     :meth:`MarginalRelease.coarse_variance`, :func:`_coarse_variance`), as MST's estimation combines its 1-way and
-    2-way measurements; a coarse bin that the projected 1-way histogram leaves empty stays empty (the edges' noise
+    2-way measurements; a coarse bin that the 1-way estimate leaves empty stays empty (the edges' noise
     would otherwise put mass on values no row holds).  Reads released values only.
     """
     levels, bits = one_way.levels, one_way.bits

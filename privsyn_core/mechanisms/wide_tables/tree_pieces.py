@@ -297,11 +297,6 @@ def consistent_counts(noisy: list[np.ndarray], valid_below: list[np.ndarray]) ->
 
 
 # -- fine 1-way marginals -----------------------------------------------------------------
-#: Cuts of the blocks whose masses a numeric column's 1-way release takes from its noisy block sums
-#: (:func:`release_marginal`).
-BLOCK_BITS = 4
-
-
 @dataclass
 class MarginalRelease:
     """One column's released 1-way histogram on ``2^bits`` bins of its axis."""
@@ -327,38 +322,38 @@ def release_marginal(histogram: np.ndarray, levels: int, bits: int, epsilon: flo
     One record changes one bin by 1 (add/remove) or two bins by 1 (replace-one), so the histogram is
     ``epsilon``-DP with ``S = 1`` or ``2`` (as MST measures its 1-way marginals, [MMS21] Sec. 4, with discrete
     Laplace instead of Gaussian noise); bins outside the public domain (virtual category indices) hold 0 for every
-    dataset and are released as 0.  The estimate (post-processing; ``total`` is the public ``n`` or ``n~``) is the
-    Euclidean projection of the noisy counts onto :math:`\{x \ge 0, \sum x = 	ext{total}\}`
-    (:func:`project_simplex`), which keeps a count only where it stands above the noise.  On a numeric axis the
-    projection alone strips a long tail of small bins (their mass goes to the bulk: on a zero-inflated count
-    column with a long tail, 1-D W1 2.5x that of MST's 32 bins), while the projection of the noisy sums of the
-    ``2^BLOCK_BITS`` blocks keeps the tail but spreads noise over empty blocks of a column of a few point masses;
-    each block's mass is the mean of the two estimates, the projection giving the shape inside it (a block
-    without projected mass: the positive part of its noisy counts, else uniform).
+    dataset and are released as 0.  The estimate (post-processing; ``total`` is the public ``n`` or ``n~``): for a
+    column with public levels the Euclidean projection of the noisy counts onto :math:`\{x \ge 0, \sum x =
+    \text{total}\}` (:func:`project_simplex`); for a numeric column :func:`split_down` on the dyadic hierarchy of
+    its bins, which leaves empty the intervals whose noisy sums stand below their noise.
     """
     valid = valid_bins(levels, bits)
     sigma = count_sensitivity(neighbouring) / epsilon
     noisy = np.asarray(histogram, dtype=np.int64) + discrete_laplace(sigma, len(valid), rng)
     noisy[~valid] = 0
     total = max(int(total), 0)
-    counts = project_simplex(noisy.astype(float), total, valid)
-    if levels == 0 and bits > BLOCK_BITS:
-        blocks = noisy.reshape(2 ** BLOCK_BITS, -1).astype(float)
-        masses = (project_simplex(blocks.sum(axis=1), total, np.ones(len(blocks), dtype=bool))
-                  + counts.reshape(len(blocks), -1).sum(axis=1)) / 2
-        fallback = np.maximum(blocks, 0.0)
-        fallback[fallback.sum(axis=1) <= 0] = 1.0
-        counts = _with_block_masses(counts, masses, fallback)
+    if levels:
+        counts = project_simplex(noisy.astype(float), total, valid)
+    else:
+        counts = split_down(noisy, total)
     return MarginalRelease(levels, bits, sigma, noisy, counts, np.asarray(histogram))
 
 
-def _with_block_masses(fine: np.ndarray, masses: np.ndarray, fallback: np.ndarray) -> np.ndarray:
-    """``fine`` rescaled inside each of the ``len(masses)`` blocks to the block's mass (the ``fallback`` row's shape
-    where ``fine`` has no mass in the block)."""
-    blocks = fine.reshape(len(masses), -1)
-    held = blocks.sum(axis=1, keepdims=True)
-    shape = np.where(held > 0, blocks / np.maximum(held, 1e-300), fallback / fallback.sum(axis=1, keepdims=True))
-    return (shape * masses[:, None]).ravel()
+def split_down(noisy: np.ndarray, total: int) -> np.ndarray:
+    r"""Non-negative integer counts summing to ``total`` from noisy counts on ``2^b`` equal bins: [HVZ23]
+    Algorithm 3 (:func:`consistent_counts`, proportional rule) on the dyadic hierarchy of the bins, every node's
+    count the sum of its noisy bins clamped at 0, the root ``total``.
+
+    A node's count is split between its children in proportion to their clamped noisy sums (evenly where both
+    are 0), so an interval gets a share of its parent's count, never more than its own clamped sum's share: a run
+    of empty bins whose noise sums to at most 0 gets nothing, and noise in empty bins does not add to the total
+    as clamping each bin alone does.  Reads released counts and the public total only.
+    """
+    bits = int(math.log2(len(noisy)))
+    levels = [np.array([max(int(total), 0)], dtype=np.int64)]
+    levels += [np.maximum(noisy.reshape(2 ** j, -1).sum(axis=1), 0) for j in range(1, bits + 1)]
+    below = [np.full(2 ** j, 2 ** (bits - j), dtype=np.int64) for j in range(bits + 1)]
+    return consistent_counts(levels, below)[-1].astype(float)
 
 
 # -- consolidation and sampling -----------------------------------------------------------

@@ -92,9 +92,10 @@ METRICS: dict[str, MetricInfo] = {
         "a collapse check: a synthetic table repeating one row has a large share (floor: the real share)",
         interval=False),
     "tstr": MetricInfo(
-        "model trained on synthetic, tested on real", "higher", "the score named in the entry (accuracy, ROC AUC "
-        "or R^2)", "score of a model trained on the synthetic rows and tested on held-out real rows (reference: "
-        "trained on real rows)", interval=False),
+        "model trained on synthetic, tested on real", "higher",
+        "the score named in the entry (accuracy, 0 to 1, or R^2, at most 1)",
+        "score of a model trained on the synthetic rows and tested on held-out real rows (reference: trained on real "
+        "rows; interval over the test rows)"),
 }
 
 EVAL_MAX_ROWS = 50_000  # rows per side that evaluate reads; larger tables are uniformly subsampled

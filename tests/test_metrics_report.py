@@ -173,6 +173,22 @@ def test_tstr_regression_reaches_the_explained_share_of_variance():
     assert result["low"] < result["value"] < result["high"] and result["high"] - result["low"] < 0.05
 
 
+def test_the_tstr_entry_alone_equals_the_one_inside_evaluate_and_can_be_added_later():
+    from privsyn_core.evaluation.scorecard import evaluate_tstr
+    from privsyn_core.reporting import report
+
+    real, synth = _table(900, 11), _table(700, 12, shift=0.1)
+    kwargs = {"schema": SCHEMA, "subsample": 200, "repeats": 2, "bootstrap": 3, "max_rows": 600, "seed": 4}
+    whole = evaluate(real, synth, target="c", **kwargs)
+    assert whole["tstr"] == evaluate_tstr(real, synth, "c", SCHEMA, seed=4, max_rows=600)
+    assert whole["tstr"]["n_train_real"] + whole["tstr"]["n_test"] == 600  # the evaluated rows, not all of them
+    without = report.evaluate_subsampled(real, synth, SCHEMA)
+    added = report.with_tstr(without, real, synth, SCHEMA, "c")
+    direct = report.evaluate_subsampled(real, synth, SCHEMA, target="c")
+    assert added["tstr"] == direct["tstr"] and added["_about"]["metrics"] == direct["_about"]["metrics"]
+    assert "tstr" not in without and "tstr" not in without["_about"]["metrics"]  # the cached report is unchanged
+
+
 # -- evaluate and the CLI --------------------------------------------------------------------------
 def test_evaluate_reports_every_metric_with_provenance_and_floor():
     real, synth = _table(1000, 7), _table(800, 8, shift=0.1)

@@ -20,8 +20,8 @@ from privsyn_core.evaluation.distances import w1
 from privsyn_core.privacy.accounting import split_epsilon
 from privsyn_core.stream import open_stream
 
-#: Rows per side of each W1 (uniform subsamples beyond it): exact W1 of 400 x 400 rows takes tens of milliseconds.
-EVAL_ROWS = 400
+#: Rows per side of each W1 (uniform subsamples beyond it; exact W1's cost grows faster than the square of the rows).
+EVAL_ROWS = 300
 #: Most steps a table is split into.
 MAX_STEPS = 48
 #: Runs of every method, each with its own seed, that the interval of a step is made from.

@@ -20,6 +20,7 @@ from privsyn_core.errors import ParameterError
 TEST_FRACTION = 0.3
 TSTR_ITERATIONS = 25  # boosting iterations (one tree each, or one per class for more than two classes)
 TSTR_LEARNING_RATE = 0.2  # shrinkage of each tree (twice scikit-learn's default, for half its iterations)
+TSTR_LEAVES = 15  # leaves per tree at most (half scikit-learn's default: the fit's cost is in its nodes)
 TSTR_BOOTSTRAP = 200  # bootstrap replicates of the held-out rows for the interval of a headline score
 TSTR_CONFIDENCE = 0.95
 
@@ -31,10 +32,10 @@ def tstr(real_df: pd.DataFrame, synth_df: pd.DataFrame, target: str, *, real_tes
     Features are the other schema columns: numeric ones in unit coordinates, categorical ones one-hot on the
     public category list, so both training sets share one feature space. The model is scikit-learn's
     ``HistGradientBoostingClassifier`` / ``Regressor`` (gradient boosting on 255-bin feature histograms, Ke et al.
-    2017, "LightGBM"): :data:`TSTR_ITERATIONS` iterations at learning rate :data:`TSTR_LEARNING_RATE`, leaves of
-    at least 20 rows, no early stopping, one thread, ``random_state=seed``,
-    so the score is deterministic. It is fitted once on each training set; its cost is linear in the training
-    rows (times the classes for a target of more than two classes).
+    2017, "LightGBM"): :data:`TSTR_ITERATIONS` iterations at learning rate :data:`TSTR_LEARNING_RATE`, trees of at
+    most :data:`TSTR_LEAVES` leaves of at least 20 rows, no early stopping, one thread, ``random_state=seed``, so the
+    score is deterministic. It is fitted once on each training set; its cost grows with the trees' nodes
+    (iterations x leaves, times the classes for a target of more than two classes) and the training rows.
 
     **Interval.** The headline score of each side (accuracy or :math:`R^2`) comes with a
     :data:`TSTR_CONFIDENCE` interval over the held-out rows: value :math:`\pm t_{0.975, B-1}` bootstrap standard
@@ -92,7 +93,8 @@ def tstr(real_df: pd.DataFrame, synth_df: pd.DataFrame, target: str, *, real_tes
             "floor": real[headline], "floor_low": real["low"], "floor_high": real["high"],
             "score": headline, "task": task, "target": target,
             "model": f"HistGradientBoosting{'Classifier' if task == 'classification' else 'Regressor'}",
-            "iterations": TSTR_ITERATIONS, "learning_rate": TSTR_LEARNING_RATE, **scores,
+            "iterations": TSTR_ITERATIONS, "learning_rate": TSTR_LEARNING_RATE,
+            "max_leaves": TSTR_LEAVES, **scores,
             "n_train_real": len(train_real), "n_train_synthetic": len(synth_df), "n_test": len(test_real),
             "test_rows": "given hold-out" if real_test is not None else f"random {TEST_FRACTION:.0%} of the real data"}
 
@@ -140,8 +142,8 @@ def _fit(X: np.ndarray, y: np.ndarray, task: str, seed: int):
         dummy = DummyClassifier(strategy="most_frequent") if task == "classification" else DummyRegressor()
         return dummy.fit(X, y)
     booster = HistGradientBoostingClassifier if task == "classification" else HistGradientBoostingRegressor
-    return booster(max_iter=TSTR_ITERATIONS, learning_rate=TSTR_LEARNING_RATE, early_stopping=False,
-                   random_state=seed).fit(X, y)
+    return booster(max_iter=TSTR_ITERATIONS, learning_rate=TSTR_LEARNING_RATE, max_leaf_nodes=TSTR_LEAVES,
+                   early_stopping=False, random_state=seed).fit(X, y)
 
 
 def _guess(y_train: np.ndarray, y_test: np.ndarray, task: str) -> dict:
@@ -152,20 +154,22 @@ def _guess(y_train: np.ndarray, y_test: np.ndarray, task: str) -> dict:
     return {"accuracy": float(np.mean(y_test == values[np.argmax(counts)]))}
 
 
-def _score(model, X: np.ndarray, y: np.ndarray, task: str, resamples: np.ndarray) -> dict:
-    """The scores of ``model`` on the test rows, and the bootstrap interval of the headline one over
-    ``resamples`` (replicates x test rows: indices of the rows drawn with replacement)."""
+def _score(model, X: np.ndarray, y: np.ndarray, task: str, resamples: np.ndarray | None = None) -> dict:
+    """The scores of ``model`` on the test rows and, given ``resamples`` (replicates x test rows: indices of the
+    rows drawn with replacement), the bootstrap interval ``low``, ``high`` of the headline one."""
     predicted = model.predict(X)
     if task == "regression":
         out = {"r2": float(r2_score(y, predicted)), "mae": float(mean_absolute_error(y, predicted))}
-        replicates = _r2_rows(y[resamples], predicted[resamples])
-        value = out["r2"]
     else:
         out = {"accuracy": float(accuracy_score(y, predicted))}
         if np.unique(y).size == 2 and hasattr(model, "predict_proba") and len(model.classes_) == 2:
             out["roc_auc"] = float(roc_auc_score(y, model.predict_proba(X)[:, 1]))
-        replicates = (predicted == y)[resamples].mean(axis=1)
-        value = out["accuracy"]
+    if resamples is None:
+        return out
+    if task == "regression":
+        value, replicates = out["r2"], _r2_rows(y[resamples], predicted[resamples])
+    else:
+        value, replicates = out["accuracy"], (predicted == y)[resamples].mean(axis=1)
     half = float(student_t.ppf(0.5 + TSTR_CONFIDENCE / 2, len(replicates) - 1) * np.std(replicates, ddof=1))
     return {**out, "low": value - half, "high": value + half}
 

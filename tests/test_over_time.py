@@ -117,7 +117,7 @@ def test_over_time_spends_the_same_epsilon_both_ways():
     assert table["records"].max() == 400 and table["w1"].between(0, 1).all()
     assert not math.isnan(table["w1"].iloc[-1])
     assert sorted(table["seed"].unique()) == [0, 1] and len(table) == 2 * 4 * 3
-    assert shares == [k / 8 for k in range(1, 9)]  # after every step of every run
+    assert shares == [k / 8 for k in range(1, 9)]  # after every run of every step
     assert (table.groupby(["method", "step"])["w1"].nunique() == 2).all()  # the seeds give different runs
     with pytest.raises(ParameterError):
         stream_eval.over_time(stream_eval.split_batches(frame, 4), schema, 1.0, seeds=0)

@@ -90,7 +90,7 @@ def over_time(batches: list[pd.DataFrame], schema: Schema, epsilon: float, *, se
     seeds : int
         Runs of each method, in ``[1, MAX_SEEDS]``.
     progress : callable, optional
-        Called as ``progress(share_done, text)`` after every step of every run.
+        Called as ``progress(share_done, text)`` after every run of every step.
 
     Returns
     -------
@@ -99,47 +99,41 @@ def over_time(batches: list[pd.DataFrame], schema: Schema, epsilon: float, *, se
     """
     if not (isinstance(seeds, int) and 1 <= seeds <= MAX_SEEDS):
         raise ParameterError(f"seeds must be an integer in [1, {MAX_SEEDS}], got {seeds!r}")
-    rows: list[dict] = []
-    for run in range(seeds):
-        def step_done(t: int, run: int = run) -> None:
-            if progress is not None:
-                progress((run * len(batches) + t) / (seeds * len(batches)),
-                         f"run {run + 1} of {seeds}, step {t} of {len(batches)}")
-
-        rows.extend(_one_run(batches, schema, epsilon, seed + run, horizon_steps, step_done))
-    return pd.DataFrame(rows, columns=["seed", "step", "method", "w1", "records"])
-
-
-def _one_run(batches: list[pd.DataFrame], schema: Schema, epsilon: float, seed: int, horizon_steps: int | None,
-             step_done: Callable[[int], None]) -> list[dict]:
-    """W1 of the three methods at every step, every mechanism seeded with ``seed``."""
     import privsyn_core as ps
 
     steps = len(batches)
     total = int(sum(len(b) for b in batches))
     shares = [e for _, e in split_epsilon(epsilon, [(str(t), 1.0) for t in range(steps)])]
-    rng = np.random.default_rng(seed)
+    runs = [seed + r for r in range(seeds)]
+    rngs = {run: np.random.default_rng(run) for run in runs}
     rows: list[dict] = []
     seen: list[np.ndarray] = []
     with tempfile.TemporaryDirectory() as folder:
-        stream = open_stream(Path(folder) / "stream.json", schema, epsilon, create=True, horizon_n=max(total, 1),
-                             horizon_steps=horizon_steps or steps, rng=seed)
-        growing = open_stream(Path(folder) / "growing.json", schema, epsilon, create=True, growing=True, rng=seed)
+        streams = {run: (open_stream(Path(folder) / f"fixed_{run}.json", schema, epsilon, create=True,
+                                     horizon_n=max(total, 1), horizon_steps=horizon_steps or steps, rng=run),
+                         open_stream(Path(folder) / f"growing_{run}.json", schema, epsilon, create=True,
+                                     growing=True, rng=run))
+                   for run in runs}
+        # Step by step, every run at each step: the runs of one step draw noise at the same scales one after the
+        # other, so the sampler's tables made for the first run serve the others.
         for t, batch in enumerate(batches, 1):
-            release = stream.add(batch)
-            grown = growing.add(batch)
             if len(batch):
                 seen.append(schema.encode(batch)[0])
-            real = _subsample(np.vstack(seen) if seen else np.empty((0, len(schema.columns))), rng)
-            naive = ps.synthesize(pd.concat(batches[:t]), "pmm", shares[t - 1], schema=schema,
-                                  neighbouring="add_remove", public_n=max(sum(map(len, seen)), 1),
-                                  rng=seed * 1000 + t)
-            for method, synthetic in ((FIXED_DEPTH, release.unit), (GROWING_DEPTH, grown.unit),
-                                      (NAIVE, naive.unit_rows)):
-                rows.append({"seed": seed, "step": t, "method": method, "w1": _w1(real, synthetic, rng),
-                             "records": sum(map(len, seen))})
-            step_done(t)
-    return rows
+            so_far = np.vstack(seen) if seen else np.empty((0, len(schema.columns)))
+            table_so_far = pd.concat(batches[:t])
+            for i, run in enumerate(runs):
+                fixed, growing = streams[run][0].add(batch), streams[run][1].add(batch)
+                naive = ps.synthesize(table_so_far, "pmm", shares[t - 1], schema=schema, neighbouring="add_remove",
+                                      public_n=max(len(so_far), 1), rng=run * 1000 + t)
+                real = _subsample(so_far, rngs[run])
+                for method, synthetic in ((FIXED_DEPTH, fixed.unit), (GROWING_DEPTH, growing.unit),
+                                          (NAIVE, naive.unit_rows)):
+                    rows.append({"seed": run, "step": t, "method": method, "w1": _w1(real, synthetic, rngs[run]),
+                                 "records": len(so_far)})
+                if progress is not None:
+                    progress(((t - 1) * seeds + i + 1) / (steps * seeds),
+                             f"step {t} of {steps}, run {i + 1} of {seeds}")
+    return pd.DataFrame(rows, columns=["seed", "step", "method", "w1", "records"])
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:

@@ -122,7 +122,11 @@ def journey(tab: Page, url: str, csv: Path, *, release_mode: bool) -> dict[str, 
 
     def over_time() -> None:
         tab.get_by_role("button", name="Release step by step").click()
-        tab.locator("[data-testid='stPlotlyChart']").first.wait_for()
+        # its chart, or its one-line refusal: a stream never clips, and estimated bounds may leave rows outside
+        tab.locator("[data-testid='stPlotlyChart'], [data-testid='stAlertContentError']").first.wait_for()
+        refusal = tab.locator("[data-testid='stAlertContentError']")
+        if refusal.count():
+            print(f"Over time refused: {refusal.first.inner_text()}", file=sys.stderr)
 
     tab.goto(url)
     wait_idle(tab)

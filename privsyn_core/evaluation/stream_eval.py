@@ -64,7 +64,7 @@ def split_batches(frame: pd.DataFrame, steps: int, time_column: str | None = Non
 
 def over_time(batches: list[pd.DataFrame], schema: Schema, epsilon: float, *, seed: int = 0,
               horizon_steps: int | None = None, seeds: int = SEEDS,
-              progress: Callable[[float, str], None] | None = None) -> pd.DataFrame:
+              progress: Callable[[float, str], object] | None = None) -> pd.DataFrame:
     """W1 (unit cube, l-infinity) at every step: online PMM (fixed and growing depth) vs offline PMM re-run with
     epsilon / T per step, each run ``seeds`` times.
 

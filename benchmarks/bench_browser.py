@@ -1,4 +1,4 @@
-"""The journeys' times in a real browser (issue 28 item 3): a live ``streamlit run app.py`` driven by Chromium.
+"""The journeys' times in a real browser: a live ``streamlit run app.py`` driven by Chromium (issues 28, 38).
 
 Usage::
 
@@ -12,8 +12,11 @@ time from the click to the page being idle (connected, script not running, no sk
 
 * teaching mode: upload the CSV (until "Loaded"); estimate the DP bounds (until every domain is public); Run
   ``pmm`` at the default epsilon (until "Done in"); open Compare (until its metric table is drawn and the page is
-  idle: every metric shown with its interval); open Compare again (metrics cached); run the Trade-off page's
-  default sweep (until idle);
+  idle: every metric shown with its interval); open Compare again (metrics cached); choose the TSTR target
+  :data:`TARGET` on Compare (until the TSTR row is drawn; the codes make every column numeric, so it is a
+  regression); on Synthesize, export the stakeholder report with that target (from the click until the file is
+  downloaded: the metrics and TSTR are computed on the click); run the Trade-off page's default sweep (until
+  idle); on Over time, "Release step by step" with the defaults (until its chart is drawn and the page is idle);
 * release mode (``PRIVSYN_RELEASE_ONLY=1``, budget 1000): the same upload, bounds and run, then open Compare.
 
 Each journey runs ``--repeats`` times in a fresh browser context against one server per mode; the median and the
@@ -41,6 +44,7 @@ from tests.browser.conftest import CHROMIUM, LAUNCH_ARGS, AppDidNotStart, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 MECHANISM = "pmm"
+TARGET = "income"
 
 
 @contextmanager
@@ -81,7 +85,8 @@ def goto(tab: Page, title: str) -> Callable[[], None]:
 
 
 def journey(tab: Page, url: str, csv: Path, *, release_mode: bool) -> dict[str, float]:
-    """One person's way from the CSV to the Compare page (and the sweep in teaching mode): seconds per step."""
+    """One person's way from the CSV to the Compare page (and, in teaching mode, a TSTR target, the stakeholder
+    report, the sweep and the Over time page): seconds per step."""
 
     def upload() -> None:
         tab.locator("[data-testid='stFileUploaderDropzoneInput']").set_input_files(str(csv))
@@ -105,6 +110,24 @@ def journey(tab: Page, url: str, csv: Path, *, release_mode: bool) -> dict[str, 
         tab.get_by_role("button", name="Run the sweep").click()
         tab.get_by_text("Measurements", exact=True).wait_for()  # the sweep's expander, drawn when it is done
 
+    def tstr_target() -> None:
+        tab.locator("[data-testid='stSelectbox']").filter(has_text="TSTR").click()
+        tab.get_by_role("option", name=TARGET, exact=True).click()
+        tab.locator("[data-testid='stTable']").filter(has_text="trained on synthetic").first.wait_for()
+
+    def stakeholder_report() -> None:
+        with tab.expect_download() as download:
+            tab.get_by_role("button", name="Export stakeholder report (HTML)").click()
+        download.value.path()  # the whole file has arrived
+
+    def over_time() -> None:
+        tab.get_by_role("button", name="Release step by step").click()
+        # its chart, or its one-line refusal: a stream never clips, and estimated bounds may leave rows outside
+        tab.locator("[data-testid='stPlotlyChart'], [data-testid='stAlertContentError']").first.wait_for()
+        refusal = tab.locator("[data-testid='stAlertContentError']")
+        if refusal.count():
+            print(f"Over time refused: {refusal.first.inner_text()}", file=sys.stderr)
+
     tab.goto(url)
     wait_idle(tab)
     goto(tab, "Data")()
@@ -120,9 +143,16 @@ def journey(tab: Page, url: str, csv: Path, *, release_mode: bool) -> dict[str, 
         goto(tab, "Synthesize")()
         wait_idle(tab)
         out["compare again"] = timed(compare, tab)
+        out[f"compare, TSTR target {TARGET}"] = timed(tstr_target, tab)
+        goto(tab, "Synthesize")()
+        wait_idle(tab)
+        out[f"stakeholder report, TSTR target {TARGET}"] = timed(stakeholder_report, tab)
         goto(tab, "Trade-off")()
         wait_idle(tab)
         out["sweep"] = timed(sweep, tab)
+        goto(tab, "Over time")()
+        wait_idle(tab)
+        out["over time (defaults)"] = timed(over_time, tab)
     return out
 
 

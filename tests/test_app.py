@@ -319,6 +319,10 @@ def test_teaching_mode_labels_raw_views_and_offers_tstr():
     assert not problems(at)
     tstr = at.table[0].value.loc[comparison.info("tstr").label]
     assert tstr["better"] == "higher is better" and tstr["real-vs-real floor"] != "-"  # the train-on-real reference
+    low, high = map(float, tstr["95% interval"].strip("[]").split(","))  # over the held-out rows
+    assert low <= float(tstr["value"]) <= high
+    low, high = map(float, tstr["floor interval"].strip("[]").split(","))
+    assert low <= float(tstr["real-vs-real floor"]) <= high
 
 
 # -- bad input never shows a traceback ----------------------------------------------------------------

@@ -119,6 +119,76 @@ def test_tstr_with_one_synthetic_class_falls_back_to_a_constant_and_splits_witho
         tstr(real, synth, "nope", schema=SCHEMA)
 
 
+BAYES_SCHEMA = Schema.from_dict({"columns": [{"name": "x", "lo": 0, "hi": 1}, {"name": "z", "lo": 0, "hi": 1},
+                                             {"name": "label", "kind": "categorical", "categories": ["no", "yes"]}]})
+FLIP = 0.1  # label noise of the fixture: the best possible accuracy is 1 - FLIP
+
+
+def _bayes_table(n, seed):
+    """label = [x > 1/2], flipped with probability FLIP; z is noise."""
+    rng = np.random.default_rng(seed)
+    x = rng.random(n)
+    label = (x > 0.5) ^ (rng.random(n) < FLIP)
+    return pd.DataFrame({"x": x, "z": rng.random(n), "label": np.where(label, "yes", "no")})
+
+
+def test_tstr_is_deterministic_for_a_seed_and_reaches_the_best_accuracy_with_a_calibrated_interval():
+    """Real and synthetic rows from one law whose best accuracy is 1 - FLIP = 0.9. On 1200 test rows the accuracy
+    of a model that learnt the threshold has standard error sqrt(0.09 / 1200) = 0.0087, so 4 standard errors
+    (0.035, false failure below 1e-4 under the normal approximation) bound its distance to 0.9. The interval's
+    half-width is t_0.975 x a bootstrap standard error of 200 replicates (relative sd 1/sqrt(400) = 5%), so it lies
+    within 25% (5 sd) of 1.97 x 0.0087."""
+    real, synthetic = _bayes_table(4000, 1), _bayes_table(4000, 2)
+    first = tstr(real, synthetic, "label", schema=BAYES_SCHEMA, seed=3)
+    assert tstr(real, synthetic, "label", schema=BAYES_SCHEMA, seed=3) == first
+    assert first["n_test"] == 1200 and first["score"] == "accuracy"
+    standard_error = math.sqrt(FLIP * (1 - FLIP) / first["n_test"])
+    for side in ("train_on_synthetic", "train_on_real"):
+        found = first[side]
+        assert abs(found["accuracy"] - (1 - FLIP)) <= 4 * standard_error, side
+        half = (found["high"] - found["low"]) / 2
+        assert 0.75 * 1.97 * standard_error <= half <= 1.25 * 1.97 * standard_error, side
+        assert found["low"] < found["accuracy"] < found["high"]
+    assert (first["value"], first["low"], first["high"]) == tuple(
+        first["train_on_synthetic"][k] for k in ("accuracy", "low", "high"))
+    assert (first["floor"], first["floor_low"], first["floor_high"]) == tuple(
+        first["train_on_real"][k] for k in ("accuracy", "low", "high"))
+    assert first["guess"]["accuracy"] < 0.6  # a constant guess gets about half right
+
+
+def test_tstr_regression_reaches_the_explained_share_of_variance():
+    """y = x + N(0, 0.1^2) with x uniform on [0, 1]: the best R^2 is (1/12) / (1/12 + 0.01) = 0.893. With 1200 test
+    rows R^2's sampling sd is about 2 (1 - R^2) / sqrt(n) = 0.006 (delta method, normal errors); 0.03 leaves room
+    for the model's own error and 5 sd of sampling."""
+    rng = np.random.default_rng(5)
+    schema = Schema.from_dict({"columns": [{"name": "x", "lo": 0, "hi": 1}, {"name": "y", "lo": -1, "hi": 2}]})
+
+    def table(n):
+        x = rng.random(n)
+        return pd.DataFrame({"x": x, "y": x + rng.normal(0, 0.1, n)})
+
+    result = tstr(table(4000), table(4000), "y", schema=schema, seed=0)
+    best = (1 / 12) / (1 / 12 + 0.01)
+    assert result["score"] == "r2" and abs(result["value"] - best) <= 0.03
+    assert result["low"] < result["value"] < result["high"] and result["high"] - result["low"] < 0.05
+
+
+def test_the_tstr_entry_alone_equals_the_one_inside_evaluate_and_can_be_added_later():
+    from privsyn_core.evaluation.scorecard import evaluate_tstr
+    from privsyn_core.reporting import report
+
+    real, synth = _table(900, 11), _table(700, 12, shift=0.1)
+    kwargs = {"schema": SCHEMA, "subsample": 200, "repeats": 2, "bootstrap": 3, "max_rows": 600, "seed": 4}
+    whole = evaluate(real, synth, target="c", **kwargs)
+    assert whole["tstr"] == evaluate_tstr(real, synth, "c", SCHEMA, seed=4, max_rows=600)
+    assert whole["tstr"]["n_train_real"] + whole["tstr"]["n_test"] == 600  # the evaluated rows, not all of them
+    without = report.evaluate_subsampled(real, synth, SCHEMA)
+    added = report.with_tstr(without, real, synth, SCHEMA, "c")
+    direct = report.evaluate_subsampled(real, synth, SCHEMA, target="c")
+    assert added["tstr"] == direct["tstr"] and added["_about"]["metrics"] == direct["_about"]["metrics"]
+    assert "tstr" not in without and "tstr" not in without["_about"]["metrics"]  # the cached report is unchanged
+
+
 # -- evaluate and the CLI --------------------------------------------------------------------------
 def test_evaluate_reports_every_metric_with_provenance_and_floor():
     real, synth = _table(1000, 7), _table(800, 8, shift=0.1)

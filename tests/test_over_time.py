@@ -34,16 +34,25 @@ METHODS = ("stream (online PMM, depth for the plan)", "stream (online PMM, growi
            "naive re-run (PMM, eps/T)")
 
 
-def test_the_page_releases_step_by_step_and_draws_w1_per_step():
+def test_the_page_draws_every_line_over_its_interval_and_explains_each_line():
     at = _app()
     assert not _problems(at)
     at.slider(key="w_time_steps").set_value(4).run()
+    at.slider(key="w_time_seeds").set_value(2).run()
     next(b for b in at.button if b.label == "Release step by step").click().run()
     assert not _problems(at)
     fig = json.loads(at.get("plotly_chart")[0].proto.spec)
-    assert fig["layout"]["yaxis"]["type"] == "log"
-    assert [t["name"] for t in fig["data"]] == list(METHODS)
+    lines = [t for t in fig["data"] if t.get("showlegend") is not False]
+    bands = [t for t in fig["data"] if t.get("fill") == "toself"]
+    assert [t["name"] for t in lines] == list(METHODS)
+    assert [t["name"] for t in bands] == [f"{m}: 95% interval" for m in METHODS]
     assert any(NOT_PRIVATE in c.value for c in at.caption)
+    legend = at.markdown[-1].value
+    assert all(f"**{m}**" in legend for m in METHODS)  # one sentence per line, in the legend's words
+    assert "deeper tree" in legend and "wrong plan cannot be corrected" in legend  # what the plan's depth costs
+    captions = " ".join(c.value for c in at.caption)
+    assert "mean W1 over 2 runs" in captions and "95% Student-t interval" in captions
+    assert "Both lines" not in captions
 
 
 def test_release_mode_shows_nothing_read_off_the_raw_data():
@@ -59,7 +68,30 @@ def test_the_figure_has_one_line_per_method():
     table = pd.DataFrame({"step": [1, 2, 1, 2], "method": ["a", "a", "b", "b"], "w1": [0.3, 0.2, 0.4, 0.35]})
     fig = F.over_time_figure(table)
     assert [t.name for t in fig.data] == ["a", "b"]
-    assert list(fig.data[0].y) == [0.3, 0.2] and fig.layout.yaxis.type == "log"
+    assert list(fig.data[0].y) == [0.3, 0.2] and "one run" in fig.layout.title.text
+
+
+def test_the_figure_shades_each_interval_under_its_line():
+    table = pd.DataFrame({"step": [2, 1, 1, 2], "method": ["a", "a", "b", "b"], "w1": [0.2, 0.3, 0.4, 0.35],
+                          "low": [0.15, 0.25, 0.3, 0.3], "high": [0.25, 0.35, 0.5, 0.4]})
+    fig = F.over_time_figure(table)
+    assert [t.name for t in fig.data] == ["a: 95% interval", "a", "b: 95% interval", "b"]
+    band, line = fig.data[0], fig.data[1]
+    assert list(band.x) == [1, 2, 2, 1] and list(band.y) == [0.35, 0.25, 0.15, 0.25]  # high forward, low back
+    assert band.fill == "toself" and band.showlegend is False and band.legendgroup == line.legendgroup == "a"
+    assert list(line.y) == [0.3, 0.2] and "95% interval shaded" in fig.layout.title.text
+
+
+def test_summary_gives_the_student_t_interval_of_the_mean_over_seeds():
+    table = pd.DataFrame({"seed": [0, 1, 2, 0, 1, 2], "step": [1] * 6, "method": ["a"] * 3 + ["b"] * 3,
+                          "w1": [0.2, 0.3, 0.4, 0.5, 0.5, 0.5], "records": [10] * 6})
+    out = stream_eval.summary(table).set_index("method")
+    half = 4.302652729911275 * 0.1 / math.sqrt(3)  # t_{0.975, 2} x sd / sqrt(3)
+    assert out.loc["a", "w1"] == pytest.approx(0.3) and out.loc["a", "seeds"] == 3
+    assert out.loc["a", "low"] == pytest.approx(0.3 - half) and out.loc["a", "high"] == pytest.approx(0.3 + half)
+    assert out.loc["b", "low"] == pytest.approx(0.5) == out.loc["b", "high"]  # no spread, no width
+    single = stream_eval.summary(table[table["seed"] == 0])
+    assert single["low"].isna().all() and single["high"].isna().all()
 
 
 def test_split_by_time_column_and_by_row_order():
@@ -78,7 +110,14 @@ def test_split_by_time_column_and_by_row_order():
 def test_over_time_spends_the_same_epsilon_both_ways():
     frame = pd.DataFrame({"x": np.random.default_rng(0).random(400)})
     schema = ps.Schema.from_dict({"columns": [{"name": "x", "lo": 0, "hi": 1}]})
-    table = stream_eval.over_time(stream_eval.split_batches(frame, 4), schema, 1.0)
-    assert sorted(table["method"].unique()) == sorted(METHODS)
+    shares = []
+    table = stream_eval.over_time(stream_eval.split_batches(frame, 4), schema, 1.0, seeds=2,
+                                  progress=lambda share, text: shares.append(share))
+    assert sorted(table["method"].unique()) == sorted(METHODS) == sorted(stream_eval.METHODS)
     assert table["records"].max() == 400 and table["w1"].between(0, 1).all()
     assert not math.isnan(table["w1"].iloc[-1])
+    assert sorted(table["seed"].unique()) == [0, 1] and len(table) == 2 * 4 * 3
+    assert shares == [k / 8 for k in range(1, 9)]  # after every run of every step
+    assert (table.groupby(["method", "step"])["w1"].nunique() == 2).all()  # the seeds give different runs
+    with pytest.raises(ParameterError):
+        stream_eval.over_time(stream_eval.split_batches(frame, 4), schema, 1.0, seeds=0)

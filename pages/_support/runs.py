@@ -103,13 +103,21 @@ def execute(key: dict[str, Any]) -> ps.SynthResult:
 
 
 @st.cache_data(max_entries=24, show_spinner="Computing the metrics on the real data (not private)...")
-def evaluation(key_json: str, _real: pd.DataFrame, _synthetic: pd.DataFrame, schema_json: str,
-               target: str | None) -> dict:
-    return report.evaluate_subsampled(_real, _synthetic, ps.Schema.from_dict(json.loads(schema_json)), target=target)
+def evaluation(key_json: str, _real: pd.DataFrame, _synthetic: pd.DataFrame, schema_json: str) -> dict:
+    return report.evaluate_subsampled(_real, _synthetic, ps.Schema.from_dict(json.loads(schema_json)))
+
+
+@st.cache_data(max_entries=24, show_spinner="Training a model on the synthetic and one on the real data (not "
+                                            "private)...")
+def with_tstr(key_json: str, _real: pd.DataFrame, _synthetic: pd.DataFrame, schema_json: str, target: str) -> dict:
+    return report.with_tstr(evaluation(key_json, _real, _synthetic, schema_json), _real, _synthetic,
+                            ps.Schema.from_dict(json.loads(schema_json)), target)
 
 
 def evaluate_result(result: ps.SynthResult, key: dict) -> dict:
-    """The metrics of a run (teaching mode only), cached by the run's key and the TSTR target."""
+    """The metrics of a run (teaching mode only), cached by the run's key; with a TSTR target, its entry is cached
+    by the key and the target on top of them, so changing the target computes that entry alone."""
     target = shared.tstr_target()
     target = target if target in [c["name"] for c in result.schema["columns"]] else None
-    return evaluation(json.dumps(key, sort_keys=True), real_of(result), result.data, json.dumps(result.schema), target)
+    arguments = (json.dumps(key, sort_keys=True), real_of(result), result.data, json.dumps(result.schema))
+    return evaluation(*arguments) if target is None else with_tstr(*arguments, target)

@@ -34,7 +34,7 @@ from privsyn_core.evaluation.marginals import (
 
 __all__ = ["COLLAPSE_SHARE", "EVAL_BOOTSTRAP", "EVAL_CONFIDENCE", "EVAL_MAX_ROWS", "EVAL_MMD_SAMPLE",
            "EVAL_PROJECTIONS", "EVAL_REPEATS", "EVAL_SUBSAMPLE", "EVAL_W1_ENTRIES", "FEW_VALUES", "GRID_USE_RATIO",
-           "METRICS", "MetricInfo", "coverage", "evaluate", "rank_runs"]
+           "METRICS", "MetricInfo", "coverage", "evaluate", "evaluate_tstr", "rank_runs"]
 
 
 @dataclass(frozen=True)
@@ -92,9 +92,10 @@ METRICS: dict[str, MetricInfo] = {
         "a collapse check: a synthetic table repeating one row has a large share (floor: the real share)",
         interval=False),
     "tstr": MetricInfo(
-        "model trained on synthetic, tested on real", "higher", "the score named in the entry (accuracy, ROC AUC "
-        "or R^2)", "score of a model trained on the synthetic rows and tested on held-out real rows (reference: "
-        "trained on real rows)", interval=False),
+        "model trained on synthetic, tested on real", "higher",
+        "the score named in the entry (accuracy, 0 to 1, or R^2, at most 1)",
+        "score of a model trained on the synthetic rows and tested on held-out real rows (reference: trained on real "
+        "rows; interval over the test rows)"),
 }
 
 EVAL_MAX_ROWS = 50_000  # rows per side that evaluate reads; larger tables are uniformly subsampled
@@ -210,9 +211,8 @@ def evaluate(real_df: pd.DataFrame, synth_df: pd.DataFrame, schema: Schema | Non
         report.update(marginals)
         report["coverage"] = coverage(real, synth, schema)
     if target is not None:
-        from privsyn_core.evaluation.utility import tstr
-
-        report["tstr"] = tstr(real_rows, synth_rows, target, real_test=real_test, schema=schema, seed=seed)
+        report["tstr"] = evaluate_tstr(real_df, synth_df, target, schema, real_test=real_test, seed=seed,
+                                       max_rows=max_rows)
     report["_about"] = {
         "n_real": len(real_df), "n_synthetic": len(synth_df), "rows_evaluated": {"real": len(real),
                                                                                   "synthetic": len(synth)},
@@ -225,6 +225,22 @@ def evaluate(real_df: pd.DataFrame, synth_df: pd.DataFrame, schema: Schema | Non
         "metrics": {name: asdict(METRICS[name]) for name in report if name in METRICS}}
     report["_tables"] = tables
     return report
+
+
+def evaluate_tstr(real_df: pd.DataFrame, synth_df: pd.DataFrame, target: str, schema: Schema | None = None, *,
+                  real_test: pd.DataFrame | None = None, seed: int = 0, max_rows: int = EVAL_MAX_ROWS) -> dict:
+    """The ``tstr`` entry of :func:`evaluate` with the same arguments, alone.
+
+    It reads the same rows as :func:`evaluate` (at most ``max_rows`` of each side, the same seeded uniform
+    subsamples) and calls :func:`privsyn_core.evaluation.utility.tstr` on them, so a caller may keep the rest of
+    the report and compute the entry of another target on its own.
+    """
+    from privsyn_core.evaluation.utility import tstr
+
+    schema = Schema.infer(real_df) if schema is None else schema
+    rng = np.random.default_rng(seed)  # the first two draws of evaluate's generator: the same rows
+    real_rows, synth_rows = _bounded(real_df, max_rows, rng), _bounded(synth_df, max_rows, rng)
+    return tstr(real_rows, synth_rows, target, real_test=real_test, schema=schema, seed=seed)
 
 
 @dataclass(frozen=True)

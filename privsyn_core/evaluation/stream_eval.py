@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import itertools
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.stats import t as student_t
 
 from privsyn_core.data.domain import Schema
 from privsyn_core.errors import DataError, ParameterError
@@ -18,10 +20,22 @@ from privsyn_core.evaluation.distances import w1
 from privsyn_core.privacy.accounting import split_epsilon
 from privsyn_core.stream import open_stream
 
-#: Rows per side of each W1 (a fixed subsample beyond it), so one evaluation takes seconds.
-EVAL_ROWS = 1500
+#: Rows per side of each W1 (uniform subsamples beyond it; exact W1's cost grows faster than the square of the rows).
+EVAL_ROWS = 300
 #: Most steps a table is split into.
 MAX_STEPS = 48
+#: Runs of every method, each with its own seed, that the interval of a step is made from.
+SEEDS = 3
+#: Most seeds a caller may ask for (the work grows linearly with them).
+MAX_SEEDS = 10
+#: Confidence of the interval over seeds.
+CONFIDENCE = 0.95
+
+#: The three ways to release at every step, as the table and the figure name them.
+FIXED_DEPTH = "stream (online PMM, depth for the plan)"
+GROWING_DEPTH = "stream (online PMM, growing depth, no plan)"
+NAIVE = "naive re-run (PMM, eps/T)"
+METHODS = (FIXED_DEPTH, GROWING_DEPTH, NAIVE)
 
 
 def split_batches(frame: pd.DataFrame, steps: int, time_column: str | None = None) -> list[pd.DataFrame]:
@@ -49,49 +63,115 @@ def split_batches(frame: pd.DataFrame, steps: int, time_column: str | None = Non
 
 
 def over_time(batches: list[pd.DataFrame], schema: Schema, epsilon: float, *, seed: int = 0,
-              horizon_steps: int | None = None) -> pd.DataFrame:
+              horizon_steps: int | None = None, seeds: int = SEEDS,
+              progress: Callable[[float, str], object] | None = None) -> pd.DataFrame:
     """W1 (unit cube, l-infinity) at every step: online PMM (fixed and growing depth) vs offline PMM re-run with
-    epsilon / T per step.
+    epsilon / T per step, each run ``seeds`` times.
 
     All spend ``epsilon`` over the ``T = len(batches)`` steps: each stream once for all its releases, the re-run
     ``epsilon / T`` at each step (``split_epsilon``).  The fixed-depth stream's depth is PMM's depth for the planned
     size and steps (here the actual ones: a teaching evaluation); the growing stream needs no plan (its levels open
-    as its released root count grows).  Columns ``step, method, w1, records``.
+    as its released root count grows).  Run ``r`` (``0 <= r < seeds``) seeds every mechanism with ``seed + r``.
+    At each step of a run, one uniform subsample of at most :data:`EVAL_ROWS` real rows so far is compared with a
+    subsample of the same size of each method's synthetic rows (exact W1,
+    :func:`~privsyn_core.evaluation.distances.w1`), so the three methods are measured against the same real rows.
+
+    Parameters
+    ----------
+    batches : list of DataFrame
+        The table in the order it arrives (:func:`split_batches`).
+    schema : Schema
+    epsilon : float
+        Budget of the whole stream, for each method.
+    seed : int
+        First seed.
+    horizon_steps : int, optional
+        Steps the fixed-depth stream plans for (default: the actual number).
+    seeds : int
+        Runs of each method, in ``[1, MAX_SEEDS]``.
+    progress : callable, optional
+        Called as ``progress(share_done, text)`` after every run of every step.
+
+    Returns
+    -------
+    DataFrame
+        ``seed, step, method, w1, records``: one row per run, step and method (:func:`summary` makes the intervals).
     """
+    if not (isinstance(seeds, int) and 1 <= seeds <= MAX_SEEDS):
+        raise ParameterError(f"seeds must be an integer in [1, {MAX_SEEDS}], got {seeds!r}")
     import privsyn_core as ps
 
     steps = len(batches)
     total = int(sum(len(b) for b in batches))
     shares = [e for _, e in split_epsilon(epsilon, [(str(t), 1.0) for t in range(steps)])]
-    rng = np.random.default_rng(seed)
+    runs = [seed + r for r in range(seeds)]
+    rngs = {run: np.random.default_rng(run) for run in runs}
     rows: list[dict] = []
     seen: list[np.ndarray] = []
     with tempfile.TemporaryDirectory() as folder:
-        stream = open_stream(Path(folder) / "stream.json", schema, epsilon, create=True, horizon_n=max(total, 1),
-                             horizon_steps=horizon_steps or steps, rng=seed)
-        growing = open_stream(Path(folder) / "growing.json", schema, epsilon, create=True, growing=True, rng=seed)
+        streams = {run: (open_stream(Path(folder) / f"fixed_{run}.json", schema, epsilon, create=True,
+                                     horizon_n=max(total, 1), horizon_steps=horizon_steps or steps, rng=run),
+                         open_stream(Path(folder) / f"growing_{run}.json", schema, epsilon, create=True,
+                                     growing=True, rng=run))
+                   for run in runs}
+        # Step by step, every run at each step: the runs of one step draw noise at the same scales one after the
+        # other, so the sampler's tables made for the first run serve the others.
         for t, batch in enumerate(batches, 1):
-            release = stream.add(batch)
-            grown = growing.add(batch)
             if len(batch):
                 seen.append(schema.encode(batch)[0])
-            real = np.vstack(seen) if seen else np.empty((0, len(schema.columns)))
-            naive = ps.synthesize(pd.concat(batches[:t]), "pmm", shares[t - 1], schema=schema,
-                                  neighbouring="add_remove", public_n=max(len(real), 1), rng=seed * 1000 + t)
-            for method, synthetic in (("stream (online PMM, depth for the plan)", release.unit),
-                                      ("stream (online PMM, growing depth, no plan)", grown.unit),
-                                      ("naive re-run (PMM, eps/T)", naive.unit_rows)):
-                rows.append({"step": t, "method": method, "w1": _w1(real, synthetic, rng), "records": len(real)})
-    return pd.DataFrame(rows)
+            so_far = np.vstack(seen) if seen else np.empty((0, len(schema.columns)))
+            table_so_far = pd.concat(batches[:t])
+            for i, run in enumerate(runs):
+                fixed, growing = streams[run][0].add(batch), streams[run][1].add(batch)
+                naive = ps.synthesize(table_so_far, "pmm", shares[t - 1], schema=schema, neighbouring="add_remove",
+                                      public_n=max(len(so_far), 1), rng=run * 1000 + t)
+                real = _subsample(so_far, rngs[run])
+                for method, synthetic in ((FIXED_DEPTH, fixed.unit), (GROWING_DEPTH, growing.unit),
+                                          (NAIVE, naive.unit_rows)):
+                    rows.append({"seed": run, "step": t, "method": method, "w1": _w1(real, synthetic, rngs[run]),
+                                 "records": len(so_far)})
+                if progress is not None:
+                    progress(((t - 1) * seeds + i + 1) / (steps * seeds),
+                             f"step {t} of {steps}, run {i + 1} of {seeds}")
+    return pd.DataFrame(rows, columns=["seed", "step", "method", "w1", "records"])
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    r"""Mean W1 over the seeds at every step and method, with its interval.
+
+    ``low``/``high`` is the :data:`CONFIDENCE` Student-t interval of the mean over the ``S`` seeds,
+    :math:`\bar w \pm t_{0.975, S-1} s / \sqrt S` (NaN with a single seed): the spread of the mechanisms' noise
+    and of the evaluation's subsamples.
+
+    Parameters
+    ----------
+    table : DataFrame
+        :func:`over_time`'s output (``step, method, w1, records`` and, for several runs, ``seed``).
+
+    Returns
+    -------
+    DataFrame
+        ``step, method, w1, low, high, seeds, records``, methods in their order of appearance.
+    """
+    grouped = table.groupby(["method", "step"], sort=False)["w1"]
+    out = grouped.agg(w1="mean", sd="std", seeds="count").reset_index()
+    out["records"] = table.groupby(["method", "step"], sort=False)["records"].first().to_numpy()
+    several = out["seeds"] > 1
+    multiplier = student_t.ppf(0.5 + CONFIDENCE / 2, np.where(several, out["seeds"] - 1, 1))
+    half = np.where(several, multiplier * out["sd"] / np.sqrt(out["seeds"]), np.nan)
+    out["low"], out["high"] = (out["w1"] - half).clip(lower=0.0), out["w1"] + half
+    return out[["step", "method", "w1", "low", "high", "seeds", "records"]]
+
+
+def _subsample(rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return rows if len(rows) <= EVAL_ROWS else rows[rng.choice(len(rows), EVAL_ROWS, replace=False)]
 
 
 def _w1(real: np.ndarray, synthetic: np.ndarray | None, rng: np.random.Generator) -> float:
     if synthetic is None or len(synthetic) == 0 or len(real) == 0:
         return float("nan")
-    real = real if len(real) <= EVAL_ROWS else real[rng.choice(len(real), EVAL_ROWS, replace=False)]
-    synthetic = synthetic if len(synthetic) <= EVAL_ROWS else synthetic[rng.choice(len(synthetic), EVAL_ROWS,
-                                                                                   replace=False)]
-    return float(w1(real, synthetic, metric="chebyshev"))
+    return float(w1(real, _subsample(synthetic, rng), metric="chebyshev"))
 
 
-__all__ = ["EVAL_ROWS", "MAX_STEPS", "over_time", "split_batches"]
+__all__ = ["CONFIDENCE", "EVAL_ROWS", "FIXED_DEPTH", "GROWING_DEPTH", "MAX_SEEDS", "MAX_STEPS", "METHODS", "NAIVE",
+           "SEEDS", "over_time", "split_batches", "summary"]

@@ -499,14 +499,35 @@ def released_tree_figure(release) -> go.Figure | None:
 
 
 def over_time_figure(table: pd.DataFrame) -> go.Figure:
-    """W1 per step, one line per method (columns ``step, method, w1``), log y axis; teaching only."""
+    """W1 per step, one line per method (columns ``step, method, w1``); teaching only.
+
+    With ``low`` and ``high`` (:func:`privsyn_core.evaluation.stream_eval.summary`: the mean over seeds and its
+    interval) each line is drawn over a band of its colour from ``low`` to ``high``, the band's trace named
+    ``"<method>: 95% interval"`` and left out of the legend (no band when every interval is undefined: one seed).
+    """
     fig = go.Figure()
     palette = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
+    bands = {"low", "high"} <= set(table.columns) and bool(table["low"].notna().any())
     for i, (name, group) in enumerate(table.groupby("method", sort=False)):
         group = group.sort_values("step")
-        fig.add_trace(go.Scatter(x=group["step"].to_numpy(), y=group["w1"].to_numpy(), mode="lines+markers",
-                                 name=str(name), line=dict(color=palette[i % len(palette)])))
-    fig.update_layout(title=f"W1 to the table so far, step by step ({NOT_PRIVATE})", xaxis=dict(title="step"),
-                      yaxis=dict(type="log", title="W1 (unit cube, chebyshev)"), margin=dict(l=40, r=10, t=50, b=40),
-                      legend=dict(orientation="h", y=-0.25))
+        colour = palette[i % len(palette)]
+        steps = group["step"].to_numpy()
+        if bands:
+            fig.add_trace(go.Scatter(
+                x=np.concatenate([steps, steps[::-1]]),
+                y=np.concatenate([group["high"].to_numpy(float), group["low"].to_numpy(float)[::-1]]),
+                fill="toself", fillcolor=_translucent(colour), line=dict(width=0), hoverinfo="skip",
+                showlegend=False, legendgroup=str(name), name=f"{name}: 95% interval"))
+        fig.add_trace(go.Scatter(x=steps, y=group["w1"].to_numpy(), mode="lines+markers", name=str(name),
+                                 legendgroup=str(name), line=dict(color=colour)))
+    what = "mean over seeds, 95% interval shaded" if bands else "one run"
+    fig.update_layout(title=f"W1 to the table so far, step by step ({what}; {NOT_PRIVATE})",
+                      xaxis=dict(title="step"), yaxis=dict(title="W1 (unit cube, chebyshev)"),
+                      margin=dict(l=40, r=10, t=50, b=40), legend=dict(orientation="h", y=-0.25))
     return fig
+
+
+def _translucent(colour: str, alpha: float = 0.2) -> str:
+    """``#rrggbb`` as ``rgba(r, g, b, alpha)``."""
+    r, g, b = (int(colour[k:k + 2], 16) for k in (1, 3, 5))
+    return f"rgba({r}, {g}, {b}, {alpha})"

@@ -14,6 +14,7 @@ not part of a private release, and the report says so.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import html
@@ -160,6 +161,19 @@ def evaluate_subsampled(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Sch
                                  f"(W1, sliced W1, MMD: {out['_about']['repeats']} repeats of "
                                  f"{out['_about']['subsample_rows']} rows per side)"}
     return out
+
+
+def with_tstr(evaluation: dict[str, Any], real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema | None,
+              target: str, max_rows: int = EVAL_ROWS) -> dict[str, Any]:
+    """``evaluation`` (an :func:`evaluate_subsampled` result without a target) with the train-on-synthetic/
+    test-on-real entry of ``target`` added, as ``evaluate_subsampled(..., target=target)`` would hold it (the same
+    rows: :func:`privsyn_core.evaluation.scorecard.evaluate_tstr`): the other metrics need not be computed again
+    when only the target changes."""
+    from privsyn_core.evaluation.scorecard import METRICS, evaluate_tstr
+
+    about = evaluation["_about"]
+    return {**evaluation, "tstr": evaluate_tstr(real, synthetic, target, schema, max_rows=max_rows),
+            "_about": {**about, "metrics": {**about["metrics"], "tstr": dataclasses.asdict(METRICS["tstr"])}}}
 
 
 METRICS_COLUMNS = ["metric", "value", "low", "high", "real-vs-real floor", "floor low", "floor high", "details"]

@@ -134,8 +134,8 @@ def prediction(evaluation: dict[str, Any]) -> Verdict:
     n_test = int(tstr.get("n_test", 0))
     words = "accuracy" if score == "accuracy" else "R squared (share of the variation explained)"
     half = (lambda p: Z95 * math.sqrt(max(p * (1 - p), 0.0) / n_test)) if score == "accuracy" and n_test else None
-    evidence = (f"A random forest predicting {tstr['target']} from the other columns, tested on {n_test} real rows it "
-                f"never saw: {words} {synthetic:.2f}" + (f" +- {half(synthetic):.2f}" if half else "")
+    evidence = (f"Gradient-boosted trees predicting {tstr['target']} from the other columns, tested on {n_test} real "
+                f"rows they never saw: {words} {synthetic:.2f}" + (f" +- {half(synthetic):.2f}" if half else "")
                 + f" when trained on the synthetic table, {real:.2f}" + (f" +- {half(real):.2f}" if half else "")
                 + " when trained on real rows")
     if guess is not None:

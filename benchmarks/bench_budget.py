@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import multiprocessing
@@ -34,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -103,8 +105,6 @@ def reservation_rate(folder: Path, seconds: float = 3.0) -> list[dict]:
 
 def app_servers(folder: Path, clicks: int, budget: float, sessions: int = 8) -> dict:
     """Two release-only servers on one data folder; 8 wire sessions each click Run ``clicks`` times."""
-    from benchmarks.load_test import BOOT, free_port, wait_until_healthy
-
     env = {**os.environ, "PRIVSYN_DATA_DIR": str(folder / "app-data"), "PRIVSYN_RELEASE_ONLY": "1",
            "PRIVSYN_BUDGET": f"{budget:g}"}
     os.environ["PRIVSYN_DATA_DIR"] = env["PRIVSYN_DATA_DIR"]
@@ -116,22 +116,10 @@ def app_servers(folder: Path, clicks: int, budget: float, sessions: int = 8) -> 
     entries = {c: {"name": c, "kind": "numeric", "lo": 0.0, "hi": 10.0, "integer": False, "public": True,
                    "source": "typed by the user"} for c in ("x", "y")}
     uploads.save_schema(str(token), entries, ["x", "y"])
-    servers, urls = [], []
-    try:
-        for _ in range(2):
-            port = free_port()
-            command = [sys.executable, "-c", BOOT, str(folder / f"dump{port}.txt"), "run", str(REPO / "app.py"),
-                       "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(port),
-                       "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-            servers.append(wait_until_healthy(subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                                                               stderr=subprocess.DEVNULL), port))
-            urls.append(f"ws://127.0.0.1:{port}/_stcore/stream")
+    with app_servers_running(folder, env) as urls:
         start = time.perf_counter()
         outcomes = asyncio.run(_sessions(urls, sessions, clicks, f"data={token}"))
         seconds = time.perf_counter() - start
-    finally:
-        for server in servers:
-            server.kill()
     ledger = PrivacyLedger(Path(env["PRIVSYN_DATA_DIR"]) / "ledger.sqlite")
     data = file_identity(raw)  # the app's identity of an upload whose every column is chosen
     spends = ledger.spends(data)
@@ -139,6 +127,27 @@ def app_servers(folder: Path, clicks: int, budget: float, sessions: int = 8) -> 
             "failed sessions": sum(1 for o in outcomes if o[1]), "releases recorded": len(spends),
             "epsilon recorded": ledger.spent(data), "budget": budget, "seconds": round(seconds, 1),
             "errors": sorted({o[1] for o in outcomes if o[1]})[:3]}
+
+
+@contextlib.contextmanager
+def app_servers_running(folder: Path, env: dict[str, str], count: int = 2) -> Iterator[list[str]]:
+    """``count`` Streamlit servers of the app with ``env``; their websocket addresses; killed on leaving."""
+    from benchmarks.load_test import BOOT, free_port, wait_until_healthy
+
+    servers, urls = [], []
+    try:
+        for _ in range(count):
+            port = free_port()
+            command = [sys.executable, "-c", BOOT, str(folder / f"dump{port}.txt"), "run", str(REPO / "app.py"),
+                       "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(port),
+                       "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+            servers.append(wait_until_healthy(subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                                                               stderr=subprocess.DEVNULL), port))
+            urls.append(f"ws://127.0.0.1:{port}/_stcore/stream")
+        yield urls
+    finally:
+        for server in servers:
+            server.kill()
 
 
 async def _sessions(urls: list[str], sessions: int, clicks: int, query: str) -> list[tuple[int, str]]:
@@ -185,8 +194,6 @@ POPULATION = "population"
 
 def every_door(folder: Path, clicks: int, budget: float) -> dict:
     """Table 4: the app, the library, the command line and the stream against one budget at once."""
-    from benchmarks.load_test import BOOT, free_port, wait_until_healthy
-
     ledger_path = folder / "doors" / "ledger.sqlite"
     ledger = PrivacyLedger.create(ledger_path)
     ledger.set_budget(POPULATION, budget)
@@ -199,16 +206,7 @@ def every_door(folder: Path, clicks: int, budget: float) -> dict:
     env = {**os.environ, "PRIVSYN_DATA_DIR": str(folder / "doors" / "app-data"), "PRIVSYN_RELEASE_ONLY": "1",
            "PRIVSYN_LEDGER": str(ledger_path), "PRIVSYN_DATASET": POPULATION}
     token = _keep_upload(env["PRIVSYN_DATA_DIR"], table, schema)
-    servers, urls = [], []
-    try:
-        for _ in range(2):
-            port = free_port()
-            command = [sys.executable, "-c", BOOT, str(folder / f"dump{port}.txt"), "run", str(REPO / "app.py"),
-                       "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(port),
-                       "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-            servers.append(wait_until_healthy(subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                                                               stderr=subprocess.DEVNULL), port))
-            urls.append(f"ws://127.0.0.1:{port}/_stcore/stream")
+    with app_servers_running(folder, env) as urls:
         outcomes: list[tuple[str, str]] = []  # (door, "released" | "refused" | what went wrong)
         doors = [threading.Thread(target=_app_sessions, args=(urls, clicks, token, outcomes))]
         doors += [threading.Thread(target=_library_releases, args=(table, schema, ledger_path, outcomes))
@@ -223,9 +221,6 @@ def every_door(folder: Path, clicks: int, budget: float) -> dict:
         for door in doors:
             door.join()
         seconds = time.perf_counter() - start
-    finally:
-        for server in servers:
-            server.kill()
     spends = PrivacyLedger(ledger_path).spends(POPULATION)
     by_door: dict[str, float] = {}  # the doors ask distinct epsilons, so a spend names its door
     for spend in spends:

@@ -216,10 +216,10 @@ def every_door(folder: Path, clicks: int, budget: float) -> dict:
         doors += [threading.Thread(target=_stream_writer, args=(table, schema, ledger_path, folder / "doors", i,
                                                                 outcomes)) for i in range(2)]
         start = time.perf_counter()
-        for door in doors:
-            door.start()
-        for door in doors:
-            door.join()
+        for worker in doors:
+            worker.start()
+        for worker in doors:
+            worker.join()
         seconds = time.perf_counter() - start
     spends = PrivacyLedger(ledger_path).spends(POPULATION)
     by_door: dict[str, float] = {}  # the doors ask distinct epsilons, so a spend names its door

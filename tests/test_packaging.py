@@ -68,10 +68,18 @@ def _optional_packages() -> set[str]:
     return set().union(*map(_listed, OPTIONAL_REQUIREMENTS))
 
 
-def _failing_imports(blocked: set[str]) -> tuple[int, list[str]]:
-    """How many modules privsyn_core has, and those that fail to import with ``blocked`` made unimportable."""
+_REFUSING_FINDER = ("class Refuse:\n    def find_spec(self, name, path=None, target=None):\n"
+                    "        if name.split('.')[0] in BLOCKED: raise ImportError(name)\n"
+                    "sys.meta_path.insert(0, Refuse())\n")
+
+
+def _failing_imports(blocked: set[str], *, finder: bool = False) -> tuple[int, list[str]]:
+    """How many modules privsyn_core has, and those that fail to import with ``blocked`` made unimportable: absent
+    from ``sys.modules`` (``None``), or with ``finder`` refused by an import finder that raises (an import hook)."""
     modules = sorted(name.replace("-", "_") for name in blocked)
-    code = (f"import importlib, pkgutil, sys\nfor name in {modules!r}: sys.modules[name] = None\n"
+    block = (f"BLOCKED = {set(modules)!r}\n" + _REFUSING_FINDER if finder
+             else f"for name in {modules!r}: sys.modules[name] = None\n")
+    code = ("import importlib, pkgutil, sys\n" + block +
             "import privsyn_core\nnames = [info.name for info in "
             "pkgutil.walk_packages(privsyn_core.__path__, 'privsyn_core.')]\nfailed = []\n"
             "for name in names:\n    try:\n        importlib.import_module(name)\n"
@@ -94,6 +102,13 @@ def test_every_module_imports_without_the_optional_peers():
     collection, doctests and the registry work on a core install; the peers import OpenDP inside their runs."""
     count, failed = _failing_imports(_optional_packages() | set(PULLED_BY_OPENDP))
     assert count > 50 and failed == []  # the walk found the tree, and all of it imports
+
+
+def test_every_module_imports_when_an_import_finder_refuses_the_optional_peers():
+    """The same when an import hook raises for the optional packages instead of finding nothing: the check for
+    OpenDP (``opendp_available``) reads that as absent."""
+    count, failed = _failing_imports(_optional_packages() | set(PULLED_BY_OPENDP), finder=True)
+    assert count > 50 and failed == []
 
 
 def test_only_the_plotly_figures_need_the_app_extra():

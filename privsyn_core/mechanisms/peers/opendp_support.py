@@ -102,8 +102,12 @@ SEED_NOTE = ("OpenDP draws its noise from its own secure generator, which cannot
 
 
 def opendp_available() -> bool:
-    """Whether OpenDP with its ``mbi`` extra can be imported (checked without importing it)."""
-    return all(importlib.util.find_spec(name) is not None for name in REQUIRED_MODULES)
+    """Whether OpenDP with its ``mbi`` extra can be imported (checked without importing it); ``False`` also when an
+    import finder refuses one of the names (an environment that blocks the package)."""
+    try:
+        return all(importlib.util.find_spec(name) is not None for name in REQUIRED_MODULES)
+    except ImportError:
+        return False
 
 
 def key_sizes(levels: tuple[int, ...], bins: int, atoms: tuple[int, ...] | None = None) -> list[int]:

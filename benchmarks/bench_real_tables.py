@@ -4,7 +4,7 @@ Usage (repository root; privsyn_core's interpreter with ``requirements-real-tabl
 ``requirements-smartnoise.txt`` for SmartNoise's peers and for SDMetrics, passed as ``--aux-python``)::
 
     python -m benchmarks.bench_real_tables --quick          # smoke run: 2 small tables, eps 1, seed 0, 300 s cap
-    python -m benchmarks.bench_real_tables                  # the full grid: 8 tables x eps 0.5, 1, 4 x seeds 0-2
+    python -m benchmarks.bench_real_tables                  # the full grid: 14 tables x eps 0.5, 1, 4 x seeds 0-2
     python -m benchmarks.bench_real_tables --skip-done      # resume it after an interruption (failures retried)
     python -m benchmarks.bench_real_tables --report-only    # docs/benchmark_real_tables.md from the results
 
@@ -409,13 +409,13 @@ def _jsonable(value):
 
 # ---------------------------------------------------------------------------------------------------- main
 def main() -> None:
-    from benchmarks.peers.real_tables import ALL_TABLES, TABLES
+    from benchmarks.peers.real_tables import ALL_TABLES
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
                         help=f"smoke run: tables {QUICK['tables']}, eps {QUICK['epsilons']}, seeds {QUICK['seeds']}, "
                              f"{QUICK['timeout']:g} s per run (other options still apply)")
-    parser.add_argument("--tables", nargs="+", default=list(TABLES), choices=list(ALL_TABLES))
+    parser.add_argument("--tables", nargs="+", default=list(ALL_TABLES), choices=list(ALL_TABLES))
     parser.add_argument("--systems", nargs="+", default=None, help="default: every system of every table")
     parser.add_argument("--epsilons", type=float, nargs="+", default=list(EPSILONS), help="run in this order")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))

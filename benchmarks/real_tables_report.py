@@ -23,6 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.bench_real_tables import HOLDOUT
+from benchmarks.peers.real_tables import size_class
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "benchmark_real_tables.md"
 FULL_REPORT = ROOT / "test-output" / "real_tables.md"
@@ -143,13 +146,13 @@ def guide_pick(table: str, columns: list[dict], n: int, eps: float, evidence: tu
 def guide_evidence(rows: list[dict]) -> tuple[dict[str, tuple[int, int, int, int]], list[tuple]]:
     """The guide's evidence from the runs: each table's public shape ``(d, n, categorical, integer)`` and, per
     (table, epsilon, private system, metric), the aggregated ``(value, low, high)`` of W1 and the 2-/1-way TVDs."""
-    from benchmarks.peers.real_tables import TABLES
+    from benchmarks.peers.real_tables import ALL_TABLES
 
     agg = aggregate(rows)
     shapes = {}
     for table in sorted({t for t, _, _ in agg}):
         n = next(r["n"] for r in rows if r["table"] == table and r["system"] not in BOOLEAN_SYSTEMS)
-        kinds = guide_kinds(list(TABLES[table].columns))
+        kinds = guide_kinds(list(ALL_TABLES[table].columns))
         shapes[table] = (len(kinds), int(n), sum(k in ("categorical", "boolean") for k in kinds),
                          kinds.count("integer"))
     kept = [(key, entry) for key, entry in sorted(agg.items())
@@ -204,10 +207,10 @@ def write_page(rows: list[dict], source: str = SOURCE, page: Path = PAGE, full_r
     """The concise page (committed; per-table results at :data:`HEADLINE_EPSILON`, the other epsilons in
     ``other_epsilons``) and the full report (every system and metric, ``test-output/``) from the runs of the results
     file ``source``."""
-    from benchmarks.peers.real_tables import TABLES
+    from benchmarks.peers.real_tables import ALL_TABLES
 
     agg = aggregate(rows)
-    tables = [t for t in TABLES if any(r["table"] == t for r in rows)]
+    tables = [t for t in ALL_TABLES if any(r["table"] == t for r in rows)]
     epsilons = sorted({float(r["epsilon"]) for r in rows})
     context = _Context(rows, agg, tables, epsilons)
     if other_epsilons is None:  # beside a page written elsewhere (tests), never into docs/
@@ -237,12 +240,13 @@ class _Context:
     columns and the guide's pick."""
 
     def __init__(self, rows: list[dict], agg: dict, tables: list[str], epsilons: list[float]) -> None:
-        from benchmarks.peers.real_tables import TABLES
+        from benchmarks.peers.real_tables import ALL_TABLES
 
         self.rows, self.agg, self.tables, self.epsilons = rows, agg, tables, epsilons
         self.shape = {t: next((r["n"], r["d"]) for r in rows if r["table"] == t and r["system"] not in
                               ("microagg_dp", "microagg_anon")) for t in tables}
-        self.columns = {t: list(TABLES[t].columns) for t in tables}
+        self.columns = {t: list(ALL_TABLES[t].columns) for t in tables}
+        self.size = {t: size_class(round(self.shape[t][0] / (1 - HOLDOUT)), len(self.columns[t])) for t in tables}
         evidence = guide_evidence(rows)
         self.pick = {(t, e): guide_pick(t, self.columns[t], self.shape[t][0], e, evidence)
                      for t in tables for e in epsilons}
@@ -267,22 +271,22 @@ def _intro(c: _Context, source: str) -> list[str]:
 
 
 def _setup(c: _Context) -> list[str]:
-    from benchmarks.peers.real_tables import TABLES
+    from benchmarks.peers.real_tables import ALL_TABLES
 
     lines = ["## Tables", "",
              "Bundled in pip packages; public bounds, categories, integrality and atoms set by hand in "
              "`benchmarks/peers/real_tables.py` (a rationale per column), never read off the data. Seeded 70/30 "
              "split: the private table (n) and a hold-out for TSTR.", "",
-             "| table | package | n | d: num / int / cat | atoms | TSTR target (train on real) |",
-             "|---|---|---|---|---|---|"]
+             "| table | package | size | n | d: num / int / cat | atoms | TSTR target (train on real) |",
+             "|---|---|---|---|---|---|---|"]
     for t in c.tables:
         cols = c.columns[t]
         ints = sum(bool(x.get("integer")) for x in cols)
         nums = sum(x["kind"] == "numeric" for x in cols) - ints
         atoms = sum(bool(x.get("atoms")) for x in cols)
         trtr = np.mean([e["trtr"] for (tt, _, _), e in c.agg.items() if tt == t] or [math.nan])
-        lines.append(f"| {t} | {TABLES[t].package} | {c.shape[t][0]:,} | {len(cols)}: {nums} / {ints} / "
-                     f"{len(cols) - nums - ints} | {atoms} | {TABLES[t].target} ({trtr:.2f}) |")
+        lines.append(f"| {t} | {ALL_TABLES[t].package} | {c.size[t]} | {c.shape[t][0]:,} | {len(cols)}: {nums} / "
+                     f"{ints} / {len(cols) - nums - ints} | {atoms} | {ALL_TABLES[t].target} ({trtr:.2f}) |")
     return lines + ["", "## Systems and metrics", "", *_configurations(c), ""]
 
 
@@ -323,43 +327,68 @@ def _configurations(c: _Context) -> list[str]:
 
 
 def _counts(c: _Context) -> list[str]:
-    lines = ["## At least as good as MST", "",
-             "Tables on which ours is better than or tied with MST (intervals overlap: tied, never ordered), of the "
-             "tables where both ran; in brackets, how many of those are strictly better.", "",
-             "| eps | ours | against | exact W1 | 2-way TVD | 1-way TVD |", "|---|---|---|---|---|---|"]
+    """Win/tie/loss of marginal_tree, the guide's pick among ours and the best of ours against each peer, per eps
+    and metric, on every table and on the tables held out of tuning."""
+    from benchmarks.peers.real_tables import HELD_OUT
+
+    held_out = [t for t in c.tables if t in HELD_OUT]
+    lines = ["## At least as good as AIM and MST", "",
+             "Per eps and metric, on the tables where both ran: `W-T-L` = tables where ours is better (intervals "
+             "disjoint), tied (intervals overlap: never ordered) or worse; *at least as good* = W + T. "
+             f"*Held out*: {', '.join(held_out) or 'none measured'} (never tuned on).", "",
+             "| eps | ours | against | tables | exact W1 | 2-way TVD | 1-way TVD |", "|---|---|---|---|---|---|---|"]
+    peers = [p for p in ("opendp_aim", "opendp_mst", "smartnoise_mst") if any(s == p for _, _, s in c.agg)]
     for eps in c.epsilons:
-        for peer in ("opendp_mst", "smartnoise_mst"):
-            for which in ("guide", "best"):
-                cells = []
-                for metric in HEADLINE:
-                    verdicts = [verdict(c.entry(t, eps, _ours(c, t, eps, metric, which)).get(metric),
-                                        c.entry(t, eps, peer).get(metric)) for t in c.tables]
-                    verdicts = [v for v in verdicts if v != "n/a"]
-                    good = sum(v in ("better", "tied") for v in verdicts)
-                    cells.append(f"{good} of {len(verdicts)} ({verdicts.count('better')})" if verdicts else "—")
-                lines.append(f"| {eps:g} | {which} | {PAGE_PEERS[peer]} | " + " | ".join(cells) + " |")
+        for peer in peers:
+            for which in ("marginal_tree", "guide", "best"):
+                for label, tables in (("all", c.tables), ("held out", held_out)):
+                    cells = [_win_tie_loss(c, tables, eps, peer, which, metric) for metric in HEADLINE]
+                    if any(cells):
+                        lines.append(f"| {eps:g} | {which} | {PAGE_PEERS[peer]} | {label} | "
+                                     + " | ".join(cell or "—" for cell in cells) + " |")
     return lines + [""]
 
 
+def _win_tie_loss(c: _Context, tables: list[str], eps: float, peer: str, which: str, metric: str) -> str:
+    """``W-T-L of N`` of ``which`` (a system, or ``guide``/``best``) against ``peer`` on ``tables``; empty when
+    no table has both."""
+    verdicts = [verdict(c.entry(t, eps, _ours(c, t, eps, metric, which)).get(metric),
+                        c.entry(t, eps, peer).get(metric)) for t in tables]
+    verdicts = [v for v in verdicts if v != "n/a"]
+    if not verdicts:
+        return ""
+    return f"{verdicts.count('better')}-{verdicts.count('tied')}-{verdicts.count('worse')} of {len(verdicts)}"
+
+
 def _guide_check(c: _Context) -> list[str]:
-    """Per eps and metric: on how many tables the guide's pick (leave-one-table-out) ties the best private system
-    measured there, peers included (its interval overlaps the first rank group's best)."""
+    """Per eps and table size: on how many tables the guide's pick (leave-one-table-out) ties the best private
+    system measured there, peers included (its interval overlaps the first rank group's best)."""
+    from benchmarks.peers.real_tables import SIZE_CLASSES
+
     lines = ["## The guide, checked", "",
              "On each table the guide picks with that table's runs left out of its evidence; the pick counts as right "
              "when its interval overlaps that of the best private system measured there (ours or a peer). Last "
              "column: the tables where some private system is right on both metrics (where none is, the best by "
              "2-way TVD and the best by W1 differ beyond their intervals and no pick can be right on both).", "",
-             "| eps | 2-way TVD | exact W1 | both | both possible |", "|---|---|---|---|---|"]
+             "| eps | tables | 2-way TVD | exact W1 | both | both possible |", "|---|---|---|---|---|---|"]
     for eps in c.epsilons:
-        picked = {t: {m: _ties_best(c, t, eps, c.pick[(t, eps)], m) for m in ("tvd2", "w1")} for t in c.tables}
-        counts = [[right[m] for right in picked.values() if right[m] is not None] for m in ("tvd2", "w1")]
-        both = [all(right.values()) for right in picked.values() if None not in right.values()]
-        possible = [any(all(_ties_best(c, t, eps, s, m) for m in ("tvd2", "w1")) for (u, x, s) in c.agg
-                        if u == t and x == eps and s not in NOT_PRIVATE and s not in BOOLEAN_SYSTEMS)
-                    for t in c.tables]
-        cells = [f"{sum(v)} of {len(v)}" for v in (*counts, both, possible)]
-        lines.append(f"| {eps:g} | " + " | ".join(cells) + " |")
+        for size in ("all", *SIZE_CLASSES):
+            tables = [t for t in c.tables if size in ("all", c.size[t])]
+            if tables:
+                lines.append(f"| {eps:g} | {size} ({len(tables)}) | " + " | ".join(_guide_counts(c, tables, eps))
+                             + " |")
     return lines + [""]
+
+
+def _guide_counts(c: _Context, tables: list[str], eps: float) -> list[str]:
+    """``k of m`` for the pick right on 2-way TVD, on W1, on both, and for some private system right on both."""
+    picked = {t: {m: _ties_best(c, t, eps, c.pick[(t, eps)], m) for m in ("tvd2", "w1")} for t in tables}
+    counts = [[right[m] for right in picked.values() if right[m] is not None] for m in ("tvd2", "w1")]
+    both = [all(right.values()) for right in picked.values() if None not in right.values()]
+    possible = [any(all(_ties_best(c, t, eps, s, m) for m in ("tvd2", "w1")) for (u, x, s) in c.agg
+                    if u == t and x == eps and s not in NOT_PRIVATE and s not in BOOLEAN_SYSTEMS)
+                for t in tables]
+    return [f"{sum(v)} of {len(v)}" for v in (*counts, both, possible)]
 
 
 def _ties_best(c: _Context, table: str, eps: float, system: str, metric: str) -> bool | None:
@@ -383,8 +412,11 @@ def best_private(agg: dict, table: str, eps: float, metric: str) -> str | None:
 
 
 def _ours(c: _Context, table: str, eps: float, metric: str, which: str) -> str:
-    """Our system on ``table``: the guide's pick among ours (the peers left out of its evidence), or our best."""
-    return c.pick_ours[(table, eps)] if which == "guide" else (best_of_ours(c.agg, table, eps, metric) or "")
+    """Our system on ``table``: the guide's pick among ours (the peers left out of its evidence), our best, or the
+    system named ``which``."""
+    if which == "guide":
+        return c.pick_ours[(table, eps)]
+    return (best_of_ours(c.agg, table, eps, metric) or "") if which == "best" else which
 
 
 def _results(c: _Context, eps: float) -> list[str]:

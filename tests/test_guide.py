@@ -129,3 +129,24 @@ def test_measured_accuracy_reads_the_mechanisms_own_runs_on_the_nearest_tables_a
     assert found.nearest_tvd2_range == (0.18, 0.22) and found.tvd1_range == (0.04, 0.06)
     assert found.tvd2_range is not None and found.tvd2_range[0] == 0.18 and found.tvd2_range[1] >= 0.31
     assert measured_accuracy("srw", 5, 1_200, [], 1.0, evidence=(TABLES, RUNS)) is None
+
+
+def test_a_peer_pick_says_what_waiting_for_it_buys_over_our_best(monkeypatch):
+    """A peer (psmm stands in for one: run by an outside library) better than pmm on both comparisons is picked,
+    and the why gives both mean 2-way TVDs, W1s and times; with pmm tied, pmm (faster) is picked, no wait told."""
+    from privsyn_core.evaluation import guide
+
+    monkeypatch.setattr(guide, "_implemented_by", lambda name: "Outside" if name == "psmm" else None)
+    tables = {"a": (5, 1_000, 0, 0)}
+    runs = [("a", 1.0, "psmm", "tvd2", 0.20, 0.19, 0.21), ("a", 1.0, "psmm", "w1", 0.10, 0.09, 0.11),
+            ("a", 1.0, "pmm", "tvd2", 0.30, 0.29, 0.31), ("a", 1.0, "pmm", "w1", 0.15, 0.14, 0.16),
+            ("a", 1.0, "psmm", "seconds", 300.0, float("nan"), float("nan")),
+            ("a", 1.0, "pmm", "seconds", 0.2, float("nan"), float("nan"))]
+    found = recommend(5, 1_000, ["numeric"] * 5, 1.0, evidence=(tables, runs))
+    assert found.mechanism == "psmm"
+    assert ("psmm runs in Outside (about 300 s a run): on these tables its mean 2-way TVD is 0.200 and its W1 "
+            "0.100, against 0.300 and 0.150 for pmm, the best of this library's own (about 0.2 s a run)."
+            ) in found.why
+    runs[2:4] = [("a", 1.0, "pmm", "tvd2", 0.205, 0.19, 0.22), ("a", 1.0, "pmm", "w1", 0.1, 0.09, 0.11)]
+    found = recommend(5, 1_000, ["numeric"] * 5, 1.0, evidence=(tables, runs))
+    assert found.mechanism == "pmm" and "runs in" not in found.why

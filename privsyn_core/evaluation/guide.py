@@ -35,7 +35,7 @@ from privsyn_core.data.boolean_codec import is_boolean_column
 from privsyn_core.data.domain import Schema
 from privsyn_core.data.levelled_codec import level_count
 from privsyn_core.evaluation.scorecard import rank_runs
-from privsyn_core.registry import list_mechanisms
+from privsyn_core.registry import get_mechanism, list_mechanisms
 
 #: Column kinds the guide reads: ``integer`` is an integer column with at most 32 public values.
 KINDS = ("numeric", "integer", "categorical", "boolean")
@@ -176,7 +176,8 @@ def recommend(n_columns: int, n_rows: int, column_kinds: Sequence[str], epsilon:
     return Recommendation(best, _range(runs, tables, eps, best, "tvd2"), _range(runs, tables, eps, best, "w1"),
                           _range(runs, tables, eps, best, "tvd1"), (*tables, f"epsilon {eps:g}"),
                           _why(best, [(t, shapes[t]) for t in tables], eps, epsilon, ranks[best], seconds_of[best])
-                          + _why_fastest(best, [m for m in seconds_of if m != best]))
+                          + _why_fastest(best, [m for m in seconds_of if m != best])
+                          + _why_wait(best, mean_rank, entries, {m: _seconds(runs, tables, eps, m) for m in ranks}))
 
 
 @dataclass(frozen=True)
@@ -279,12 +280,41 @@ def _why_fastest(best: str, others: list[str]) -> str:
     return f" As good on this evidence: {', '.join(sorted(others))}; {best} is the fastest of them."
 
 
+def _why_wait(best: str, mean_rank: dict[str, float], entries: dict, seconds: dict[str, float]) -> str:
+    """When the pick runs in an outside library (a peer): what waiting for it buys over the best of privsyn_core's
+    own mechanisms on the same evidence (lowest mean rank, then fastest), as both mean 2-way TVDs, W1s and times."""
+    library = _implemented_by(best)
+    ours = [m for m in mean_rank if _implemented_by(m) is None]
+    if library is None or not ours:
+        return ""
+    own = min(ours, key=lambda m: (mean_rank[m], seconds[m]))
+
+    def took(m: str) -> str:
+        return f"about {_duration(seconds[m])} a run" if math.isfinite(seconds[m]) else "not timed"
+
+    return (f" {best} runs in {library} ({took(best)}): on these tables its mean 2-way TVD is "
+            f"{_mean_value(entries, best, 'tvd2'):.3f} and its W1 {_mean_value(entries, best, 'w1'):.3f}, against "
+            f"{_mean_value(entries, own, 'tvd2'):.3f} and {_mean_value(entries, own, 'w1'):.3f} for {own}, the best "
+            f"of this library's own ({took(own)}).")
+
+
+def _duration(seconds: float) -> str:
+    """Seconds to two significant figures, in plain digits: ``0.12 s``, ``4.5 s``, ``300 s``, ``1,200 s``."""
+    rounded = float(f"{seconds:.2g}")
+    return f"{rounded:,.0f} s" if rounded >= 10 else f"{rounded:g} s"
+
+
+def _implemented_by(name: str) -> str | None:
+    """The outside library that runs a registered mechanism, ``None`` for privsyn_core's own."""
+    return get_mechanism(name).implemented_by
+
+
 def _why(best: str, tables: list[tuple[str, tuple[int, ...]]], eps: float, epsilon: float, ranks: list[int],
          seconds: float) -> str:
     firsts = sum(rank == 1 for rank in ranks)
     where = ", ".join(f"{t} ({shape[1]:,} rows, {shape[0]} columns)" for t, shape in tables)
     at = f"epsilon {eps:g}" + ("" if eps == epsilon else f", the measured epsilon nearest to {epsilon:g}")
-    timed = f"; about {seconds:.2g} s a run there" if math.isfinite(seconds) else ""
+    timed = f"; about {_duration(seconds)} a run there" if math.isfinite(seconds) else ""
     return (f"{best} ranked first (ties within the intervals included) in {firsts} of {len(ranks)} comparisons by "
             f"2-way marginal TVD and W1 on the most similar measured tables, {where}, at {at}{timed}.")
 

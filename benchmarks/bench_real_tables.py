@@ -279,8 +279,15 @@ def score(table: dict, synth: pd.DataFrame, seed: int, system: str) -> dict:
 def tstr(table: dict, synth: pd.DataFrame, seed: int) -> dict:
     """Train on synthetic, test on the real hold-out, as :func:`privsyn_core.evaluation.utility.tstr` does it, with
     the train-on-real reference fitted once per table and seed."""
+    from threadpoolctl import threadpool_limits
+
     from privsyn_core.evaluation import utility
 
+    with threadpool_limits(limits=1):  # as the library's tstr: OpenMP threads on a busy machine spin for seconds
+        return _tstr(table, synth, seed, utility)
+
+
+def _tstr(table: dict, synth: pd.DataFrame, seed: int, utility) -> dict:
     schema, target = table["schema"], table["target"]
     task = utility._resolve_task("auto", schema[target])
     features = schema.select([n for n in schema.names if n != target])

@@ -76,7 +76,7 @@ def aggregate(rows: list[dict]) -> dict:
         entry: dict = {"seeds": len(runs), "seconds": float(np.mean([r["seconds"] for r in runs])),
                        "cpu_seconds": float(np.mean([r.get("cpu_seconds", math.nan) for r in runs])),
                        "flags": sorted({f.strip() for r in runs for f in r["coverage_flags"].split(",") if f.strip()}),
-                       "trtr": float(np.mean([r["tstr"]["train_on_real"] for r in runs]))}
+                       "trtr": float(np.mean([r["tstr"]["train_on_real"] for r in runs if "tstr" in r] or [math.nan]))}
         for metric, (_, per_run) in METRICS.items():
             triples = [t for t in (_triple(r, metric) for r in runs) if t is not None]
             if not triples:
@@ -261,13 +261,15 @@ class _Context:
 def _intro(c: _Context, source: str) -> list[str]:
     seeds = sorted({int(r["seed"]) for r in c.rows})
     failed = sum("error" in r for r in c.rows)
+    carried = sorted({r["reused_from"] for r in c.rows if "reused_from" in r})
+    reused = [f"{sum(r.get('reused_from') == note for r in c.rows)} runs {note}." for note in carried]
     return ["# Real tables: our mechanisms against MST and AIM", "",
             f"Generated from `{source}` ({len(c.rows)} runs, {failed} failed; "
             f"{len(c.tables)} table{'s' * (len(c.tables) > 1)}, eps {', '.join(f'{e:g}' for e in c.epsilons)}, seeds "
             f"{', '.join(map(str, seeds))}) by `python -m benchmarks.bench_real_tables` (`--quick`: the smoke run; "
             "setup, install and the full-grid command: the script's docstring). Times are seconds of one synthesis "
             "on a shared 2-core machine that other jobs were loading: indicative only. Every run, every system and "
-            "the per-resolution TVDs: `test-output/real_tables.md` (written by the same command).", ""]
+            "the per-resolution TVDs: `test-output/real_tables.md` (written by the same command).", *reused, ""]
 
 
 def _setup(c: _Context) -> list[str]:
@@ -320,7 +322,7 @@ def _configurations(c: _Context) -> list[str]:
             lines.append(f"* **{label}**: no finished run.")
     lines.append("* **Metrics** (real = the private table): exact W1 in the schema's unit cube on 5 subsamples of "
                  "min(500, n/2) rows a side; the resolution-robust mean 2-way and 1-way TVD (16 public grids; few-"
-                 "valued integers one bin per value); SDMetrics' QualityReport; TSTR (random forest, hold-out). "
+                 "valued integers one bin per value); SDMetrics' QualityReport; TSTR (gradient boosting, hold-out). "
                  "`a±h`: mean over seeds ± the half-width of its 95% interval (union of the seed and per-run "
                  "intervals). Lower is better except SDMetrics and TSTR.")
     return lines

@@ -6,6 +6,7 @@ rows where it is public (replace-one neighbours); under add/remove the row count
 user types a public estimate instead.  The recommendation, its reason and the measured ranges it rests
 on are shown as the guide returns them (measured figures, not bounds), with the recommended mechanism's
 floating-point exposure in the words of the reports (:func:`privsyn_core.reporting.words.floating_point`).
+Until the user chooses a mechanism, the page's chooser shows the guide's pick (:func:`default_choice`).
 """
 
 from __future__ import annotations

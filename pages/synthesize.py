@@ -15,15 +15,22 @@ from privsyn_core.reporting import words
 
 #: The neighbouring relations, in the order the page offers them.
 RELATIONS = ("add_remove", "replace")
+#: The epsilon of a new session.
+EPSILON_DEFAULT = 1.0
 
 state.require_entrypoint()
 st.title("Synthesize")
 schema = offer.current_schema()
 offered, unmet = offer.split(state.mechanisms(), schema)
 specs = {s.name: s for s in offered}
-default = next(iter(specs))  # the first offered in the registry's display order
-name = state.keep(st.selectbox, "Mechanism", "w_mechanism", default, options=list(specs),
-                  format_func=lambda n: f"{specs[n].title} [{n}]")
+# until the user chooses, the guide's pick for the settings drawn further down (read before they are drawn)
+epsilon_now = state.current("w_epsilon", EPSILON_DEFAULT, list(widgets.EPSILONS))
+relation_now = data_state.current_per_table("w_neighbouring", data_state.SAFE_RELATION, list(RELATIONS))
+rows_now = guide_panel.rows(guide_panel.public_rows(schema, relation_now))
+default = guide_panel.default_choice(schema, tuple(specs), epsilon_now, rows_now)
+name = state.keep_choice(st.selectbox, "Mechanism", "w_mechanism", default, options=list(specs),
+                         format_func=lambda n: f"{specs[n].title} [{n}]")
+guide_slot = st.container()  # the guide panel, filled once epsilon, relation and rows are drawn below
 offer.note(unmet, state.mechanisms())
 spec = specs[name]
 st.markdown(f"**Source:** {md(spec.citation)} &nbsp; **Data:** {spec.data_kind}")
@@ -39,7 +46,7 @@ if spec.floating_point_exposure:
 
 left, right = st.columns(2)
 with left:
-    epsilon = state.keep(st.select_slider, "epsilon (privacy budget, log scale)", "w_epsilon", 1.0,
+    epsilon = state.keep(st.select_slider, "epsilon (privacy budget, log scale)", "w_epsilon", EPSILON_DEFAULT,
                          options=widgets.EPSILONS)
     st.markdown(widgets.epsilon_guidance(epsilon))
     # One choice per table for every mechanism, made by the user: choosing another mechanism (or the guide's
@@ -71,9 +78,9 @@ with right:
         if not spec.params:
             st.caption("This mechanism has no parameters.")
 
-# the guide reads the row count only where it is public and the mode may show what is read off the data
-n_public = len(data_state.table()) if schema and neighbouring == "replace" and not state.release_mode() else None
-guide_panel.show(schema, epsilon, neighbouring, n_public, list(specs), "w_mechanism")
+with guide_slot:
+    guide_panel.show(schema, epsilon, neighbouring, guide_panel.public_rows(schema, neighbouring), list(specs),
+                     "w_mechanism")
 key = None
 if relation_fits:
     with widgets.user_errors():

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1.element_tree import Block, Expander
 
 import privsyn_core as ps
 from pages._support import guide_panel, offer
@@ -23,8 +24,12 @@ BOOLEAN_SPECS = {s.name for s in ps.list_mechanisms() if s.data_kind == "boolean
 
 
 def offered(at: AppTest) -> set[str]:
+    return set(offered_in_order(at))
+
+
+def offered_in_order(at: AppTest) -> list[str]:
     at.switch_page("pages/synthesize.py").run()
-    return {o.rsplit("[", 1)[1].rstrip("]") for o in at.selectbox(key="w_mechanism").options}
+    return [o.rsplit("[", 1)[1].rstrip("]") for o in at.selectbox(key="w_mechanism").options]
 
 
 def mixed_upload() -> AppTest:
@@ -153,10 +158,73 @@ def test_guide_panel_shows_the_recommendation_its_reason_and_figures_and_can_cho
     spec = ps.get_mechanism(expected.mechanism)
     exposure = md(words.floating_point(spec))
     assert any(i.value == exposure for i in at.info) == bool(spec.floating_point_exposure)
-    if expected.mechanism != "pmm":
-        next(b for b in at.button if b.label == f"Use {expected.mechanism}").click().run()
-        assert at.selectbox(key="w_mechanism").value == expected.mechanism
+    chooser = at.selectbox(key="w_mechanism")
+    assert chooser.value == expected.mechanism  # the guide's pick is the default
+    assert not [b for b in at.button if b.label.startswith("Use ")]
+    other = next(o for o in offered(at) if o != expected.mechanism)
+    at.selectbox(key="w_mechanism").set_value(other).run()
+    next(b for b in at.button if b.label == f"Use {expected.mechanism}").click().run()
+    assert at.selectbox(key="w_mechanism").value == expected.mechanism
     assert not problems(at)
+
+
+def walk(node) -> list:
+    """The elements and blocks under ``node`` in the order the page draws them (depth first)."""
+    found = []
+    for child in getattr(node, "children", {}).values():
+        found += [child, *walk(child)]
+    return found
+
+
+def test_the_guide_panel_is_open_right_under_the_mechanism_chooser_and_above_run():
+    """Issue 38, item 2: the guide is visible where the mechanism is chosen: the block drawn right after the
+    chooser is a bordered container (no expander) holding the recommendation, and it comes before the Run button."""
+    at = new_app()
+    at.switch_page("pages/synthesize.py").run()
+    top = list(at.main.children.values())
+    chooser = next(i for i, node in enumerate(top) if getattr(node, "key", None) == "w_mechanism")
+    panel = top[chooser + 1]
+    inside = walk(panel)
+    assert any(getattr(n, "type", None) == "markdown" and n.value.startswith("**Try ") for n in inside)
+    assert not [n for n in [panel, *inside] if isinstance(n, Expander)]
+    assert any(n.proto.flex_container.border for n in [panel, *inside] if isinstance(n, Block) and n.proto)
+    drawn = walk(at.main)
+    advice = next(i for i, n in enumerate(drawn) if getattr(n, "type", None) == "markdown"
+                  and n.value.startswith("**Try "))
+    run = next(i for i, n in enumerate(drawn) if getattr(n, "type", None) == "button" and n.label == "Run")
+    assert drawn.index(top[chooser]) < advice < run
+    assert not problems(at)
+
+
+def test_the_default_mechanism_is_the_guides_pick_until_the_user_chooses_one():
+    """Issue 38, item 2: a fresh session shows the guide's pick for the current settings (it follows them while
+    nothing is chosen); a mechanism the user picks stays, whatever the settings and pages visited since."""
+    at = new_app()
+    pick = guide.recommend(2, guide_panel.DEFAULT_ESTIMATE, ["numeric", "numeric"], 1.0).mechanism
+    choices = offered_in_order(at)
+    assert pick in choices[1:], "the sample tells the guide's pick from the first offered"
+    assert at.selectbox(key="w_mechanism").value == pick
+    at.select_slider(key="w_epsilon").set_value(0.01).run()
+    assert at.selectbox(key="w_mechanism").value == guide.recommend(
+        2, guide_panel.DEFAULT_ESTIMATE, ["numeric", "numeric"], 0.01).mechanism
+    other = next(o for o in choices if o != pick)
+    at.selectbox(key="w_mechanism").set_value(other).run()
+    at.select_slider(key="w_epsilon").set_value(1.0).run()
+    at.radio(key="w_neighbouring").set_value("replace").run()
+    assert at.selectbox(key="w_mechanism").value == other
+    at.switch_page("pages/data.py").run()
+    at.switch_page("pages/synthesize.py").run()
+    assert at.selectbox(key="w_mechanism").value == other
+    assert not problems(at)
+
+
+def test_default_choice_is_the_pick_when_offered_else_the_first_offered():
+    schema = ps.unit_schema(2)
+    pick = guide.recommend(2, 500, ["numeric", "numeric"], 1.0).mechanism
+    assert guide_panel.default_choice(schema, ("pmm", pick), 1.0, 500) == pick
+    others = tuple(name for name in ("pmm", "psmm", "dp_histogram") if name != pick)
+    assert guide_panel.default_choice(schema, others, 1.0, 500) == others[0]
+    assert guide_panel.default_choice(None, ("psmm", "pmm"), 1.0, 500) == "psmm"
 
 
 @pytest.mark.parametrize("release", [False, True])

@@ -25,7 +25,7 @@ from privsyn_core.data.values import select_columns
 from privsyn_core.reporting import report
 
 from . import shared, table_cache, uploads
-from .state import ASSETS, keep, release_mode, set_schema_entries
+from .state import ASSETS, current, keep, release_mode, set_schema_entries
 
 DEFAULT_SAMPLE = "blobs"
 MAX_UPLOAD_MB = 50
@@ -273,6 +273,15 @@ def keep_per_table(widget, label: str, key: str, default: Any, **kwargs: Any) ->
         owners[key] = table_key
     per_table[table_key] = keep(widget, label, key, default, **kwargs)
     return per_table[table_key]
+
+
+def current_per_table(key: str, default: Any, options: list) -> Any:
+    """The value :func:`keep_per_table` draws the widget ``key`` with in this run, read before it is drawn."""
+    table_key = (st.session_state.get("data") or {}).get("sha256")
+    if st.session_state.get("table_choice_owners", {}).get(key, "") != table_key:
+        value = st.session_state.get("table_choices", {}).get(key, {}).get(table_key, default)
+        return value if value in options else default
+    return current(key, default, options)
 
 
 def real_of(result: ps.SynthResult) -> pd.DataFrame:

@@ -6,6 +6,7 @@ rows where it is public (replace-one neighbours); under add/remove the row count
 user types a public estimate instead.  The recommendation, its reason and the measured ranges it rests
 on are shown as the guide returns them (measured figures, not bounds), with the recommended mechanism's
 floating-point exposure in the words of the reports (:func:`privsyn_core.reporting.words.floating_point`).
+Until the user chooses a mechanism, the page's chooser shows the guide's pick (:func:`default_choice`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from privsyn_core.evaluation import guide
 from privsyn_core.evaluation.guide import column_kinds
 from privsyn_core.reporting import words
 
+from . import data_state, state
 from .text import md
 
 #: The row count the add/remove estimate starts from (the user replaces it with a public figure).
@@ -29,6 +31,34 @@ DEFAULT_ESTIMATE = 1000
 def recommended(n_columns: int, n_rows: int, kinds: tuple[str, ...], epsilon: float) -> guide.Recommendation:
     """:func:`guide.recommend` (pure, on public inputs), kept per process: the panel asks on every rerun."""
     return guide.recommend(n_columns, n_rows, kinds, epsilon)
+
+
+@functools.lru_cache(maxsize=256)
+def default_choice(schema: ps.Schema | None, offered: tuple[str, ...], epsilon: float, n_rows: int) -> str:
+    """The mechanism the page shows until the user chooses one: the guide's pick for ``schema`` at ``epsilon`` and
+    about ``n_rows`` rows when it is in ``offered``, else the first offered (the registry's display order).
+
+    Pure, on public inputs only (the schema, epsilon, a public row count or estimate).
+    """
+    if schema is not None:
+        kinds = tuple(column_kinds(schema))
+        pick = recommended(len(kinds), n_rows, kinds, float(epsilon)).mechanism
+        if pick in offered:
+            return pick
+    return offered[0]
+
+
+def public_rows(schema: ps.Schema | None, neighbouring: str) -> int | None:
+    """The record count the guide may read: under replace-one neighbours (where it is public) and outside release
+    mode (which shows nothing read off the data); else ``None`` (a public estimate is asked for)."""
+    if schema is None or neighbouring != "replace" or state.release_mode():
+        return None
+    return len(data_state.table())
+
+
+def rows(n_public: int | None) -> int:
+    """The row count the guide reads: ``n_public``, else the estimate typed in the panel (or its start value)."""
+    return n_public if n_public is not None else int(st.session_state.get("w_guide_n", DEFAULT_ESTIMATE))
 
 
 def measured(low_high: tuple[float, float] | None) -> str:
@@ -61,7 +91,8 @@ def show(schema: ps.Schema | None, epsilon: float, neighbouring: str, n_public: 
     if schema is None:
         st.caption("Guide: complete the public domain of every column on the Data page to get a recommendation.")
         return
-    with st.expander("Guide: which mechanism to try first for this table", expanded=False):
+    with st.container(border=True):
+        st.markdown("**Guide: which mechanism to try first for this table**")
         if n_public is None:
             n_rows = int(st.number_input(
                 "A public estimate of the number of rows", min_value=1, value=DEFAULT_ESTIMATE, step=100,
@@ -89,6 +120,7 @@ def show(schema: ps.Schema | None, epsilon: float, neighbouring: str, n_public: 
 
 
 def _choose(key: str, name: str) -> None:
-    """Callback of the "use it" button: set the page's chooser (and the value it keeps across pages)."""
+    """Callback of the "use it" button: the user's choice of the page's chooser (kept across pages)."""
     st.session_state[key] = name
     st.session_state.setdefault("saved", {})[key] = name
+    state.mark_chosen(key)

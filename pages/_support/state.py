@@ -46,6 +46,8 @@ RELEASE_ONLY_ENV = "PRIVSYN_RELEASE_ONLY"
 
 
 PROPOSED = "proposed from the data: NOT private"
+#: Session-state key of the widget keys whose value the user chose (:func:`keep_choice`).
+CHOSEN = "chosen_by_user"
 
 
 def require_entrypoint() -> None:
@@ -73,10 +75,37 @@ def keep(widget, label: str, key: str, default: Any, **kwargs: Any) -> Any:
     saved = st.session_state.setdefault("saved", {})
     options = list(kwargs["options"]) if "options" in kwargs else None
     if key not in st.session_state or not _valid(st.session_state[key], options):
-        value = saved.get(key, default)
-        st.session_state[key] = value if _valid(value, options) else default
+        st.session_state[key] = current(key, default, options)
     saved[key] = widget(label, key=key, **kwargs)
     return saved[key]
+
+
+def current(key: str, default: Any, options: list | None = None) -> Any:
+    """The value :func:`keep` draws the widget ``key`` with in this run: its state, else its kept value, else
+    ``default`` (a value that is not one of ``options`` does not count).
+
+    Read-only: a setting that depends on a widget drawn further down the page reads it here first.
+    """
+    if key in st.session_state and _valid(st.session_state[key], options):
+        return st.session_state[key]
+    value = saved_value(key, default)
+    return value if _valid(value, options) else default
+
+
+def keep_choice(widget, label: str, key: str, default: Any, **kwargs: Any) -> Any:
+    """:func:`keep` for a choice whose default follows other settings until the user makes the choice.
+
+    Until the user changes the widget (its ``on_change``) or a button sets it (:func:`mark_chosen`), it is drawn
+    with ``default``, whatever it showed before; once chosen, the value is kept as :func:`keep` keeps it.
+    """
+    if key not in st.session_state.get(CHOSEN, ()):
+        forget(key)
+    return keep(widget, label, key, default, on_change=mark_chosen, args=(key,), **kwargs)
+
+
+def mark_chosen(key: str) -> None:
+    """Record that the user chose the value of the widget ``key`` (:func:`keep_choice` keeps it from now on)."""
+    st.session_state.setdefault(CHOSEN, set()).add(key)
 
 
 def capped(widget, label: str, key: str, default: Any, *, max_value: int | float, **kwargs: Any) -> Any:

@@ -288,7 +288,7 @@ class MechanismSpec:
             return None
         wider = [s.name for s in registered() if s.is_private and s.data_kind == self.data_kind
                  and (s.max_dim is None or s.max_dim >= d)]
-        return f"works on at most {self.max_dim} encoded column(s), this table has {d}; use one of {wider[:6]}"
+        return f"works on at most {self.max_dim} encoded column(s), this table has {d}; {_alternatives(wider, d)}"
 
     def accepts(self, schema: Any) -> str | None:
         """Why the mechanism cannot run on the public ``schema`` (one line), or ``None`` when it can.
@@ -311,6 +311,23 @@ class MechanismSpec:
                 return (f"works on Boolean columns only (numeric 0/1 declared integer with bounds [0, 1], or two "
                         f"categories); not Boolean: {shown}")
         return self.too_wide(len(columns))
+
+
+#: How many alternatives :meth:`MechanismSpec.too_wide` names.
+NAMED_ALTERNATIVES = 6
+
+
+def _alternatives(names: list[str], d: int) -> str:
+    """The mechanisms to use instead, in words: ``use one of a, b or c`` (the first :data:`NAMED_ALTERNATIVES`,
+    then how many more), ``use a``, or that none takes ``d`` columns."""
+    if not names:
+        return f"no registered private mechanism of this data kind takes {d} columns"
+    if len(names) == 1:
+        return f"use {names[0]}"
+    shown, more = names[:NAMED_ALTERNATIVES], len(names) - NAMED_ALTERNATIVES
+    if more > 0:
+        return f"use one of {', '.join(shown)} or {more} more"
+    return f"use one of {', '.join(shown[:-1])} or {shown[-1]}"
 
 
 #: Every spec registered so far, by name (:func:`registered`).

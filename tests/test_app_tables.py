@@ -149,6 +149,7 @@ def test_guide_panel_shows_the_recommendation_its_reason_and_figures_and_can_cho
     at.radio(key="w_neighbouring").set_value("replace").run()
     n = len(pd.read_csv("assets/blobs.csv"))
     expected = guide.recommend(2, n, ["numeric", "numeric"], 1.0)
+    default = guide.recommend(2, n, ["numeric", "numeric"], 1.0, peers=False).mechanism
     text = guide_text(at)
     assert text.startswith(f"**Try {md(expected.mechanism)} first.**") and md(expected.why) in text
     assert any(f"Rows: {n:,} (public" in c.value for c in at.caption)  # under replace the public n is the table's
@@ -159,8 +160,8 @@ def test_guide_panel_shows_the_recommendation_its_reason_and_figures_and_can_cho
     exposure = md(words.floating_point(spec))
     assert any(i.value == exposure for i in at.info) == bool(spec.floating_point_exposure)
     chooser = at.selectbox(key="w_mechanism")
-    assert chooser.value == expected.mechanism  # the guide's pick is the default
-    assert not [b for b in at.button if b.label.startswith("Use ")]
+    assert chooser.value == default  # the guide's pick among our own (a peer only by its button) is the default
+    assert bool([b for b in at.button if b.label.startswith("Use ")]) == (default != expected.mechanism)
     other = next(o for o in offered(at) if o != expected.mechanism)
     at.selectbox(key="w_mechanism").set_value(other).run()
     next(b for b in at.button if b.label == f"Use {expected.mechanism}").click().run()
@@ -200,13 +201,13 @@ def test_the_default_mechanism_is_the_guides_pick_until_the_user_chooses_one():
     """Issue 38, item 2: a fresh session shows the guide's pick for the current settings (it follows them while
     nothing is chosen); a mechanism the user picks stays, whatever the settings and pages visited since."""
     at = new_app()
-    pick = guide.recommend(2, guide_panel.DEFAULT_ESTIMATE, ["numeric", "numeric"], 1.0).mechanism
+    pick = guide.recommend(2, guide_panel.DEFAULT_ESTIMATE, ["numeric", "numeric"], 1.0, peers=False).mechanism
     choices = offered_in_order(at)
     assert pick in choices[1:], "the sample tells the guide's pick from the first offered"
     assert at.selectbox(key="w_mechanism").value == pick
     at.select_slider(key="w_epsilon").set_value(0.01).run()
     assert at.selectbox(key="w_mechanism").value == guide.recommend(
-        2, guide_panel.DEFAULT_ESTIMATE, ["numeric", "numeric"], 0.01).mechanism
+        2, guide_panel.DEFAULT_ESTIMATE, ["numeric", "numeric"], 0.01, peers=False).mechanism
     other = next(o for o in choices if o != pick)
     at.selectbox(key="w_mechanism").set_value(other).run()
     at.select_slider(key="w_epsilon").set_value(1.0).run()
@@ -220,7 +221,7 @@ def test_the_default_mechanism_is_the_guides_pick_until_the_user_chooses_one():
 
 def test_default_choice_is_the_pick_when_offered_else_the_first_offered():
     schema = ps.unit_schema(2)
-    pick = guide.recommend(2, 500, ["numeric", "numeric"], 1.0).mechanism
+    pick = guide.recommend(2, 500, ["numeric", "numeric"], 1.0, peers=False).mechanism
     assert guide_panel.default_choice(schema, ("pmm", pick), 1.0, 500) == pick
     others = tuple(name for name in ("pmm", "psmm", "dp_histogram") if name != pick)
     assert guide_panel.default_choice(schema, others, 1.0, 500) == others[0]

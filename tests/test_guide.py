@@ -150,3 +150,15 @@ def test_a_peer_pick_says_what_waiting_for_it_buys_over_our_best(monkeypatch):
     runs[2:4] = [("a", 1.0, "pmm", "tvd2", 0.205, 0.19, 0.22), ("a", 1.0, "pmm", "w1", 0.1, 0.09, 0.11)]
     found = recommend(5, 1_000, ["numeric"] * 5, 1.0, evidence=(tables, runs))
     assert found.mechanism == "pmm" and "runs in" not in found.why
+
+
+def test_without_peers_only_this_librarys_own_mechanisms_are_picked(monkeypatch):
+    """The page's default asks for our own mechanisms only: a better peer (psmm standing in) is then not picked."""
+    from privsyn_core.evaluation import guide
+
+    monkeypatch.setattr(guide, "_implemented_by", lambda name: "Outside" if name == "psmm" else None)
+    runs = [("a", 1.0, m, metric, value, value - 0.01, value + 0.01)
+            for m, value in (("psmm", 0.1), ("pmm", 0.3)) for metric in ("tvd2", "w1")]
+    evidence = ({"a": (5, 1_000, 0, 0)}, runs)
+    assert recommend(5, 1_000, ["numeric"] * 5, 1.0, evidence=evidence).mechanism == "psmm"
+    assert recommend(5, 1_000, ["numeric"] * 5, 1.0, evidence=evidence, peers=False).mechanism == "pmm"

@@ -28,21 +28,24 @@ DEFAULT_ESTIMATE = 1000
 
 
 @functools.lru_cache(maxsize=256)
-def recommended(n_columns: int, n_rows: int, kinds: tuple[str, ...], epsilon: float) -> guide.Recommendation:
+def recommended(n_columns: int, n_rows: int, kinds: tuple[str, ...], epsilon: float,
+                peers: bool = True) -> guide.Recommendation:
     """:func:`guide.recommend` (pure, on public inputs), kept per process: the panel asks on every rerun."""
-    return guide.recommend(n_columns, n_rows, kinds, epsilon)
+    return guide.recommend(n_columns, n_rows, kinds, epsilon, peers=peers)
 
 
 @functools.lru_cache(maxsize=256)
 def default_choice(schema: ps.Schema | None, offered: tuple[str, ...], epsilon: float, n_rows: int) -> str:
-    """The mechanism the page shows until the user chooses one: the guide's pick for ``schema`` at ``epsilon`` and
-    about ``n_rows`` rows when it is in ``offered``, else the first offered (the registry's display order).
+    """The mechanism the page shows until the user chooses one: the guide's pick among this library's own
+    mechanisms (a peer takes minutes: the panel offers it with a button, never as the default) for ``schema`` at
+    ``epsilon`` and about ``n_rows`` rows when it is in ``offered``, else the first offered (the registry's display
+    order).
 
     Pure, on public inputs only (the schema, epsilon, a public row count or estimate).
     """
     if schema is not None:
         kinds = tuple(column_kinds(schema))
-        pick = recommended(len(kinds), n_rows, kinds, float(epsilon)).mechanism
+        pick = recommended(len(kinds), n_rows, kinds, float(epsilon), peers=False).mechanism
         if pick in offered:
             return pick
     return offered[0]

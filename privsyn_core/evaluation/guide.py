@@ -139,7 +139,8 @@ def candidates(column_kinds: Sequence[str]) -> list[str]:
 
 
 def recommend(n_columns: int, n_rows: int, column_kinds: Sequence[str], epsilon: float, *,
-              exclude_tables: Sequence[str] = (), evidence: Evidence | None = None) -> Recommendation:
+              exclude_tables: Sequence[str] = (), evidence: Evidence | None = None,
+              peers: bool = True) -> Recommendation:
     """The mechanism to try first for a table of ``n_columns`` columns and about ``n_rows`` rows.
 
     Parameters
@@ -155,10 +156,13 @@ def recommend(n_columns: int, n_rows: int, column_kinds: Sequence[str], epsilon:
     evidence : (tables, runs), optional
         Evidence in the layout of :data:`Evidence` (default: :func:`shipped_evidence`), e.g. a benchmark's results
         before they are written there.
+    peers : bool, default True
+        Whether mechanisms run by an outside library (``MechanismSpec.implemented_by``: minutes a run where ours
+        take seconds) are candidates; ``False``: this library's own only.
     """
     shapes, measured_runs = evidence if evidence is not None else shipped_evidence()
     shape, kinds = _shape(n_columns, n_rows, column_kinds, epsilon)
-    offered = candidates(kinds)
+    offered = [m for m in candidates(kinds) if peers or _implemented_by(m) is None]
     runs = [r for r in measured_runs if r[0] not in exclude_tables and r[2] in offered]
     tables = sorted({r[0] for r in runs}, key=lambda t: shape_distance(shape, Shape(*shapes[t])))[:NEAREST]
     if not tables:

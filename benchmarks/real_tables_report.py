@@ -286,7 +286,7 @@ def _setup(c: _Context) -> list[str]:
         ints = sum(bool(x.get("integer")) for x in cols)
         nums = sum(x["kind"] == "numeric" for x in cols) - ints
         atoms = sum(bool(x.get("atoms")) for x in cols)
-        trtr = np.mean([e["trtr"] for (tt, _, _), e in c.agg.items() if tt == t] or [math.nan])
+        trtr = np.nanmean([e["trtr"] for (tt, _, _), e in c.agg.items() if tt == t] or [math.nan])
         lines.append(f"| {t} | {ALL_TABLES[t].package} | {c.size[t]} | {c.shape[t][0]:,} | {len(cols)}: {nums} / "
                      f"{ints} / {len(cols) - nums - ints} | {atoms} | {ALL_TABLES[t].target} ({trtr:.2f}) |")
     return lines + ["", "## Systems and metrics", "", *_configurations(c), ""]
@@ -329,26 +329,35 @@ def _configurations(c: _Context) -> list[str]:
 
 
 def _counts(c: _Context) -> list[str]:
-    """Win/tie/loss of marginal_tree, the guide's pick among ours and the best of ours against each peer, per eps
-    and metric, on every table and on the tables held out of tuning."""
+    """Win/tie/loss of marginal_tree and of the guide's pick among ours against each peer, per eps and metric, on
+    every table and on the tables held out of tuning; how many seeds each peer ran."""
     from benchmarks.peers.real_tables import HELD_OUT
 
     held_out = [t for t in c.tables if t in HELD_OUT]
+    peers = [p for p in ("opendp_aim", "opendp_mst", "smartnoise_mst") if any(s == p for _, _, s in c.agg)]
     lines = ["## At least as good as AIM and MST", "",
              "Per eps and metric, on the tables where both ran: `W-T-L` = tables where ours is better (intervals "
-             "disjoint), tied (intervals overlap: never ordered) or worse; *at least as good* = W + T. "
-             f"*Held out*: {', '.join(held_out) or 'none measured'} (never tuned on).", "",
-             "| eps | ours | against | tables | exact W1 | 2-way TVD | 1-way TVD |", "|---|---|---|---|---|---|---|"]
-    peers = [p for p in ("opendp_aim", "opendp_mst", "smartnoise_mst") if any(s == p for _, _, s in c.agg)]
+             "disjoint), tied (intervals overlap: never ordered) or worse; *at least as good* = W + T; in brackets "
+             f"the same on the tables held out of tuning ({', '.join(held_out) or 'none measured'}). "
+             + " ".join(_seeds_run(c, peer) for peer in peers), "",
+             "| eps | ours | against | exact W1 | 2-way TVD | 1-way TVD |", "|---|---|---|---|---|---|"]
     for eps in c.epsilons:
         for peer in peers:
-            for which in ("marginal_tree", "guide", "best"):
-                for label, tables in (("all", c.tables), ("held out", held_out)):
-                    cells = [_win_tie_loss(c, tables, eps, peer, which, metric) for metric in HEADLINE]
-                    if any(cells):
-                        lines.append(f"| {eps:g} | {which} | {PAGE_PEERS[peer]} | {label} | "
-                                     + " | ".join(cell or "—" for cell in cells) + " |")
+            for which in ("marginal_tree", "guide"):
+                cells = [_win_tie_loss(c, c.tables, eps, peer, which, metric) for metric in HEADLINE]
+                held = [_win_tie_loss(c, held_out, eps, peer, which, metric) for metric in HEADLINE]
+                if any(cells):
+                    lines.append(f"| {eps:g} | {which} | {PAGE_PEERS[peer]} | " + " | ".join(
+                        f"{cell or '—'}" + (f" ({h})" if h else "") for cell, h in zip(cells, held, strict=True))
+                        + " |")
     return lines + [""]
+
+
+def _seeds_run(c: _Context, peer: str) -> str:
+    """``AIM (OpenDP) ran 3 seeds on k (table, eps), ...``: how much of the peer's grid finished."""
+    seeds = [c.agg[key]["seeds"] for key in c.agg if key[2] == peer]
+    counts = ", ".join(f"{k} seed{'s' * (k > 1)} on {seeds.count(k)}" for k in sorted(set(seeds), reverse=True))
+    return f"{PAGE_PEERS[peer]} ran {counts} (table, eps) pairs."
 
 
 def _win_tie_loss(c: _Context, tables: list[str], eps: float, peer: str, which: str, metric: str) -> str:
@@ -359,7 +368,7 @@ def _win_tie_loss(c: _Context, tables: list[str], eps: float, peer: str, which: 
     verdicts = [v for v in verdicts if v != "n/a"]
     if not verdicts:
         return ""
-    return f"{verdicts.count('better')}-{verdicts.count('tied')}-{verdicts.count('worse')} of {len(verdicts)}"
+    return f"{verdicts.count('better')}-{verdicts.count('tied')}-{verdicts.count('worse')}"
 
 
 def _guide_check(c: _Context) -> list[str]:

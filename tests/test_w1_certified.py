@@ -9,6 +9,7 @@ import pytest
 from ortools.graph.python import min_cost_flow
 
 import privsyn_core as ps
+from privsyn_core.data.datasets import two_blobs
 from privsyn_core.evaluation import w1_certified, w1_flow
 from privsyn_core.evaluation.w1_flow import integer_transshipment, transshipment
 from privsyn_core.evaluation.w1_transform import planar_c_transform
@@ -160,6 +161,21 @@ def test_twenty_thousand_against_19950_rows_is_certified():
     assert value.lower <= float(grid) + grid.error_bound and float(grid) - grid.error_bound <= value.upper
     assert value.upper - value.lower <= 0.1 * value.lower
 
+
+
+@pytest.mark.slow
+def test_pmm_release_under_add_remove_against_its_real_rows_is_certified():
+    """10^5 real rows against a PMM release under add/remove neighbouring (a noisy size, so masses in units of
+    1 / lcm(n, m), about 10^10): the certified interval intersects the grid method's (both hold W1) and meets
+    the default tolerance (10%)."""
+    real = two_blobs(100_000, 2, rng=0)
+    release = ps.synthesize(real, "pmm", 1.0, schema=ps.unit_schema(2), neighbouring="add_remove", rng=1).unit_rows
+    assert release is not None and len(release) != len(real)
+    value = w1(real, release)
+    assert value.method == "certified_flow"
+    grid = w1(real, release, method="grid")
+    assert value.lower <= float(grid) + grid.error_bound and float(grid) - grid.error_bound <= value.upper
+    assert value.upper - value.lower <= 0.1 * value.lower
 
 CASES = (("normal", "chebyshev"), ("shared", "cityblock"), ("grid", "chebyshev"), ("shift", "cityblock"),
          ("normal", "cityblock"), ("shared", "chebyshev"), ("grid", "cityblock"), ("shift", "chebyshev"))

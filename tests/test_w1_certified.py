@@ -134,8 +134,8 @@ def test_residual_distances_report_a_negative_cycle():
 
 
 def test_unequal_sizes_hold_pots_exact_value_on_both_solver_paths(monkeypatch):
-    """n = 1500 against m = 1499 in d = 2 (masses in units of 1 / lcm = 1 / 2,248,500: the lattice problem needs
-    POT's hold lowered to fit its range): the certified interval holds ``ot.emd2`` on the raw points, as it is
+    """n = 1500 against m = 1499 in d = 2 (masses in units of 1 / lcm = 1 / 2,248,500, so the split lattice
+    problem holds about 2^33 units): the certified interval holds ``ot.emd2`` on the raw points, as it is
     and with every flow solved by OR-tools (``POT_MAX_MASS`` = 0)."""
     rng = np.random.default_rng(8)
     X, Y = rng.random((1500, 2)), np.clip(rng.normal(0.5, 0.2, (1499, 2)), 0, 1)

@@ -9,6 +9,7 @@ import pytest
 from ortools.graph.python import min_cost_flow
 
 import privsyn_core as ps
+from privsyn_core.data.datasets import two_blobs
 from privsyn_core.evaluation import w1_certified, w1_flow
 from privsyn_core.evaluation.w1_flow import integer_transshipment, transshipment
 from privsyn_core.evaluation.w1_transform import planar_c_transform
@@ -74,12 +75,43 @@ def _check_optimal_with_tight_potentials(solution, supply, tails, heads, cost) -
     assert slack.min() >= -1e-9 and np.abs(slack[flow > 0]).max() <= 1e-9
 
 
-@pytest.mark.parametrize("scale", [1, 2**22, 2**36])
-def test_transshipment_is_optimal_and_its_potentials_are_feasible_and_tight(scale):
-    """Masses of 1, 2^22 and 2^36 units: POT with the full hold, POT with the hold lowered to fit its range (the
-    total mass is near 2^31), and OR-tools with residual shortest paths (the supply alone passes 2^31)."""
+@pytest.mark.parametrize(("scale", "pot_limit"), [(1, w1_flow.POT_MAX_MASS), (2**36, w1_flow.POT_MAX_MASS),
+                                                  (2**43, w1_flow.POT_MAX_MASS), (2**36, 0)])
+def test_transshipment_is_optimal_and_its_potentials_are_feasible_and_tight(scale, pot_limit, monkeypatch):
+    """Masses of 1, 2^36 and 2^43 units: POT with the full hold (the first two) and with the hold lowered to fit
+    its range (the total mass near 2^52); and 2^36 units by OR-tools with residual shortest paths (POT's range
+    set to 0)."""
+    monkeypatch.setattr(w1_flow, "POT_MAX_MASS", pot_limit)
     supply, tails, heads, cost = _random_transshipment(scale)
     _check_optimal_with_tight_potentials(transshipment(supply, tails, heads, cost), supply, tails, heads, cost)
+
+
+def test_network_simplex_conserves_integer_masses_that_pots_rescaling_would_round():
+    """POT rescales the target masses by ``sum(a) / sum(b)``; with a total ``S`` near 2^31 and a target mass
+    ``b_1`` for which ``b_1 * S / S != b_1`` in floating point, the flow must still conserve every mass exactly."""
+    total, first = 1886378685.0, 509508204.0
+    assert first * total / total != first  # the rounding this instance is chosen for
+    a, b = np.array([total - 3, 3.0]), np.array([first, total - first])
+    flow, _, _ = w1_flow.network_simplex(a, b, np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]),
+                                         np.array([1.0, 2.0, 2.0, 1.0]))
+    np.testing.assert_array_equal([flow[0] + flow[1], flow[2] + flow[3]], a)
+    np.testing.assert_array_equal([flow[0] + flow[2], flow[1] + flow[3]], b)
+
+
+def test_certified_interval_with_masses_of_ten_billion_units_holds_the_exact_value():
+    """Masses in units of 1 / 9,998,900,000 (= 1 / lcm(100000, 99989), the unit of 10^5 real rows against an
+    add/remove release of 99,989): 2000 atoms a side on a lattice of 20 cells, where the blocks' transport
+    problems pass 2^53 in POT's rescaling. The interval holds ``ot.emd2`` of the same masses."""
+    rng = np.random.default_rng(0)
+    unit, atoms = 9_998_900_000, 2000
+    points = rng.random((2 * atoms, 2))
+    positive = rng.multinomial(unit, np.full(atoms, 1 / atoms))
+    negative = rng.multinomial(unit, np.full(atoms, 1 / atoms))
+    lower, upper = w1_certified.certified_w1(points, np.r_[positive, -negative], unit, "chebyshev", 20)
+    exact = ot.emd2(positive / unit, negative / unit, ot.dist(points[:atoms], points[atoms:], metric="chebyshev"),
+                    numItermax=10**7)
+    assert lower <= exact * (1 + 1e-9) and exact <= upper * (1 + 1e-9), (lower, exact, upper)
+    assert upper - lower <= 0.1 * lower
 
 
 def test_integer_transshipment_is_optimal_and_its_potentials_are_feasible_and_tight():
@@ -102,8 +134,8 @@ def test_residual_distances_report_a_negative_cycle():
 
 
 def test_unequal_sizes_hold_pots_exact_value_on_both_solver_paths(monkeypatch):
-    """n = 1500 against m = 1499 in d = 2 (masses in units of 1 / lcm = 1 / 2,248,500: the lattice problem needs
-    POT's hold lowered to fit its range): the certified interval holds ``ot.emd2`` on the raw points, as it is
+    """n = 1500 against m = 1499 in d = 2 (masses in units of 1 / lcm = 1 / 2,248,500, so the split lattice
+    problem holds about 2^33 units): the certified interval holds ``ot.emd2`` on the raw points, as it is
     and with every flow solved by OR-tools (``POT_MAX_MASS`` = 0)."""
     rng = np.random.default_rng(8)
     X, Y = rng.random((1500, 2)), np.clip(rng.normal(0.5, 0.2, (1499, 2)), 0, 1)
@@ -129,6 +161,21 @@ def test_twenty_thousand_against_19950_rows_is_certified():
     assert value.lower <= float(grid) + grid.error_bound and float(grid) - grid.error_bound <= value.upper
     assert value.upper - value.lower <= 0.1 * value.lower
 
+
+
+@pytest.mark.slow
+def test_pmm_release_under_add_remove_against_its_real_rows_is_certified():
+    """10^5 real rows against a PMM release under add/remove neighbouring (a noisy size, so masses in units of
+    1 / lcm(n, m), about 10^10): the certified interval intersects the grid method's (both hold W1) and meets
+    the default tolerance (10%)."""
+    real = two_blobs(100_000, 2, rng=0)
+    release = ps.synthesize(real, "pmm", 1.0, schema=ps.unit_schema(2), neighbouring="add_remove", rng=1).unit_rows
+    assert release is not None and len(release) != len(real)
+    value = w1(real, release)
+    assert value.method == "certified_flow"
+    grid = w1(real, release, method="grid")
+    assert value.lower <= float(grid) + grid.error_bound and float(grid) - grid.error_bound <= value.upper
+    assert value.upper - value.lower <= 0.1 * value.lower
 
 CASES = (("normal", "chebyshev"), ("shared", "cityblock"), ("grid", "chebyshev"), ("shift", "cityblock"),
          ("normal", "cityblock"), ("shared", "chebyshev"), ("grid", "cityblock"), ("shift", "chebyshev"))

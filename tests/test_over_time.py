@@ -121,3 +121,22 @@ def test_over_time_spends_the_same_epsilon_both_ways():
     assert (table.groupby(["method", "step"])["w1"].nunique() == 2).all()  # the seeds give different runs
     with pytest.raises(ParameterError):
         stream_eval.over_time(stream_eval.split_batches(frame, 4), schema, 1.0, seeds=0)
+
+
+@pytest.mark.parametrize("memory", [True, False])
+def test_the_streams_state_is_scratch_in_the_memory_folder_when_there_is_one(tmp_path, monkeypatch, memory):
+    """With a memory folder the streams' state files are written there, and removed when the run ends; without one
+    the run uses the system's temporary folder."""
+    folder = tmp_path / "shm"
+    if memory:
+        folder.mkdir()
+    monkeypatch.setattr(stream_eval, "MEMORY_FOLDER", folder)
+    frame = pd.DataFrame({"x": np.random.default_rng(1).random(40)})
+    schema = ps.Schema.from_dict({"columns": [{"name": "x", "lo": 0, "hi": 1}]})
+    during: list[int] = []
+    table = stream_eval.over_time(stream_eval.split_batches(frame, 2), schema, 1.0, seeds=1,
+                                  progress=lambda share, text: during.append(len(list(folder.glob("*/*.json")))
+                                                                             if memory else 0))
+    assert len(table) == 2 * 3 and table["w1"].notna().all()
+    assert during == ([2, 2] if memory else [0, 0])  # the fixed and the growing stream's states
+    assert not memory or not any(folder.iterdir())

@@ -63,6 +63,8 @@ def numeric_values(series: pd.Series, *, checked: bool = True) -> np.ndarray:
         return series.to_numpy(dtype=float)
     if series.dtype == np.float64:
         x = series.to_numpy()  # a view for a float64 column (NaN stands for missing)
+    elif isinstance(series.dtype, np.dtype) and series.dtype.kind in "iuf":
+        x = series.to_numpy(dtype=float)  # a NumPy column has no missing marker but NaN, which the cast keeps
     elif pd.api.types.is_numeric_dtype(series):
         x = series.to_numpy(dtype=float, na_value=np.nan)
     else:

@@ -146,7 +146,8 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
 
     ``low``/``high`` is the :data:`CONFIDENCE` Student-t interval of the mean over the ``S`` seeds,
     :math:`\bar w \pm t_{0.975, S-1} s / \sqrt S` (NaN with a single seed): the spread of the mechanisms' noise
-    and of the evaluation's subsamples.
+    and of the evaluation's subsamples.  ``S`` (``seeds``) counts the runs with a W1 at that step: a run whose
+    method released no rows there (its noisy total was 0) has none, so ``seeds`` can be below ``runs``.
 
     Parameters
     ----------
@@ -156,16 +157,16 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        ``step, method, w1, low, high, seeds, records``, methods in their order of appearance.
+        ``step, method, w1, low, high, seeds, runs, records``, methods in their order of appearance.
     """
     grouped = table.groupby(["method", "step"], sort=False)["w1"]
-    out = grouped.agg(w1="mean", sd="std", seeds="count").reset_index()
+    out = grouped.agg(w1="mean", sd="std", seeds="count", runs="size").reset_index()
     out["records"] = table.groupby(["method", "step"], sort=False)["records"].first().to_numpy()
     several = out["seeds"] > 1
     multiplier = student_t.ppf(0.5 + CONFIDENCE / 2, np.where(several, out["seeds"] - 1, 1))
     half = np.where(several, multiplier * out["sd"] / np.sqrt(out["seeds"]), np.nan)
     out["low"], out["high"] = (out["w1"] - half).clip(lower=0.0), out["w1"] + half
-    return out[["step", "method", "w1", "low", "high", "seeds", "records"]]
+    return out[["step", "method", "w1", "low", "high", "seeds", "runs", "records"]]
 
 
 def _scratch_parent() -> Path | None:

@@ -54,11 +54,15 @@ else:
     if saved is not None:
         st.plotly_chart(F.over_time_figure(saved), key="over_time_chart")
         st.markdown("\n".join(f"- {line}" for line in LINES))
-        st.caption(f"Each line is the mean W1 over {int(saved['seeds'].max())} runs with different seeds; the shaded "
+        short = int((saved["seeds"] < saved["runs"]).sum())
+        st.caption(f"Each line is the mean W1 over {int(saved['runs'].max())} runs with different seeds; the shaded "
                    "band is the 95% Student-t interval of that mean (the mechanisms' noise and the evaluation's "
                    "subsamples). Where two bands overlap, these runs cannot tell the two methods apart on this "
                    "table. All three lines spend the same epsilon over the whole horizon; the streams could go on "
-                   "releasing after it, the re-run could not.")
+                   "releasing after it, the re-run could not."
+                   + (f" At {short} of the {len(saved)} points some runs released no rows (a noisy total of 0), so "
+                      "they have no W1 there: those points are means over fewer runs (the hover says how many), "
+                      "with no band where one run is left." if short else ""))
         st.caption(f"W1: chebyshev, unit cube, between the same {stream_eval.EVAL_ROWS} real rows so far and as many "
                    "rows of each method at every step (uniform subsamples). W1 between samples of that size does not "
                    "reach 0 even for identical laws, so compare the lines with each other, not with 0. Teaching "

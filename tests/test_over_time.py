@@ -55,6 +55,17 @@ def test_the_page_draws_every_line_over_its_interval_and_explains_each_line():
     assert "Both lines" not in captions
 
 
+def test_the_caption_says_where_points_are_means_over_fewer_runs():
+    at = _app()
+    runs = pd.DataFrame({"seed": [0, 1, 0, 1], "step": [1, 1, 2, 2], "method": [METHODS[0]] * 4,
+                         "w1": [0.3, np.nan, 0.2, 0.25], "records": [5, 5, 10, 10]})
+    at.session_state["over_time"] = stream_eval.summary(runs)
+    at.run()
+    assert not _problems(at)
+    captions = " ".join(c.value for c in at.caption)
+    assert "mean W1 over 2 runs" in captions and "At 1 of the 2 points some runs released no rows" in captions
+
+
 def test_release_mode_shows_nothing_read_off_the_raw_data():
     at = AppTest.from_file(APP, default_timeout=120).run()
     at.toggle(key="w_release").set_value(True).run()
@@ -82,6 +93,16 @@ def test_the_figure_shades_each_interval_under_its_line():
     assert list(line.y) == [0.3, 0.2] and "95% interval shaded" in fig.layout.title.text
 
 
+def test_the_band_leaves_a_gap_where_a_step_has_no_interval_and_the_hover_counts_the_runs():
+    table = pd.DataFrame({"step": [1, 2, 3, 4], "method": ["a"] * 4, "w1": [0.3, 0.2, 0.25, 0.2],
+                          "low": [0.2, 0.1, np.nan, 0.1], "high": [0.4, 0.3, np.nan, 0.3],
+                          "seeds": [3, 3, 1, 3], "runs": [3, 3, 3, 3]})
+    band, line = F.over_time_figure(table).data
+    assert list(band.x) == [1, 2, 2, 1, None, 4, 4] and list(band.y) == [0.4, 0.3, 0.1, 0.2, None, 0.3, 0.1]
+    assert line.customdata.tolist() == [[3, 3], [3, 3], [1, 3], [3, 3]] and "of %{customdata[1]} runs" in \
+        line.hovertemplate
+
+
 def test_summary_gives_the_student_t_interval_of_the_mean_over_seeds():
     table = pd.DataFrame({"seed": [0, 1, 2, 0, 1, 2], "step": [1] * 6, "method": ["a"] * 3 + ["b"] * 3,
                           "w1": [0.2, 0.3, 0.4, 0.5, 0.5, 0.5], "records": [10] * 6})
@@ -92,6 +113,9 @@ def test_summary_gives_the_student_t_interval_of_the_mean_over_seeds():
     assert out.loc["b", "low"] == pytest.approx(0.5) == out.loc["b", "high"]  # no spread, no width
     single = stream_eval.summary(table[table["seed"] == 0])
     assert single["low"].isna().all() and single["high"].isna().all()
+    gap = stream_eval.summary(table.assign(w1=[0.2, np.nan, 0.4, 0.5, np.nan, np.nan])).set_index("method")
+    assert gap.loc["a", "w1"] == pytest.approx(0.3) and gap.loc["a", ["seeds", "runs"]].tolist() == [2, 3]
+    assert gap.loc["b", ["seeds", "runs"]].tolist() == [1, 3] and math.isnan(gap.loc["b", "low"])
 
 
 def test_split_by_time_column_and_by_row_order():
@@ -121,3 +145,22 @@ def test_over_time_spends_the_same_epsilon_both_ways():
     assert (table.groupby(["method", "step"])["w1"].nunique() == 2).all()  # the seeds give different runs
     with pytest.raises(ParameterError):
         stream_eval.over_time(stream_eval.split_batches(frame, 4), schema, 1.0, seeds=0)
+
+
+@pytest.mark.parametrize("memory", [True, False])
+def test_the_streams_state_is_scratch_in_the_memory_folder_when_there_is_one(tmp_path, monkeypatch, memory):
+    """With a memory folder the streams' state files are written there, and removed when the run ends; without one
+    the run uses the system's temporary folder."""
+    folder = tmp_path / "shm"
+    if memory:
+        folder.mkdir()
+    monkeypatch.setattr(stream_eval, "MEMORY_FOLDER", folder)
+    frame = pd.DataFrame({"x": np.random.default_rng(1).random(40)})
+    schema = ps.Schema.from_dict({"columns": [{"name": "x", "lo": 0, "hi": 1}]})
+    during: list[int] = []
+    table = stream_eval.over_time(stream_eval.split_batches(frame, 2), schema, 1.0, seeds=1,
+                                  progress=lambda share, text: during.append(len(list(folder.glob("*/*.json")))
+                                                                             if memory else 0))
+    assert len(table) == 2 * 3 and table["w1"].notna().all()
+    assert during == ([2, 2] if memory else [0, 0])  # the fixed and the growing stream's states
+    assert not memory or not any(folder.iterdir())

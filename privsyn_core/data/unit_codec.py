@@ -95,7 +95,8 @@ class UnitCodec:
                 k = len(col.category_list)
                 idx = np.minimum((u * k).astype(np.int64), k - 1)
                 values = category_array(col.category_list)
-                out[col.name] = pd.Series(values[idx], dtype=_category_dtype(values))
+                # the k categories made into pandas' array once, then taken row by row (no conversion per row)
+                out[col.name] = pd.Series(pd.array(values, dtype=_category_dtype(values)).take(idx))
         return pd.DataFrame(out, columns=self.schema.names)
 
 

@@ -63,6 +63,8 @@ def numeric_values(series: pd.Series, *, checked: bool = True) -> np.ndarray:
         return series.to_numpy(dtype=float)
     if series.dtype == np.float64:
         x = series.to_numpy()  # a view for a float64 column (NaN stands for missing)
+    elif isinstance(series.dtype, np.dtype) and series.dtype.kind in "iuf":
+        x = series.to_numpy(dtype=float)  # a NumPy column has no missing marker but NaN, which the cast keeps
     elif pd.api.types.is_numeric_dtype(series):
         x = series.to_numpy(dtype=float, na_value=np.nan)
     else:
@@ -92,17 +94,25 @@ def reject_missing(name: str, x: np.ndarray) -> None:
 
 def category_codes(series: pd.Series, col: Column) -> np.ndarray:
     """Each value's index in the public categories of ``col``; a :class:`DataError` for a missing or unknown
-    value (a category the schema does not declare)."""
+    value (a category the schema does not declare).
+
+    A value is matched by its text, ``str(value)``, against the categories' texts.  A text or boolean column has
+    one text per distinct value, so its distinct values are found first (a hash table) and only those are turned
+    into text; any other column (mixed objects, where ``1``, ``1.0`` and ``True`` are equal but read differently)
+    is turned into text value by value.
+    """
     if series.isna().any():
         raise DataError(f"column {col.name!r} has {int(series.isna().sum())} missing value(s); "
                         "drop them or add an explicit category for them")
-    lookup = {c: i for i, c in enumerate(col.category_list)}
-    lookup.update({str(c): i for i, c in enumerate(col.category_list)})
-    values = series.to_numpy(dtype=object)
-    uniques, inverse = np.unique(values.astype(str), return_inverse=True)
+    lookup = {str(c): i for i, c in enumerate(col.category_list)}
+    if isinstance(series.dtype, pd.StringDtype) or pd.api.types.is_bool_dtype(series.dtype):
+        inverse, distinct = pd.factorize(series)
+        uniques = np.array([str(u) for u in distinct], dtype=str)
+    else:
+        uniques, inverse = np.unique(series.to_numpy(dtype=object).astype(str), return_inverse=True)
     codes_of_unique = np.array([lookup.get(u, -1) for u in uniques], dtype=np.int64)
     if (codes_of_unique < 0).any():
-        unknown = uniques[codes_of_unique < 0][:5].tolist()
+        unknown = sorted(uniques[codes_of_unique < 0].tolist())[:5]
         raise DataError(f"column {col.name!r} has values outside its public categories, e.g. {unknown}; "
                         "add them to the schema's category list")
     return codes_of_unique[inverse].astype(float)

@@ -6,6 +6,7 @@ It reads the raw data (W1 against the cumulative real table): never a release, n
 from __future__ import annotations
 
 import itertools
+import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +31,10 @@ SEEDS = 3
 MAX_SEEDS = 10
 #: Confidence of the interval over seeds.
 CONFIDENCE = 0.95
+#: A memory-backed folder (Linux's shared memory) for the streams' state files when the system has one: a stream
+#: writes its state atomically at every step (fsync), which on a disk waits on it; these files are scratch, and
+#: their true counts and noise keys are better never written to a disk.
+MEMORY_FOLDER = Path("/dev/shm")
 
 #: The three ways to release at every step, as the table and the figure name them.
 FIXED_DEPTH = "stream (online PMM, depth for the plan)"
@@ -108,7 +113,7 @@ def over_time(batches: list[pd.DataFrame], schema: Schema, epsilon: float, *, se
     rngs = {run: np.random.default_rng(run) for run in runs}
     rows: list[dict] = []
     seen: list[np.ndarray] = []
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory(dir=_scratch_parent()) as folder:
         streams = {run: (open_stream(Path(folder) / f"fixed_{run}.json", schema, epsilon, create=True,
                                      horizon_n=max(total, 1), horizon_steps=horizon_steps or steps, rng=run),
                          open_stream(Path(folder) / f"growing_{run}.json", schema, epsilon, create=True,
@@ -141,7 +146,8 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
 
     ``low``/``high`` is the :data:`CONFIDENCE` Student-t interval of the mean over the ``S`` seeds,
     :math:`\bar w \pm t_{0.975, S-1} s / \sqrt S` (NaN with a single seed): the spread of the mechanisms' noise
-    and of the evaluation's subsamples.
+    and of the evaluation's subsamples.  ``S`` (``seeds``) counts the runs with a W1 at that step: a run whose
+    method released no rows there (its noisy total was 0) has none, so ``seeds`` can be below ``runs``.
 
     Parameters
     ----------
@@ -151,16 +157,22 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        ``step, method, w1, low, high, seeds, records``, methods in their order of appearance.
+        ``step, method, w1, low, high, seeds, runs, records``, methods in their order of appearance.
     """
     grouped = table.groupby(["method", "step"], sort=False)["w1"]
-    out = grouped.agg(w1="mean", sd="std", seeds="count").reset_index()
+    out = grouped.agg(w1="mean", sd="std", seeds="count", runs="size").reset_index()
     out["records"] = table.groupby(["method", "step"], sort=False)["records"].first().to_numpy()
     several = out["seeds"] > 1
     multiplier = student_t.ppf(0.5 + CONFIDENCE / 2, np.where(several, out["seeds"] - 1, 1))
     half = np.where(several, multiplier * out["sd"] / np.sqrt(out["seeds"]), np.nan)
     out["low"], out["high"] = (out["w1"] - half).clip(lower=0.0), out["w1"] + half
-    return out[["step", "method", "w1", "low", "high", "seeds", "records"]]
+    return out[["step", "method", "w1", "low", "high", "seeds", "runs", "records"]]
+
+
+def _scratch_parent() -> Path | None:
+    """Where the streams' scratch folder goes: :data:`MEMORY_FOLDER` when it is a writable folder, else the
+    system's temporary folder (``None``)."""
+    return MEMORY_FOLDER if MEMORY_FOLDER.is_dir() and os.access(MEMORY_FOLDER, os.W_OK | os.X_OK) else None
 
 
 def _subsample(rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:

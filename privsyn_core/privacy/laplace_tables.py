@@ -50,6 +50,12 @@ MAX_THRESHOLDS = 2 ** 15
 GUIDE_BITS = 14
 #: Guard bits of the interval arithmetic of the tables (more are taken when an interval straddles an integer).
 _GUARD_BITS = 64
+#: Tables kept by :func:`threshold_table` (least recently used dropped first): more than the distinct scales of one
+#: run of :func:`privsyn_core.evaluation.stream_eval.over_time` with the app's defaults (every step, seed and
+#: method), so that a run finds the tables its previous run made; a cycle through more scales than the cache holds
+#: would rebuild every table.  A table holds ``2^GUIDE_BITS + L + 1`` int64 (``L <= MAX_THRESHOLDS``): 128 KiB
+#: plus at most 256 KiB, so the cache holds at most 48 MiB.
+TABLE_CACHE_SIZE = 128
 
 
 def exp_neg_bounds(num: int, den: int, bits: int) -> tuple[int, int]:
@@ -138,7 +144,7 @@ class ThresholdTable:
         return threshold_bits(self.kind, k, self.t, self.s, bits)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=TABLE_CACHE_SIZE)
 def threshold_table(kind: str, t: int, s: int) -> ThresholdTable | None:
     """The table of the scale ``t/s`` (``kind`` as in :func:`threshold_bits`), or ``None`` when it would hold more
     than :data:`MAX_THRESHOLDS` thresholds.  Both kinds stop at the same ``L``: the first magnitude threshold below

@@ -504,27 +504,48 @@ def over_time_figure(table: pd.DataFrame) -> go.Figure:
     With ``low`` and ``high`` (:func:`privsyn_core.evaluation.stream_eval.summary`: the mean over seeds and its
     interval) each line is drawn over a band of its colour from ``low`` to ``high``, the band's trace named
     ``"<method>: 95% interval"`` and left out of the legend (no band when every interval is undefined: one seed).
+    The band leaves a gap at a step without an interval.  With ``seeds`` and ``runs`` a point's hover says over how
+    many runs it is the mean.
     """
     fig = go.Figure()
     palette = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
     bands = {"low", "high"} <= set(table.columns) and bool(table["low"].notna().any())
+    counted = {"seeds", "runs"} <= set(table.columns)
     for i, (name, group) in enumerate(table.groupby("method", sort=False)):
         group = group.sort_values("step")
         colour = palette[i % len(palette)]
         steps = group["step"].to_numpy()
         if bands:
-            fig.add_trace(go.Scatter(
-                x=np.concatenate([steps, steps[::-1]]),
-                y=np.concatenate([group["high"].to_numpy(float), group["low"].to_numpy(float)[::-1]]),
-                fill="toself", fillcolor=_translucent(colour), line=dict(width=0), hoverinfo="skip",
-                showlegend=False, legendgroup=str(name), name=f"{name}: 95% interval"))
+            x, y = _band_outline(steps, group["low"].to_numpy(float), group["high"].to_numpy(float))
+            fig.add_trace(go.Scatter(x=x, y=y, fill="toself", fillcolor=_translucent(colour), line=dict(width=0),
+                                     hoverinfo="skip", showlegend=False, legendgroup=str(name),
+                                     name=f"{name}: 95% interval"))
+        hover = {} if not counted else dict(
+            customdata=group[["seeds", "runs"]].to_numpy(),
+            hovertemplate="step %{x}: W1 %{y:.3f}, mean of %{customdata[0]} of %{customdata[1]} runs")
         fig.add_trace(go.Scatter(x=steps, y=group["w1"].to_numpy(), mode="lines+markers", name=str(name),
-                                 legendgroup=str(name), line=dict(color=colour)))
+                                 legendgroup=str(name), line=dict(color=colour), **hover))
     what = "mean over seeds, 95% interval shaded" if bands else "one run"
     fig.update_layout(title=f"W1 to the table so far, step by step ({what}; {NOT_PRIVATE})",
                       xaxis=dict(title="step"), yaxis=dict(title="W1 (unit cube, chebyshev)"),
                       margin=dict(l=40, r=10, t=50, b=40), legend=dict(orientation="h", y=-0.25))
     return fig
+
+
+def _band_outline(steps: np.ndarray, low: np.ndarray, high: np.ndarray) -> tuple[list, list]:
+    """The outline of a band from ``low`` to ``high``: for every run of consecutive steps with both ends defined,
+    ``high`` forward and ``low`` back; the pieces separated by ``None``, which ``fill="toself"`` closes one by one."""
+    defined = ~(np.isnan(low) | np.isnan(high))
+    x: list = []
+    y: list = []
+    edges = np.flatnonzero(np.diff(np.r_[False, defined, False].astype(np.int8)))
+    for start, stop in zip(edges[::2], edges[1::2], strict=True):
+        if x:
+            x.append(None)
+            y.append(None)
+        x += steps[start:stop].tolist() + steps[start:stop][::-1].tolist()
+        y += high[start:stop].tolist() + low[start:stop][::-1].tolist()
+    return x, y
 
 
 def _translucent(colour: str, alpha: float = 0.2) -> str:

@@ -486,7 +486,7 @@ def _failures(c: _Context) -> list[str]:
     for system, runs in sorted(by_system.items()):
         where = sorted({f"{r['table']} eps {r['epsilon']:g}" for r in runs})
         lines.append(f"* `{system}` ({len(runs)}: {', '.join(where[:4])}{', ...' if len(where) > 4 else ''}): "
-                     f"{runs[0]['error'][:160]}")
+                     f"{' '.join(runs[0]['error'].split())[:160]}")
     return lines
 
 

@@ -209,3 +209,11 @@ def test_bandwidth_handling():
         mmd(X, Y, estimator="quadratic")
     with pytest.raises(ParameterError):
         mmd(X, Y, estimator="linear", weights_y=np.ones(200))
+
+
+def test_a_residue_of_one_sign_left_by_cancelling_equal_masses_transports_nothing():
+    """Equal masses on the same atoms can leave, after the cancellation of rounding, a positive residue of a few
+    ulps with no negative entry: nothing is transported (POT refused the empty side before)."""
+    atoms = np.array([[0.0, 0.0], [1.0, 1.0]])
+    assert distances._signed_emd(atoms, np.array([4e-15, 0.0]), "chebyshev") == 0.0
+    assert distances._signed_emd(atoms, np.array([0.5, -0.5]), "chebyshev") == pytest.approx(0.5)

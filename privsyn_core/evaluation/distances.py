@@ -273,7 +273,7 @@ def unique_rows(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _signed_emd(atoms: np.ndarray, diff: np.ndarray, metric: str) -> float:
     """Exact W1((diff)^+, (diff)^-) by POT's network simplex, checked to have reached the optimum."""
     pos, neg = diff > 0, diff < 0
-    if not pos.any():
+    if not pos.any() or not neg.any():  # one sign alone is the floating-point residue of two equal masses
         return 0.0
     p, q = diff[pos], -diff[neg]
     mass = 0.5 * (p.sum() + q.sum())

@@ -162,3 +162,15 @@ def test_without_peers_only_this_librarys_own_mechanisms_are_picked(monkeypatch)
     evidence = ({"a": (5, 1_000, 0, 0)}, runs)
     assert recommend(5, 1_000, ["numeric"] * 5, 1.0, evidence=evidence).mechanism == "psmm"
     assert recommend(5, 1_000, ["numeric"] * 5, 1.0, evidence=evidence, peers=False).mechanism == "pmm"
+
+
+def test_the_row_estimate_moves_the_evidence_between_small_and_large_tables():
+    """Issue 38, item 2: the declared or estimated n enters the pick: at 300 rows the guide rests on the measured
+    tables of under 500 rows, at 40,000 on none of them (the shipped evidence holds both kinds)."""
+    shapes, _ = shipped_evidence()
+    small = {name for name, (_, rows, _, _) in shapes.items() if rows < 500}
+    assert len(small) >= 3, "the shipped evidence has small tables"
+    kinds = ["numeric"] * 6 + ["integer", "categorical"]
+    at_300 = set(recommend(8, 300, kinds, 1.0).evidence[:-1])
+    at_40000 = set(recommend(8, 40_000, kinds, 1.0).evidence[:-1])
+    assert len(at_300 & small) >= 3 and not at_40000 & small

@@ -44,6 +44,8 @@ NOT_OURS = ("bootstrap", "microagg_dp", "microagg_anon", "opendp_mst", "opendp_a
             "smartnoise_aim")
 #: The peers shown on the page, with their labels.
 PAGE_PEERS = {"opendp_mst": "MST (OpenDP)", "opendp_aim": "AIM (OpenDP)", "smartnoise_mst": "MST (SmartNoise)"}
+#: The peers with a row per table in the results sections (SmartNoise's MST: in the counts and the full report).
+TABLE_PEERS = ("opendp_mst", "opendp_aim")
 #: Systems that are not private (never recommended) and the Boolean-only mechanisms (run on other columns).
 NOT_PRIVATE = ("bootstrap", "microagg_anon")
 BOOLEAN_SYSTEMS = ("microagg_dp", "microagg_anon")
@@ -266,8 +268,8 @@ def _intro(c: _Context, source: str) -> list[str]:
     return ["# Real tables: our mechanisms against MST and AIM", "",
             f"Generated from `{source}` ({len(c.rows)} runs, {failed} failed; "
             f"{len(c.tables)} table{'s' * (len(c.tables) > 1)}, eps {', '.join(f'{e:g}' for e in c.epsilons)}, seeds "
-            f"{', '.join(map(str, seeds))}) by `python -m benchmarks.bench_real_tables` (`--quick`: the smoke run; "
-            "setup, install and the full-grid command: the script's docstring). Times are seconds of one synthesis "
+            f"{', '.join(map(str, seeds))}) by `python -m benchmarks.bench_real_tables` (setup and commands: "
+            "its docstring). Times are seconds of one synthesis "
             "on a shared 2-core machine that other jobs were loading: indicative only. Every run, every system and "
             "the per-resolution TVDs: `test-output/real_tables.md` (written by the same command).", *reused, ""]
 
@@ -337,19 +339,22 @@ def _counts(c: _Context) -> list[str]:
     peers = [p for p in ("opendp_aim", "opendp_mst", "smartnoise_mst") if any(s == p for _, _, s in c.agg)]
     lines = ["## At least as good as AIM and MST", "",
              "Per eps and metric, on the tables where both ran: `W-T-L` = tables where ours is better (intervals "
-             "disjoint), tied (intervals overlap: never ordered) or worse; *at least as good* = W + T; in brackets "
+             "disjoint), tied (intervals overlap: never ordered) or worse; *at least as good* = W + T; the guide's "
+             "pick (among ours) where its counts differ from marginal_tree's; in brackets "
              f"the same on the tables held out of tuning ({', '.join(held_out) or 'none measured'}). "
              + " ".join(_seeds_run(c, peer) for peer in peers), "",
              "| eps | ours | against | exact W1 | 2-way TVD | 1-way TVD |", "|---|---|---|---|---|---|"]
     for eps in c.epsilons:
         for peer in peers:
+            shown = []
             for which in ("marginal_tree", "guide"):
                 cells = [_win_tie_loss(c, c.tables, eps, peer, which, metric) for metric in HEADLINE]
                 held = [_win_tie_loss(c, held_out, eps, peer, which, metric) for metric in HEADLINE]
-                if any(cells):
-                    lines.append(f"| {eps:g} | {which} | {PAGE_PEERS[peer]} | " + " | ".join(
-                        f"{cell or '—'}" + (f" ({h})" if h else "") for cell, h in zip(cells, held, strict=True))
-                        + " |")
+                row = " | ".join(f"{cell or '—'}" + (f" ({h})" if h else "")
+                                 for cell, h in zip(cells, held, strict=True))
+                if any(cells) and row not in shown:  # the guide's row only where it differs
+                    shown.append(row)
+                    lines.append(f"| {eps:g} | {which} | {PAGE_PEERS[peer]} | {row} |")
     return lines + [""]
 
 
@@ -441,7 +446,7 @@ def _results(c: _Context, eps: float) -> list[str]:
             rows = [_system_row(c, t, eps, pick, f"guide = best: {pick}")]
         else:
             rows = [_system_row(c, t, eps, pick, f"guide: {pick}"), _best_row(c, t, eps, pick, best)]
-        rows += [_system_row(c, t, eps, peer, label) for peer, label in PAGE_PEERS.items() if _tried(c, t, eps, peer)]
+        rows += [_system_row(c, t, eps, peer, PAGE_PEERS[peer]) for peer in TABLE_PEERS if _tried(c, t, eps, peer)]
         lines += [f"| {t if i == 0 else ''} | {row} |" for i, row in enumerate(rows)]
     return lines + [""]
 

@@ -112,7 +112,7 @@ def test_the_page_counts_ties_as_at_least_as_good_and_lists_every_failure(tmp_pa
     pick = guide_pick("seattle_weather", list(TABLES["seattle_weather"].columns), 1023, 1.0, guide_evidence(rows))
     count = {"marginal_tree": "| 1-0-0 | 0-1-0 | 0-0-1 |", "pmm": "| 0-0-1 | 0-0-1 | 0-0-1 |"}
     assert f"| 1 | marginal_tree | MST (OpenDP) {count['marginal_tree']}" in text
-    if pick in count:
+    if pick in count and pick != "marginal_tree":  # the guide's row only where it differs
         assert f"| 1 | guide | MST (OpenDP) {count[pick]}" in text
     assert "MST (OpenDP) ran 2 seeds on 1 (table, eps) pairs." in text
     assert "| 1 | mid-sized (1) |" in text  # the guide's check by table size

@@ -133,7 +133,8 @@ def test_measured_accuracy_reads_the_mechanisms_own_runs_on_the_nearest_tables_a
 
 def test_a_peer_pick_says_what_waiting_for_it_buys_over_our_best(monkeypatch):
     """A peer (psmm stands in for one: run by an outside library) better than pmm on both comparisons is picked,
-    and the why gives both mean 2-way TVDs, W1s and times; with pmm tied, pmm (faster) is picked, no wait told."""
+    and the why gives both mean 2-way TVDs and W1s with their intervals, the tables where the
+    peer is better beyond them, and both times; with pmm tied, pmm (faster) is picked, no wait told."""
     from privsyn_core.evaluation import guide
 
     monkeypatch.setattr(guide, "_implemented_by", lambda name: "Outside" if name == "psmm" else None)
@@ -144,9 +145,14 @@ def test_a_peer_pick_says_what_waiting_for_it_buys_over_our_best(monkeypatch):
             ("a", 1.0, "pmm", "seconds", 0.2, float("nan"), float("nan"))]
     found = recommend(5, 1_000, ["numeric"] * 5, 1.0, evidence=(tables, runs))
     assert found.mechanism == "psmm"
-    assert ("psmm runs in Outside (about 300 s a run): on these tables its mean 2-way TVD is 0.200 and its W1 "
-            "0.100, against 0.300 and 0.150 for pmm, the best of this library's own (about 0.2 s a run)."
-            ) in found.why
+    assert ("psmm runs in Outside (about 300 s a run): on these tables it has a mean 2-way TVD of 0.200 (intervals "
+            "0.190-0.210) and a mean W1 of 0.100 (intervals 0.090-0.110), against a mean 2-way TVD of 0.300 "
+            "(intervals 0.290-0.310) and a mean W1 of 0.150 (intervals 0.140-0.160) for pmm, the best of this "
+            "library's own (about 0.2 s a run); it is better beyond the intervals on 1 of 1 table by 2-way TVD and "
+            "on 1 of 1 table by W1.") in found.why
+    runs[3] = ("a", 1.0, "pmm", "w1", 0.105, 0.095, 0.115)  # overlapping W1 intervals: not better beyond them
+    found = recommend(5, 1_000, ["numeric"] * 5, 1.0, evidence=(tables, runs))
+    assert found.mechanism == "psmm" and "on 1 of 1 table by 2-way TVD and on 0 of 1 table by W1." in found.why
     runs[2:4] = [("a", 1.0, "pmm", "tvd2", 0.205, 0.19, 0.22), ("a", 1.0, "pmm", "w1", 0.1, 0.09, 0.11)]
     found = recommend(5, 1_000, ["numeric"] * 5, 1.0, evidence=(tables, runs))
     assert found.mechanism == "pmm" and "runs in" not in found.why

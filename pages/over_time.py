@@ -50,9 +50,16 @@ else:
                                          progress=lambda share, text: bar.progress(share, text=text))
             bar.empty()
             st.session_state["over_time"] = stream_eval.summary(runs)
+            st.session_state["over_time_clipped"] = {name: count for name, count in schema.encode(table[chosen])[1]
+                                                     .items() if count}
     saved = st.session_state.get("over_time")
     if saved is not None:
         st.plotly_chart(F.over_time_figure(saved), key="over_time_chart")
+        if clipped := st.session_state.get("over_time_clipped"):
+            widgets.not_private("counts of raw rows outside the public bounds")
+            st.warning("Rows outside the public bounds were clipped onto them for every method, as on Synthesize: "
+                       + ", ".join(f"{name}: {count:,} rows" for name, count in clipped.items())
+                       + ". Widen the bounds on the Data page if that is too many.")
         st.markdown("\n".join(f"- {line}" for line in LINES))
         short = int((saved["seeds"] < saved["runs"]).sum())
         st.caption(f"Each line is the mean W1 over {int(saved['runs'].max())} runs with different seeds; the shaded "

@@ -126,8 +126,10 @@ def test_switching_into_release_mode_drops_teaching_results_and_proposed_domains
     assert any(e["source"].startswith("proposed") for e in at.session_state["schema_entries"].values())
     run_mechanism(at, "bootstrap")
     assert at.session_state["result"].mechanism == "bootstrap"
+    at.session_state["over_time"], at.session_state["over_time_clipped"] = pd.DataFrame({"w1": [0.1]}), {"x": 3}
     at.toggle(key="w_release").set_value(True).run()
     assert at.session_state["result"] is None, "a teaching result must not stay as the release"
+    assert "over_time" not in at.session_state and "over_time_clipped" not in at.session_state
     assert not any(e.get("source", "").startswith("proposed") for e in at.session_state["schema_entries"].values())
     for page in ("pages/synthesize.py", "pages/compare.py"):
         at.switch_page(page).run()

@@ -55,6 +55,22 @@ def test_the_page_draws_every_line_over_its_interval_and_explains_each_line():
     assert "Both lines" not in captions
 
 
+def test_bounds_that_leave_rows_outside_clip_them_for_every_method_and_say_so():
+    """Public bounds narrower than the data (as DP-estimated bounds may be) draw the chart, as a run on Synthesize
+    does, with the count of clipped rows per column (teaching mode reads the raw rows)."""
+    at = _app()
+    entries = at.session_state["schema_entries"]
+    at.session_state["schema_entries"] = {**entries, "x": {**entries["x"], "lo": 0.2, "hi": 0.8,
+                                                           "source": "typed by the user"}}
+    at.slider(key="w_time_steps").set_value(3).run()
+    at.slider(key="w_time_seeds").set_value(2).run()
+    next(b for b in at.button if b.label == "Release step by step").click().run()
+    assert not _problems(at)
+    assert at.get("plotly_chart")
+    (warning,) = [w.value for w in at.warning if "clipped onto them for every method" in w.value]
+    assert "x: " in warning and "y: " not in warning
+
+
 def test_the_caption_says_where_points_are_means_over_fewer_runs():
     at = _app()
     runs = pd.DataFrame({"seed": [0, 1, 0, 1], "step": [1, 1, 2, 2], "method": [METHODS[0]] * 4,
@@ -164,3 +180,14 @@ def test_the_streams_state_is_scratch_in_the_memory_folder_when_there_is_one(tmp
     assert len(table) == 2 * 3 and table["w1"].notna().all()
     assert during == ([2, 2] if memory else [0, 0])  # the fixed and the growing stream's states
     assert not memory or not any(folder.iterdir())
+
+
+def test_rows_outside_the_public_bounds_are_clipped_for_every_method_not_refused():
+    """Bounds that leave rows outside (as DP-estimated bounds may) serve the streams as they serve the re-run: every
+    method releases at every step, and the real rows W1 is measured against are clipped the same way."""
+    values = np.random.default_rng(2).random(200)
+    values[::20] = 1.5  # 10 rows above the public upper bound
+    schema = ps.Schema.from_dict({"columns": [{"name": "x", "lo": 0, "hi": 1}]})
+    table = stream_eval.over_time(stream_eval.split_batches(pd.DataFrame({"x": values}), 2), schema, 1.0, seeds=1)
+    assert sorted(table["method"].unique()) == sorted(METHODS) and len(table) == 2 * 3
+    assert table["records"].max() == 200 and table["w1"].between(0, 1).all()

@@ -168,14 +168,17 @@ def enforce_mode() -> None:
     """Entering release mode drops everything the teaching mode left behind.
 
     A result made in teaching mode (seeded, maybe non-private, maybe on a domain read off the data)
-    must not stay on screen or be downloadable as "the private release"; the several-mechanism table
-    and the sweep hold metrics on raw data; domains proposed from the data must not stay visible.
+    must not stay on screen or be downloadable as "the private release"; the several-mechanism table,
+    the sweep and the Over time page's W1 and clipped-row counts hold figures read off raw data; domains
+    proposed from the data must not stay visible.
     """
     if not release_mode():
         return
     if st.session_state.get("result") is not None and st.session_state.get("result_mode") != "release":
         st.session_state.result = st.session_state.run = None
     st.session_state.compare = st.session_state.sweep = None
+    for key in ("over_time", "over_time_clipped"):
+        st.session_state.pop(key, None)
     if (st.session_state.get("bounds_notes") or {}).get("clipped") is not None:  # teaching notes read raw rows
         st.session_state.bounds_notes = None
     entries = st.session_state.get("schema_entries", {})

@@ -81,6 +81,13 @@ def over_time(batches: list[pd.DataFrame], schema: Schema, epsilon: float, *, se
     subsample of the same size of each method's synthetic rows (exact W1,
     :func:`~privsyn_core.evaluation.distances.w1`), so the three methods are measured against the same real rows.
 
+    Values outside the schema's public bounds are clipped onto them for every method and for the real rows alike:
+    the re-run and the codec clip them (as :func:`privsyn_core.synthesize` does), and the streams are created with
+    the batch path's public rule (``release_mode=True`` of :func:`~privsyn_core.stream.open_stream`,
+    :class:`~privsyn_core.data.conform.DomainPolicy`) instead of refusing the batch, so that bounds estimated with
+    DP, which may leave a few rows outside, serve all three.  The domain is the caller's schema, never read off the
+    batches.
+
     Parameters
     ----------
     batches : list of DataFrame
@@ -115,9 +122,10 @@ def over_time(batches: list[pd.DataFrame], schema: Schema, epsilon: float, *, se
     seen: list[np.ndarray] = []
     with tempfile.TemporaryDirectory(dir=_scratch_parent()) as folder:
         streams = {run: (open_stream(Path(folder) / f"fixed_{run}.json", schema, epsilon, create=True,
-                                     horizon_n=max(total, 1), horizon_steps=horizon_steps or steps, rng=run),
+                                     horizon_n=max(total, 1), horizon_steps=horizon_steps or steps, rng=run,
+                                     release_mode=True),
                          open_stream(Path(folder) / f"growing_{run}.json", schema, epsilon, create=True,
-                                     growing=True, rng=run))
+                                     growing=True, rng=run, release_mode=True))
                    for run in runs}
         # Step by step, every run at each step: the runs of one step draw noise at the same scales one after the
         # other, so the sampler's tables made for the first run serve the others.

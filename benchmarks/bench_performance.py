@@ -13,7 +13,8 @@ heap), and prints their output as it comes:
 2. ``bench_evaluate``: ``evaluate`` per metric on 10^4 and 10^5 rows x 8 mixed columns;
 3. ``bench_pmm --sections endtoend``: PMM end to end at 10^7 x 2 against a bincount of its leaf ids;
 4. ``bench_memory --mechanisms pmm``: PMM's peak memory at 10^6 and 10^7 rows over its input array;
-5. ``bench_browser``: the journeys' seconds in Chromium (skipped with ``--no-browser`` or without Chromium);
+5. ``bench_browser --table``: the journeys' seconds in Chromium (``docs/tables/browser_timings.md``; skipped with
+   ``--no-browser`` or without Chromium);
 6. the seconds of every system on the real tables (``benchmarks/peers/results_real_tables.json``, written by
    ``bench_real_tables``, not re-run here: the peers take hours): ours beside OpenDP's and SmartNoise's MST and
    AIM, on the same tables, the same epsilon and seed.
@@ -60,7 +61,7 @@ def sections(quick: bool, browser: bool) -> list[tuple[str, list[str]]]:
                 ("PMM memory", python + ["benchmarks.bench_memory", "--mechanisms", "pmm"])]
     if browser:
         runs.append(("Browser journeys", python + ["benchmarks.bench_browser"]
-                     + (["--rows", "2000", "--repeats", "1"] if quick else [])))
+                     + (["--rows", "2000", "--repeats", "1"] if quick else ["--table"])))
     return runs
 
 

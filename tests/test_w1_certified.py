@@ -198,9 +198,11 @@ def _instances():
 
 
 def test_many_blocks_and_rounds_each_hold_the_exact_value(monkeypatch):
-    """Blocks of 2 x 2 lattice cells (dozens of blocks, every arc near a border) and 1 to 4 rounds without early
+    """Blocks of 2 x 2 lattice cells in the dual sweeps and about 3 x 3 in the primal sweeps (16 to 49 blocks, every
+    arc near a border) and 1 to 4 rounds without early
     stop: every interval contains POT's exact W1, and the fourth round's is no wider than the first's."""
     monkeypatch.setattr(w1_certified, "CERTIFIED_BLOCK", 2)
+    monkeypatch.setattr(w1_certified, "CERTIFIED_PRIMAL_BLOCK", 3)
     for X, Y, metric in _instances():
         exact = w1(X, Y, metric=metric, method="exact")
         widths = []

@@ -25,9 +25,14 @@ an optimal dual of the full problem.
 
 **Solving by domain decomposition.** One min-cost flow over 2 x 10^5 atoms takes OR-tools or POT 10-20 s;
 blocks of ``CERTIFIED_BLOCK`` x ``CERTIFIED_BLOCK`` lattice cells (about 10^3 atoms at 10^5 points a side) take
-milliseconds each. So the network's flow problem is solved block by block, on two partitions shifted by half a
-block, with POT's network simplex (:func:`privsyn_core.evaluation.w1_flow.transshipment`, which also returns the
-potentials; OR-tools and residual shortest paths where the masses pass POT's range):
+milliseconds each. So the network's flow problem is solved block by block, on two partitions of each kind below,
+the second cutting midway between the first's cuts, with POT's network simplex
+(:func:`privsyn_core.evaluation.w1_flow.transshipment`, which also returns the potentials; OR-tools and residual
+shortest paths where the masses pass POT's range). The dual sweeps' blocks are squares; the primal sweeps' are
+products of strips along each axis, each strip an equal share of a weight per lattice cell that counts the atoms
+for ``CERTIFIED_PRIMAL_DENSITY`` and the cells for the rest: the network simplex's time grows faster than the
+size of a block, so the dense blocks, made smaller, cost much less, while the sparse ones grow (any partition
+keeps every property below):
 
 * *primal sweep* (the upper end): the flow on the arcs between blocks is held fixed; each block's flow is then an
   independent min-cost flow with supplies corrected by the fixed flow across its border, solved exactly. No
@@ -77,7 +82,9 @@ from privsyn_core.evaluation.w1_transform import planar_c_transform
 CERTIFIED_CELLS = 200  # at most this many lattice cells per axis (the start and the blocks) ...
 CERTIFIED_CELLS_PER_ROOT = 90  # ... by default about this many lattice cells (in all) per sqrt(#atoms)
 CERTIFIED_NEIGHBOURS = 12  # arcs from each atom to its nearest atoms of the other sign
-CERTIFIED_BLOCK = 10  # lattice cells per side of a block of the decomposition
+CERTIFIED_BLOCK = 10  # lattice cells per side of a block of the dual sweeps
+CERTIFIED_PRIMAL_BLOCK = 14  # lattice cells per strip of the primal sweeps' blocks on average, ...
+CERTIFIED_PRIMAL_DENSITY = 0.5  # ... the strips sharing this fraction of the atoms and the rest of the cells
 CERTIFIED_ROUNDS = 4  # at most this many rounds (two primal sweeps, a dual sweep, the transforms)
 CERTIFIED_TOLERANCE = 0.1  # ... stopping once U - L <= this fraction of L
 CERTIFIED_MAX_BYTES = 1_000_000_000  # memory budget of one certified call
@@ -87,6 +94,7 @@ _REL_MARGIN, _LENGTH_ERROR, _TRANSFORM_MARGIN = 1e-9, 1e-14, 1e-12
 _COORDINATE_ERROR = 2.0**-48  # |computed - exact| of a centred rotated coordinate, per unit of the largest input one
 _CORNERS = ((0, 0), (1, 0), (0, 1), (1, 1))  # in the order (dx + 2 dy)
 _THREADS = 2  # threads: k-d tree queries and the network simplex solves (scipy and POT release the GIL)
+_Cuts = tuple[np.ndarray, np.ndarray]  # lattice lines where the blocks of a partition start, along each axis
 
 
 def certified_bytes(atoms: int, k: int, neighbours: int) -> int:
@@ -135,10 +143,10 @@ def certified_w1(atoms: np.ndarray, supply: np.ndarray, unit: int, metric: str, 
                      _COORDINATE_ERROR * float(np.abs(atoms).max()), pool)
         potential = net.potential
         for round_number in range(max(rounds, 1)):
-            offsets = ((round_number % 2) * (CERTIFIED_BLOCK // 2), ((round_number + 1) % 2) * (CERTIFIED_BLOCK // 2))
-            dual = pool.submit(_dual_sweep_and_lower_end, net, potential, offsets[0])
-            for offset in offsets:
-                _primal_sweep(net, offset, pool)
+            partitions = (round_number % 2, (round_number + 1) % 2)
+            dual = pool.submit(_dual_sweep_and_lower_end, net, potential, partitions[0])
+            for partition in partitions:
+                _primal_sweep(net, partition, pool)
             potential, low, binding = dual.result()
             upper, lower = min(upper, net.certified_cost()), max(lower, low)
             if upper - lower <= tolerance * lower or round_number >= rounds - 1:
@@ -162,6 +170,8 @@ class _Network:
     flow: np.ndarray
     potential: np.ndarray  # a feasible dual: potential[tail] - potential[head] <= length on every arc
     error: float  # bound on the error of every computed coordinate (rotation and centring of the input)
+    primal_cuts: tuple[_Cuts, _Cuts]  # the two partitions of the primal sweeps (see _partitions) ...
+    dual_cuts: tuple[_Cuts, _Cuts]  # ... and of the dual sweeps
 
     def add_arcs(self, pairs: np.ndarray) -> None:
         """New arcs ``(tail, head)`` at zero flow; pairs already in the network are skipped."""
@@ -216,7 +226,9 @@ def _start(q: np.ndarray, supply: np.ndarray, k: int, neighbours: int, error: fl
     flow[:len(lattice_tails)] = lattice_flow
     mcshane = np.min([phi[node - count] + np.abs(q - points[node]).sum(axis=1) for node in corners], axis=0)
     return _Network(count, points, np.r_[supply, np.zeros(side * side, dtype=np.int64)],
-                    np.r_[nearest, lattice_place], tails, heads, length, flow, np.r_[mcshane, phi], error)
+                    np.r_[nearest, lattice_place], tails, heads, length, flow, np.r_[mcshane, phi], error,
+                    _partitions(nearest, k, CERTIFIED_PRIMAL_BLOCK, CERTIFIED_PRIMAL_DENSITY),
+                    _partitions(nearest, k, CERTIFIED_BLOCK, 0.0))
 
 
 def _lattice_arcs(k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -247,10 +259,28 @@ def _neighbour_pairs(q: np.ndarray, pos: np.ndarray, neg: np.ndarray, count: int
     return np.c_[key // len(q), key % len(q)]
 
 
-def _block_ids(net: _Network, offset: int) -> np.ndarray:
-    """Block of every node: squares of ``CERTIFIED_BLOCK`` lattice cells, shifted by ``offset`` cells."""
-    place = (net.place + offset) // CERTIFIED_BLOCK
-    return place @ (1, int(place[:, 0].max()) + 1)
+def _partitions(place: np.ndarray, k: int, block: int, density: float) -> tuple[_Cuts, _Cuts]:
+    """Two partitions of the ``k`` x ``k`` lattice cells into blocks, as the lattice lines where a block starts
+    along each axis: about ``k / block`` strips per axis, each an equal share of a weight per cell that is the
+    fraction ``density`` of the atoms' (``place``: their lattice coordinates) plus ``1 - density`` spread evenly;
+    the second partition cuts midway between the first's cuts (``density = 0``: squares of about ``block`` cells,
+    the second shifted by half a block)."""
+    first, second = [], []
+    strips = -(-k // block)
+    for axis in range(2):
+        weight = (1 - density) / k + density * np.bincount(place[:, axis].clip(max=k - 1), minlength=k) / len(place)
+        cuts = np.unique(np.searchsorted(np.cumsum(weight), np.arange(1, strips) / strips * weight.sum()) + 1)
+        first.append(cuts[cuts < k])
+        middle = np.unique((np.r_[0, first[-1]] + np.r_[first[-1], k]) // 2)
+        second.append(middle[middle > 0])
+    return (first[0], first[1]), (second[0], second[1])
+
+
+def _block_ids(net: _Network, cuts: _Cuts) -> np.ndarray:
+    """Block of every node in the partition ``cuts`` (see :func:`_partitions`)."""
+    cut_x, cut_y = cuts
+    return (np.searchsorted(cut_x, net.place[:, 0], side="right")
+            + (len(cut_x) + 1) * np.searchsorted(cut_y, net.place[:, 1], side="right"))
 
 
 def _groups(keys: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -260,10 +290,10 @@ def _groups(keys: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
     return order, np.r_[0, np.cumsum(np.bincount(keys, minlength=count))]
 
 
-def _primal_sweep(net: _Network, offset: int, pool: Executor) -> None:
-    """Each block's flow re-solved with the flow between blocks held fixed (in place; the blocks, independent,
-    are solved in ``pool``, the largest first)."""
-    block = _block_ids(net, offset)
+def _primal_sweep(net: _Network, partition: int, pool: Executor) -> None:
+    """Each block of primal ``partition`` (0 or 1) with its flow re-solved, the flow between blocks held fixed (in
+    place; the blocks, independent, are solved in ``pool``, the largest first)."""
+    block = _block_ids(net, net.primal_cuts[partition])
     tail_block, head_block = block[net.tails], block[net.heads]
     cut = tail_block != head_block
     size = len(net.supply)
@@ -288,9 +318,10 @@ def _primal_sweep(net: _Network, offset: int, pool: Executor) -> None:
         job.result()
 
 
-def _dual_sweep(net: _Network, potential: np.ndarray, offset: int) -> np.ndarray:
-    """Block coordinate ascent on the dual: each block's optimal potentials given those outside (module doc)."""
-    block = _block_ids(net, offset)
+def _dual_sweep(net: _Network, potential: np.ndarray, partition: int) -> np.ndarray:
+    """Block coordinate ascent on the dual: each block's (of dual ``partition``, 0 or 1) optimal potentials given
+    those outside (module doc)."""
+    block = _block_ids(net, net.dual_cuts[partition])
     tail_block, head_block = block[net.tails], block[net.heads]
     cut = tail_block != head_block
     blocks = int(block.max()) + 1
@@ -324,10 +355,10 @@ def _dual_sweep(net: _Network, potential: np.ndarray, offset: int) -> np.ndarray
 
 
 def _dual_sweep_and_lower_end(net: _Network, potential: np.ndarray,
-                              offset: int) -> tuple[np.ndarray, float, np.ndarray]:
-    """:func:`_dual_sweep` at ``offset``, then :func:`_lower_end` of its potential: the potential, ``L``, the
+                              partition: int) -> tuple[np.ndarray, float, np.ndarray]:
+    """:func:`_dual_sweep` on ``partition``, then :func:`_lower_end` of its potential: the potential, ``L``, the
     binding pairs."""
-    potential = _dual_sweep(net, potential, offset)
+    potential = _dual_sweep(net, potential, partition)
     return (potential, *_lower_end(net, potential))
 
 

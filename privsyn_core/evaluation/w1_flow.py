@@ -9,11 +9,11 @@ Used by the certified W1 intervals (:mod:`privsyn_core.evaluation.w1_certified`,
   joined by a free arc, both holding ``hold`` extra units, so the free arc carries ``hold`` minus what passes
   through the node. This is the transshipment problem with each node's throughput capped at ``hold``. An acyclic
   optimal flow passes at most the total positive supply ``P`` through any node, so ``hold = P + 1`` loses nothing.
-  POT's arithmetic on masses is exact while every sum stays below 2^53, once its rescaling of the target masses
-  is made exact (:func:`network_simplex`), so ``hold`` is lowered to fit ``POT_MAX_MASS`` when needed, and the
-  solution then accepted only if every free arc carries flow. Then no cap binds, so the capped optimum is a local,
-  hence (linear programme) global optimum of the uncapped problem; and every free arc is in the optimal basis, so
-  the two halves' potentials agree.
+  POT's arithmetic on masses is exact while every sum stays below 2^53 (:func:`network_simplex` calls its solver
+  without the rescaling of the target masses that ``ot.emd`` applies), so ``hold`` is lowered to fit
+  ``POT_MAX_MASS`` when needed, and the solution then accepted only if every free arc carries flow. Then no cap
+  binds, so the capped optimum is a local, hence (linear programme) global optimum of the uncapped problem; and
+  every free arc is in the optimal basis, so the two halves' potentials agree.
 * Otherwise (masses beyond that range: unweighted inputs of unequal sizes count mass in units of
   ``1 / lcm(n, m)``, up to 2^40 units, and a block with many transit nodes holds that many times more),
   OR-tools' ``SimpleMinCostFlow`` (cost scaling, 64-bit integers) on the arc costs rounded to a power-of-two step
@@ -27,17 +27,15 @@ Used by the certified W1 intervals (:mod:`privsyn_core.evaluation.w1_certified`,
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-import ot
 from ortools.graph.python import min_cost_flow
-from scipy.sparse import coo_array
+from ot.lp.emd_wrap import emd_c_sparse
 
-POT_MAX_MASS = 2**52  # POT's network simplex on at most this total mass (twice it, balanced, stays below 2^53)
+POT_MAX_MASS = 2**52  # POT's network simplex on at most this total mass (both sides' sums stay below 2^53)
 _COST_STEPS = 2**20  # OR-tools' integer costs: the largest arc cost in about this many power-of-two steps ...
 _COST_TOTAL = 2**60  # ... fewer where steps x capacity x (nodes + 1) would pass this (int64 cost sums)
 _ITERATIONS = 10**9
+_OPTIMAL = 1  # POT's result code of an optimal solution
 
 
 def transshipment(supply: np.ndarray, tails: np.ndarray, heads: np.ndarray,
@@ -146,27 +144,26 @@ def residual_distances(nodes: int, tails: np.ndarray, heads: np.ndarray, cost: n
 
 def network_simplex(a: np.ndarray, b: np.ndarray, src: np.ndarray, dst: np.ndarray,
                     cost: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """POT's exact transport on the sparse arcs ``src -> dst`` (distinct pairs), masses ``a`` and ``b``: the flow on
-    each arc and the potentials ``u``, ``v`` (``u_i + v_j <= cost_ij``), or None unless it reached the optimum.
+    """POT's exact transport on the sparse arcs ``src -> dst`` (distinct pairs), masses ``a`` and ``b`` with equal
+    sums: the flow on each arc and the potentials ``u``, ``v`` (``u_i + v_j <= cost_ij``), or None unless it reached
+    the optimum.
 
-    POT first rescales ``b`` to ``b * sum(a) / sum(b)``, which rounds an integer ``b_j`` once ``b_j sum(a)`` passes
-    2^53 (then the masses no longer balance and POT calls the problem infeasible, or its flow is off by a few units
-    in the last place). A balancing pair, one more source and one more target holding ``2^e - sum(a)`` each and
-    joined by a free arc of their own, makes both sums the power of two ``2^e``, so the rescaling is exact; the pair
-    is dropped from the result (it carries its own mass and touches no other node)."""
-    total = float(a.sum())
-    pad = math.ldexp(1.0, math.frexp(total)[1]) - total  # 2^e > total >= 2^(e-1): at most the total again
-    sources, targets = len(a) + 1, len(b) + 1
-    plan, log = ot.emd(np.r_[a, pad], np.r_[b, pad],
-                       coo_array((np.r_[cost, 0.0], (np.r_[src, len(a)], np.r_[dst, len(b)])),
-                                 shape=(sources, targets)),
-                       numItermax=_ITERATIONS, log=True)
-    if log["warning"] is not None:
+    Calls POT's compiled sparse solver (``ot.lp.emd_wrap.emd_c_sparse``, POT 0.9) itself, without ``ot.emd``'s
+    conversions and checks (they cost more than the solve of a small block) and without its rescaling of ``b`` to
+    ``b * sum(a) / sum(b)``, which rounds an integer ``b_j`` once ``b_j sum(a)`` passes 2^53 (then the masses no
+    longer balance and POT calls the problem infeasible, or its flow is off by a few units in the last place).
+    Integer masses of equal sums below 2^53 reach the solver exactly."""
+    rows, cols, data, _, u, v, status = emd_c_sparse(np.ascontiguousarray(a, dtype=float),
+                                                     np.ascontiguousarray(b, dtype=float), src.astype(np.uint64),
+                                                     dst.astype(np.uint64), np.ascontiguousarray(cost, dtype=float),
+                                                     _ITERATIONS)
+    if status != _OPTIMAL:
         return None
-    carried = plan.row * targets + plan.col  # the few arcs with flow, looked up from every arc (no sort of all arcs)
-    order = np.argsort(carried)
-    carried, data = carried[order], np.asarray(plan.data)[order]
+    targets = len(b)
+    carried = rows.astype(np.int64) * targets + cols.astype(np.int64)  # the few arcs with flow, looked up from every
+    order = np.argsort(carried)  # arc (no sort of all arcs)
+    carried, data = carried[order], np.asarray(data)[order]
     key = src * targets + dst
     at = np.searchsorted(carried, key).clip(max=max(len(carried) - 1, 0))
     flow = np.where(carried[at] == key, data[at], 0.0) if len(carried) else np.zeros(len(src))
-    return flow, np.asarray(log["u"])[:len(a)], np.asarray(log["v"])[:len(b)]
+    return flow, np.asarray(u), np.asarray(v)

@@ -23,18 +23,24 @@ is close to the diameter, the data is modelled by a tree of 2-D marginals (docs/
    ``eps_edge n~ < flat_below`` each edge is measured flat, discrete Laplace on its ``2^r`` leaves at the whole
    share, ``r = floor(log2(eps_edge n~ / 2))``, projected onto the non-negative counts summing to ``n~``; above,
    PMM ([HVZ23] Alg. 3-4) on its pair tree of depth ``floor(log2(eps_edge n~))`` (:func:`edge_depth`).
-5. Consistency: a column's marginal is its released 1-way histogram, its coarse bins moved to the
+5. Triples (share ``triples`` of epsilon, split over ``d - 2`` stages, taken from the edges; only while
+   :func:`measures_triples`): every column drawn after the first edge gets a second conditioning column (its
+   grandparent, or the root's first child), and the coarse 3-D histogram of (second parent, parent, child) is
+   released with discrete Laplace noise per cell, as PrivBayes conditions on two parents ([ZCPSX17]; module
+   :mod:`~privsyn_core.mechanisms.wide_tables.triples`).
+6. Consistency: a column's marginal is its released 1-way histogram, its coarse bins moved to the
    inverse-variance weighted mean of it and the marginals of the edges touching the column
    (:func:`column_marginal`); every edge's histogram is raked (iterative proportional fitting) to the marginals
-   of its two columns.
-6. Rows: the root column (column 0) and its first child jointly from their raked edge histogram, then
+   of its two columns; a triple is raked to its two edges' margins (:func:`triple_step`).
+7. Rows: the root column (column 0) and its first child jointly from their raked edge histogram, then
    each further column given its parent, along the tree from the root outward: the parent's bin picks a row of
-   the raked edge histogram, the child's bin is drawn from that row, then a fine bin inside it from the child's
-   marginal, then a uniform point of the fine bin.  A categorical value is a uniform point of its category's own
+   the raked edge histogram, the child's bin is drawn from that row (with a triple: its coarse bin first, given
+   the parent's bin and the second parent's coarse bin), then a fine bin inside it from the child's marginal,
+   then a uniform point of the fine bin.  A categorical value is a uniform point of its category's own
    sub-interval, so it decodes to that category.
 
-Steps 5-6 read only released quantities (post-processing).  Privacy: ``eps_marginals + eps_selection +
-sum_e eps_e`` is what the mechanism receives (the pipeline adds ``eps_n`` in front when it draws a noisy
+Steps 6-7 read only released quantities (post-processing).  Privacy: ``eps_marginals + eps_selection + sum_e
+eps_e + sum_t eps_t`` is what the mechanism receives (the pipeline adds ``eps_n`` in front when it draws a noisy
 count), the ledger built by :func:`privsyn_core.privacy.accounting.split_epsilon`.
 
 Categorical and few-valued integer columns need the codec of this mechanism
@@ -48,6 +54,8 @@ References
    (MST: Section 4, Algorithm 1).
 .. [HVZ23] Y. He, R. Vershynin, Y. Zhu, "Algorithmically Effective Differentially Private Synthetic
    Data", COLT 2023 (seed 004): Algorithms 3-4, Theorems 4.1-4.3.
+.. [ZCPSX17] J. Zhang, G. Cormode, C. M. Procopiuc, D. Srivastava, X. Xiao, "PrivBayes: Private Data Release
+   via Bayesian Networks", ACM TODS 42(4), 2017 (Section 4: degree-k networks, noisy conditionals).
 """
 
 from __future__ import annotations
@@ -85,6 +93,17 @@ from privsyn_core.mechanisms.wide_tables.tree_pieces import (
     spread,
     valid_bins,
 )
+from privsyn_core.mechanisms.wide_tables.triples import (
+    TripleRelease,
+    all_triples,
+    coarsen_axes,
+    rake_triple,
+    release_triple,
+    triple_bits,
+    triple_conditional,
+    triple_ids,
+    triple_size,
+)
 from privsyn_core.privacy.accounting import Ledger, split_epsilon
 from privsyn_core.privacy.sensitivity import count_sensitivity
 from privsyn_core.result import MechanismOutput
@@ -115,12 +134,15 @@ class TreeLayout:
     marginal_bits: tuple[int, ...] = ()
     #: Every column's share of the 1-way stage's epsilon (:func:`marginal_epsilons`).
     marginal_eps: tuple[float, ...] = ()
+    #: Every unordered column triple counted on coarse cells (empty without a triples stage) and their cuts.
+    triples: tuple[tuple[int, int, int], ...] = ()
+    triple_bits: tuple[int, ...] = ()
 
     @property
     def counts_per_row(self) -> int:
         """Every row is counted once in each pair tree and each column's histogram, or once in the joint grid (the
         Dask path checks it)."""
-        return 1 if self.joint is not None else len(self.pairs) + len(self.marginal_bits)
+        return 1 if self.joint is not None else len(self.pairs) + len(self.marginal_bits) + len(self.triples)
 
     def share(self, name: str) -> float:
         return dict(self.shares).get(name, 0.0)
@@ -150,6 +172,10 @@ def joint_branch(levels: tuple[int, ...], params: dict[str, Any]) -> bool:
 #: Default shares of epsilon of the fine 1-way marginals and of the tree selection (the edges share the rest):
 #: docs/marginal_tree.md, "Budget".
 MARGINALS, SELECTION = 0.4, 0.1
+#: Default share of epsilon of the coarse 3-way histograms (:mod:`.triples`), taken from the edges' share.
+TRIPLES = 0.1
+#: Default of ``triples_above``: the triples are measured while ``eps_t n~`` reaches it (:func:`measures_triples`).
+TRIPLES_ABOVE = 64
 #: Range of the cuts of a numeric column's 1-way histogram (:func:`marginal_bits`; at least ``coarse_bits`` in
 #: :func:`tree_layout`, so that the selection's coarse bins are sums of measured bins).
 MARGINAL_BITS = (3, 10)
@@ -158,6 +184,19 @@ MARGINAL_BITS = (3, 10)
 MARGINAL_NOISE_SCALES = 1.0
 #: Default of ``flat_below``: edges are measured flat while ``eps_edge n~`` is below it (docs/marginal_tree.md).
 FLAT_BELOW = 2048
+
+
+def measures_triples(epsilon: float, n_hat: int, d: int, params: dict[str, Any]) -> bool:
+    """Whether the ``d - 2`` triples are measured (a public rule: epsilon, the public count, ``d``, parameters).
+
+    Each triple gets ``eps_t = triples * epsilon / (d - 2)``; below ``eps_t n~ = triples_above`` (default 64:
+    the 512 coarse cells then hold on average less than 1/8 of a noise scale ``1/eps_t``) its shrunk conditional
+    stays close to the tree's own while its share of epsilon is missed by the edges, and the pure tree is more
+    accurate on the real tables (docs/marginal_tree.md, "Triples").
+    """
+    if d < 3 or params["triples"] <= 0:
+        return False
+    return params["triples"] * epsilon / (d - 2) * max(n_hat, 0) >= params["triples_above"]
 
 
 def flat_edges(eps_edge: float, n_hat: int, params: dict[str, Any]) -> bool:
@@ -201,7 +240,14 @@ def tree_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[
     if edge_share <= 0:
         raise ParameterError(f"marginal_tree: marginals ({params['marginals']}) and selection "
                              f"({params['selection']}) leave no budget for the edges")
+    triple_share = params["triples"] if measures_triples(epsilon, n, d, params) else 0.0
+    edge_share -= triple_share
+    if edge_share <= 0:
+        raise ParameterError(f"marginal_tree: marginals, selection and triples ({triple_share}) leave no budget "
+                             "for the edges")
     parts += [(f"edge {k}", edge_share / (d - 1)) for k in range(d - 1)]
+    if triple_share > 0:
+        parts += [(f"triple {k}", triple_share / (d - 2)) for k in range(d - 2)]
     shares = split_epsilon(epsilon, parts)
     n_hat = int(n)
     eps_edge = dict(shares)["edge 0"]
@@ -221,10 +267,13 @@ def tree_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[
     for a, b in pairs_ab:
         depth = min(max(r, coarse[a] + coarse[b]), r_budget)
         pairs.append(PairTree(a, b, (levels[a], levels[b]), cut_schedule(depth, (caps[a], caps[b]))))
-    sizes = [2 ** p.depth for p in pairs] + [2 ** bits for bits in fine]
+    triples = all_triples(d) if triple_share > 0 else ()
+    t_bits = triple_bits(coarse) if triples else ()
+    sizes = ([2 ** p.depth for p in pairs] + [2 ** bits for bits in fine]
+             + [triple_size(t, t_bits) for t in triples])
     offsets = tuple(np.cumsum([0] + sizes).tolist())
     return TreeLayout(levels, n_hat, shares, tuple(pairs), offsets, coarse, tuple(warnings),
-                      flat=flat, marginal_bits=fine, marginal_eps=column_eps)
+                      flat=flat, marginal_bits=fine, marginal_eps=column_eps, triples=triples, triple_bits=t_bits)
 
 
 def marginal_epsilons(epsilon: float, levels: tuple[int, ...]) -> tuple[float, ...]:
@@ -254,7 +303,8 @@ def tree_counts_stage(unit: np.ndarray, layout: TreeLayout) -> CellCounts:
         return psmm_counts(np.asarray(unit), layout.joint)
     ids = itertools.chain((pair.grid_ids(unit) for pair in layout.pairs),  # one at a time: memory of one pair
                           (axis_index(unit[:, a], layout.levels[a], bits)
-                           for a, bits in enumerate(layout.marginal_bits)))
+                           for a, bits in enumerate(layout.marginal_bits)),
+                          triple_ids(unit, layout.triples, layout.levels, layout.triple_bits))
     out = np.zeros(layout.offsets[-1], dtype=np.int64)
     for cells, start, stop in zip(ids, layout.offsets[:-1], layout.offsets[1:], strict=True):
         out[start:stop] = np.bincount(cells, minlength=stop - start)
@@ -268,12 +318,12 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
     if layout.joint is not None:
         return joint_release(counts, n, d, epsilon, neighbouring=neighbouring, n_synthetic=n_synthetic, rng=rng,
                              grid=layout.joint, ledger=tree_ledger(layout, d))
-    marg_rng, select_rng, edge_rng, sample_rng = rng.spawn(4)
+    marg_rng, select_rng, edge_rng, sample_rng, triple_rng = rng.spawn(5)
     dense = counts.dense(layout.offsets[-1])
     grids = [dense[s:e].reshape(2 ** p.cuts[0], 2 ** p.cuts[1])
              for p, s, e in zip(layout.pairs, layout.offsets[:-1], layout.offsets[1:], strict=False)]
     k = len(layout.pairs)
-    histograms = [dense[s:e] for s, e in zip(layout.offsets[k:-1], layout.offsets[k + 1:], strict=True)]
+    histograms = [dense[s:e] for s, e in zip(layout.offsets[k:k + d], layout.offsets[k + 1:k + d + 1], strict=True)]
     timings: dict[str, float] = {}
     sensitivity = count_sensitivity(neighbouring)
 
@@ -300,7 +350,12 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
     timings["edges"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    sampler = build_sampler(releases, one_way, layout.levels, d)
+    order = drawing_order(releases, d)
+    triples = release_triples(dense, layout, order, neighbouring, triple_rng)
+    timings["triples"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    sampler = build_sampler(order, one_way, layout.levels, d, triples)
     timings["consistency"] = time.perf_counter() - start
     total = n_synthetic if n_synthetic is not None else max(layout.n_hat, 0)
     warnings = list(layout.warnings)
@@ -321,10 +376,14 @@ def tree_release(counts: CellCounts, n: int, d: int, epsilon: float, *, neighbou
                                 "levels": [{"lo": lo, "hi": hi, "noisy_count": noisy}
                                            for (lo, hi), noisy in zip(r.measured_boxes(), r.noisy_levels,
                                                                       strict=True)]}
-                               for r in releases]},
+                               for r in releases],
+                     "triples": [{"columns": list(t.columns), "sigma": t.sigma, "noisy_count": t.noisy,
+                                  "true_count": t.true_count, "count": t.counts} for t in triples if t is not None]},
         params={"branch": "tree", "edge_levels": "flat" if layout.flat else "pmm", "tree_edges": edges, "root": 0,
                 "edge_depths": [r.tree.depth for r in releases],
-                "edge_cuts": [list(r.tree.cuts) for r in releases], "marginal_bits": list(layout.marginal_bits)},
+                "edge_cuts": [list(r.tree.cuts) for r in releases], "marginal_bits": list(layout.marginal_bits),
+                "triples": [list(t.columns) for t in triples if t is not None],
+                "triple_bits": list(layout.triple_bits)},
         timings=timings, warnings=warnings)
     return out, plan
 
@@ -372,6 +431,8 @@ def _stage_label(name: str, layout: TreeLayout) -> str:
         return f"1-way marginals of {len(layout.levels)} columns: discrete Laplace per bin"
     if name == "selection":
         return f"tree selection: {len(layout.levels) - 1} exponential-mechanism rounds (Gumbel-max)"
+    if name.startswith("triple "):
+        return f"{name} of the selected tree: coarse 3-way histogram, discrete Laplace per cell"
     if layout.flat:
         return f"{name} of the selected tree: flat, discrete Laplace per leaf"
     return f"{name} of the selected tree: PMM, discrete Laplace per level"
@@ -445,6 +506,16 @@ def _distribution(counts: np.ndarray, levels: int, bits: int) -> np.ndarray:
 
 
 @dataclass
+class TripleStep:
+    """How a column is drawn given its parent and a second conditioning column (:mod:`.triples`)."""
+
+    given: int  # the second conditioning column g
+    bits: tuple[int, int, int]  # cuts of g, the parent and the child on the triple's coarse cells
+    coarse_cdf: np.ndarray  # block CDFs of the child's coarse bin, one block per (g coarse bin, parent edge bin)
+    fine_cdf: np.ndarray  # block CDFs of the child's edge bin, one block per (parent edge bin, child coarse bin)
+
+
+@dataclass
 class TreeSampler:
     """Post-processing of the released edges: column models, the tree from the root, raked edge CDFs."""
 
@@ -453,6 +524,7 @@ class TreeSampler:
     root: int
     steps: list[tuple[int, int, int, int, np.ndarray]]  # parent, child, parent cuts, child cuts, block CDF
     first_joint: np.ndarray  # CDF of the raked histogram of the first edge (root and its first child drawn jointly)
+    triple_steps: list[TripleStep | None] = field(default_factory=list)  # per step, or None (edge only)
 
     def sample(self, total: int, rng: np.random.Generator) -> np.ndarray:
         rows = np.empty((total, self.d))
@@ -463,59 +535,157 @@ class TreeSampler:
         cell = sample_blocks(self.first_joint, np.zeros(total, dtype=np.int64), len(self.first_joint), rng)
         fine[self.root] = root.refine(cell >> first[3], first[2], rng, caches[self.root])
         rows[:, self.root] = root.to_unit(fine[self.root], rng)
-        for k, (parent, child, pc, cc, cdf) in enumerate(self.steps):
+        triple_steps = self.triple_steps or [None] * len(self.steps)
+        for k, ((parent, child, pc, cc, cdf), triple) in enumerate(zip(self.steps, triple_steps, strict=True)):
+            parent_bin = fine[parent] >> (self.columns[parent].fine_bits - pc)
             if k == 0:
                 child_bin = cell & (2 ** cc - 1)
+            elif triple is not None:
+                child_bin = self._child_given_two(triple, fine, parent, parent_bin, cc, rng)
             else:
-                parent_bin = fine[parent] >> (self.columns[parent].fine_bits - pc)
                 child_bin = sample_blocks(cdf, parent_bin, 2 ** cc, rng) - parent_bin * 2 ** cc
             model = self.columns[child]
             fine[child] = model.refine(child_bin, cc, rng, caches[child])
             rows[:, child] = model.to_unit(fine[child], rng)
         return rows
 
+    def _child_given_two(self, triple: TripleStep, fine: dict[int, np.ndarray], parent: int, parent_bin: np.ndarray,
+                         cc: int, rng: np.random.Generator) -> np.ndarray:
+        """The child's edge bin: its coarse bin given (g, parent) coarse cells, then the edge bin inside it given
+        the parent's edge bin."""
+        tg, _, tc = triple.bits
+        pc = int(math.log2(len(triple.fine_cdf) // 2 ** cc))
+        cell = (fine[triple.given] >> (self.columns[triple.given].fine_bits - tg)) << pc | parent_bin
+        coarse = sample_blocks(triple.coarse_cdf, cell, 2 ** tc, rng) - cell * 2 ** tc
+        block = parent_bin * 2 ** tc + coarse
+        return sample_blocks(triple.fine_cdf, block, 2 ** (cc - tc), rng) - parent_bin * 2 ** cc
 
-def build_sampler(releases: list[PairRelease], one_way: list[MarginalRelease], levels: tuple[int, ...],
-                  d: int) -> TreeSampler:
+
+def drawing_order(releases: list[PairRelease], d: int) -> list[tuple[int, int, PairRelease]]:
+    """The tree's edges as ``(parent, child, release)`` in breadth-first order from the root, column 0."""
+    neighbours: dict[int, list[tuple[int, PairRelease]]] = {a: [] for a in range(d)}
+    for rel in releases:
+        neighbours[rel.tree.a].append((rel.tree.b, rel))
+        neighbours[rel.tree.b].append((rel.tree.a, rel))
+    order: list[tuple[int, int, PairRelease]] = []
+    seen, queue = {0}, [0]
+    while queue:
+        parent = queue.pop(0)
+        for child, rel in neighbours[parent]:
+            if child not in seen:
+                seen.add(child)
+                queue.append(child)
+                order.append((parent, child, rel))
+    return order
+
+
+def second_parents(order: list[tuple[int, int, PairRelease]]) -> list[int]:
+    """The second conditioning column of every step after the first: the parent's parent, or for a child of the root
+    the root's first child (drawn with the root).  ``d - 2`` columns, a public count."""
+    parent_of = {child: parent for parent, child, _ in order}
+    first_child = order[0][1]
+    return [parent_of.get(parent, first_child) for parent, _, _ in order[1:]]
+
+
+def release_triples(dense: np.ndarray, layout: TreeLayout, order: list[tuple[int, int, PairRelease]],
+                    neighbouring: str, rng: np.random.Generator) -> list[TripleRelease | None]:
+    """Release the ``d - 2`` triples (second parent, parent, child) the tree names, each at its stage's share of
+    epsilon (:func:`~privsyn_core.mechanisms.wide_tables.triples.release_triple`); ``None`` for the first step
+    (drawn jointly with the root) and for every step without triples."""
+    if not layout.triples:
+        return [None] * len(order)
+    first = len(layout.pairs) + len(layout.levels)
+    where = {t: (layout.offsets[first + k], layout.offsets[first + k + 1]) for k, t in enumerate(layout.triples)}
+    triple_eps = [e for name, e in layout.shares if name.startswith("triple ")]
+    out: list[TripleRelease | None] = [None]
+    for (parent, child, _), given, eps_t, g in zip(order[1:], second_parents(order), triple_eps,
+                                                   rng.spawn(len(triple_eps)), strict=True):
+        low, mid, high = sorted((given, parent, child))
+        start, stop = where[low, mid, high]
+        out.append(release_triple(dense[start:stop], (low, mid, high), (given, parent, child), layout.levels,
+                                  layout.triple_bits, eps_t, neighbouring, layout.n_hat, g))
+    return out
+
+
+def build_sampler(order: list[tuple[int, int, PairRelease]], one_way: list[MarginalRelease],
+                  levels: tuple[int, ...], d: int, triples: list[TripleRelease | None] | None = None) -> TreeSampler:
     """Consolidated column marginals, raked edge histograms and the sampling order (module docstring, 4-5).
 
     A column's marginal (:func:`column_marginal`) is its released fine 1-way histogram, its coarse bins moved to the
     inverse-variance weighted mean of it and the marginals of the edges touching the column; each edge histogram is
-    raked to the marginals of its two columns.  Post-processing of released values.
+    raked to the marginals of its two columns; a released triple refines the child's draw
+    (:func:`triple_step`).  Post-processing of released values.
     """
     touching: dict[int, list[tuple[np.ndarray, int, PairRelease, int]]] = {a: [] for a in range(d)}
-    for rel in releases:
+    for _, _, rel in order:
         joint = rel.joint.astype(float)
         mass = joint.sum()
         joint = joint / mass if mass > 0 else rel.tree.valid_leaves() / rel.tree.valid_leaves().sum()
         for axis, column in enumerate((rel.tree.a, rel.tree.b)):
             touching[column].append((joint.sum(axis=1 - axis), rel.tree.cuts[axis], rel, axis))
     columns = [column_marginal(one_way[a], touching[a]) for a in range(d)]
-    neighbours: dict[int, list[tuple[int, PairRelease]]] = {a: [] for a in range(d)}
-    for rel in releases:
-        neighbours[rel.tree.a].append((rel.tree.b, rel))
-        neighbours[rel.tree.b].append((rel.tree.a, rel))
     steps: list[tuple[int, int, int, int, np.ndarray]] = []
-    seen, queue = {0}, [0]
-    while queue:
-        parent = queue.pop(0)
-        for child, rel in neighbours[parent]:
-            if child in seen:
-                continue
-            seen.add(child)
-            queue.append(child)
-            ca, cb = rel.tree.cuts
-            joint = rel.joint.astype(float) if rel.tree.a == parent else rel.joint.T.astype(float)
-            pc, cc = (ca, cb) if rel.tree.a == parent else (cb, ca)
-            parent_marginal = columns[parent].at(pc)
-            conditional = smoothed_conditional(joint, _leaf_sigma(rel))
-            raked = rake(parent_marginal[:, None] * conditional, parent_marginal, columns[child].at(cc))
-            fallback = np.broadcast_to(columns[child].at(cc), raked.shape)
-            if not steps:
-                direct = rake(joint, parent_marginal, columns[child].at(cc)).ravel()
-                first_joint = block_cdf(direct[None, :], direct[None, :])
-            steps.append((parent, child, pc, cc, block_cdf(raked, fallback)))
-    return TreeSampler(d, columns, 0, steps, first_joint)
+    triple_steps: list[TripleStep | None] = []
+    joints: dict[tuple[int, int], np.ndarray] = {}  # the model's (parent, child) joint of every edge drawn so far
+    for (parent, child, rel), triple in zip(order, triples or [None] * len(order), strict=True):
+        ca, cb = rel.tree.cuts
+        joint = rel.joint.astype(float) if rel.tree.a == parent else rel.joint.T.astype(float)
+        pc, cc = (ca, cb) if rel.tree.a == parent else (cb, ca)
+        parent_marginal = columns[parent].at(pc)
+        conditional = smoothed_conditional(joint, _leaf_sigma(rel))
+        raked = rake(parent_marginal[:, None] * conditional, parent_marginal, columns[child].at(cc))
+        fallback = np.broadcast_to(columns[child].at(cc), raked.shape)
+        if not steps:
+            direct = rake(joint, parent_marginal, columns[child].at(cc))
+            first_joint = block_cdf(direct.ravel()[None, :], direct.ravel()[None, :])
+        joints[parent, child] = direct if not steps else raked
+        joints[child, parent] = joints[parent, child].T
+        steps.append((parent, child, pc, cc, block_cdf(raked, fallback)))
+        triple_steps.append(None if triple is None else
+                            triple_step(triple, joints[triple.columns[:2]], raked, columns, pc, cc))
+    return TreeSampler(d, columns, 0, steps, first_joint, triple_steps)
+
+
+def triple_step(triple: TripleRelease, given_parent: np.ndarray, raked: np.ndarray, columns: list[ColumnModel],
+                pc: int, cc: int) -> TripleStep:
+    r"""The child's two-stage draw from a released triple ``(g, p, c)``, the model's ``(g, p)`` joint and the raked
+    edge ``(p, c)`` (``2^pc x 2^cc``).
+
+    The triple's conditional ``Q(c | g, p)`` on coarse bins (:func:`~privsyn_core.mechanisms.wide_tables.triples.
+    triple_conditional`, the edge's coarse conditional ``P(c | p)`` as its prior), times the ``(g, p)`` joint, is
+    raked to the ``(g, p)`` and ``(p, c)`` margins (:func:`~privsyn_core.mechanisms.wide_tables.triples.rake_triple`)
+    so that the tree's 2-way and 1-way marginals stay as released.  The child's coarse bin is then drawn from
+
+    .. math:: P(c \mid g, p_{\text{edge}}) \propto P_{\text{edge}}(c \mid p_{\text{edge}})\,
+              \frac{Q(c \mid g, p)}{P(c \mid p)},
+
+    the edge's conditional at the parent's edge bin times the interaction that ``g`` adds at the coarse bins, and
+    its edge bin from the raked edge's row restricted to that coarse bin.
+    """
+    given, _, child = triple.columns
+    stored = tuple(int(math.log2(s)) for s in triple.counts.shape)
+    tg, tp, tc = (min(stored[0], int(math.log2(given_parent.shape[0]))),
+                  min(stored[1], pc, int(math.log2(given_parent.shape[1]))), min(stored[2], cc))
+    edge_coarse = coarsen_axes(raked, (tp, tc))
+    prior = _rows(edge_coarse)
+    gp = coarsen_axes(given_parent, (tg, tp))
+    measured = triple_conditional(triple, prior, (tg, tp, tc)).reshape(gp.shape + (-1,))
+    joint = rake_triple(gp[:, :, None] * measured, gp / max(gp.sum(), 1e-300),
+                        edge_coarse / max(edge_coarse.sum(), 1e-300))
+    interaction = np.divide(_rows(joint.reshape(-1, 2 ** tc)).reshape(joint.shape), prior[None],
+                            out=np.zeros_like(joint), where=prior[None] > 0)
+    at_edge = _rows(coarsen_axes(raked, (pc, tc)))  # P_edge(c coarse | parent edge bin)
+    combined = (at_edge[None, :, :] * interaction[:, np.arange(2 ** pc) >> (pc - tp), :]).reshape(-1, 2 ** tc)
+    width = 2 ** (cc - tc)
+    fine_fallback = np.broadcast_to(columns[child].at(cc).reshape(-1, width), (2 ** pc, 2 ** tc, width))
+    return TripleStep(given, (tg, tp, tc), block_cdf(combined, np.tile(at_edge, (2 ** tg, 1))),
+                      block_cdf(raked.reshape(-1, width), fine_fallback.reshape(-1, width)))
+
+
+def _rows(table: np.ndarray) -> np.ndarray:
+    """Rows of a 2-D table normalised to sum to 1 (rows without mass stay 0)."""
+    total = table.sum(axis=1, keepdims=True)
+    return np.divide(table, total, out=np.zeros_like(table, dtype=float), where=total > 0)
 
 
 def _coarse_variance(rel: PairRelease, axis: int, bits: int) -> float:
@@ -625,6 +795,29 @@ def marginal_features(out: MechanismOutput, pair: Any) -> np.ndarray:
     return cell_features(MechanismOutput(unit=out.unit, ledger=out.ledger, diagnostics={"levels": [level]}), pair)
 
 
+def triple_features(out: MechanismOutput, pair: Any) -> np.ndarray:
+    """Audit features of the triples stage: :func:`~privsyn_core.mechanisms.base.audit.cell_features` of the first
+    released triple's noisy cells before their projection, each cell a box of the cube in its three columns
+    (numeric columns: the corners' cells are the triple's first and last)."""
+    first = out.diagnostics["triples"][0]
+    triple = sorted(first["columns"])
+    bits = [out.params["triple_bits"][a] for a in triple]
+    index = np.indices([2 ** b for b in bits]).reshape(3, -1).T
+    d = pair.base.shape[1]
+    lo, hi = np.zeros((len(index), d)), np.ones((len(index), d))
+    for k, (column, b) in enumerate(zip(triple, bits, strict=True)):
+        lo[:, column], hi[:, column] = index[:, k] / 2 ** b, (index[:, k] + 1) / 2 ** b
+    level = {"lo": lo, "hi": hi, "noisy_count": first["noisy_count"]}
+    return cell_features(MechanismOutput(unit=out.unit, ledger=out.ledger, diagnostics={"levels": [level]}), pair)
+
+
+def triple_pair_loss(spec: Any, pair: Any, epsilon: float, params: dict[str, Any]) -> float:
+    """The loss that :func:`triple_features` reads: the first triple's stage (L1 sensitivity ``S`` at noise
+    ``S / eps_t``)."""
+    ledger = spec.privacy_map(epsilon, pair.relation, params, len(pair.base), pair.base.shape[1])
+    return float(next(eps for label, eps in ledger if label.startswith("triple 0")))
+
+
 def marginal_pair_loss(spec: Any, pair: Any, epsilon: float, params: dict[str, Any]) -> float:
     """The loss that :func:`marginal_features` reads: column 0's share of the 1-way stage (its histogram has L1
     sensitivity ``S`` at noise ``S / eps_0``)."""
@@ -668,17 +861,25 @@ SPEC = register_staged(
         "flat_below": ParamSpec(FLAT_BELOW, int, (0, 10 ** 9),
                                 help="edges are measured flat (all their budget on the leaves) while eps_edge n "
                                      "(n noisy under add/remove) is below this; 0: always PMM's levels"),
+        "triples": ParamSpec(TRIPLES, float, (0.0, 0.9),
+                             help="share of epsilon for the d - 2 coarse 3-way histograms (second parent, parent, "
+                                  "child) that refine each column's draw along the tree; 0: a pure tree"),
+        "triples_above": ParamSpec(TRIPLES_ABOVE, int, (0, 10 ** 9),
+                                   help="the triples are measured while each one's epsilon times n (n noisy under "
+                                        "add/remove) reaches this; below, their share goes to the edges"),
         "depth": ParamSpec("paper", int, (2, 40), choices=("paper",),
                            help="depth of every edge's tree: 'paper' = floor(log2(eps_edge n)) for PMM edges, "
                                 "floor(log2(eps_edge n / 2)) for flat ones (n noisy under add/remove), or an integer"),
     },
     guarantee="epsilon-DP (replace-one or add/remove): noisy n (add/remove), discrete Laplace 1-way marginals of "
-              "every column, d-1 exponential-mechanism rounds and d-1 edge histograms (flat discrete Laplace, or PMM "
-              "trees on large tables), composed; ledger sums to epsilon; at most 3 columns: PSMM on the whole joint",
+              "every column, d-1 exponential-mechanism rounds, d-1 edge histograms (flat discrete Laplace, or PMM "
+              "trees on large tables) and, where eps n allows, d-2 coarse 3-way histograms (discrete Laplace), "
+              "composed; ledger sums to epsilon; at most 3 columns: PSMM on the whole joint",
     description="Releases every column's 1-way marginal, chooses a tree of column pairs privately (as MST does), "
                 "releases each pair's joint distribution (a noisy histogram, or PMM in its unit square on large "
-                "tables), and samples rows along the tree. For tables with many columns; with at most 3 it "
-                "releases the whole joint by PSMM.",
+                "tables) and, where the budget and rows allow, a coarse 3-way histogram for each column with its "
+                "parent and grandparent, and samples rows along the tree. For tables with many columns; with at "
+                "most 3 it releases the whole joint by PSMM.",
     codec=LevelledCodec,
     floating_point_exposure=SELECTION_EXPOSURE,
     floating_point_severity="choice",
@@ -691,8 +892,9 @@ SPEC = register_staged(
     order=130,
     w1_claim=W1Claim("measured", "PMM's theorem bounds each released pair's 2-way marginal where a "
                                  "PMM tree measures it; nothing bounds the joint"),
-    released=("branch", "edge_levels", "root", "edge_depths", "edge_cuts", "marginal_bits", "cells_per_axis", "cells"),
-    released_noisy=("tree_edges",),
+    released=("branch", "edge_levels", "root", "edge_depths", "edge_cuts", "marginal_bits", "triple_bits",
+              "cells_per_axis", "cells"),
+    released_noisy=("tree_edges", "triples"),
     uses_n=lambda params: True,
     audit=AuditCase(d=2, params={"depth": 2, "coarse_bits": 1, "joint_columns": 1, "flat_below": 0},
                     features=edge_features, read_stages=("edge ",),

@@ -329,34 +329,6 @@ def _marginals_case():
                                pair_loss=mt.marginal_pair_loss)
 
 
-@pytest.mark.parametrize("relation", ["replace", "add_remove"])
-def test_marginals_case_has_power_at_the_budget(relation):
-    """Column 0's histogram changes in one bin (add/remove) or two (replace): at twice its loss the tight event is
-    detected at the case's budget except with probability < 1e-6 (as tests/test_audit.py requires)."""
-    from privsyn_core.evaluation import audit
-
-    coordinates = 1 if relation == "add_remove" else 2
-    case = _marginals_case()
-    assert 1 - audit.detection_power(2.0 ** -coordinates, 2.0, 1.0, case.trials, 1e-6) < 1e-6
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("relation", ["replace", "add_remove"])
-def test_one_way_marginals_pass_the_audit_and_half_their_noise_is_detected(relation):
-    """The 1-way stage (column 0's histogram, at confidence 1 - 1e-6) and its detection case: every noise scale
-    times f = L / (2 epsilon), L the column's share, makes the histogram spend 2 epsilon, which must be caught."""
-    from privsyn_core.evaluation import audit
-
-    spec, case = ps.get_mechanism("marginal_tree"), _marginals_case()
-    pair = audit.neighbour_pair(spec.data_kind, relation, case.n, case.d)
-    loss = mt.marginal_pair_loss(spec, pair, 1.0, spec.resolve_params(case.params))
-    correct = audit.audit("marginal_tree", 1.0, neighbouring=relation, confidence=1 - 1e-6, rng=1, case=case)
-    assert 0.0 <= correct.eps_lower <= 1.0, correct
-    overspent = audit.audit("marginal_tree", 1.0, neighbouring=relation, confidence=1 - 1e-6, rng=2, case=case,
-                            noise_factor=min(0.5, loss / 2))
-    assert overspent.detected and overspent.eps_lower > 1.0, overspent
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("relation", ["replace", "add_remove"])
 def test_flat_edges_pass_the_audit_and_half_their_noise_is_detected(relation):
@@ -515,27 +487,30 @@ def _triples_case():
                                read_stages=("triple ",), pair_loss=mt.triple_pair_loss)
 
 
+@pytest.mark.parametrize("case_of", [_marginals_case, _triples_case], ids=["1-way", "triples"])
 @pytest.mark.parametrize("relation", ["replace", "add_remove"])
-def test_triples_case_has_power_at_the_budget(relation):
-    """The triple's corner cells change by one (add/remove) or two (replace): at twice its loss the tight event
-    is detected at the case's budget except with probability < 1e-6 (as tests/test_audit.py requires)."""
+def test_stage_cases_have_power_at_the_budget(relation, case_of):
+    """Column 0's histogram (the triple's corner cells) changes in one cell (add/remove) or two (replace): at twice
+    its loss the tight event is detected at the case's budget except with probability < 1e-6 (as
+    tests/test_audit.py requires)."""
     from privsyn_core.evaluation import audit
 
     coordinates = 1 if relation == "add_remove" else 2
-    case = _triples_case()
-    assert 1 - audit.detection_power(2.0 ** -coordinates, 2.0, 1.0, case.trials, 1e-6) < 1e-6
+    assert 1 - audit.detection_power(2.0 ** -coordinates, 2.0, 1.0, case_of().trials, 1e-6) < 1e-6
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("case_of", [_marginals_case, _triples_case], ids=["1-way", "triples"])
 @pytest.mark.parametrize("relation", ["replace", "add_remove"])
-def test_triples_pass_the_audit_and_their_overspend_is_detected(relation):
-    """The triples stage (the first triple's noisy cells, at confidence 1 - 1e-6) and its detection case: every
-    noise scale times f = L / (2 epsilon), L the triple's share, makes the triple spend 2 epsilon."""
+def test_stages_pass_the_audit_and_their_overspend_is_detected(relation, case_of):
+    """The 1-way stage (column 0's histogram) and the triples stage (the first triple's noisy cells), each at
+    confidence 1 - 1e-6, and their detection cases: every noise scale times f = L / (2 epsilon), L the stage's
+    share, makes it spend 2 epsilon, which must be caught."""
     from privsyn_core.evaluation import audit
 
-    spec, case = ps.get_mechanism("marginal_tree"), _triples_case()
+    spec, case = ps.get_mechanism("marginal_tree"), case_of()
     pair = audit.neighbour_pair(spec.data_kind, relation, case.n, case.d)
-    loss = mt.triple_pair_loss(spec, pair, 1.0, spec.resolve_params(case.params))
+    loss = case.pair_loss(spec, pair, 1.0, spec.resolve_params(case.params))
     correct = audit.audit("marginal_tree", 1.0, neighbouring=relation, confidence=1 - 1e-6, rng=1, case=case)
     assert 0.0 <= correct.eps_lower <= 1.0, correct
     overspent = audit.audit("marginal_tree", 1.0, neighbouring=relation, confidence=1 - 1e-6, rng=2, case=case,

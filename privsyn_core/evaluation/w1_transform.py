@@ -14,8 +14,10 @@ divide-and-conquer", 1980): in a block of
 positions split into a left and a right half, every source of one half and target of the other are on known
 sides in the first coordinate, and sorting the block by the second coordinate turns the quadrant minimum into a
 running minimum (``np.minimum.accumulate``) forwards or backwards. Ties go to the sources (sorted before the
-targets), so each pair is counted in a quadrant whose signs are right. Blocks of ``_BASE`` positions are done by
-brute force. Time ``O(N log^2 N)`` in vectorised passes (``N`` sources plus targets).
+targets), so each pair is counted in a quadrant whose signs are right. Blocks of ``base`` positions are done by
+brute force, ``base`` between ``_BASE`` and twice that, chosen so that the ``base 2^j`` positions exceed the ``N``
+sources plus targets by less than ``2^j`` (padding to a power of two would add up to ``N`` positions). Time
+``O(N log^2 N)`` in vectorised passes.
 
 Every value is ``h(s)`` plus or minus the four coordinates, evaluated in floating point: it differs from
 ``h(s) + |t - s|_1`` by a few units in the last place of the magnitudes involved, which callers cover by a margin.
@@ -25,12 +27,12 @@ from __future__ import annotations
 
 import numpy as np
 
-_BASE = 16  # positions per brute-force block (a power of two)
+_BASE = 16  # positions per brute-force block, at least (and fewer than twice this)
 _SOURCE, _TARGET, _PAD = 0, 1, 2
 
 
-def planar_c_transform(sources: np.ndarray, values: np.ndarray,
-                       targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def planar_c_transform(sources: np.ndarray, values: np.ndarray, targets: np.ndarray,
+                       argmin: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
     """``min_s values(s) + ||t - s||_1`` for every target ``t``, and the index of a minimising source.
 
     Parameters
@@ -38,14 +40,18 @@ def planar_c_transform(sources: np.ndarray, values: np.ndarray,
     sources : array (n, 2), n >= 1
     values : array (n,)
     targets : array (m, 2)
+    argmin : bool
+        Also find a minimising source (tracking it takes about a quarter of the time).
 
     Returns
     -------
     best : array (m,)
-    argmin : int array (m,)
+    argmin : int array (m,), or None when not asked for
     """
     n, total = len(sources), len(sources) + len(targets)
-    size = max(2 * _BASE, 1 << (total - 1).bit_length())
+    levels = max(1, (total - 1) // _BASE).bit_length()
+    base = -(-total // (1 << levels))
+    size = max(2 * base, base << levels)
     kind = np.full(size, _PAD, dtype=np.int8)
     kind[:n], kind[n:total] = _SOURCE, _TARGET
     first, second = np.full(size, np.inf), np.full(size, np.inf)
@@ -60,32 +66,35 @@ def planar_c_transform(sources: np.ndarray, values: np.ndarray,
     h[is_source] = values[item[is_source]]
     x = np.where(kind == _PAD, 0.0, first[item])
     y = np.where(kind == _PAD, 0.0, second[item])
-    best, argpos = _brute_force_blocks(x, y, h, is_target)
-    best, argpos = _divide_and_conquer(x, y, h, rank, is_source, is_target, best, argpos)
-    out_best = np.empty(total - n)
-    out_arg = np.empty(total - n, dtype=np.int64)
+    best, argpos = _brute_force_blocks(x, y, h, is_target, base)
+    best, found = _divide_and_conquer(x, y, h, rank, is_source, is_target, best, argpos if argmin else None, base)
     targets_at = np.flatnonzero(is_target)
+    out_best = np.empty(total - n)
     out_best[item[targets_at] - n] = best[targets_at]
-    out_arg[item[targets_at] - n] = item[argpos[targets_at]]
+    if found is None:
+        return out_best, None
+    out_arg = np.empty(total - n, dtype=np.int64)
+    out_arg[item[targets_at] - n] = item[found[targets_at]]
     return out_best, out_arg
 
 
-def _brute_force_blocks(x: np.ndarray, y: np.ndarray, h: np.ndarray,
-                        is_target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every (target, source) pair inside each block of ``_BASE`` consecutive positions, directly."""
-    rows = len(x) // _BASE
-    xs, ys, hs = (a.reshape(rows, 1, _BASE) for a in (x, y, h))
-    xt, yt = (np.where(is_target, a, 0.0).reshape(rows, _BASE, 1) for a in (x, y))
+def _brute_force_blocks(x: np.ndarray, y: np.ndarray, h: np.ndarray, is_target: np.ndarray,
+                        base: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every (target, source) pair inside each block of ``base`` consecutive positions, directly."""
+    rows = len(x) // base
+    xs, ys, hs = (a.reshape(rows, 1, base) for a in (x, y, h))
+    xt, yt = (np.where(is_target, a, 0.0).reshape(rows, base, 1) for a in (x, y))
     cost = hs + np.abs(xt - xs) + np.abs(yt - ys)
     column = cost.argmin(axis=2)
     best = np.take_along_axis(cost, column[..., None], axis=2).ravel()
-    return best, (np.arange(rows)[:, None] * _BASE + column).ravel()
+    return best, (np.arange(rows)[:, None] * base + column).ravel()
 
 
 def _divide_and_conquer(x: np.ndarray, y: np.ndarray, h: np.ndarray, rank: np.ndarray, is_source: np.ndarray,
-                        is_target: np.ndarray, best: np.ndarray,
-                        argpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs split between the halves of blocks of 2 ``_BASE``, 4 ``_BASE``, ... positions (see module doc).
+                        is_target: np.ndarray, best: np.ndarray, argpos: np.ndarray | None,
+                        base: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Pairs split between the halves of blocks of 2 ``base``, 4 ``base``, ... positions (see module doc); the
+    minimisers are tracked unless ``argpos`` is None.
 
     All arrays are kept in the current order ``position[i]`` (by block, then by the second coordinate), permuted
     at each level by a stable sort that merges the two sorted halves of every block.
@@ -93,39 +102,44 @@ def _divide_and_conquer(x: np.ndarray, y: np.ndarray, h: np.ndarray, rank: np.nd
     size = len(x)
     position = np.arange(size, dtype=np.int64)
     kind = np.where(is_source, 1, np.where(is_target, 2, 0)).astype(np.int8)
-    arrays = [rank, kind, best, argpos, x, y, h]
-    half = _BASE
+    tracked = argpos if argpos is not None else np.zeros(0, dtype=np.int64)
+    half = base
     while half < size:
         block = 2 * half
-        order = np.argsort((position // block) * size + arrays[0], kind="stable")
-        position = position[order]
-        arrays = [a[order] for a in arrays]
-        rank, kind, best, argpos, x, y, h = arrays
+        order = np.argsort((position // block) * size + rank, kind="stable")
+        position, rank, kind = position[order], rank[order], kind[order]
+        best, x, y, h = best[order], x[order], y[order], h[order]
+        if argpos is not None:
+            tracked = tracked[order]
         left = (position % block) < half
         source, target = kind == 1, kind == 2
-        columns = np.arange(block)
-        rows = position.reshape(-1, block)
         for from_left in (True, False):
             sending = source & left if from_left else source & ~left
             receiving = target & ~left if from_left else target & left
             sign = -1.0 if from_left else 1.0
             shifted = h + sign * x
             for forwards in (True, False):
-                key = shifted - y if forwards else shifted + y
-                value = np.where(sending, key, np.inf).reshape(-1, block)
-                if not forwards:
-                    value = value[:, ::-1]
-                running = np.minimum.accumulate(value, axis=1)
-                at = np.maximum.accumulate(np.where(value <= running, columns, 0), axis=1)
-                if not forwards:
-                    running, at = running[:, ::-1], (block - 1 - at)[:, ::-1]
-                part = -sign * x + (y if forwards else -y)
-                candidate = np.where(receiving, running.ravel() + part, np.inf)
+                value = np.where(sending, shifted - y if forwards else shifted + y, np.inf).reshape(-1, block)
+                running = np.minimum.accumulate(value if forwards else value[:, ::-1], axis=1)
+                candidate = np.where(receiving, (running if forwards else running[:, ::-1]).ravel()
+                                     - sign * x + (y if forwards else -y), np.inf)
                 better = candidate < best
                 best = np.where(better, candidate, best)
-                argpos = np.where(better, np.take_along_axis(rows, at, axis=1).ravel(), argpos)
-        arrays[2], arrays[3] = best, argpos
+                if argpos is not None:
+                    tracked = np.where(better, _running_argmin(value, running, position, forwards), tracked)
         half = block
     restore = np.empty(size, dtype=np.int64)
     restore[position] = np.arange(size)
-    return arrays[2][restore], arrays[3][restore]
+    return best[restore], (tracked[restore] if argpos is not None else None)
+
+
+def _running_argmin(value: np.ndarray, running: np.ndarray, position: np.ndarray, forwards: bool) -> np.ndarray:
+    """The position holding each running minimum of the rows of ``value`` (``running``: that minimum, taken
+    backwards along the rows unless ``forwards``), flattened."""
+    block = value.shape[1]
+    columns = np.arange(block)
+    ahead = value if forwards else value[:, ::-1]
+    at = np.maximum.accumulate(np.where(ahead <= running, columns, 0), axis=1)
+    if not forwards:
+        at = (block - 1 - at)[:, ::-1]
+    return np.take_along_axis(position.reshape(-1, block), at, axis=1).ravel()

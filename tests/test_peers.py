@@ -12,6 +12,7 @@ README's test command on a core install); ``.ci/run``'s peers stage installs ``r
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import math
 import os
@@ -78,6 +79,15 @@ class FakeOpenDP:
         keys = np.floor(np.random.default_rng(99).random((m, len(sizes))) * sizes)
         keys.flat[::self.null_every] = np.nan
         return keys
+
+
+@pytest.fixture(autouse=True)
+def python_handles_interrupts():
+    """Python's own SIGINT handler during every test: a process started in the background by a shell without job
+    control inherits SIGINT ignored, and then no interrupt test here could see its KeyboardInterrupt."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture
@@ -371,6 +381,8 @@ def opendp_module(monkeypatch):
     prelude.OpenDPException = FakeOpenDPException
     package = type(sys)("opendp")
     package.prelude = prelude
+    for module in (package, prelude):  # a spec, as an imported module has (importlib.util.find_spec reads it)
+        module.__spec__ = importlib.machinery.ModuleSpec(module.__name__, None)
     monkeypatch.setitem(sys.modules, "opendp", package)
     monkeypatch.setitem(sys.modules, "opendp.prelude", prelude)
     return prelude

@@ -476,6 +476,20 @@ def test_triples_are_measured_only_where_each_holds_enough_records_for_its_noise
     assert math.fsum(e for _, e in result.ledger) == 1.0
 
 
+def test_triples_are_skipped_with_a_warning_where_counting_them_all_would_pass_the_budget():
+    """C(d, 3) n row-triples within TRIPLE_COUNT_BUDGET: 50 columns (19,600 triples) fit at 10^5 rows, not at
+    10^6; the skipped stage's share goes to the edges, and the warning says so without the row count."""
+    base = {**DEFAULTS, "levels": (0,) * 50}
+    fits = mt.tree_layout(100_000, 50, 1.0, "replace", base)
+    skipped = mt.tree_layout(1_000_000, 50, 1.0, "replace", base)
+    assert len(fits.triples) == math.comb(50, 3) and not fits.warnings
+    assert skipped.triples == () and not any(name.startswith("triple") for name, _ in skipped.shares)
+    assert math.fsum(e for name, e in skipped.shares if name.startswith("edge")) == pytest.approx(
+        math.fsum(e for name, e in fits.shares if name.startswith(("edge", "triple"))))
+    assert len(skipped.warnings) == 1 and "19,600 column triples" in skipped.warnings[0]
+    assert "1000000" not in skipped.warnings[0] and "1,000,000" not in skipped.warnings[0]
+
+
 def _triples_case():
     """The registered audit case on three columns with the tree asked for: features read the first triple's noisy
     cells (its stage's loss is what they can see)."""

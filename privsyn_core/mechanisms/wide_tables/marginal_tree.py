@@ -176,6 +176,9 @@ MARGINALS, SELECTION = 0.4, 0.1
 TRIPLES = 0.1
 #: Default of ``triples_above``: the triples are measured while ``eps_t n~`` reaches it (:func:`measures_triples`).
 TRIPLES_ABOVE = 64
+#: Most row-triples the 3-way stage counts (every column triple over every row, in the counting pass): beyond,
+#: the triples are skipped, with a warning (:func:`triples_fit`).
+TRIPLE_COUNT_BUDGET = 2 * 10 ** 9
 #: Range of the cuts of a numeric column's 1-way histogram (:func:`marginal_bits`; at least ``coarse_bits`` in
 #: :func:`tree_layout`, so that the selection's coarse bins are sums of measured bins).
 MARGINAL_BITS = (3, 10)
@@ -197,6 +200,13 @@ def measures_triples(epsilon: float, n_hat: int, d: int, params: dict[str, Any])
     if d < 3 or params["triples"] <= 0:
         return False
     return params["triples"] * epsilon / (d - 2) * max(n_hat, 0) >= params["triples_above"]
+
+
+def triples_fit(n_hat: int, d: int) -> bool:
+    """Whether counting all ``C(d, 3)`` column triples over ``n~`` rows stays within :data:`TRIPLE_COUNT_BUDGET`
+    (a public rule: the public count and ``d``). The tree that names the ``d - 2`` triples is chosen after the
+    counting pass, so the pass counts every triple: ``C(d, 3)`` grows as ``d^3`` (19,600 triples at ``d = 50``)."""
+    return math.comb(d, 3) * max(n_hat, 0) <= TRIPLE_COUNT_BUDGET
 
 
 def flat_edges(eps_edge: float, n_hat: int, params: dict[str, Any]) -> bool:
@@ -240,7 +250,13 @@ def tree_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[
     if edge_share <= 0:
         raise ParameterError(f"marginal_tree: marginals ({params['marginals']}) and selection "
                              f"({params['selection']}) leave no budget for the edges")
+    warnings = []
     triple_share = params["triples"] if measures_triples(epsilon, n, d, params) else 0.0
+    if triple_share > 0 and not triples_fit(n, d):
+        warnings.append(f"marginal_tree: no 3-way stage: counting all {math.comb(d, 3):,} column triples over "
+                        f"every row would pass the budget of {TRIPLE_COUNT_BUDGET:.0e} row-triples; its share "
+                        "of epsilon goes to the edges")
+        triple_share = 0.0
     edge_share -= triple_share
     if edge_share <= 0:
         raise ParameterError(f"marginal_tree: marginals, selection and triples ({triple_share}) leave no budget "
@@ -259,7 +275,6 @@ def tree_layout(n: int, d: int, epsilon: float, neighbouring: str, params: dict[
     flat = flat_edges(eps_edge, n_hat, params)
     r = edge_depth(eps_edge, n_hat, flat, params)
     r_budget = math.floor(math.log2(PAIR_CELL_BUDGET / len(pairs_ab)))
-    warnings = []
     if r > r_budget:
         warnings.append(f"marginal_tree: edge depth {r} capped at {r_budget} (all {len(pairs_ab)} pair trees are "
                         f"counted in one pass within {PAIR_CELL_BUDGET} cells)")

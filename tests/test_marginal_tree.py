@@ -476,6 +476,22 @@ def test_triples_are_measured_only_where_each_holds_enough_records_for_its_noise
     assert math.fsum(e for _, e in result.ledger) == 1.0
 
 
+@pytest.mark.parametrize(("n", "small"), [(300, True), (2000, False)])
+def test_small_tables_give_the_one_way_stage_more_budget_and_score_pairs_on_coarser_cells(n, small):
+    """The public rule eps n / d < SMALL_BELOW (5 columns at eps 1: n < 320) for the automatic shares; explicit
+    values win over it."""
+    frame, schema = chain_table(n)
+    result = ps.synthesize(frame, "marginal_tree", 1.0, schema=schema, neighbouring="replace", rng=2)
+    assert mt.small_table(1.0, n, 5) is small
+    one_way = [e for stage, e in result.ledger if stage.startswith("1-way marginals")]
+    assert one_way == [pytest.approx(mt.SMALL_MARGINALS if small else mt.MARGINALS)]
+    layout = mt.tree_layout(n, 5, 1.0, "replace", {**DEFAULTS, "levels": (0,) * 5})
+    assert layout.coarse == (mt.SMALL_COARSE_BITS if small else mt.COARSE_BITS,) * 5
+    chosen = mt.tree_layout(n, 5, 1.0, "replace", {**DEFAULTS, "levels": (0,) * 5, "marginals": 0.3,
+                                                   "coarse_bits": 4})
+    assert chosen.share("marginals") == pytest.approx(0.3) and chosen.coarse == (4,) * 5
+
+
 def test_triples_are_skipped_with_a_warning_where_counting_them_all_would_pass_the_budget():
     """C(d, 3) n row-triples within TRIPLE_COUNT_BUDGET: 50 columns (19,600 triples) fit at 10^5 rows, not at
     10^6; the skipped stage's share goes to the edges, and the warning says so without the row count."""

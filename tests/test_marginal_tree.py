@@ -478,7 +478,7 @@ def test_triples_are_measured_only_where_each_holds_enough_records_for_its_noise
 
 @pytest.mark.parametrize(("n", "small"), [(300, True), (2000, False)])
 def test_small_tables_give_the_one_way_stage_more_budget_and_score_pairs_on_coarser_cells(n, small):
-    """The public rule eps n / d < SMALL_BELOW (5 columns at eps 1: n < 320) for the automatic shares; explicit
+    """The public rule eps n / d < SMALL_BELOW (5 columns at eps 1: n < 800) for the automatic shares; explicit
     values win over it."""
     frame, schema = chain_table(n)
     result = ps.synthesize(frame, "marginal_tree", 1.0, schema=schema, neighbouring="replace", rng=2)
